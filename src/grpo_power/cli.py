@@ -1,0 +1,150 @@
+"""The ``grpo-power`` command line: one subcommand per stage.
+
+Each subcommand loads the config through :func:`grpo_power.config.load_config`, calls one
+package, and turns expected errors (bad config, bad input file, missing hardware) into a message
+on stderr and a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from grpo_power.config import DEFAULT_CONFIG_PATH, Config, ConfigError, load_config
+
+app = typer.Typer(
+    name="grpo-power",
+    help="Measure, cap and provision the GPU power of GRPO post-training runs.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+telemetry_app = typer.Typer(help="Record, import and summarise GPU power traces.", no_args_is_help=True)
+app.add_typer(telemetry_app, name="telemetry")
+
+ConfigOption = Annotated[
+    Path, typer.Option("--config", "-c", help="Config file (validated against the schema).")
+]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def user_errors(func: F) -> F:
+    """Report expected errors as one clear message and exit code 2."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from grpo_power.telemetry.source import TelemetryUnavailable
+
+        try:
+            return func(*args, **kwargs)
+        except (ConfigError, ValueError, FileNotFoundError, TelemetryUnavailable) as error:
+            typer.echo(f"error: {error}", err=True)
+            raise typer.Exit(2) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _config(path: Path, overrides: dict[str, Any] | None = None) -> Config:
+    return load_config(path, overrides)
+
+
+@telemetry_app.command(
+    "record", context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
+)
+@user_errors
+def telemetry_record(
+    command: Annotated[list[str], typer.Argument(help="The command to run, after `--`.")],
+    period: Annotated[
+        float | None, typer.Option("--period", help="Sampling period, s (default: config).")
+    ] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Trace file (.parquet).")] = None,
+    source: Annotated[
+        str | None, typer.Option("--source", help="simulated | nvml | auto (default: config).")
+    ] = None,
+    config: ConfigOption = DEFAULT_CONFIG_PATH,
+) -> None:
+    """Run a command while recording its GPUs' power; print energy, mean and peak power."""
+    from grpo_power.telemetry.record import record_command
+    from grpo_power.telemetry.store import read_trace
+    from grpo_power.telemetry.summary import summarize_trace, summary_table
+
+    overrides: dict[str, Any] = {"telemetry": {}}
+    if period is not None:
+        overrides["telemetry"]["period_s"] = period
+    if source is not None:
+        overrides["telemetry"]["source"] = source
+    cfg = _config(config, overrides)
+    out = out or cfg.results_dir / "telemetry" / f"record-{time.strftime('%Y%m%d-%H%M%S')}.parquet"
+    recording = record_command(command, out, cfg, show_progress=sys.stderr.isatty())
+    trace = read_trace(recording.trace_path)
+    _print_summary(trace.metadata.source, recording.trace_path, summary_table(summarize_trace(trace)))
+    if recording.missed_slots:
+        typer.echo(f"note: {recording.missed_slots} sample slot(s) missed (sampler fell behind)")
+    if recording.exit_code != 0:
+        typer.echo(f"the recorded command exited with {recording.exit_code}", err=True)
+    raise typer.Exit(recording.exit_code)
+
+
+@telemetry_app.command("import")
+@user_errors
+def telemetry_import(
+    log: Annotated[Path, typer.Argument(help="nvidia-smi CSV or DCGM CSV log.")],
+    fmt: Annotated[str, typer.Option("--format", help="nvidia-smi | dcgm")] = "nvidia-smi",
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Trace file (.parquet).")] = None,
+    nameplate_w: Annotated[
+        float | None, typer.Option("--nameplate-w", help="GPU board power, W, if not in the log.")
+    ] = None,
+    gpu_name: Annotated[str | None, typer.Option("--gpu-name", help="GPU model name.")] = None,
+) -> None:
+    """Convert an nvidia-smi or DCGM log into a trace (source: imported)."""
+    from grpo_power.telemetry.importers import ImportError_, import_log
+    from grpo_power.telemetry.store import write_trace
+
+    if fmt not in ("nvidia-smi", "dcgm"):
+        raise ValueError(f"--format must be 'nvidia-smi' or 'dcgm', got {fmt!r}")
+    try:
+        frame, metadata = import_log(log, fmt, nameplate_w=nameplate_w, gpu_name=gpu_name)  # type: ignore[arg-type]
+    except ImportError_ as error:
+        raise ValueError(str(error)) from None
+    out = out or log.with_suffix(".parquet")
+    write_trace(out, frame, metadata)
+    typer.echo(f"imported {len(frame)} samples of {frame['gpu'].nunique()} GPU(s) into {out}")
+
+
+@telemetry_app.command("summary")
+@user_errors
+def telemetry_summary(
+    trace_file: Annotated[Path, typer.Argument(help="A trace (.parquet), or one a killed run left.")],
+) -> None:
+    """Print energy, mean and peak power per GPU of a trace."""
+    from grpo_power.telemetry.store import read_trace
+    from grpo_power.telemetry.summary import summarize_trace, summary_table
+
+    trace = read_trace(trace_file)
+    if trace.frame.empty:
+        raise ValueError(f"{trace_file}: the trace has no samples")
+    _print_summary(trace.metadata.source, trace_file, summary_table(summarize_trace(trace)))
+    if not trace.complete:
+        typer.echo("note: read from the journal of a recording that did not finish", err=True)
+
+
+def _print_summary(source: str, path: Path, table: Any) -> None:
+    label = " (SIMULATED power)" if source == "simulated" else ""
+    typer.echo(f"trace {path}{label}")
+    shown = table.assign(
+        energy_wh=table["energy_j"] / 3600.0,
+    )[["gpu", "samples", "duration_s", "energy_j", "energy_wh", "energy_source", "mean_power_w", "peak_power_w"]]
+    typer.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

@@ -1,0 +1,34 @@
+"""Open the power source a config asks for: NVML, simulated, or NVML when available (auto)."""
+
+from __future__ import annotations
+
+from grpo_power.config import Config
+from grpo_power.telemetry.nvml import NvmlSource, visible_gpu_ids
+from grpo_power.telemetry.signals import WorkloadSignal
+from grpo_power.telemetry.simulated import SimulatedA100Source
+from grpo_power.telemetry.source import PowerSource, TelemetryUnavailable
+
+
+def open_source(config: Config, signal: WorkloadSignal) -> PowerSource:
+    """The source ``config.telemetry.source`` names, sampling ``config.telemetry.gpus``.
+
+    ``auto`` falls back to the simulated A100 only when NVML itself is missing, never when it is
+    present but failing (that error is raised so it is seen).
+    """
+    telemetry = config.telemetry
+    requested = telemetry.gpus
+    if telemetry.source in ("nvml", "auto"):
+        try:
+            ids = None if requested is None else [str(i) for i in requested]
+            return NvmlSource(ids)
+        except TelemetryUnavailable as error:
+            if telemetry.source == "nvml" or "not found" not in str(error):
+                raise
+    if requested is not None:
+        indices = requested
+    else:
+        visible = visible_gpu_ids()
+        indices = [int(v) for v in visible if v.isdigit()] if visible else [0]
+    return SimulatedA100Source(
+        config.gpu, telemetry.simulated, signal, indices or [0], seed=config.seed
+    )

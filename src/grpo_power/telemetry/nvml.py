@@ -1,0 +1,150 @@
+"""NVML power source (pynvml, from the ``nvidia-ml-py`` package).
+
+Per GPU and sample: instantaneous power (field ``NVML_FI_DEV_POWER_INSTANT`` where the driver
+supports it, else ``nvmlDeviceGetPowerUsage``, which is instantaneous on A100 but a 1 s average on
+H100 and newer), the 1 s average (``NVML_FI_DEV_POWER_AVERAGE``), the total-energy counter (mJ,
+reported as J since the source opened), SM and memory utilisation, SM clock, temperature and the
+enforced power limit. Which path gave ``power_w`` is recorded in :attr:`NvmlSource.power_w_semantics`.
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+from typing import Any
+
+from grpo_power.telemetry.source import GpuInfo, Row, TelemetryUnavailable
+
+NVML_SUCCESS = 0
+
+
+def _import_pynvml() -> ModuleType:
+    try:
+        import pynvml
+    except ImportError as error:  # pragma: no cover - a dependency of the package
+        raise TelemetryUnavailable(
+            "pynvml is not installed: `pip install nvidia-ml-py` (a dependency of grpo-power)"
+        ) from error
+    return pynvml
+
+
+def visible_gpu_ids(env: dict[str, str] | None = None) -> list[str] | None:
+    """Entries of CUDA_VISIBLE_DEVICES (indices or UUIDs), or None when it is unset."""
+    value = (env if env is not None else os.environ).get("CUDA_VISIBLE_DEVICES")
+    if value is None:
+        return None
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def _field_value(field: Any) -> float | None:
+    """The numeric value of an ``nvmlFieldValue_t``, or None when the driver did not give one."""
+    if field.nvmlReturn != NVML_SUCCESS:
+        return None
+    by_type = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal"}
+    return float(getattr(field.value, by_type.get(field.valueType, "uiVal")))
+
+
+class NvmlSource:
+    """Samples real NVIDIA GPUs through NVML.
+
+    Args:
+        gpu_ids: indices or UUIDs to sample; None = CUDA_VISIBLE_DEVICES, else every GPU.
+        nvml: the pynvml module (tests pass a fake; this is the only mock in the project).
+
+    Raises:
+        TelemetryUnavailable: NVML's library or driver is missing, or no GPU matches.
+    """
+
+    kind = "nvml"
+
+    def __init__(self, gpu_ids: list[str] | None = None, nvml: ModuleType | None = None) -> None:
+        self.nvml = nvml if nvml is not None else _import_pynvml()
+        try:
+            self.nvml.nvmlInit()
+        except self.nvml.NVMLError_LibraryNotFound:
+            raise TelemetryUnavailable(
+                "NVML library (libnvidia-ml.so.1) not found: this machine has no NVIDIA driver. "
+                "Use `telemetry: {source: simulated}` in the config (or --source simulated), "
+                "or import traces recorded elsewhere with `grpo-power telemetry import`."
+            ) from None
+        except self.nvml.NVMLError as error:
+            raise TelemetryUnavailable(f"NVML failed to initialise: {error}") from None
+        ids = gpu_ids if gpu_ids is not None else visible_gpu_ids()
+        if ids is None:
+            ids = [str(i) for i in range(self.nvml.nvmlDeviceGetCount())]
+        if not ids:
+            self.nvml.nvmlShutdown()
+            raise TelemetryUnavailable("no GPU to sample: CUDA_VISIBLE_DEVICES is empty")
+        self._handles = [self._handle(gpu_id) for gpu_id in ids]
+        self.gpus = [
+            GpuInfo(
+                index=int(self.nvml.nvmlDeviceGetIndex(h)),
+                name=str(self.nvml.nvmlDeviceGetName(h)),
+                nameplate_w=self.nvml.nvmlDeviceGetPowerManagementDefaultLimit(h) / 1000.0,
+            )
+            for h in self._handles
+        ]
+        self._fields = [self.nvml.NVML_FI_DEV_POWER_INSTANT, self.nvml.NVML_FI_DEV_POWER_AVERAGE]
+        self._energy0_mj = [self._energy_mj(h) for h in self._handles]
+        first = self._read_power_fields(self._handles[0])
+        self.power_w_semantics = (
+            "instantaneous (NVML_FI_DEV_POWER_INSTANT)"
+            if first[0] is not None
+            else "nvmlDeviceGetPowerUsage (instantaneous on A100; 1 s average on H100 and newer)"
+        )
+
+    def _handle(self, gpu_id: str) -> Any:
+        try:
+            if gpu_id.isdigit():
+                return self.nvml.nvmlDeviceGetHandleByIndex(int(gpu_id))
+            return self.nvml.nvmlDeviceGetHandleByUUID(gpu_id)
+        except self.nvml.NVMLError as error:
+            raise TelemetryUnavailable(
+                f"GPU {gpu_id!r} from CUDA_VISIBLE_DEVICES is not known to NVML: {error}"
+            ) from None
+
+    def _energy_mj(self, handle: Any) -> float | None:
+        try:
+            return float(self.nvml.nvmlDeviceGetTotalEnergyConsumption(handle))
+        except self.nvml.NVMLError:
+            return None  # pre-Volta parts have no energy counter
+
+    def _read_power_fields(self, handle: Any) -> tuple[float | None, float | None]:
+        try:
+            values = self.nvml.nvmlDeviceGetFieldValues(handle, self._fields)
+        except self.nvml.NVMLError:
+            return None, None
+        instant_mw, average_mw = (_field_value(v) for v in values)
+        return (
+            None if instant_mw is None else instant_mw / 1000.0,
+            None if average_mw is None else average_mw / 1000.0,
+        )
+
+    def read(self, now_s: float) -> list[Row]:
+        nvml = self.nvml
+        rows: list[Row] = []
+        for info, handle, energy0_mj in zip(self.gpus, self._handles, self._energy0_mj, strict=True):
+            instant_w, average_w = self._read_power_fields(handle)
+            if instant_w is None:
+                instant_w = nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0
+            energy_mj = self._energy_mj(handle)
+            util = nvml.nvmlDeviceGetUtilizationRates(handle)
+            rows.append(
+                {
+                    "gpu": info.index,
+                    "power_w": instant_w,
+                    "power_avg_w": average_w,
+                    "energy_j": None
+                    if energy_mj is None or energy0_mj is None
+                    else (energy_mj - energy0_mj) / 1000.0,
+                    "sm_util": float(util.gpu),
+                    "mem_util": float(util.memory),
+                    "sm_clock_mhz": float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
+                    "temp_c": float(nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)),
+                    "power_limit_w": nvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0,
+                }
+            )
+        return rows
+
+    def close(self) -> None:
+        self.nvml.nvmlShutdown()

@@ -1,0 +1,93 @@
+"""Record the power of the GPUs while a command runs (``grpo-power telemetry record``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from grpo_power.config import Config
+from grpo_power.telemetry.factory import open_source
+from grpo_power.telemetry.sampler import PowerSampler
+from grpo_power.telemetry.schema import TraceMetadata
+from grpo_power.telemetry.signals import SIGNAL_FILE_ENV, WorkloadSignal
+from grpo_power.telemetry.source import PowerSource
+from grpo_power.telemetry.store import TraceWriter
+
+
+def trace_metadata(source: PowerSource, run_id: str, period_s: float, **extra: object) -> TraceMetadata:
+    """Trace metadata describing ``source``'s GPUs."""
+    first = source.gpus[0]
+    return TraceMetadata(
+        run_id=run_id,
+        source=source.kind,  # type: ignore[arg-type]
+        gpu_name=first.name,
+        nameplate_w=first.nameplate_w,
+        sample_period_s=period_s,
+        simulated=source.kind == "simulated",
+        gpus=[g.index for g in source.gpus],
+        power_w_semantics=getattr(source, "power_w_semantics", "instantaneous (simulated A100)"),
+        **extra,
+    )
+
+
+@dataclass(frozen=True)
+class Recording:
+    """What :func:`record_command` produced."""
+
+    trace_path: Path
+    exit_code: int
+    samples: int
+    missed_slots: int
+
+
+def record_command(command: list[str], out: Path, config: Config, show_progress: bool = True) -> Recording:
+    """Run ``command`` (an argument list, never a shell string) while sampling power into ``out``.
+
+    The command can drive the simulated GPU through the signal file named in the
+    ``GRPO_POWER_SIGNAL_FILE`` environment variable (see :mod:`grpo_power.telemetry.signals`).
+    Ctrl-C is passed on to the command; the trace is closed properly in every case.
+    """
+    if not command:
+        raise ValueError("no command to record: put it after `--`, e.g. `-- python train.py`")
+    period_s = config.telemetry.period_s
+    with tempfile.TemporaryDirectory(prefix="grpo-power-") as tmp:
+        signal_file = Path(tmp) / "signal.json"
+        workload_signal = WorkloadSignal(signal_file)
+        source = open_source(config, workload_signal)
+        metadata = trace_metadata(
+            source, run_id=f"record-{uuid.uuid4().hex[:8]}", period_s=period_s, command=command
+        )
+        sampler = PowerSampler(
+            source, TraceWriter(out, metadata), period_s=period_s, flush_s=config.telemetry.flush_s
+        )
+        env = dict(os.environ, **{SIGNAL_FILE_ENV: str(signal_file)})
+        sampler.start()
+        try:
+            process = subprocess.Popen(command, env=env)
+        except OSError:
+            sampler.stop()
+            raise
+        try:
+            with tqdm(desc="recording", unit="sample", disable=not show_progress, leave=False) as bar:
+                while process.poll() is None:
+                    time.sleep(0.5)
+                    recent = sampler.recent(1.0)
+                    bar.n = sampler.samples_taken
+                    if len(recent.power_w):
+                        bar.set_postfix(mean_power_w=f"{recent.power_w.mean():.0f}")
+        except KeyboardInterrupt:
+            process.send_signal(signal.SIGINT)
+            process.wait()
+        finally:
+            sampler.stop()
+        if sampler.error is not None:
+            raise RuntimeError(f"the power sampler failed: {sampler.error}") from sampler.error
+        return Recording(out, process.returncode, sampler.samples_taken, sampler.missed_slots)

@@ -1,0 +1,134 @@
+"""The background sampler: reads a power source every ``period_s`` and stores the samples.
+
+It runs in a daemon thread, keeps to its schedule with ``time.monotonic()`` (a late sample is
+taken at once and the schedule moves on; missed slots are counted, never back-filled), makes rows
+durable every ``flush_s`` through a :class:`~grpo_power.telemetry.store.TraceWriter`, and keeps the
+last ``history_s`` seconds in memory for a controller (:meth:`PowerSampler.recent`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from grpo_power.telemetry.source import PowerSource, Row
+from grpo_power.telemetry.store import TraceWriter
+
+
+@dataclass(frozen=True)
+class RecentPower:
+    """Samples of the last window: times (s since start), GPU indices and power, W."""
+
+    t_s: np.ndarray
+    gpu: np.ndarray
+    power_w: np.ndarray
+
+
+class PowerSampler:
+    """Sample a :class:`PowerSource` in a background thread.
+
+    Args:
+        source: where samples come from.
+        writer: where they are stored (None: keep only the in-memory history).
+        period_s: sampling period, s.
+        flush_s: rows are written to ``writer`` at least this often, s.
+        history_s: how much recent history :meth:`recent` can return, s.
+        origin_s: ``time.monotonic()`` value that is ``t = 0`` (default: when started).
+    """
+
+    def __init__(
+        self,
+        source: PowerSource,
+        writer: TraceWriter | None,
+        period_s: float,
+        flush_s: float = 2.0,
+        history_s: float = 300.0,
+        origin_s: float | None = None,
+    ) -> None:
+        if period_s <= 0:
+            raise ValueError(f"period_s must be positive, got {period_s}")
+        self.source = source
+        self.writer = writer
+        self.period_s = period_s
+        self.flush_s = flush_s
+        self.origin_s = origin_s
+        self.samples_taken = 0
+        self.missed_slots = 0
+        self.error: BaseException | None = None
+        max_rows = int(history_s / period_s + 1) * max(1, len(source.gpus))
+        self._history: deque[tuple[float, int, float]] = deque(maxlen=max_rows)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="grpo-power-sampler", daemon=True)
+
+    def start(self) -> PowerSampler:
+        if self.origin_s is None:
+            self.origin_s = time.monotonic()
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop sampling, write what is pending, and close the writer and the source."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        if self.writer is not None:
+            self.writer.close()
+        self.source.close()
+
+    def __enter__(self) -> PowerSampler:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def recent(self, window_s: float) -> RecentPower:
+        """Samples of the last ``window_s`` seconds (all GPUs)."""
+        with self._lock:
+            rows = list(self._history)
+        if not rows:
+            empty = np.empty(0)
+            return RecentPower(empty, empty.astype(int), empty)
+        data = np.asarray(rows)
+        keep = data[:, 0] >= data[-1, 0] - window_s
+        return RecentPower(data[keep, 0], data[keep, 1].astype(int), data[keep, 2])
+
+    def _take(self, pending: list[Row]) -> None:
+        now_s = time.monotonic()
+        assert self.origin_s is not None
+        t_s = now_s - self.origin_s
+        rows = self.source.read(now_s)
+        with self._lock:
+            for row in rows:
+                row["t"] = t_s
+                self._history.append((t_s, row["gpu"], row["power_w"]))
+        pending.extend(rows)
+        self.samples_taken += 1
+
+    def _loop(self) -> None:
+        pending: list[Row] = []
+        next_s = time.monotonic()
+        last_flush_s = next_s
+        try:
+            while True:
+                self._take(pending)
+                now_s = time.monotonic()
+                if self.writer is not None and now_s - last_flush_s >= self.flush_s:
+                    self.writer.write(pending)
+                    pending, last_flush_s = [], now_s
+                next_s += self.period_s
+                if next_s < now_s:  # fell behind: skip the missed slots, never back-fill
+                    skipped = int((now_s - next_s) / self.period_s) + 1
+                    self.missed_slots += skipped
+                    next_s += skipped * self.period_s
+                if self._stop.wait(next_s - time.monotonic()):
+                    break
+        except BaseException as error:  # the sampler must never take the workload down
+            self.error = error
+        finally:
+            if self.writer is not None:
+                self.writer.write(pending)

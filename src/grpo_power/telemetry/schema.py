@@ -1,0 +1,72 @@
+"""The trace data contract (DESIGN.md section 7): columns and file metadata."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from typing import Any, Literal
+
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from grpo_power import __version__
+
+TRACE_SCHEMA = pa.schema(
+    [
+        pa.field("t", pa.float64(), nullable=False),  # s since run start, monotonic
+        pa.field("gpu", pa.int32(), nullable=False),  # GPU index (NVML numbering)
+        pa.field("power_w", pa.float64(), nullable=False),  # instantaneous power, W
+        pa.field("power_avg_w", pa.float64()),  # NVML 1 s average, W, or null
+        pa.field("energy_j", pa.float64()),  # cumulative energy since run start, J, or null
+        pa.field("sm_util", pa.float32()),  # SM utilisation, %
+        pa.field("mem_util", pa.float32()),  # memory utilisation, %
+        pa.field("sm_clock_mhz", pa.float32()),
+        pa.field("temp_c", pa.float32()),
+        pa.field("power_limit_w", pa.float64()),  # enforced power limit, W
+    ]
+)
+TRACE_COLUMNS: tuple[str, ...] = tuple(TRACE_SCHEMA.names)
+METADATA_KEY = b"grpo_power"
+
+TraceSource = Literal["nvml", "simulated", "imported"]
+
+
+class TraceMetadata(BaseModel):
+    """File-level metadata of a trace, stored as JSON in the Parquet schema metadata."""
+
+    model_config = ConfigDict(extra="allow")
+
+    run_id: str
+    source: TraceSource
+    gpu_name: str
+    nameplate_w: float = Field(gt=0)
+    sample_period_s: float = Field(gt=0)
+    host: str = Field(default_factory=socket.gethostname)
+    start_unix_s: float = Field(default_factory=time.time, description="Wall clock at t = 0, s.")
+    tool_version: str = __version__
+    simulated: bool = Field(
+        False, description="True when power values come from a model, never from a meter."
+    )
+
+    def to_schema(self) -> pa.Schema:
+        """The trace schema carrying this metadata."""
+        return TRACE_SCHEMA.with_metadata({METADATA_KEY: self.model_dump_json().encode()})
+
+    @classmethod
+    def from_schema(cls, schema: pa.Schema, path: str) -> TraceMetadata:
+        """Read metadata back from a trace file's schema; errors name the file."""
+        raw = (schema.metadata or {}).get(METADATA_KEY)
+        if raw is None:
+            raise ValueError(
+                f"{path}: not a grpo-power trace (no '{METADATA_KEY.decode()}' metadata); "
+                "use `grpo-power telemetry import` for nvidia-smi or DCGM logs"
+            )
+        try:
+            return cls.model_validate(json.loads(raw))
+        except (json.JSONDecodeError, ValidationError) as error:
+            raise ValueError(f"{path}: trace metadata is invalid: {error}") from None
+
+    def describe(self) -> dict[str, Any]:
+        """Metadata as a plain dict, for manifests and reports."""
+        return self.model_dump(mode="json")

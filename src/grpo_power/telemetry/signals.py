@@ -1,0 +1,76 @@
+"""The channel from a workload to the simulated sampler: which phase runs, at what batch.
+
+In one process the workload and the sampler share a :class:`WorkloadSignal`. Across processes
+(``grpo-power telemetry record -- CMD``) the recorder creates a small state file and passes its
+path in the ``GRPO_POWER_SIGNAL_FILE`` environment variable; the command's
+:func:`signal_from_env` writes to it and the sampler reads it. Writes are atomic renames, so a
+reader never sees half a state. On real GPUs (NVML) the signals are still sent but unused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+from grpo_power.sim.power_model import PHASES, GpuActivity, Phase
+
+SIGNAL_FILE_ENV = "GRPO_POWER_SIGNAL_FILE"
+
+
+class WorkloadSignal:
+    """Thread-safe current activity, optionally mirrored to a file for another process.
+
+    Args:
+        path: state file shared with another process, or None for in-process use only.
+    """
+
+    def __init__(self, path: Path | str | None = None) -> None:
+        self.path = Path(path) if path is not None else None
+        self._lock = threading.Lock()
+        self._activity = GpuActivity(phase="idle", batch=1, since_s=time.monotonic())
+        self._seen_mtime_ns = -1
+
+    def set(self, phase: Phase, batch: int = 1) -> None:
+        """Announce that ``phase`` starts now with ``batch`` sequences processed at once."""
+        if phase not in PHASES:
+            raise ValueError(f"unknown phase {phase!r}; expected one of {PHASES}")
+        activity = GpuActivity(phase=phase, batch=max(1, int(batch)), since_s=time.monotonic())
+        with self._lock:
+            self._activity = activity
+        if self.path is not None:
+            tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
+            tmp.write_text(
+                json.dumps({"phase": phase, "batch": activity.batch, "since_s": activity.since_s})
+            )
+            os.replace(tmp, self.path)
+
+    def current(self) -> GpuActivity:
+        """The activity now; re-reads the shared file when another process changed it."""
+        if self.path is not None:
+            self._refresh_from_file()
+        with self._lock:
+            return self._activity
+
+    def _refresh_from_file(self) -> None:
+        assert self.path is not None
+        try:
+            mtime_ns = self.path.stat().st_mtime_ns
+            if mtime_ns == self._seen_mtime_ns:
+                return
+            state = json.loads(self.path.read_text())
+            activity = GpuActivity(
+                phase=state["phase"], batch=int(state["batch"]), since_s=float(state["since_s"])
+            )
+        except (FileNotFoundError, json.JSONDecodeError, KeyError, ValueError):
+            return  # nothing announced yet: keep the last known activity
+        with self._lock:
+            self._activity = activity
+            self._seen_mtime_ns = mtime_ns
+
+
+def signal_from_env() -> WorkloadSignal:
+    """The signal a workload should send to: the recorder's file if one is set, else local."""
+    return WorkloadSignal(os.environ.get(SIGNAL_FILE_ENV))

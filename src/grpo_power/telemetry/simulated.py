@@ -1,0 +1,88 @@
+"""A simulated A100 source with the NVML source's output, driven by the workload's signals.
+
+Power comes from :class:`grpo_power.sim.power_model.A100PowerModel` for the activity the workload
+announced (phase, batch), so a controller that lowers occupancy lowers simulated power. Like the
+A100's NVML: ``power_w`` is instantaneous, ``power_avg_w`` a 1 s average, and ``energy_j`` a
+cumulative counter (trapezoid of the model's power between samples).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from grpo_power.config import GpuSpec, SimulatedPowerConfig
+from grpo_power.sim.power_model import A100PowerModel
+from grpo_power.telemetry.signals import WorkloadSignal
+from grpo_power.telemetry.source import GpuInfo, Row
+
+AVERAGE_WINDOW_S = 1.0
+
+
+class _GpuState:
+    def __init__(self, idle_w: float, temp_c: float) -> None:
+        self.last_t_s: float | None = None
+        self.last_power_w = idle_w
+        self.energy_j = 0.0
+        self.temp_c = temp_c
+        self.recent: deque[tuple[float, float]] = deque()
+
+
+class SimulatedA100Source:
+    """Simulated GPUs that all follow one workload signal, each with its own noise.
+
+    Args:
+        gpu: the simulated part (name, nameplate, idle power).
+        params: power model parameters.
+        signal: where the workload announces its phase and batch.
+        gpu_indices: indices reported in the ``gpu`` column.
+        seed: seed of the measurement noise.
+    """
+
+    kind = "simulated"
+
+    def __init__(
+        self,
+        gpu: GpuSpec,
+        params: SimulatedPowerConfig,
+        signal: WorkloadSignal,
+        gpu_indices: list[int],
+        seed: int = 0,
+    ) -> None:
+        self.model = A100PowerModel(gpu, params)
+        self.signal = signal
+        self.gpus = [GpuInfo(i, gpu.name, gpu.nameplate_w) for i in gpu_indices]
+        self._rng = np.random.default_rng(seed)
+        self._states = {i: _GpuState(gpu.idle_w, params.temp_ambient_c) for i in gpu_indices}
+
+    def read(self, now_s: float) -> list[Row]:
+        activity = self.signal.current()
+        rows: list[Row] = []
+        for info in self.gpus:
+            state = self._states[info.index]
+            power_w = self.model.power_w(activity, now_s, self._rng)
+            dt_s = 0.0 if state.last_t_s is None else now_s - state.last_t_s
+            state.energy_j += 0.5 * (power_w + state.last_power_w) * dt_s
+            state.temp_c = self.model.next_temp_c(state.temp_c, power_w, dt_s)
+            state.recent.append((now_s, power_w))
+            while state.recent[0][0] < now_s - AVERAGE_WINDOW_S:
+                state.recent.popleft()
+            state.last_t_s, state.last_power_w = now_s, power_w
+            rows.append(
+                {
+                    "gpu": info.index,
+                    "power_w": power_w,
+                    "power_avg_w": sum(p for _, p in state.recent) / len(state.recent),
+                    "energy_j": state.energy_j,
+                    "sm_util": self.model.sm_util_pct(activity),
+                    "mem_util": 0.5 * self.model.sm_util_pct(activity),
+                    "sm_clock_mhz": self.model.sm_clock_mhz(power_w),
+                    "temp_c": state.temp_c,
+                    "power_limit_w": self.model.gpu.nameplate_w,
+                }
+            )
+        return rows
+
+    def close(self) -> None:
+        return None

@@ -1,0 +1,36 @@
+"""What every power source provides: a description of its GPUs and one sample per GPU."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+Row = dict[str, Any]
+
+
+class TelemetryUnavailable(RuntimeError):
+    """The requested telemetry source cannot run on this machine; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """One sampled GPU: its index (NVML numbering), model name and nameplate power, W."""
+
+    index: int
+    name: str
+    nameplate_w: float
+
+
+class PowerSource(Protocol):
+    """A source of power samples (NVML, simulated)."""
+
+    kind: str  # "nvml" | "simulated"
+    gpus: list[GpuInfo]
+
+    def read(self, now_s: float) -> list[Row]:
+        """One row per GPU at monotonic time ``now_s`` (trace columns except ``t``)."""
+        ...
+
+    def close(self) -> None:
+        """Release the source (NVML shutdown)."""
+        ...

@@ -1,0 +1,96 @@
+"""Per-GPU summaries of a trace: energy, mean and peak power, duration.
+
+Energy comes from the cumulative counter (``energy_j``) where the trace has one, else from
+trapezoid integration of ``power_w`` in which gaps longer than two sample periods are not
+bridged (DESIGN.md section 7: gaps split the series and are never interpolated).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+
+from grpo_power.telemetry.store import Trace
+
+
+def trapezoid_energy_j(t_s: np.ndarray, power_w: np.ndarray, max_gap_s: float) -> float:
+    """Energy of a sampled power series, J; intervals longer than ``max_gap_s`` count zero."""
+    if len(t_s) < 2:
+        return 0.0
+    dt_s = np.diff(t_s)
+    area = 0.5 * (power_w[1:] + power_w[:-1]) * dt_s
+    return float(area[dt_s <= max_gap_s].sum())
+
+
+def covered_seconds(t_s: np.ndarray, max_gap_s: float) -> float:
+    """Time covered by samples, s: the sum of intervals not longer than ``max_gap_s``."""
+    dt_s = np.diff(t_s)
+    return float(dt_s[dt_s <= max_gap_s].sum())
+
+
+@dataclass(frozen=True)
+class GpuSummary:
+    """Summary of one GPU's samples in a trace."""
+
+    gpu: int
+    samples: int
+    duration_s: float
+    energy_j: float
+    energy_source: str  # "counter" | "integrated"
+    mean_power_w: float
+    peak_power_w: float
+
+
+def _mean_power_w(
+    energy_j: float, energy_source: str, t_s: np.ndarray, covered_s: float, power_w: np.ndarray
+) -> float:
+    # The counter also counts energy spent during gaps, so it is divided by the whole span;
+    # integrated energy skips gaps, so it is divided by the covered time only.
+    span_s = float(t_s[-1] - t_s[0]) if energy_source == "counter" else covered_s
+    return energy_j / span_s if span_s > 0 else float(np.mean(power_w))
+
+
+def summarize_trace(trace: Trace) -> list[GpuSummary]:
+    """One :class:`GpuSummary` per GPU of ``trace``."""
+    max_gap_s = 2.0 * trace.metadata.sample_period_s
+    summaries = []
+    for gpu, samples in trace.frame.sort_values("t").groupby("gpu", sort=True):
+        t_s = samples["t"].to_numpy(dtype=float)
+        power_w = samples["power_w"].to_numpy(dtype=float)
+        counter = samples["energy_j"].to_numpy(dtype=float)
+        covered_s = covered_seconds(t_s, max_gap_s)
+        if len(counter) >= 2 and not np.isnan(counter).any():
+            energy_j, energy_source = float(counter[-1] - counter[0]), "counter"
+        else:
+            energy_j, energy_source = trapezoid_energy_j(t_s, power_w, max_gap_s), "integrated"
+        summaries.append(
+            GpuSummary(
+                gpu=int(gpu),
+                samples=len(samples),
+                duration_s=float(t_s[-1] - t_s[0]) if len(t_s) else 0.0,
+                energy_j=energy_j,
+                energy_source=energy_source,
+                mean_power_w=_mean_power_w(energy_j, energy_source, t_s, covered_s, power_w),
+                peak_power_w=float(power_w.max()),
+            )
+        )
+    return summaries
+
+
+def summary_table(summaries: list[GpuSummary]) -> pd.DataFrame:
+    """Summaries as a table with a total row."""
+    table = pd.DataFrame([asdict(s) for s in summaries])
+    if len(table) > 1:
+        total = {
+            "gpu": "all",
+            "samples": table["samples"].sum(),
+            "duration_s": table["duration_s"].max(),
+            "energy_j": table["energy_j"].sum(),
+            "energy_source": ",".join(sorted(set(table["energy_source"]))),
+            "mean_power_w": table["mean_power_w"].sum(),
+            "peak_power_w": table["peak_power_w"].max(),
+        }
+        table = pd.concat([table, pd.DataFrame([total])], ignore_index=True)
+    return table
