@@ -24,7 +24,9 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-telemetry_app = typer.Typer(help="Record, import and summarise GPU power traces.", no_args_is_help=True)
+telemetry_app = typer.Typer(
+    help="Record, import and summarise GPU power traces.", no_args_is_help=True
+)
 app.add_typer(telemetry_app, name="telemetry")
 
 ConfigOption = Annotated[
@@ -82,7 +84,9 @@ def telemetry_record(
     out = out or cfg.results_dir / "telemetry" / f"record-{time.strftime('%Y%m%d-%H%M%S')}.parquet"
     recording = record_command(command, out, cfg, show_progress=sys.stderr.isatty())
     trace = read_trace(recording.trace_path)
-    _print_summary(trace.metadata.source, recording.trace_path, summary_table(summarize_trace(trace)))
+    _print_summary(
+        trace.metadata.source, recording.trace_path, summary_table(summarize_trace(trace))
+    )
     if recording.missed_slots:
         typer.echo(f"note: {recording.missed_slots} sample slot(s) missed (sampler fell behind)")
     if recording.exit_code != 0:
@@ -119,16 +123,31 @@ def telemetry_import(
 @telemetry_app.command("summary")
 @user_errors
 def telemetry_summary(
-    trace_file: Annotated[Path, typer.Argument(help="A trace (.parquet), or one a killed run left.")],
+    trace_file: Annotated[
+        Path, typer.Argument(help="A trace (.parquet), or one a killed run left.")
+    ],
+    compare_energy: Annotated[
+        bool, typer.Option("--compare-energy", help="Also compare counter and integrated energy.")
+    ] = False,
 ) -> None:
     """Print energy, mean and peak power per GPU of a trace."""
     from grpo_power.telemetry.store import read_trace
-    from grpo_power.telemetry.summary import summarize_trace, summary_table
+    from grpo_power.telemetry.summary import check_energy, summarize_trace, summary_table
 
     trace = read_trace(trace_file)
     if trace.frame.empty:
         raise ValueError(f"{trace_file}: the trace has no samples")
     _print_summary(trace.metadata.source, trace_file, summary_table(summarize_trace(trace)))
+    if compare_energy:
+        checks = check_energy(trace)
+        if not checks:
+            typer.echo("no energy counter in this trace: nothing to compare")
+        for c in checks:
+            typer.echo(
+                f"gpu {c.gpu}: energy from counter {c.counter_j:.1f} J, from integrated power "
+                f"{c.integrated_j:.1f} J, difference {c.integrated_j - c.counter_j:+.1f} J "
+                f"({c.difference_pct:+.2f} %)"
+            )
     if not trace.complete:
         typer.echo("note: read from the journal of a recording that did not finish", err=True)
 
@@ -138,7 +157,18 @@ def _print_summary(source: str, path: Path, table: Any) -> None:
     typer.echo(f"trace {path}{label}")
     shown = table.assign(
         energy_wh=table["energy_j"] / 3600.0,
-    )[["gpu", "samples", "duration_s", "energy_j", "energy_wh", "energy_source", "mean_power_w", "peak_power_w"]]
+    )[
+        [
+            "gpu",
+            "samples",
+            "duration_s",
+            "energy_j",
+            "energy_wh",
+            "energy_source",
+            "mean_power_w",
+            "peak_power_w",
+        ]
+    ]
     typer.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
 
 

@@ -42,7 +42,8 @@ class GpuSpec(_Strict):
     )
     idle_w: PositiveFloat = Field(
         60.0,
-        description="Idle power with a CUDA context resident, W. CALIBRATION.md 'idle' row: 56-66 W.",
+        description="Idle power with a CUDA context resident, W. "
+        "CALIBRATION.md 'idle' row: 56-66 W.",
     )
 
     @model_validator(mode="after")
@@ -114,10 +115,14 @@ class TelemetryConfig(_Strict):
         "GPUs through pynvml; auto: nvml when NVML and a GPU are present, else simulated.",
     )
     period_s: Annotated[float, Field(gt=0, le=60)] = Field(
-        0.5, description="Sampling period, s. The study used 0.5 s; 0.1 s or faster sees 0.2-3 Hz swings."
+        0.5,
+        description="Sampling period, s. The study used 0.5 s; "
+        "0.1 s or faster sees the 0.2-3 Hz swings.",
     )
     flush_s: Annotated[float, Field(gt=0, le=60)] = Field(
-        2.0, description="Samples are made durable at least this often, s (a SIGKILL loses at most this)."
+        2.0,
+        description="Samples are made durable at least this often, s "
+        "(a SIGKILL loses at most this).",
     )
     gpus: list[int] | None = Field(
         None,
@@ -173,7 +178,9 @@ def validate_config(data: dict[str, Any], source: str = "<config>") -> Config:
         raise ConfigError(_format_errors(source, error)) from None
 
 
-def load_config(path: Path | str = DEFAULT_CONFIG_PATH, overrides: dict[str, Any] | None = None) -> Config:
+def load_config(
+    path: Path | str = DEFAULT_CONFIG_PATH, overrides: dict[str, Any] | None = None
+) -> Config:
     """Load and validate a YAML config file, optionally deep-merged with ``overrides``."""
     path = Path(path)
     try:
@@ -185,7 +192,9 @@ def load_config(path: Path | str = DEFAULT_CONFIG_PATH, overrides: dict[str, Any
     except yaml.YAMLError as error:
         raise ConfigError(f"{path}: not valid YAML: {error}") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping of settings at the top level, got {type(data).__name__}")
+        raise ConfigError(
+            f"{path}: expected a mapping of settings at the top level, got {type(data).__name__}"
+        )
     if overrides:
         data = deep_merge(data, overrides)
     return validate_config(data, str(path))
@@ -200,3 +209,15 @@ def deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any
         else:
             merged[key] = value
     return merged
+
+
+def write_resolved_config(config: Config, path: Path | str) -> Path:
+    """Write the validated config as YAML, only when it differs from what is there (keeps mtime)."""
+    path = Path(path)
+    text = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+    if not path.exists() or path.read_text() != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+    return path

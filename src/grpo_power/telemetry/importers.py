@@ -98,18 +98,24 @@ def _numeric(path: Path, values: pd.Series, column: str) -> pd.Series:
     return number.astype(float)
 
 
-def _timestamps_s(path: Path, values: pd.Series) -> np.ndarray:
+def _timestamps_s(path: Path, values: pd.Series) -> tuple[np.ndarray, float]:
+    """Seconds since the first sample (exact to the microsecond) and the first's unix time."""
     text = values.astype(str).str.strip()
     numeric = pd.to_numeric(text, errors="coerce")
     if numeric.notna().all():
-        return numeric.to_numpy(dtype=float)
+        start_s = float(numeric.min())
+        return (numeric - start_s).to_numpy(dtype=float), start_s
     stamps = pd.to_datetime(text, errors="coerce", format="mixed")
     if stamps.isna().any():
         raise ImportError_(
             f"{path}: column 'timestamp' has an unreadable value {text[stamps.isna()].iloc[0]!r}; "
             "expected 'YYYY/MM/DD HH:MM:SS.mmm' (nvidia-smi), ISO 8601, or unix seconds"
         )
-    return (stamps - pd.Timestamp("1970-01-01")).dt.total_seconds().to_numpy(dtype=float)
+    if stamps.dt.tz is not None:  # ISO 8601 with a zone: compare in UTC
+        stamps = stamps.dt.tz_convert(None)
+    start = stamps.min()
+    start_s = (start - pd.Timestamp("1970-01-01")).total_seconds()
+    return (stamps - start).dt.total_seconds().to_numpy(dtype=float), start_s
 
 
 def import_log(
@@ -144,32 +150,40 @@ def import_log(
     required = {"timestamp": "timestamp", "gpu": "index" if fmt == "nvidia-smi" else "gpu"}
     for name, shown in required.items():
         if name not in frame:
-            raise ImportError_(f"{path}: missing column '{shown}' ({fmt} format); found {list(raw.columns)}")
+            raise ImportError_(
+                f"{path}: missing column '{shown}' ({fmt} format); found {list(raw.columns)}"
+            )
     if power_column not in frame:
         expected = "power.draw" if fmt == "nvidia-smi" else "DCGM_FI_DEV_POWER_USAGE"
         raise ImportError_(f"{path}: missing power column '{expected}'; found {list(raw.columns)}")
     if frame.empty:
         raise ImportError_(f"{path}: the log has a header but no samples")
 
-    out = pd.DataFrame({"gpu": _numeric(path, frame["gpu"], "gpu").astype("int32")})
-    unix_s = _timestamps_s(path, frame["timestamp"])
-    start_unix_s = float(unix_s.min())
-    out["t"] = unix_s - start_unix_s
-    out["power_w"] = _numeric(path, frame[power_column], power_column)
+    gpu = _numeric(path, frame["gpu"], "gpu")
+    if gpu.isna().any():
+        raise ImportError_(f"{path}: the GPU index column has [N/A] values")
+    out = pd.DataFrame({"gpu": gpu.astype("int32")})
+    original = {new: old for old, new in renamed.items()}
+    out["t"], start_unix_s = _timestamps_s(path, frame["timestamp"])
+    out["power_w"] = _numeric(path, frame[power_column], original[power_column])
     if out["power_w"].isna().any():
-        raise ImportError_(f"{path}: column '{power_column}' has [N/A] values; power is required in every row")
+        raise ImportError_(
+            f"{path}: column '{original[power_column]}' has [N/A] values; "
+            "power is required in every row"
+        )
     for name in ("power_avg_w", "sm_util", "mem_util", "sm_clock_mhz", "temp_c", "power_limit_w"):
-        out[name] = _numeric(path, frame[name], name) if name in frame else np.nan
+        out[name] = _numeric(path, frame[name], original[name]) if name in frame else np.nan
     if "energy_mj" in frame:
-        energy_mj = _numeric(path, frame["energy_mj"], "energy_mj")
+        energy_mj = _numeric(path, frame["energy_mj"], original["energy_mj"])
         out["energy_j"] = (energy_mj - energy_mj.groupby(out["gpu"]).transform("first")) / 1000.0
     else:
         out["energy_j"] = np.nan
     if nameplate_w is None and "nameplate_w" in frame:
-        nameplate_w = float(_numeric(path, frame["nameplate_w"], "power.default_limit").max())
+        nameplate_w = float(_numeric(path, frame["nameplate_w"], original["nameplate_w"]).max())
     if nameplate_w is None:
         raise ImportError_(
-            f"{path}: no power.default_limit column; give the GPU's nameplate power with --nameplate-w"
+            f"{path}: no power.default_limit column; "
+            "give the GPU's nameplate power with --nameplate-w"
         )
     if gpu_name is None:
         gpu_name = str(frame["gpu_name"].iloc[0]).strip() if "gpu_name" in frame else "unknown"

@@ -4,7 +4,8 @@ Per GPU and sample: instantaneous power (field ``NVML_FI_DEV_POWER_INSTANT`` whe
 supports it, else ``nvmlDeviceGetPowerUsage``, which is instantaneous on A100 but a 1 s average on
 H100 and newer), the 1 s average (``NVML_FI_DEV_POWER_AVERAGE``), the total-energy counter (mJ,
 reported as J since the source opened), SM and memory utilisation, SM clock, temperature and the
-enforced power limit. Which path gave ``power_w`` is recorded in :attr:`NvmlSource.power_w_semantics`.
+enforced power limit. Which path gave ``power_w`` is recorded in
+:attr:`NvmlSource.power_w_semantics`.
 """
 
 from __future__ import annotations
@@ -123,7 +124,9 @@ class NvmlSource:
     def read(self, now_s: float) -> list[Row]:
         nvml = self.nvml
         rows: list[Row] = []
-        for info, handle, energy0_mj in zip(self.gpus, self._handles, self._energy0_mj, strict=True):
+        for info, handle, energy0_mj in zip(
+            self.gpus, self._handles, self._energy0_mj, strict=True
+        ):
             instant_w, average_w = self._read_power_fields(handle)
             if instant_w is None:
                 instant_w = nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0
@@ -140,7 +143,9 @@ class NvmlSource:
                     "sm_util": float(util.gpu),
                     "mem_util": float(util.memory),
                     "sm_clock_mhz": float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
-                    "temp_c": float(nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)),
+                    "temp_c": float(
+                        nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)
+                    ),
                     "power_limit_w": nvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0,
                 }
             )

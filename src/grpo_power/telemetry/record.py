@@ -22,7 +22,9 @@ from grpo_power.telemetry.source import PowerSource
 from grpo_power.telemetry.store import TraceWriter
 
 
-def trace_metadata(source: PowerSource, run_id: str, period_s: float, **extra: object) -> TraceMetadata:
+def trace_metadata(
+    source: PowerSource, run_id: str, period_s: float, **extra: object
+) -> TraceMetadata:
     """Trace metadata describing ``source``'s GPUs."""
     first = source.gpus[0]
     return TraceMetadata(
@@ -48,7 +50,9 @@ class Recording:
     missed_slots: int
 
 
-def record_command(command: list[str], out: Path, config: Config, show_progress: bool = True) -> Recording:
+def record_command(
+    command: list[str], out: Path, config: Config, show_progress: bool = True
+) -> Recording:
     """Run ``command`` (an argument list, never a shell string) while sampling power into ``out``.
 
     The command can drive the simulated GPU through the signal file named in the
@@ -76,7 +80,9 @@ def record_command(command: list[str], out: Path, config: Config, show_progress:
             sampler.stop()
             raise
         try:
-            with tqdm(desc="recording", unit="sample", disable=not show_progress, leave=False) as bar:
+            with tqdm(
+                desc="recording", unit="sample", disable=not show_progress, leave=False
+            ) as bar:
                 while process.poll() is None:
                     time.sleep(0.5)
                     recent = sampler.recent(1.0)

@@ -153,7 +153,9 @@ def write_trace(path: Path | str, frame: pd.DataFrame, metadata: TraceMetadata) 
     """Write a whole trace at once (importers, tests); atomic like :class:`TraceWriter`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    table = pa.Table.from_pandas(frame[list(TRACE_COLUMNS)], schema=TRACE_SCHEMA, preserve_index=False)
+    table = pa.Table.from_pandas(
+        frame[list(TRACE_COLUMNS)], schema=TRACE_SCHEMA, preserve_index=False
+    )
     table = table.replace_schema_metadata(metadata.to_schema().metadata)
     tmp = path.with_name(path.name + ".tmp")
     pq.write_table(table, tmp, compression="zstd", row_group_size=ROW_GROUP_ROWS)

@@ -94,3 +94,31 @@ def summary_table(summaries: list[GpuSummary]) -> pd.DataFrame:
         }
         table = pd.concat([table, pd.DataFrame([total])], ignore_index=True)
     return table
+
+
+@dataclass(frozen=True)
+class EnergyCheck:
+    """Energy of one GPU from the hardware counter and from integrating sampled power, J."""
+
+    gpu: int
+    counter_j: float
+    integrated_j: float
+
+    @property
+    def difference_pct(self) -> float:
+        """(integrated - counter) / counter, percent."""
+        return 100.0 * (self.integrated_j - self.counter_j) / self.counter_j
+
+
+def check_energy(trace: Trace) -> list[EnergyCheck]:
+    """Counter vs integrated energy per GPU; GPUs without a counter are left out."""
+    max_gap_s = 2.0 * trace.metadata.sample_period_s
+    checks = []
+    for gpu, samples in trace.frame.sort_values("t").groupby("gpu", sort=True):
+        counter = samples["energy_j"].to_numpy(dtype=float)
+        if len(counter) < 2 or np.isnan(counter).any():
+            continue
+        t_s = samples["t"].to_numpy(dtype=float)
+        integrated_j = trapezoid_energy_j(t_s, samples["power_w"].to_numpy(dtype=float), max_gap_s)
+        checks.append(EnergyCheck(int(gpu), float(counter[-1] - counter[0]), integrated_j))
+    return checks

@@ -53,6 +53,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--mode", choices=["grpo", "matmul", "idle"], default="grpo")
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument(
+        "--idle-after", type=float, default=0.0, help="Stay idle this long afterwards, s."
+    )
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     signal = signal_from_env()
@@ -61,13 +64,22 @@ def main(argv: list[str] | None = None) -> None:
         print(f"demo: {cycles} generate/score/train cycles on {device}")
     elif args.mode == "matmul":
         signal.set("train", 64)
-        _busy(device, args.seconds, 8192 if device.type == "cuda" else 512, 8192 if device.type == "cuda" else 512)
+        _busy(
+            device,
+            args.seconds,
+            8192 if device.type == "cuda" else 512,
+            8192 if device.type == "cuda" else 512,
+        )
         signal.set("idle")
         print(f"demo: {args.seconds:.0f} s of matrix multiplies on {device}")
     else:
         signal.set("idle")
         time.sleep(args.seconds)
         print(f"demo: {args.seconds:.0f} s idle")
+    if args.idle_after > 0:
+        signal.set("idle")
+        time.sleep(args.idle_after)
+        print(f"demo: then {args.idle_after:.0f} s idle")
 
 
 if __name__ == "__main__":

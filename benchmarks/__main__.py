@@ -1,0 +1,28 @@
+"""Run every benchmark module (bench_*.py), or those named: `python -m benchmarks sampler`."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def main(names: list[str]) -> None:
+    modules = sorted(p.stem for p in HERE.glob("bench_*.py"))
+    selected = [m for m in modules if not names or m.removeprefix("bench_") in names]
+    if not selected:
+        raise SystemExit(f"no benchmark named {names}; available: {[m[6:] for m in modules]}")
+    for name in selected:
+        started = time.perf_counter()
+        print(f"== {name}", flush=True)
+        result = importlib.import_module(f"benchmarks.{name}").main()
+        print(json.dumps(result, indent=2))
+        print(f"== {name} done in {time.perf_counter() - started:.1f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,82 @@
+"""The config schema accepts the embedded default and rejects bad values with path and reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from grpo_power.config import ConfigError, load_config, validate_config
+from tests.conftest import REPO
+
+
+def test_default_config_is_valid() -> None:
+    cfg = load_config(REPO / "config" / "config.yaml")
+    assert cfg.telemetry.source == "simulated"
+    assert cfg.gpu.nameplate_w == 400.0
+    assert cfg.telemetry.period_s == 0.5
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (
+            {"telemetry": {"period_s": -1}},
+            "telemetry.period_s: Input should be greater than 0 (got -1)",
+        ),
+        ({"telemetry": {"period_s": 0}}, "telemetry.period_s: Input should be greater than 0"),
+        ({"telemetry": {"perod_s": 0.1}}, "telemetry.perod_s: unknown key"),
+        ({"colour": "red"}, "colour: unknown key"),
+        ({"cap_w": 450}, "cap_w (450.0 W) is above gpu.nameplate_w (400.0 W)"),
+        ({"cap_w": 50}, "cap_w (50.0 W) must be above gpu.idle_w (60.0 W)"),
+        ({"cap_w": "lots"}, "cap_w: Input should be a valid number"),
+        (
+            {"telemetry": {"source": "rapl"}},
+            "telemetry.source: Input should be 'simulated', 'nvml' or 'auto'",
+        ),
+        ({"gpu": {"idle_w": 500}}, "idle_w (500.0 W) must be below nameplate_w (400.0 W)"),
+        (
+            {"telemetry": {"simulated": {"decode_base_frac": 1.5}}},
+            "telemetry.simulated.decode_base_frac: Input should be less than or equal to 1",
+        ),
+        ({"telemetry": {"gpus": "0,1"}}, "telemetry.gpus: Input should be a valid list"),
+        ({"seed": -3}, "seed: Input should be greater than or equal to 0"),
+        (
+            {"telemetry": {"flush_s": 600}},
+            "telemetry.flush_s: Input should be less than or equal to 60",
+        ),
+    ],
+)
+def test_bad_values_are_rejected_with_path_and_reason(overrides: dict, expected: str) -> None:
+    base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    from grpo_power.config import deep_merge
+
+    with pytest.raises(ConfigError) as error:
+        validate_config(deep_merge(base, overrides), source="my.yaml")
+    message = str(error.value)
+    assert message.startswith("my.yaml: ")
+    assert expected in message
+
+
+def test_unreadable_and_malformed_files_name_the_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"missing\.yaml: cannot read the config file"):
+        load_config(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("telemetry: [unclosed\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml: not valid YAML"):
+        load_config(bad)
+    listed = tmp_path / "list.yaml"
+    listed.write_text("- 1\n- 2\n")
+    with pytest.raises(
+        ConfigError, match="expected a mapping of settings at the top level, got list"
+    ):
+        load_config(listed)
+
+
+def test_overrides_are_validated_too() -> None:
+    with pytest.raises(ConfigError, match=r"telemetry\.period_s"):
+        load_config(REPO / "config" / "config.yaml", {"telemetry": {"period_s": -0.5}})
+    cfg = load_config(REPO / "config" / "config.yaml", {"telemetry": {"period_s": 0.05}})
+    assert cfg.telemetry.period_s == 0.05
+    assert cfg.telemetry.source == "simulated"  # untouched keys keep the file's values

@@ -1,0 +1,110 @@
+"""Importers read nvidia-smi and DCGM exporter logs in their documented formats."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from grpo_power.telemetry.importers import ImportError_, import_log
+from grpo_power.telemetry.store import read_trace
+from tests.conftest import DATA
+
+
+def test_nvidia_smi_full_query_with_units_na_and_repeated_header() -> None:
+    frame, meta = import_log(DATA / "nvidia-smi-a100.csv", "nvidia-smi")
+    assert len(frame) == 6  # the repeated header line is dropped
+    assert meta.source == "imported" and meta.nameplate_w == 400.0
+    assert meta.gpu_name == "NVIDIA A100-SXM4-40GB"
+    assert meta.sample_period_s == pytest.approx(0.1)
+    gpu0 = frame[frame["gpu"] == 0]
+    assert gpu0["t"].tolist() == pytest.approx([0.0, 0.1, 0.2])
+    assert gpu0["power_w"].tolist() == [251.32, 389.75, 310.0]  # power.draw.instant preferred
+    assert gpu0["sm_clock_mhz"].tolist() == [1410.0, 1395.0, 1410.0]
+    gpu1 = frame[frame["gpu"] == 1]
+    assert np.isnan(gpu1["power_avg_w"].iloc[1])  # [N/A] -> null
+    assert frame["energy_j"].isna().all()  # nvidia-smi logs have no energy counter
+
+
+def test_nvidia_smi_minimal_query_needs_a_nameplate() -> None:
+    with pytest.raises(
+        ImportError_,
+        match=r"no power\.default_limit column; give .* --nameplate-w",
+    ):
+        import_log(DATA / "nvidia-smi-basic.csv", "nvidia-smi")
+    frame, meta = import_log(DATA / "nvidia-smi-basic.csv", "nvidia-smi", nameplate_w=400.0)
+    assert frame["power_w"].tolist() == [70.1, 240.5, 245.0]
+    assert meta.sample_period_s == pytest.approx(0.5)
+    assert frame["power_avg_w"].isna().all()
+
+
+def test_dcgm_csv_counter_in_millijoules_becomes_joules_since_start() -> None:
+    with pytest.raises(ImportError_, match="DCGM_FI_DEV_POWER_USAGE' has \\[N/A\\] values"):
+        import_log(DATA / "dcgm-exporter-a100.csv", "dcgm", nameplate_w=400.0)
+
+
+def test_dcgm_csv_import(tmp_path: Path) -> None:
+    log = tmp_path / "dcgm.csv"
+    lines = (DATA / "dcgm-exporter-a100.csv").read_text().splitlines()[:3]
+    log.write_text("\n".join(lines) + "\n")
+    frame, meta = import_log(log, "dcgm", nameplate_w=400.0)
+    assert frame["t"].tolist() == [0.0, 1.0]
+    assert frame["energy_j"].tolist() == pytest.approx([0.0, 310.0])  # (987964321-987654321) mJ
+    assert frame["power_limit_w"].tolist() == [400.0, 400.0]
+    assert meta.gpu_name == "NVIDIA A100-SXM4-80GB"
+
+
+def test_missing_power_column_and_bad_values_are_named(tmp_path: Path) -> None:
+    log = tmp_path / "nopower.csv"
+    log.write_text("timestamp, index, utilization.gpu [%]\n2025/03/04 10:00:00.000, 0, 5 %\n")
+    with pytest.raises(ImportError_, match=r"nopower\.csv: missing power column 'power.draw'"):
+        import_log(log, "nvidia-smi", nameplate_w=400)
+    log.write_text("timestamp, index, power.draw [W]\n2025/03/04 10:00:00.000, 0, lots W\n")
+    with pytest.raises(
+        ImportError_, match=r"column 'power.draw \[W\]' has a non-numeric value 'lots'"
+    ):
+        import_log(log, "nvidia-smi", nameplate_w=400)
+    log.write_text("timestamp, index, power.draw [W]\n2025/03/04 10:00:00.000, 0\n")
+    with pytest.raises(ImportError_, match="line 2 has a different number of fields"):
+        import_log(log, "nvidia-smi", nameplate_w=400)
+
+
+def test_import_cli_writes_a_trace(tmp_path: Path) -> None:
+    out = tmp_path / "imported.parquet"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grpo_power.cli",
+            "telemetry",
+            "import",
+            str(DATA / "nvidia-smi-a100.csv"),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "imported 6 samples of 2 GPU(s)" in result.stdout
+    trace = read_trace(out)
+    assert trace.metadata.source == "imported" and len(trace.frame) == 6
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grpo_power.cli",
+            "telemetry",
+            "import",
+            str(DATA / "nvidia-smi-basic.csv"),
+            "--out",
+            str(tmp_path / "x.parquet"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2
+    assert "--nameplate-w" in bad.stderr and not (tmp_path / "x.parquet").exists()

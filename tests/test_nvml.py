@@ -1,0 +1,150 @@
+"""The NVML source against a fake NVML module (the project's one mock: no GPU on CI machines)."""
+
+from __future__ import annotations
+
+import types
+from dataclasses import dataclass, field
+
+import pytest
+
+from grpo_power.telemetry.nvml import NvmlSource, visible_gpu_ids
+from grpo_power.telemetry.source import TelemetryUnavailable
+
+
+class FakeNVMLError(Exception):
+    pass
+
+
+class FakeLibraryNotFound(FakeNVMLError):
+    pass
+
+
+@dataclass
+class FakeGpu:
+    index: int
+    uuid: str
+    instant_mw: int
+    average_mw: int
+    energy_mj: int
+    supports_fields: bool = True
+    usage_mw: int = 0
+    calls: list[str] = field(default_factory=list)
+
+
+def fake_nvml(gpus: list[FakeGpu], library_present: bool = True) -> types.SimpleNamespace:
+    """A module-like object with the pynvml functions NvmlSource calls, values in NVML's units."""
+
+    def init() -> None:
+        if not library_present:
+            raise FakeLibraryNotFound("NVML Shared Library Not Found")
+
+    def by_uuid(uuid: str) -> FakeGpu:
+        for gpu in gpus:
+            if gpu.uuid == uuid:
+                return gpu
+        raise FakeNVMLError("Not Found")
+
+    def field_values(gpu: FakeGpu, ids: list[int]) -> list[types.SimpleNamespace]:
+        gpu.calls.append("fields")
+        values = {186: gpu.instant_mw, 185: gpu.average_mw}
+        return [
+            types.SimpleNamespace(
+                nvmlReturn=0 if gpu.supports_fields else 3,  # 3 = NVML_ERROR_NOT_SUPPORTED
+                valueType=1,
+                value=types.SimpleNamespace(uiVal=values[i]),
+            )
+            for i in ids
+        ]
+
+    def power_usage(gpu: FakeGpu) -> int:
+        gpu.calls.append("usage")
+        return gpu.usage_mw
+
+    return types.SimpleNamespace(
+        NVMLError=FakeNVMLError,
+        NVMLError_LibraryNotFound=FakeLibraryNotFound,
+        NVML_FI_DEV_POWER_AVERAGE=185,
+        NVML_FI_DEV_POWER_INSTANT=186,
+        NVML_CLOCK_SM=1,
+        NVML_TEMPERATURE_GPU=0,
+        nvmlInit=init,
+        nvmlShutdown=lambda: None,
+        nvmlDeviceGetCount=lambda: len(gpus),
+        nvmlDeviceGetHandleByIndex=lambda i: gpus[i],
+        nvmlDeviceGetHandleByUUID=by_uuid,
+        nvmlDeviceGetIndex=lambda g: g.index,
+        nvmlDeviceGetName=lambda g: "NVIDIA A100-SXM4-40GB",
+        nvmlDeviceGetPowerManagementDefaultLimit=lambda g: 400_000,
+        nvmlDeviceGetEnforcedPowerLimit=lambda g: 350_000,
+        nvmlDeviceGetFieldValues=field_values,
+        nvmlDeviceGetPowerUsage=power_usage,
+        nvmlDeviceGetTotalEnergyConsumption=lambda g: g.energy_mj,
+        nvmlDeviceGetUtilizationRates=lambda g: types.SimpleNamespace(gpu=97, memory=45),
+        nvmlDeviceGetClockInfo=lambda g, kind: 1410,
+        nvmlDeviceGetTemperature=lambda g, kind: 64,
+    )
+
+
+def test_field_value_path_gives_instant_average_and_energy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    gpus = [
+        FakeGpu(0, "GPU-a", 312_500, 298_000, 5_000_000),
+        FakeGpu(1, "GPU-b", 61_000, 60_000, 9_000),
+    ]
+    source = NvmlSource(nvml=fake_nvml(gpus))
+    assert [g.index for g in source.gpus] == [0, 1]
+    assert source.gpus[0].nameplate_w == 400.0
+    assert "NVML_FI_DEV_POWER_INSTANT" in source.power_w_semantics
+    gpus[0].energy_mj += 150_000  # 150 J spent since the source opened
+    rows = source.read(0.0)
+    assert rows[0]["power_w"] == 312.5 and rows[0]["power_avg_w"] == 298.0
+    assert rows[0]["energy_j"] == pytest.approx(150.0)
+    assert rows[1]["energy_j"] == 0.0
+    assert rows[0]["power_limit_w"] == 350.0 and rows[0]["sm_util"] == 97.0
+    assert "usage" not in gpus[0].calls
+
+
+def test_falls_back_to_power_usage_when_fields_are_unsupported() -> None:
+    gpu = FakeGpu(0, "GPU-a", 0, 0, 1000, supports_fields=False, usage_mw=251_000)
+    source = NvmlSource(["0"], nvml=fake_nvml([gpu]))
+    assert "nvmlDeviceGetPowerUsage" in source.power_w_semantics
+    row = source.read(0.0)[0]
+    assert row["power_w"] == 251.0 and row["power_avg_w"] is None
+
+
+def test_cuda_visible_devices_selects_gpus_by_index_or_uuid(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gpus = [FakeGpu(i, f"GPU-{i}", 100_000, 100_000, 0) for i in range(4)]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,GPU-3")
+    assert visible_gpu_ids() == ["2", "GPU-3"]
+    source = NvmlSource(nvml=fake_nvml(gpus))
+    assert [g.index for g in source.gpus] == [2, 3]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-unknown")
+    with pytest.raises(TelemetryUnavailable, match="GPU 'GPU-unknown' from CUDA_VISIBLE_DEVICES"):
+        NvmlSource(nvml=fake_nvml(gpus))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(TelemetryUnavailable, match="CUDA_VISIBLE_DEVICES is empty"):
+        NvmlSource(nvml=fake_nvml(gpus))
+
+
+def test_missing_library_says_what_to_do() -> None:
+    with pytest.raises(
+        TelemetryUnavailable, match=r"libnvidia-ml.so.1\) not found.*source: simulated"
+    ):
+        NvmlSource(nvml=fake_nvml([], library_present=False))
+
+
+def test_real_pynvml_without_a_driver_gives_the_same_clear_error() -> None:
+    """On machines without an NVIDIA driver (CI) the real pynvml raises LibraryNotFound."""
+    pynvml = pytest.importorskip("pynvml")
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError_LibraryNotFound:
+        with pytest.raises(TelemetryUnavailable, match="not found"):
+            NvmlSource()
+    else:  # a machine with a driver: the source opens for real
+        pynvml.nvmlShutdown()
+        source = NvmlSource()
+        assert source.gpus and source.read(0.0)[0]["power_w"] > 0
+        source.close()

@@ -1,0 +1,114 @@
+"""`grpo-power telemetry record` runs a command, follows its phases, and reports energy."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from grpo_power.telemetry.store import read_trace
+from tests.conftest import REPO
+
+CLI = [sys.executable, "-m", "grpo_power.cli"]
+CONFIG = ["--config", str(REPO / "config" / "config.yaml")]
+
+
+def test_record_demo_workload_follows_its_phases(tmp_path: Path) -> None:
+    out = tmp_path / "demo.parquet"
+    result = subprocess.run(
+        [
+            *CLI,
+            "telemetry",
+            "record",
+            *CONFIG,
+            "--period",
+            "0.1",
+            "--out",
+            str(out),
+            "--",
+            sys.executable,
+            "-m",
+            "grpo_power.workload.demo",
+            "--seconds",
+            "6",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "SIMULATED" in result.stdout and "mean_power_w" in result.stdout
+    trace = read_trace(out)
+    assert trace.complete and trace.metadata.simulated
+    assert trace.metadata.command[-2:] == ["--seconds", "6"]
+    power_w = trace.frame["power_w"].to_numpy()
+    # Idle while Python starts, then decode (~230-350 W) and training (~370 W) phases.
+    assert np.percentile(power_w, 5) < 70.0
+    assert np.percentile(power_w, 95) > 340.0
+    energy_j = trace.frame["energy_j"].to_numpy()
+    assert np.all(np.diff(energy_j) >= 0)
+
+
+def test_record_passes_the_command_exit_code_on(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [
+            *CLI,
+            "telemetry",
+            "record",
+            *CONFIG,
+            "--period",
+            "0.1",
+            "--out",
+            str(tmp_path / "f.parquet"),
+            "--",
+            sys.executable,
+            "-c",
+            "import sys; sys.exit(3)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 3
+    assert "exited with 3" in result.stderr
+    assert read_trace(tmp_path / "f.parquet").complete
+
+
+def test_record_without_a_command_or_with_bad_settings_fails_clearly(tmp_path: Path) -> None:
+    none = subprocess.run(
+        [*CLI, "telemetry", "record", *CONFIG, "--out", str(tmp_path / "x.parquet"), "--"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert none.returncode == 2
+    bad = subprocess.run(
+        [*CLI, "telemetry", "record", *CONFIG, "--period", "-1", "--", "true"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 2
+    assert "telemetry.period_s: Input should be greater than 0 (got -1.0)" in bad.stderr
+
+
+def test_gpu_check_script_runs_its_steps_on_the_simulated_gpu(tmp_path: Path) -> None:
+    """scripts/gpu_check.sh is tested here (CPU) so GPU time is spent measuring, not debugging."""
+    env = {
+        "GPU_CHECK_BUSY_S": "2",
+        "GPU_CHECK_IDLE_S": "1",
+        "PATH": "/usr/bin:/bin",
+        "GRPO_POWER_BIN": str(Path(sys.executable).parent),
+    }
+    result = subprocess.run(
+        [str(REPO / "scripts" / "gpu_check.sh"), str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "SIMULATED" in result.stdout
+    assert "energy from counter" in (tmp_path / "energy_check.txt").read_text()

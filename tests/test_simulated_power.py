@@ -1,0 +1,86 @@
+"""The simulated A100 follows occupancy, stays within idle..peak, and obeys NVML semantics."""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import numpy as np
+import pytest
+
+from grpo_power.config import Config
+from grpo_power.sim.power_model import A100PowerModel, GpuActivity
+from grpo_power.telemetry.sampler import PowerSampler
+from grpo_power.telemetry.signals import WorkloadSignal
+from grpo_power.telemetry.simulated import SimulatedA100Source
+
+
+def test_decode_power_rises_with_batch_and_matches_calibration(config: Config) -> None:
+    model = A100PowerModel(config.gpu, config.telemetry.simulated)
+    powers = [model.steady_power_w("generate", b) for b in (1, 4, 16, 64)]
+    assert powers == sorted(powers) and powers[0] < powers[-1]
+    # CALIBRATION.md '7-8B decode' row: 222-234 W at b=1, 264-339 W at b=16, 316-378 W at b=64.
+    assert 222 <= powers[0] <= 234
+    assert 264 <= powers[2] <= 339
+    assert 316 <= powers[3] <= 378
+    # Training runs near peak (0.9-1.0 TDP), scoring near idle.
+    assert 0.9 * 400 <= model.steady_power_w("train", 4) <= 400
+    assert model.steady_power_w("score", 1) < 0.25 * 400
+    assert model.steady_power_w("idle", 1) == config.gpu.idle_w
+
+
+def test_samples_stay_between_idle_and_peak(config: Config) -> None:
+    model = A100PowerModel(config.gpu, config.telemetry.simulated)
+    rng = np.random.default_rng(1)
+    for phase, batch in [
+        ("idle", 1),
+        ("generate", 1),
+        ("generate", 256),
+        ("train", 64),
+        ("score", 1),
+    ]:
+        activity = GpuActivity(phase=phase, batch=batch, since_s=0.0)
+        samples = [model.power_w(activity, now_s, rng) for now_s in np.linspace(0, 2, 400)]
+        assert min(samples) >= config.gpu.idle_w
+        assert max(samples) <= model.peak_w == pytest.approx(436.0)
+
+
+def test_prefill_transient_then_decode(config: Config) -> None:
+    params = config.telemetry.simulated.model_copy(update={"noise_w": 0.0})
+    model = A100PowerModel(config.gpu, params)
+    rng = np.random.default_rng(0)
+    activity = GpuActivity(phase="generate", batch=4, since_s=10.0)
+    assert model.power_w(activity, 10.0, rng) == model.peak_w
+    assert model.power_w(activity, 10.0 + params.transient_s, rng) == model.steady_power_w(
+        "generate", 4
+    )
+
+
+def test_source_follows_the_workload_signal(config: Config) -> None:
+    signal = WorkloadSignal()
+    source = SimulatedA100Source(config.gpu, config.telemetry.simulated, signal, [0, 1], seed=0)
+    t = time.monotonic()
+    signal.set("generate", 1)
+    low = [source.read(t + 1 + 0.1 * i) for i in range(20)]
+    signal.set("generate", 64)
+    high = [source.read(t + 10 + 0.1 * i) for i in range(20)]
+    mean_low = np.mean([r["power_w"] for rows in low for r in rows])
+    mean_high = np.mean([r["power_w"] for rows in high for r in rows])
+    assert mean_high - mean_low > 80.0  # 64x the occupancy: about 117 W more on the defaults
+    assert {r["gpu"] for r in high[0]} == {0, 1}
+    # The 1 s average lags the instantaneous reading; the counter is cumulative and increasing.
+    energy = [rows[0]["energy_j"] for rows in low + high]
+    assert all(b >= a for a, b in itertools.pairwise(energy))
+
+
+def test_sampler_at_50_ms_keeps_its_period(config: Config) -> None:
+    signal = WorkloadSignal()
+    source = SimulatedA100Source(config.gpu, config.telemetry.simulated, signal, [0], seed=0)
+    sampler = PowerSampler(source, writer=None, period_s=0.05)
+    with sampler:
+        signal.set("train", 8)
+        time.sleep(1.0)
+    recent = sampler.recent(10.0)
+    assert 17 <= sampler.samples_taken <= 23
+    assert abs(np.median(np.diff(recent.t_s)) - 0.05) < 0.01
+    assert sampler.error is None
