@@ -83,7 +83,7 @@ def test_not_a_trace_names_the_file(tmp_path: Path) -> None:
     pd.DataFrame({"t": [0.0], "power_w": [1.0]}).to_parquet(plain)
     with pytest.raises(ValueError, match=r"plain\.parquet: missing trace column\(s\) \['gpu'"):
         read_trace(plain)
-    with pytest.raises(FileNotFoundError, match="no such trace"):
+    with pytest.raises(FileNotFoundError, match="no such file"):
         read_trace(tmp_path / "absent.parquet")
     garbage = tmp_path / "garbage.parquet"
     garbage.write_bytes(b"not parquet at all")
