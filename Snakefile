@@ -11,6 +11,8 @@ configfile: "config/config.yaml"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/telemetry.smk"
+include: "workflow/rules/windows.smk"
+include: "workflow/rules/fleet.smk"
 
 
 rule all:

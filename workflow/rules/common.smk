@@ -11,6 +11,29 @@ RESULTS = Path(CFG.results_dir)
 RESOLVED_CONFIG = str(write_resolved_config(CFG, RESULTS / "config.resolved.yaml"))
 
 
+def trace_files():
+    """Every run trace the windows and fleet stages analyse (the run stage adds its traces)."""
+    return [RESULTS / "telemetry" / "demo.parquet"]
+
+
+def trace_key(trace):
+    """A trace's path under RESULTS without suffix: results/runs/7B/x/seed0/trace.parquet ->
+    runs/7B/x/seed0/trace; its windows outputs go to RESULTS / "windows" / key."""
+    return str(Path(trace).relative_to(RESULTS).with_suffix(""))
+
+
+def windows_outputs(name):
+    """One windows-stage output file (e.g. "bins.parquet") of every trace."""
+    return [RESULTS / "windows" / trace_key(trace) / name for trace in trace_files()]
+
+
+FLEET_OUTPUTS = ["fleet_windows.csv", "scaling.csv", "comparison.csv", "comparison.md"]
+
+
 def all_outputs():
     """Everything `rule all` builds; each stage adds its final outputs here."""
-    return [RESULTS / "telemetry" / "demo.parquet"]
+    return [
+        RESULTS / "telemetry" / "demo.parquet",
+        *windows_outputs("exceedance.csv"),
+        *[RESULTS / "fleet" / name for name in FLEET_OUTPUTS],
+    ]

@@ -1,0 +1,78 @@
+"""Atomic writers: every output is written to a temporary name beside it and renamed.
+
+A reader (or a Snakemake job killed half-way) therefore never sees a half-written file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+def _atomic(path: Path | str, write: Callable[[Path], None]) -> Path:
+    """Call ``write(tmp)`` then rename ``tmp`` onto ``path``; remove ``tmp`` on failure."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def write_text_atomic(path: Path | str, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically."""
+    return _atomic(path, lambda tmp: tmp.write_text(text))
+
+
+def write_json_atomic(path: Path | str, data: Any) -> Path:
+    """Write ``data`` as indented JSON (NaN written as null) atomically."""
+    text = json.dumps(_jsonable(data), indent=2, allow_nan=False) + "\n"
+    return write_text_atomic(path, text)
+
+
+def write_csv_atomic(path: Path | str, frame: pd.DataFrame) -> Path:
+    """Write a table as CSV atomically (NaN written as an empty field)."""
+    return _atomic(path, lambda tmp: frame.to_csv(tmp, index=False, float_format="%.10g"))
+
+
+def write_parquet_atomic(
+    path: Path | str,
+    table: pd.DataFrame | pa.Table,
+    metadata: dict[bytes, bytes] | None = None,
+    row_group_size: int = 65_536,
+) -> Path:
+    """Write a table as Parquet (zstd) atomically, with optional schema metadata."""
+    if isinstance(table, pd.DataFrame):
+        table = pa.Table.from_pandas(table, preserve_index=False)
+    if metadata:
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **metadata})
+    return _atomic(
+        path,
+        lambda tmp: pq.write_table(table, tmp, compression="zstd", row_group_size=row_group_size),
+    )
+
+
+def _jsonable(value: Any) -> Any:
+    """Replace NaN/inf floats by None and numpy scalars by Python ones, recursively."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, str | bytes):
+        value = value.item()
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return None
+    if isinstance(value, Path):
+        return str(value)
+    return value

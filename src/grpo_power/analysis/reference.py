@@ -1,0 +1,149 @@
+"""Figures the fleet stage compares against, each with its source.
+
+Two kinds:
+- the reference study's windowed-exceedance and fleet figures (DESIGN.md section 1), which the
+  pipeline reproduces side by side with its own measurements or simulations;
+- published power-oversubscription results from production systems, shown beside the study's
+  "about 2x" so a reader sees how strong that claim is.
+
+Values are stored in the unit of the comparison table: shares in percent, factors in "x"
+(nameplate watts per provisioned watt: +30 % servers on the same power = 1.30 x).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+STUDY_SOURCE = (
+    "Reference study: 2026 paper on the power behaviour of RL (GRPO) post-training, "
+    "as summarised in DESIGN.md section 1"
+)
+
+
+@dataclass(frozen=True)
+class ReferenceFigure:
+    """One published figure: a value or a range [low, high] in ``unit``."""
+
+    key: str
+    quantity: str
+    low: float
+    high: float
+    unit: str  # "%" or "x"
+    source: str
+    setting: str
+    window_s: float | None = None
+
+    @property
+    def is_range(self) -> bool:
+        return self.low != self.high
+
+    def shown(self) -> str:
+        """The figure as text, e.g. ``23.6 %`` or ``50-56 %``."""
+        fmt = (lambda v: f"{v:g}") if self.unit == "%" else (lambda v: f"{v:.2f}")
+        value = f"{fmt(self.low)}-{fmt(self.high)}" if self.is_range else fmt(self.low)
+        return f"{value} {self.unit}"
+
+    def difference(self, measured: float) -> float:
+        """``measured`` minus the figure; 0 inside a range, else the distance to its nearer end."""
+        if measured != measured:  # NaN
+            return float("nan")
+        if measured < self.low:
+            return measured - self.low
+        if measured > self.high:
+            return measured - self.high
+        return 0.0
+
+
+STUDY_EXCEEDANCE_72B: tuple[ReferenceFigure, ...] = (
+    ReferenceFigure(
+        "exceedance_72b_0.5s",
+        "72B over-cap share, 0.5 s window",
+        23.6,
+        23.6,
+        "%",
+        STUDY_SOURCE,
+        "72B GRPO, A100, power every 0.5 s",
+        0.5,
+    ),
+    ReferenceFigure(
+        "exceedance_72b_30s",
+        "72B over-cap share, 30 s window",
+        1.6,
+        1.6,
+        "%",
+        STUDY_SOURCE,
+        "72B GRPO, A100, power every 0.5 s",
+        30.0,
+    ),
+    ReferenceFigure(
+        "exceedance_72b_300s",
+        "72B over-cap share, 5 min window",
+        0.0,
+        0.0,
+        "%",
+        STUDY_SOURCE,
+        "72B GRPO, A100, power every 0.5 s",
+        300.0,
+    ),
+)
+
+STUDY_FLEET_EXCEEDANCE = ReferenceFigure(
+    "fleet_exceedance_ge30s",
+    "16-GPU fleet exceedance, windows >= 30 s (worst window)",
+    0.0,
+    0.0,
+    "%",
+    STUDY_SOURCE,
+    "16-GPU fleet",
+    30.0,
+)
+STUDY_FLEET_PEAK = ReferenceFigure(
+    "fleet_peak_share",
+    "16-GPU fleet peak demand, share of nameplate",
+    50.0,
+    56.0,
+    "%",
+    STUDY_SOURCE,
+    "16-GPU fleet",
+)
+STUDY_OVERSUBSCRIPTION = ReferenceFigure(
+    "oversubscription_factor",
+    "oversubscription factor (nameplate / provisioned power)",
+    2.0,
+    2.0,
+    "x",
+    STUDY_SOURCE,
+    "16-GPU fleet, 'about 2x nameplate looks feasible'",
+)
+
+PUBLISHED_OVERSUBSCRIPTION: tuple[ReferenceFigure, ...] = (
+    ReferenceFigure(
+        "polca",
+        "POLCA (Microsoft Azure): +30 % servers, LLM inference",
+        1.30,
+        1.30,
+        "x",
+        "Patel et al., 'POLCA: Power Oversubscription in LLM Cloud Providers', "
+        "arXiv:2308.12908 (2023)",
+        "LLM inference GPU clusters, simulated from production power patterns",
+    ),
+    ReferenceFigure(
+        "thunderbolt",
+        "Google Thunderbolt: 9-25 % oversubscription gains",
+        1.09,
+        1.25,
+        "x",
+        "Li et al., 'Thunderbolt: Throughput-Optimized, Quality-of-Service-Aware Power Capping "
+        "at Scale', OSDI 2020",
+        "production CPU clusters with QoS-aware power capping",
+    ),
+    ReferenceFigure(
+        "flex",
+        "Microsoft Flex: up to +33 % servers",
+        1.33,
+        1.33,
+        "x",
+        "Zhang et al., 'Flex: High-Availability Datacenters With Zero Reserved Power', ISCA 2021",
+        "datacenters using reserved (redundant) power, production",
+    ),
+)

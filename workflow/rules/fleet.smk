@@ -1,0 +1,31 @@
+# Fleet: every run's energy bins combined into a fleet (by wall clock where the runs were
+# concurrent, else by Monte Carlo over start offsets); peak vs nameplate, oversubscription, the
+# scaling study to 100,000 GPUs, and the comparison with the study and published results.
+
+
+rule fleet:
+    input:
+        bins=windows_outputs("bins.parquet"),
+        exceedance=windows_outputs("exceedance.parquet"),
+    output:
+        fleet_windows=RESULTS / "fleet" / "fleet_windows.csv",
+        fleet_parquet=RESULTS / "fleet" / "fleet_windows.parquet",
+        scaling=RESULTS / "fleet" / "scaling.csv",
+        scaling_parquet=RESULTS / "fleet" / "scaling.parquet",
+        comparison=RESULTS / "fleet" / "comparison.csv",
+        comparison_md=RESULTS / "fleet" / "comparison.md",
+        summary=RESULTS / "fleet" / "summary.json",
+    log:
+        RESULTS / "logs" / "fleet.log",
+    params:
+        config=RESOLVED_CONFIG,
+        fleet=CFG.fleet.model_dump_json(),
+        windows=CFG.windows.model_dump_json(),
+        cap_w=CFG.cap_w,
+        seed=CFG.seed,
+        out=RESULTS / "fleet",
+    threads: 1
+    resources:
+        mem_mb=4000,
+    shell:
+        "grpo-power fleet {input.bins} --out {params.out} --config {params.config} > {log} 2>&1"
