@@ -15,7 +15,7 @@ def test_default_config_is_valid() -> None:
     cfg = load_config(REPO / "config" / "config.yaml")
     assert cfg.telemetry.source == "simulated"
     assert cfg.gpu.nameplate_w == 400.0
-    assert cfg.telemetry.period_s == 0.5
+    assert cfg.telemetry.period_s == 0.1
 
 
 @pytest.mark.parametrize(

@@ -44,9 +44,9 @@ def test_record_demo_workload_follows_its_phases(tmp_path: Path) -> None:
     assert trace.complete and trace.metadata.simulated
     assert trace.metadata.command[-2:] == ["--seconds", "6"]
     power_w = trace.frame["power_w"].to_numpy()
-    # Idle while Python starts, then decode (~230-350 W) and training (~370 W) phases.
+    # Idle while Python starts, then decode (~230-345 W) and training (~300 W) phases.
     assert np.percentile(power_w, 5) < 70.0
-    assert np.percentile(power_w, 95) > 340.0
+    assert np.percentile(power_w, 95) > 295.0
     energy_j = trace.frame["energy_j"].to_numpy()
     assert np.all(np.diff(energy_j) >= 0)
 

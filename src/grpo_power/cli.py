@@ -8,6 +8,7 @@ on stderr and a non-zero exit, never a traceback.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -53,6 +54,45 @@ def user_errors(func: F) -> F:
 
 def _config(path: Path, overrides: dict[str, Any] | None = None) -> Config:
     return load_config(path, overrides)
+
+
+@app.command("run", context_settings={"allow_extra_args": False})
+@user_errors
+def run(
+    arm: Annotated[
+        str, typer.Option("--arm", help="uncontrolled | fixed | fixed-safe | threshold | hwcap")
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Run folder (trace, steps, manifest).")],
+    size: Annotated[
+        str | None, typer.Option("--size", help="Model preset (default: config).")
+    ] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Seed (default: config).")] = None,
+    steps: Annotated[int | None, typer.Option("--steps", help="Steps (default: config).")] = None,
+    config: ConfigOption = DEFAULT_CONFIG_PATH,
+) -> None:
+    """Stage 1: one GRPO run (size x arm x seed) with power telemetry, step log and manifest."""
+    from grpo_power.workload.distributed import relaunch_needed, relaunch_with_accelerate
+
+    overrides: dict[str, Any] = {"workload": {}}
+    if size is not None:
+        overrides["workload"]["size"] = size
+    if steps is not None:
+        overrides["workload"]["steps"] = steps
+    cfg = _config(config, overrides)
+    if relaunch_needed(cfg.workload):
+        raise typer.Exit(relaunch_with_accelerate(cfg.workload, sys.argv[1:]))
+
+    from grpo_power.workload.arms import controller_for_arm
+    from grpo_power.workload.runner import run_grpo
+
+    seed = cfg.seed if seed is None else seed
+    controller = controller_for_arm(arm, cfg, cfg.results_dir / "calibration" / cfg.workload.size)
+    result = run_grpo(cfg, arm, seed, out, controller, show_progress=sys.stderr.isatty())
+    if int(os.environ.get("RANK", "0")) == 0:
+        typer.echo(
+            f"run {cfg.workload.size}/{arm}/seed{seed}: {result.steps} steps, "
+            f"{result.completion_tokens} completion tokens in {result.wall_s:.1f} s -> {out}"
+        )
 
 
 @telemetry_app.command(
@@ -150,6 +190,68 @@ def telemetry_summary(
             )
     if not trace.complete:
         typer.echo("note: read from the journal of a recording that did not finish", err=True)
+
+
+@app.command("windows")
+@user_errors
+def windows(
+    trace_file: Annotated[Path, typer.Argument(help="A trace (.parquet) or its journal's path.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder for this trace.")],
+    config: ConfigOption = DEFAULT_CONFIG_PATH,
+) -> None:
+    """Exceedance of the cap by averaging window, per GPU and per run; energy bins for `fleet`."""
+    from grpo_power.analysis.windows import run_windows
+
+    cfg = _config(config)
+    result = run_windows(trace_file, out, cfg)
+    label = " (SIMULATED power)" if result.summary["simulated"] else ""
+    typer.echo(f"windows of {trace_file}{label}: cap {cfg.cap_w:g} W per GPU")
+    shown = result.exceedance[result.exceedance["scope"] != "gpu"]
+    shown = shown[["scope", "window_s", "windows", "windows_over", "exceedance", "peak_mean_w"]]
+    typer.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    if result.summary["gaps"]:
+        typer.echo(
+            f"note: {result.summary['gaps']} gap(s), {result.summary['gap_s']:.3g} s without "
+            f"samples (see {out / 'gaps.csv'})"
+        )
+    typer.echo(f"wrote {out}/exceedance.csv, gaps.csv, bins.parquet, summary.json")
+
+
+@app.command("fleet")
+@user_errors
+def fleet(
+    window_outputs: Annotated[
+        list[Path],
+        typer.Argument(help="Outputs of `grpo-power windows`: folders or their bins.parquet."),
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")],
+    config: ConfigOption = DEFAULT_CONFIG_PATH,
+) -> None:
+    """Fleet peak vs nameplate, exceedance, oversubscription, scaling study and comparison."""
+    from grpo_power.analysis.fleet import run_fleet
+
+    cfg = _config(config)
+    result = run_fleet(window_outputs, out, cfg)
+    s = result.summary
+    label = " (SIMULATED power)" if s["simulated"] else ""
+    typer.echo(
+        f"fleet of {s['n_gpus']} GPUs from {len(s['run_ids'])} run(s), {s['alignment']}{label}"
+    )
+    shown = result.fleet[
+        ["window_s", "exceedance_mean", "peak_share_mean", "peak_share_p95", "factor"]
+    ]
+    typer.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    if s["chosen_window_fits"]:
+        typer.echo(
+            f"oversubscription factor at {s['window_s']:g} s, margin {s['margin']:g}: "
+            f"{s['factor']:.3g}x (no margin, mean peak: {s['factor_no_margin_mean_peak']:.3g}x)"
+        )
+    else:
+        typer.echo(
+            f"note: no full {s['window_s']:g} s window in the fleet timeline, so no "
+            "oversubscription factor (record longer runs, or set fleet.horizon_s)"
+        )
+    typer.echo(f"wrote {out}/fleet_windows.csv, scaling.csv, comparison.csv, comparison.md")
 
 
 def _print_summary(source: str, path: Path, table: Any) -> None:

@@ -73,12 +73,13 @@ class SimulatedPowerConfig(_Strict):
         "CALIBRATION.md '7-8B decode' row: 264-339 W at b=16, 316-378 W at b=64.",
     )
     train_base_frac: Fraction = Field(
-        0.85,
+        0.66,
         description="Training (forward+backward) power fraction at micro-batch 1. "
-        "CALIBRATION.md 'training, compute phase': 0.9-1.0 TDP at production batch sizes.",
+        "CALIBRATION.md 'training, compute phase' gives 0.9-1.0 TDP at production batch sizes; "
+        "GRPO's small micro-batches are assumed lower (an assumption: identify refits it).",
     )
     train_slope_per_doubling: Annotated[float, Field(ge=0, le=0.5)] = Field(
-        0.03, description="Training power fraction gained per doubling of the micro-batch."
+        0.02, description="Training power fraction gained per doubling of the micro-batch."
     )
     score_frac: Fraction = Field(
         0.05,
@@ -89,11 +90,8 @@ class SimulatedPowerConfig(_Strict):
     )
     transient_peak_frac: Annotated[float, Field(ge=0, le=0.2)] = Field(
         0.09,
-        description="Overshoot above nameplate at the start of a generation phase (prefill), as a "
-        "fraction of nameplate. CALIBRATION.md 'prefill': peaks about 1.09 TDP.",
-    )
-    transient_s: Annotated[float, Field(ge=0)] = Field(
-        0.3, description="Duration of the prefill transient at the start of a generation phase, s."
+        description="Ceiling of the prefill overshoot above nameplate, as a fraction of nameplate. "
+        "CALIBRATION.md 'prefill': peaks about 1.09 TDP.",
     )
     noise_w: Annotated[float, Field(ge=0)] = Field(
         6.0, description="Standard deviation of sample-to-sample measurement noise, W."
@@ -115,7 +113,7 @@ class TelemetryConfig(_Strict):
         "GPUs through pynvml; auto: nvml when NVML and a GPU are present, else simulated.",
     )
     period_s: Annotated[float, Field(gt=0, le=60)] = Field(
-        0.5,
+        0.1,
         description="Sampling period, s. The study used 0.5 s; "
         "0.1 s or faster sees the 0.2-3 Hz swings.",
     )
@@ -132,6 +130,249 @@ class TelemetryConfig(_Strict):
     simulated: SimulatedPowerConfig = Field(default_factory=SimulatedPowerConfig)
 
 
+def _is_multiple(value: float, step: float) -> bool:
+    """Whether ``value`` is an integer multiple of ``step`` (to floating-point tolerance)."""
+    ratio = value / step
+    return abs(ratio - round(ratio)) <= 1e-9 * max(1.0, ratio) and round(ratio) >= 1
+
+
+class WindowsConfig(_Strict):
+    """Exceedance by averaging window (the windows stage, ``analysis/windows.py``).
+
+    A window's mean power comes from energy-counter differences where the trace has a counter,
+    else from trapezoid integration of ``power_w``; gaps longer than ``gap_periods`` sample
+    periods split the series and are never bridged (DESIGN.md section 7).
+    """
+
+    windows_s: list[PositiveFloat] = Field(
+        default_factory=lambda: [0.5, 1.0, 5.0, 30.0, 60.0, 300.0],
+        description="Averaging windows, s. The study reports 0.5 s, 30 s and 5 min.",
+    )
+    step_s: PositiveFloat | None = Field(
+        None,
+        description="How far windows slide between evaluations, s; null = the trace's sample "
+        "period. Window ends lie on a grid of this step from each contiguous segment's start.",
+    )
+    gap_periods: Annotated[float, Field(ge=1)] = Field(
+        2.0, description="An interval longer than this many sample periods is a gap."
+    )
+    bin_s: PositiveFloat = Field(
+        0.5,
+        description="Width of the wall-clock bins in which per-run energy is summed for the fleet "
+        "stage, s; every window must be a whole number of bins.",
+    )
+
+    @model_validator(mode="after")
+    def _windows_fit_bins(self) -> WindowsConfig:
+        if not self.windows_s:
+            raise ValueError("windows_s must list at least one window, s")
+        if len(set(self.windows_s)) != len(self.windows_s):
+            raise ValueError(f"windows_s has duplicates: {self.windows_s}")
+        bad = [w for w in self.windows_s if not _is_multiple(w, self.bin_s)]
+        if bad:
+            raise ValueError(
+                f"windows_s {bad} are not whole multiples of bin_s ({self.bin_s} s): "
+                "fleet windows are sums of whole bins; change bin_s or the windows"
+            )
+        return self
+
+
+class FleetConfig(_Strict):
+    """Fleet aggregation and oversubscription (the fleet stage, ``analysis/fleet.py``)."""
+
+    n_gpus: Annotated[int, Field(ge=1)] = Field(
+        16, description="GPUs in the fleet (the study's fleet: 16)."
+    )
+    alignment: Literal["auto", "wall_clock", "monte_carlo"] = Field(
+        "auto",
+        description="wall_clock: sum the input runs bin by bin in real time (they ran together); "
+        "monte_carlo: draw runs with random start offsets; auto: wall_clock when the inputs hold "
+        "exactly n_gpus GPUs that ran concurrently for at least the longest window.",
+    )
+    draws: Annotated[int, Field(ge=1)] = Field(
+        200, description="Monte Carlo fleets drawn (random runs and start offsets)."
+    )
+    window_s: PositiveFloat = Field(
+        30.0,
+        description="The window whose peak sizes the oversubscription factor, s (the study: no "
+        "fleet exceedance at 30 s and longer). Must be one of windows.windows_s.",
+    )
+    margin: Annotated[float, Field(ge=0)] = Field(
+        0.1,
+        description="Safety margin on the peak: factor = nameplate / (peak x (1 + margin)).",
+    )
+    peak_quantile: Annotated[float, Field(gt=0, le=1)] = Field(
+        0.95,
+        description="Quantile over Monte Carlo draws of the fleet peak used for the factor "
+        "(1.0 = the worst draw).",
+    )
+    horizon_s: PositiveFloat | None = Field(
+        None,
+        description="Length of each simulated fleet's timeline, s; null = the shortest input "
+        "run. Longer horizons repeat runs end to end (each run is treated as periodic).",
+    )
+    scaling_sizes: list[Annotated[int, Field(ge=1)]] = Field(
+        default_factory=lambda: [16, 64, 256, 1024, 4096, 16384, 100000],
+        description="Fleet sizes of the scaling study, GPUs.",
+    )
+    scaling_draws: Annotated[int, Field(ge=1)] = Field(
+        20, description="Monte Carlo draws per fleet size in the scaling study."
+    )
+    partition_bins: Annotated[int, Field(ge=16)] = Field(
+        65536,
+        description="Bins read per time partition when summing runs by wall clock (bounds memory).",
+    )
+    seed: Annotated[int, Field(ge=0)] | None = Field(
+        None, description="Seed of the Monte Carlo draws; null = the top-level seed."
+    )
+
+    @model_validator(mode="after")
+    def _sizes_valid(self) -> FleetConfig:
+        if not self.scaling_sizes:
+            raise ValueError("scaling_sizes must list at least one fleet size")
+        if sorted(set(self.scaling_sizes)) != self.scaling_sizes:
+            raise ValueError(
+                f"scaling_sizes must be increasing without repeats: {self.scaling_sizes}"
+            )
+        return self
+
+
+ModelSize = Literal[
+    "tiny", "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-72b"
+]
+
+
+class ActuatorBounds(_Strict):
+    """Inclusive range a controller may set an actuator to; actions outside are clamped."""
+
+    min: Annotated[int, Field(ge=1)]
+    max: Annotated[int, Field(ge=1)]
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ActuatorBounds:
+        if self.min > self.max:
+            raise ValueError(f"min ({self.min}) must not exceed max ({self.max})")
+        return self
+
+
+class WorkloadConfig(_Strict):
+    """The GRPO run: model preset, task volume, TRL settings and actuator defaults and bounds."""
+
+    size: ModelSize = Field(
+        "tiny", description="Model preset (architecture shapes, random weights)."
+    )
+    model_path: str | None = Field(
+        None, description="Local checkpoint folder or hub id to load instead of random weights."
+    )
+    cache_dir: Path = Field(
+        Path(".cache/grpo-power"), description="Where the tiny model and tokenizer are built."
+    )
+    steps: Annotated[int, Field(ge=1)] = Field(30, description="Optimizer steps per run.")
+    prompts_per_step: Annotated[int, Field(ge=1)] = 4
+    num_generations: Annotated[int, Field(ge=2)] = Field(
+        8, description="GRPO group size; fixed for a run (TRL builds its sampler once)."
+    )
+    train_micro_batch: Annotated[int, Field(ge=1)] = Field(
+        4,
+        description="Sequences per training forward/backward pass (gradients accumulate over "
+        "the step's sequences). Occupancy of the training phase.",
+    )
+    concurrency: Annotated[int, Field(ge=1)] = Field(
+        32,
+        description="Default generation concurrency: sequences decoded together (fixed arm). "
+        "TRL's own behaviour is one generate call for the whole step (= sequences per step).",
+    )
+    max_new_tokens: Annotated[int, Field(ge=1)] = Field(
+        32, description="Default completion length limit, tokens (fixed arm)."
+    )
+    concurrency_bounds: ActuatorBounds = Field(
+        default_factory=lambda: ActuatorBounds(min=1, max=32)
+    )
+    max_new_tokens_bounds: ActuatorBounds = Field(
+        default_factory=lambda: ActuatorBounds(min=8, max=64)
+    )
+    learning_rate: PositiveFloat = 1e-5
+    processes: Annotated[int, Field(ge=1)] = Field(
+        1, description="Processes (GPUs) per run, launched with accelerate."
+    )
+    zero_stage: Literal[0, 3] = Field(
+        0, description="DeepSpeed ZeRO stage for multi-process runs (3 = sharded parameters)."
+    )
+
+    @property
+    def sequences_per_step(self) -> int:
+        """Completions generated per step on each process."""
+        return self.prompts_per_step * self.num_generations
+
+    @model_validator(mode="after")
+    def _defaults_within_bounds(self) -> WorkloadConfig:
+        for name in ("concurrency", "max_new_tokens"):
+            value, bounds = getattr(self, name), getattr(self, f"{name}_bounds")
+            if not bounds.min <= value <= bounds.max:
+                raise ValueError(
+                    f"{name} ({value}) lies outside {name}_bounds [{bounds.min}, {bounds.max}]"
+                )
+        if self.sequences_per_step % self.train_micro_batch:
+            raise ValueError(
+                f"train_micro_batch ({self.train_micro_batch}) must divide the sequences per step "
+                f"(prompts_per_step x num_generations = {self.sequences_per_step})"
+            )
+        if self.concurrency_bounds.max > self.sequences_per_step:
+            raise ValueError(
+                f"concurrency_bounds.max ({self.concurrency_bounds.max}) exceeds the sequences "
+                "generated per step (prompts_per_step x num_generations = "
+                f"{self.sequences_per_step})"
+            )
+        return self
+
+
+class ThresholdArmConfig(_Strict):
+    """Classic feedback peer: multiplicative decrease / additive increase of concurrency."""
+
+    high_frac_of_cap: Annotated[float, Field(gt=0, le=1.5)] = Field(
+        1.0, description="Decrease when recent p95 power exceeds this share of the cap."
+    )
+    low_frac_of_cap: Annotated[float, Field(gt=0, le=1.5)] = Field(
+        0.9, description="Increase when recent p95 power is below this share of the cap."
+    )
+    decrease_factor: Annotated[float, Field(gt=0, lt=1)] = 0.5
+    increase_step: Annotated[int, Field(ge=1)] = 1
+
+    @model_validator(mode="after")
+    def _low_below_high(self) -> ThresholdArmConfig:
+        if self.low_frac_of_cap >= self.high_frac_of_cap:
+            raise ValueError("low_frac_of_cap must be below high_frac_of_cap")
+        return self
+
+
+class FixedSafeArmConfig(_Strict):
+    """How the fixed-safe arm's static setting is calibrated."""
+
+    calibration_steps: Annotated[int, Field(ge=1)] = Field(
+        3, description="GRPO steps measured per candidate setting."
+    )
+    percentile: Annotated[float, Field(gt=50, le=100)] = Field(
+        99.0, description="Power percentile that must stay under the cap."
+    )
+
+
+ArmName = Literal["uncontrolled", "fixed", "fixed-safe", "threshold", "hwcap"]
+
+
+class ArmsConfig(_Strict):
+    """Which arms the study runs, and their settings."""
+
+    run: list[ArmName] = Field(
+        default_factory=lambda: ["uncontrolled", "fixed", "fixed-safe", "threshold"],
+        min_length=1,
+    )
+    observation_window_s: PositiveFloat = Field(
+        5.0, description="Power statistics a controller sees cover this many recent seconds."
+    )
+    threshold: ThresholdArmConfig = Field(default_factory=ThresholdArmConfig)
+    fixed_safe: FixedSafeArmConfig = Field(default_factory=FixedSafeArmConfig)
+
+
 class Config(_Strict):
     """The whole configuration of a grpo-power study."""
 
@@ -139,9 +380,16 @@ class Config(_Strict):
     seed: Annotated[int, Field(ge=0)] = 0
     gpu: GpuSpec = Field(default_factory=GpuSpec)
     cap_w: PositiveFloat = Field(
-        300.0, description="Per-GPU power cap the controllers keep under, W."
+        320.0, description="Per-GPU power cap the controllers keep under, W."
     )
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+    workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
+    arms: ArmsConfig = Field(default_factory=ArmsConfig)
+    seeds: list[Annotated[int, Field(ge=0)]] = Field(
+        default_factory=lambda: [0], min_length=1, description="Seeds each arm runs with."
+    )
+    windows: WindowsConfig = Field(default_factory=WindowsConfig)
+    fleet: FleetConfig = Field(default_factory=FleetConfig)
 
     @model_validator(mode="after")
     def _cap_within_gpu_range(self) -> Config:
@@ -153,6 +401,15 @@ class Config(_Strict):
         if self.cap_w <= self.gpu.idle_w:
             raise ValueError(
                 f"cap_w ({self.cap_w} W) must be above gpu.idle_w ({self.gpu.idle_w} W)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _fleet_window_listed(self) -> Config:
+        if not any(abs(w - self.fleet.window_s) <= 1e-9 * w for w in self.windows.windows_s):
+            raise ValueError(
+                f"fleet.window_s ({self.fleet.window_s} s) must be one of windows.windows_s "
+                f"{self.windows.windows_s}"
             )
         return self
 

@@ -6,7 +6,11 @@ micro-batch), not how long a phase lasts. Steady-state power of a phase is::
 
     power_w = idle_w + (nameplate_w - idle_w) * min(max_frac, base + slope * log2(batch))
 
-with a prefill overshoot at the start of each generation phase and Gaussian measurement noise.
+Generation follows one occupancy curve in *tokens processed at once*: a decode step processes one
+token per sequence of the chunk (``batch`` = sequences), a chunk's prefill processes all their
+prompt tokens (``batch`` = tokens), so a prefill draws more than the decode after it, up to
+``1 + transient_peak_frac`` of nameplate (CALIBRATION.md 'prefill': about 1.09 TDP). Samples
+carry Gaussian measurement noise.
 Defaults and their sources are in :class:`grpo_power.config.SimulatedPowerConfig`.
 """
 
@@ -20,8 +24,8 @@ import numpy as np
 
 from grpo_power.config import GpuSpec, SimulatedPowerConfig
 
-Phase = Literal["idle", "generate", "score", "train"]
-PHASES: tuple[Phase, ...] = ("idle", "generate", "score", "train")
+Phase = Literal["idle", "prefill", "generate", "score", "train"]
+PHASES: tuple[Phase, ...] = ("idle", "prefill", "generate", "score", "train")
 
 
 @dataclass(frozen=True)
@@ -30,13 +34,12 @@ class GpuActivity:
 
     Attributes:
         phase: one of :data:`PHASES`.
-        batch: sequences processed at once (decode chunk, or training micro-batch); >= 1.
-        since_s: ``time.monotonic()`` at which the phase started, s.
+        batch: work processed at once: sequences of a decode chunk, tokens of a prefill,
+            sequences of a training micro-batch; >= 1.
     """
 
     phase: Phase = "idle"
     batch: int = 1
-    since_s: float = 0.0
 
 
 class A100PowerModel:
@@ -52,11 +55,16 @@ class A100PowerModel:
         return self.gpu.nameplate_w * (1.0 + self.params.transient_peak_frac)
 
     def busy_fraction(self, phase: Phase, batch: int) -> float:
-        """Steady-state share of the (nameplate - idle) range the phase draws, in [0, max_frac]."""
+        """Steady-state share of the (nameplate - idle) range the phase draws.
+
+        At most ``max_frac``, except the prefill (its power is capped at :attr:`peak_w`).
+        """
         p = self.params
         doublings = math.log2(max(1, batch))
-        if phase == "generate":
+        if phase in ("generate", "prefill"):
             frac = p.decode_base_frac + p.decode_slope_per_doubling * doublings
+            if phase == "prefill":  # may exceed max_frac: the power is capped at peak_w instead
+                return frac
         elif phase == "train":
             frac = p.train_base_frac + p.train_slope_per_doubling * doublings
         elif phase == "score":
@@ -68,22 +76,17 @@ class A100PowerModel:
     def steady_power_w(self, phase: Phase, batch: int) -> float:
         """Steady-state power of a phase at a batch size, without noise or transients, W."""
         span_w = self.gpu.nameplate_w - self.gpu.idle_w
-        return self.gpu.idle_w + span_w * self.busy_fraction(phase, batch)
+        return min(self.peak_w, self.gpu.idle_w + span_w * self.busy_fraction(phase, batch))
 
-    def power_w(self, activity: GpuActivity, now_s: float, rng: np.random.Generator) -> float:
-        """One noisy instantaneous power sample at monotonic time ``now_s``, W, in [idle, peak]."""
+    def power_w(self, activity: GpuActivity, rng: np.random.Generator) -> float:
+        """One noisy instantaneous power sample, W, in [idle, peak]."""
         power = self.steady_power_w(activity.phase, activity.batch)
-        elapsed_s = now_s - activity.since_s
-        if activity.phase == "generate" and 0.0 <= elapsed_s < self.params.transient_s:
-            # Prefill: a short overshoot to about 1.09 TDP that decays linearly into decode.
-            remaining = 1.0 - elapsed_s / self.params.transient_s
-            power += (self.peak_w - power) * remaining
         power += rng.normal(0.0, self.params.noise_w) if self.params.noise_w > 0 else 0.0
         return float(min(self.peak_w, max(self.gpu.idle_w, power)))
 
     def sm_util_pct(self, activity: GpuActivity) -> float:
         """SM utilisation NVML would report, percent (busy phases read near 100 %)."""
-        if activity.phase in ("generate", "train"):
+        if activity.phase in ("prefill", "generate", "train"):
             return 100.0 * min(1.0, 0.6 + 0.4 * self.busy_fraction(activity.phase, activity.batch))
         return 0.0
 

@@ -86,6 +86,7 @@ class NvmlSource:
             for h in self._handles
         ]
         self._fields = [self.nvml.NVML_FI_DEV_POWER_INSTANT, self.nvml.NVML_FI_DEV_POWER_AVERAGE]
+        self._restore_limits_mw: list[tuple[Any, int]] = []
         self._energy0_mj = [self._energy_mj(h) for h in self._handles]
         first = self._read_power_fields(self._handles[0])
         self.power_w_semantics = (
@@ -151,5 +152,31 @@ class NvmlSource:
             )
         return rows
 
+    def set_power_limit_w(self, limit_w: float) -> None:
+        """Set every sampled GPU's power limit (the ``hwcap`` arm); restored by :meth:`close`.
+
+        Raises:
+            TelemetryUnavailable: the limit is outside the GPU's range or needs root.
+        """
+        for handle in self._handles:
+            low_mw, high_mw = self.nvml.nvmlDeviceGetPowerManagementLimitConstraints(handle)
+            if not low_mw <= limit_w * 1000 <= high_mw:
+                raise TelemetryUnavailable(
+                    f"power limit {limit_w} W is outside this GPU's range "
+                    f"[{low_mw / 1000:.0f}, {high_mw / 1000:.0f}] W"
+                )
+            previous_mw = self.nvml.nvmlDeviceGetPowerManagementLimit(handle)
+            try:
+                self.nvml.nvmlDeviceSetPowerManagementLimit(handle, int(limit_w * 1000))
+            except self.nvml.NVMLError as error:
+                raise TelemetryUnavailable(
+                    f"cannot set the GPU power limit ({error}): the hwcap arm needs root "
+                    "(or `nvidia-smi -pl` rights) on the GPU node"
+                ) from None
+            self._restore_limits_mw.append((handle, previous_mw))
+
     def close(self) -> None:
+        for handle, limit_mw in self._restore_limits_mw:
+            self.nvml.nvmlDeviceSetPowerManagementLimit(handle, limit_mw)
+        self._restore_limits_mw.clear()
         self.nvml.nvmlShutdown()

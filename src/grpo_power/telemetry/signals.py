@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-import time
 from pathlib import Path
 
 from grpo_power.sim.power_model import PHASES, GpuActivity, Phase
@@ -30,21 +29,19 @@ class WorkloadSignal:
     def __init__(self, path: Path | str | None = None) -> None:
         self.path = Path(path) if path is not None else None
         self._lock = threading.Lock()
-        self._activity = GpuActivity(phase="idle", batch=1, since_s=time.monotonic())
+        self._activity = GpuActivity(phase="idle", batch=1)
         self._seen_mtime_ns = -1
 
     def set(self, phase: Phase, batch: int = 1) -> None:
         """Announce that ``phase`` starts now with ``batch`` sequences processed at once."""
         if phase not in PHASES:
             raise ValueError(f"unknown phase {phase!r}; expected one of {PHASES}")
-        activity = GpuActivity(phase=phase, batch=max(1, int(batch)), since_s=time.monotonic())
+        activity = GpuActivity(phase=phase, batch=max(1, int(batch)))
         with self._lock:
             self._activity = activity
         if self.path is not None:
             tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
-            tmp.write_text(
-                json.dumps({"phase": phase, "batch": activity.batch, "since_s": activity.since_s})
-            )
+            tmp.write_text(json.dumps({"phase": phase, "batch": activity.batch}))
             os.replace(tmp, self.path)
 
     def current(self) -> GpuActivity:
@@ -61,9 +58,7 @@ class WorkloadSignal:
             if mtime_ns == self._seen_mtime_ns:
                 return
             state = json.loads(self.path.read_text())
-            activity = GpuActivity(
-                phase=state["phase"], batch=int(state["batch"]), since_s=float(state["since_s"])
-            )
+            activity = GpuActivity(phase=state["phase"], batch=int(state["batch"]))
         except (FileNotFoundError, json.JSONDecodeError, KeyError, ValueError):
             return  # nothing announced yet: keep the last known activity
         with self._lock:

@@ -61,7 +61,7 @@ class SimulatedA100Source:
         rows: list[Row] = []
         for info in self.gpus:
             state = self._states[info.index]
-            power_w = self.model.power_w(activity, now_s, self._rng)
+            power_w = self.model.power_w(activity, self._rng)
             dt_s = 0.0 if state.last_t_s is None else now_s - state.last_t_s
             state.energy_j += 0.5 * (power_w + state.last_power_w) * dt_s
             state.temp_c = self.model.next_temp_c(state.temp_c, power_w, dt_s)

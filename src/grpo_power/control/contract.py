@@ -1,0 +1,71 @@
+"""What a controller sees before each GRPO step, and what it may ask for."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Observation:
+    """Recent state of a run, given to the controller before each step.
+
+    Power statistics are per-GPU samples over the last ``window_s`` seconds of live telemetry.
+    """
+
+    mean_power_w: float
+    p95_power_w: float
+    max_power_w: float
+    share_above_cap: float  # share of samples above the cap, 0..1
+    concurrency: int  # current generation concurrency, sequences
+    max_new_tokens: int  # current completion length limit, tokens
+    tokens_per_s: float  # completion tokens per second of the last step
+    cap_w: float
+    samples: int  # power samples in the window (0: no telemetry yet)
+
+    def to_dict(self, prefix: str = "obs_") -> dict[str, float]:
+        """Flat fields for the step log."""
+        return {f"{prefix}{k}": v for k, v in asdict(self).items()}
+
+    def to_array(self) -> np.ndarray:
+        """A float vector for learned policies (power fields as a share of the cap)."""
+        return np.array(
+            [
+                self.mean_power_w / self.cap_w,
+                self.p95_power_w / self.cap_w,
+                self.max_power_w / self.cap_w,
+                self.share_above_cap,
+                float(self.concurrency),
+                float(self.max_new_tokens),
+                self.tokens_per_s,
+            ],
+            dtype=np.float32,
+        )
+
+
+def power_observation_fields(power_w: np.ndarray, cap_w: float) -> dict[str, float]:
+    """Mean, p95, max and share above cap of a window of power samples (zeros when empty)."""
+    if len(power_w) == 0:
+        return {
+            "mean_power_w": 0.0,
+            "p95_power_w": 0.0,
+            "max_power_w": 0.0,
+            "share_above_cap": 0.0,
+            "samples": 0,
+        }
+    return {
+        "mean_power_w": float(power_w.mean()),
+        "p95_power_w": float(np.percentile(power_w, 95)),
+        "max_power_w": float(power_w.max()),
+        "share_above_cap": float((power_w > cap_w).mean()),
+        "samples": len(power_w),
+    }
+
+
+@dataclass(frozen=True)
+class Action:
+    """Actuator values a controller asks for; None leaves an actuator unchanged."""
+
+    concurrency: int | None = None
+    max_new_tokens: int | None = None

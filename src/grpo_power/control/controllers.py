@@ -1,0 +1,60 @@
+"""Rule-based controllers: a fixed setting, and the classic threshold (AIMD) feedback peer.
+
+A controller is any object with ``decide(observation) -> Action``; the learned PPO controller
+implements the same method.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Protocol
+
+from grpo_power.config import ActuatorBounds, ThresholdArmConfig
+from grpo_power.control.contract import Action, Observation
+
+
+class Controller(Protocol):
+    """Chooses the actuator values of the next GRPO step."""
+
+    def decide(self, observation: Observation) -> Action: ...
+
+
+class FixedController:
+    """Holds one setting for the whole run (the uncontrolled, fixed and fixed-safe arms)."""
+
+    def __init__(self, concurrency: int, max_new_tokens: int) -> None:
+        self.action = Action(concurrency=concurrency, max_new_tokens=max_new_tokens)
+
+    def decide(self, observation: Observation) -> Action:
+        return self.action
+
+
+class ThresholdController:
+    """Multiplicative decrease / additive increase of concurrency on recent p95 power.
+
+    Above ``high_frac_of_cap * cap`` concurrency is multiplied by ``decrease_factor`` (rounded
+    down, at least the lower bound); below ``low_frac_of_cap * cap`` it grows by
+    ``increase_step``; in between it holds. Max new tokens stays at its start value.
+    """
+
+    def __init__(
+        self,
+        settings: ThresholdArmConfig,
+        bounds: ActuatorBounds,
+        start_concurrency: int,
+        max_new_tokens: int,
+    ) -> None:
+        self.settings = settings
+        self.bounds = bounds
+        self.concurrency = start_concurrency
+        self.max_new_tokens = max_new_tokens
+
+    def decide(self, observation: Observation) -> Action:
+        s = self.settings
+        if observation.samples > 0:
+            if observation.p95_power_w > s.high_frac_of_cap * observation.cap_w:
+                self.concurrency = math.floor(self.concurrency * s.decrease_factor)
+            elif observation.p95_power_w < s.low_frac_of_cap * observation.cap_w:
+                self.concurrency += s.increase_step
+        self.concurrency = min(self.bounds.max, max(self.bounds.min, self.concurrency))
+        return Action(concurrency=self.concurrency, max_new_tokens=self.max_new_tokens)

@@ -1,0 +1,47 @@
+"""The arms of the study (DESIGN.md section 4) as controllers for a run.
+
+| arm          | controller                                                          |
+|--------------|---------------------------------------------------------------------|
+| uncontrolled | fixed at the upper bounds of concurrency and max new tokens          |
+| fixed        | fixed at the workload's configured defaults                         |
+| fixed-safe   | fixed at the calibrated highest concurrency with p99 power < cap    |
+| threshold    | AIMD on concurrency from recent p95 power                           |
+| hwcap        | uncontrolled settings, GPU power limit set to the cap through NVML  |
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from grpo_power.config import Config
+from grpo_power.control.controllers import Controller, FixedController, ThresholdController
+from grpo_power.workload.fixed_safe import calibrate_fixed_safe
+
+ARMS = ("uncontrolled", "fixed", "fixed-safe", "threshold", "hwcap")
+
+
+def controller_for_arm(arm: str, config: Config, calibration_dir: Path) -> Controller:
+    """The controller an arm runs with.
+
+    Raises:
+        ValueError: an unknown arm, or ``hwcap`` without NVML telemetry.
+    """
+    w = config.workload
+    if arm in ("uncontrolled", "hwcap"):
+        if arm == "hwcap" and config.telemetry.source != "nvml":
+            raise ValueError(
+                "arm 'hwcap' sets the GPU power limit through NVML, which needs real GPUs, "
+                "root and `telemetry.source: nvml`; this config uses "
+                f"'{config.telemetry.source}' telemetry"
+            )
+        return FixedController(w.concurrency_bounds.max, w.max_new_tokens_bounds.max)
+    if arm == "fixed":
+        return FixedController(w.concurrency, w.max_new_tokens)
+    if arm == "fixed-safe":
+        calibration = calibrate_fixed_safe(config, calibration_dir)
+        return FixedController(calibration["concurrency"], calibration["max_new_tokens"])
+    if arm == "threshold":
+        return ThresholdController(
+            config.arms.threshold, w.concurrency_bounds, w.concurrency, w.max_new_tokens
+        )
+    raise ValueError(f"unknown arm {arm!r}; expected one of {ARMS}")

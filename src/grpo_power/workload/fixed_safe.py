@@ -1,0 +1,103 @@
+"""Calibration of the fixed-safe arm: the highest static concurrency whose p99 power stays under
+the cap in short measured runs.
+
+Candidates are powers of two between the concurrency bounds (and the upper bound itself), tried
+from the highest down; the first whose per-GPU p-th percentile power (over the steps, start-up
+excluded) is below the cap wins. Every candidate measured is saved with the choice, and the file is
+reused while the settings that determine it are unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from grpo_power.config import Config
+from grpo_power.control.controllers import FixedController
+from grpo_power.telemetry.store import read_trace
+from grpo_power.workload.manifest import write_json_atomic
+from grpo_power.workload.steplog import read_step_log
+
+
+def candidate_concurrencies(low: int, high: int) -> list[int]:
+    """Powers of two within [low, high] plus ``high``, highest first."""
+    values = {high, low}
+    value = 1
+    while value <= high:
+        if value >= low:
+            values.add(value)
+        value *= 2
+    return sorted(values, reverse=True)
+
+
+def _calibration_key(config: Config) -> str:
+    relevant = {
+        "cap_w": config.cap_w,
+        "gpu": config.gpu.model_dump(mode="json"),
+        "telemetry": config.telemetry.model_dump(mode="json"),
+        "workload": config.workload.model_dump(mode="json"),
+        "fixed_safe": config.arms.fixed_safe.model_dump(mode="json"),
+    }
+    return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def measured_power_percentile_w(run_folder: Path, percentile: float) -> float:
+    """Percentile of per-GPU power over a run's steps (samples before the first step excluded)."""
+    steps = read_step_log(run_folder / "steps.parquet")
+    frame = read_trace(run_folder / "trace.parquet").frame
+    in_steps = frame[(frame["t"] >= steps["start_s"].min()) & (frame["t"] <= steps["end_s"].max())]
+    return float(np.percentile(in_steps["power_w"].to_numpy(), percentile))
+
+
+def calibrate_fixed_safe(
+    config: Config, folder: Path, show_progress: bool = False
+) -> dict[str, Any]:
+    """The fixed-safe setting for ``config``, measured in ``folder`` or reused from it.
+
+    Returns the saved calibration: the chosen concurrency, every candidate's measured percentile,
+    and whether any candidate stayed under the cap.
+    """
+    from grpo_power.workload.runner import run_grpo  # the runner imports this module's callers
+
+    result_path = folder / "fixed_safe.json"
+    key = _calibration_key(config)
+    if result_path.exists():
+        saved = json.loads(result_path.read_text())
+        if saved.get("key") == key:
+            return saved
+    settings = config.arms.fixed_safe
+    bounds = config.workload.concurrency_bounds
+    measured: list[dict[str, float]] = []
+    chosen = None
+    for concurrency in candidate_concurrencies(bounds.min, bounds.max):
+        run_folder = folder / f"concurrency-{concurrency}"
+        run_grpo(
+            config,
+            "calibration",
+            config.seed,
+            run_folder,
+            FixedController(concurrency, config.workload.max_new_tokens),
+            steps=settings.calibration_steps,
+            show_progress=show_progress,
+        )
+        power_w = measured_power_percentile_w(run_folder, settings.percentile)
+        measured.append({"concurrency": concurrency, f"p{settings.percentile:g}_power_w": power_w})
+        if power_w < config.cap_w:
+            chosen = concurrency
+            break
+    result = {
+        "key": key,
+        "cap_w": config.cap_w,
+        "percentile": settings.percentile,
+        "max_new_tokens": config.workload.max_new_tokens,
+        "concurrency": chosen if chosen is not None else bounds.min,
+        "under_cap": chosen is not None,
+        "candidates": measured,
+        "simulated_power": read_trace(run_folder / "trace.parquet").metadata.simulated,
+    }
+    write_json_atomic(result_path, result)
+    return result

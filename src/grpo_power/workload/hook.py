@@ -1,0 +1,137 @@
+"""The controller hook: before each step, observe, decide, actuate; after it, log the step."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import torch
+from accelerate.utils import broadcast_object_list
+from tqdm import tqdm
+from transformers import TrainerCallback
+
+from grpo_power.control.contract import Action, Observation, power_observation_fields
+from grpo_power.control.controllers import Controller
+from grpo_power.workload.actuators import Actuators
+from grpo_power.workload.steplog import StepLogWriter
+from grpo_power.workload.trainer import PowerAwareGRPOTrainer, StepStats
+
+PowerWindow = Callable[[float], np.ndarray]
+
+
+class ControllerCallback(TrainerCallback):
+    """Runs the controller between GRPO steps and writes the step log.
+
+    Token and sequence counts in the log are summed over all processes of a multi-GPU run;
+    generate calls and phase times are those of the main process (every rank acts alike).
+
+    Args:
+        trainer: the trainer whose actuators are driven.
+        controller: decides the next step's actuator values (main process only).
+        actuators: applies them, within bounds, on every process alike.
+        recent_power_w: returns the per-GPU power samples of the last N seconds (None: no
+            telemetry on this process).
+        cap_w: the power cap, W.
+        window_s: how much recent telemetry an observation covers, s.
+        step_log: where rows go (None on processes that do not write it).
+        origin_s: ``time.monotonic()`` of the run's t = 0 (shared with the trace).
+        show_progress: draw a progress bar (steps, tokens/s, mean power vs cap).
+    """
+
+    def __init__(
+        self,
+        trainer: PowerAwareGRPOTrainer,
+        controller: Controller,
+        actuators: Actuators,
+        recent_power_w: PowerWindow | None,
+        cap_w: float,
+        window_s: float,
+        step_log: StepLogWriter | None,
+        origin_s: float,
+        show_progress: bool,
+    ) -> None:
+        self.trainer = trainer
+        self.controller = controller
+        self.actuators = actuators
+        self.recent_power_w = recent_power_w
+        self.cap_w = cap_w
+        self.window_s = window_s
+        self.step_log = step_log
+        self.origin_s = origin_s
+        self.is_main = trainer.accelerator.is_main_process
+        self.last_tokens_per_s = 0.0
+        self.completion_tokens = 0
+        self._row: dict[str, Any] = {}
+        self._bar = tqdm(
+            total=trainer.args.max_steps,
+            desc="GRPO steps",
+            unit="step",
+            disable=not (show_progress and self.is_main),
+        )
+
+    def observe(self) -> Observation:
+        """The observation the controller gets now."""
+        power_w = self.recent_power_w(self.window_s) if self.recent_power_w else np.empty(0)
+        values = self.actuators.values()
+        return Observation(
+            **power_observation_fields(power_w, self.cap_w),
+            concurrency=values["concurrency"],
+            max_new_tokens=values["max_new_tokens"],
+            tokens_per_s=self.last_tokens_per_s,
+            cap_w=self.cap_w,
+        )
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        observation = self.observe()
+        decided: list[Action | None] = [
+            self.controller.decide(observation) if self.is_main else None
+        ]
+        if self.trainer.accelerator.num_processes > 1:
+            broadcast_object_list(decided, from_process=0)  # every rank acts alike
+        applied = self.actuators.apply(decided[0] or Action())
+        self.trainer.step_stats = StepStats()
+        self._row = {
+            "step": state.global_step + 1,
+            "start_s": time.monotonic() - self.origin_s,
+            "num_generations": self.trainer.num_generations,
+            **applied.to_dict(),
+            **observation.to_dict(),
+        }
+
+    def _global_stats(self) -> StepStats:
+        """This step's stats with sequences and tokens summed over all processes."""
+        stats = self.trainer.step_stats
+        accelerator = self.trainer.accelerator
+        if accelerator.num_processes == 1:
+            return stats
+        summed = ("sequences", "prompt_tokens", "completion_tokens")
+        local = torch.tensor([getattr(stats, k) for k in summed], device=accelerator.device)
+        totals = accelerator.reduce(local, reduction="sum").tolist()
+        return replace(stats, **{k: int(v) for k, v in zip(summed, totals, strict=True)})
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        end_s = time.monotonic() - self.origin_s
+        stats = self._global_stats()
+        wall_s = max(1e-9, end_s - self._row["start_s"])
+        self.last_tokens_per_s = stats.completion_tokens / wall_s
+        self.completion_tokens += stats.completion_tokens
+        row = {
+            **self._row,
+            "end_s": end_s,
+            "tokens_per_s": self.last_tokens_per_s,
+            **{k: getattr(stats, k) for k in StepStats.__dataclass_fields__},
+        }
+        if self.step_log is not None:
+            self.step_log.write([row])
+        power_w = self.recent_power_w(self.window_s) if self.recent_power_w else np.empty(0)
+        self._bar.update(1)
+        self._bar.set_postfix(
+            tok_s=f"{self.last_tokens_per_s:.0f}",
+            power=f"{power_w.mean():.0f}/{self.cap_w:.0f} W" if len(power_w) else "n/a",
+        )
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._bar.close()

@@ -1,0 +1,176 @@
+"""Model presets: a tiny Qwen2 built locally, and Qwen2.5 shapes with random weights.
+
+Power does not depend on trained weights (DESIGN.md section 8), so presets are built from the
+published architecture shapes with random weights; nothing is downloaded. ``tiny`` runs on the
+CPU and is built into a cache folder on first use (a BPE tokenizer trained with ``tokenizers`` on
+generated arithmetic text, and a 2-layer Qwen2). A checkpoint named by ``workload.model_path``
+(local folder or hub id) is loaded instead when given.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
+
+from grpo_power.config import WorkloadConfig
+from grpo_power.workload.task import corpus_for_tokenizer
+
+TINY_VERSION = "tiny-v1"
+SPECIAL_TOKENS = ["<|endoftext|>", "<|pad|>"]
+
+# Shapes from the published Qwen2.5 config.json files (hidden, intermediate, layers, heads,
+# kv heads, vocabulary, tied embeddings).
+QWEN25_SHAPES: dict[str, dict[str, int | bool]] = {
+    "qwen2.5-0.5b": dict(
+        hidden_size=896,
+        intermediate_size=4864,
+        num_hidden_layers=24,
+        num_attention_heads=14,
+        num_key_value_heads=2,
+        vocab_size=151936,
+        tie_word_embeddings=True,
+    ),
+    "qwen2.5-1.5b": dict(
+        hidden_size=1536,
+        intermediate_size=8960,
+        num_hidden_layers=28,
+        num_attention_heads=12,
+        num_key_value_heads=2,
+        vocab_size=151936,
+        tie_word_embeddings=True,
+    ),
+    "qwen2.5-7b": dict(
+        hidden_size=3584,
+        intermediate_size=18944,
+        num_hidden_layers=28,
+        num_attention_heads=28,
+        num_key_value_heads=4,
+        vocab_size=152064,
+        tie_word_embeddings=False,
+    ),
+    "qwen2.5-14b": dict(
+        hidden_size=5120,
+        intermediate_size=13824,
+        num_hidden_layers=48,
+        num_attention_heads=40,
+        num_key_value_heads=8,
+        vocab_size=152064,
+        tie_word_embeddings=False,
+    ),
+    "qwen2.5-72b": dict(
+        hidden_size=8192,
+        intermediate_size=29568,
+        num_hidden_layers=80,
+        num_attention_heads=64,
+        num_key_value_heads=8,
+        vocab_size=152064,
+        tie_word_embeddings=False,
+    ),
+}
+TINY_SHAPE = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    tie_word_embeddings=True,
+)
+
+
+def build_tokenizer(vocab_size: int = 512) -> PreTrainedTokenizerFast:
+    """A byte-level BPE tokenizer trained on generated arithmetic text (seconds, offline)."""
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tokenizer.train_from_iterator(corpus_for_tokenizer(), trainer=trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, eos_token="<|endoftext|>", pad_token="<|pad|>"
+    )
+
+
+def tiny_model_dir(cache_dir: Path) -> Path:
+    """The tiny model's folder, built on first use (atomically: a half-built folder never stays)."""
+    folder = Path(cache_dir) / TINY_VERSION
+    if (folder / "config.json").exists():
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=f".{TINY_VERSION}-", dir=folder.parent))
+    try:
+        tokenizer = build_tokenizer()
+        torch.manual_seed(0)
+        config = Qwen2Config(
+            vocab_size=len(tokenizer),
+            max_position_embeddings=512,
+            bos_token_id=tokenizer.eos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+            **TINY_SHAPE,
+        )
+        Qwen2ForCausalLM(config).save_pretrained(building)
+        tokenizer.save_pretrained(building)
+        try:
+            os.replace(building, folder)
+        except OSError:  # another process built it first
+            shutil.rmtree(building, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    return folder
+
+
+def load_model(
+    workload: WorkloadConfig, device: torch.device
+) -> tuple[PreTrainedModel, PreTrainedTokenizerFast]:
+    """The model and tokenizer of a workload config, on ``device``.
+
+    Raises:
+        ValueError: a random-weight Qwen2.5 preset was asked for without a GPU.
+    """
+    tiny = tiny_model_dir(workload.cache_dir)
+    if workload.model_path is not None:
+        tokenizer = AutoTokenizer.from_pretrained(workload.model_path)
+        model = AutoModelForCausalLM.from_pretrained(
+            workload.model_path, dtype=torch.bfloat16 if device.type == "cuda" else torch.float32
+        )
+    elif workload.size == "tiny":
+        tokenizer = AutoTokenizer.from_pretrained(tiny)
+        model = AutoModelForCausalLM.from_pretrained(tiny, dtype=torch.float32)
+    else:
+        if device.type != "cuda":
+            raise ValueError(
+                f"workload.size: the random-weight {workload.size} preset runs on a GPU only "
+                "(bf16); use size 'tiny' on the CPU, or simulate it in the simulator stage"
+            )
+        tokenizer = AutoTokenizer.from_pretrained(tiny)
+        config = Qwen2Config(
+            max_position_embeddings=32768,
+            rope_theta=1_000_000.0,
+            rms_norm_eps=1e-6,
+            bos_token_id=tokenizer.eos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+            **QWEN25_SHAPES[workload.size],
+        )
+        with torch.device(device):
+            model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer

@@ -1,0 +1,64 @@
+"""The step log (DESIGN.md section 7): one row per GRPO step, written as the run goes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+
+from grpo_power.journal import ParquetJournal, read_journaled
+
+STEP_LOG_SCHEMA = pa.schema(
+    [
+        ("step", pa.int64()),
+        ("start_s", pa.float64()),  # s since run start (the trace's clock)
+        ("end_s", pa.float64()),
+        ("generate_s", pa.float64()),
+        ("score_s", pa.float64()),
+        ("train_s", pa.float64()),
+        ("generate_calls", pa.int64()),
+        ("sequences", pa.int64()),
+        ("prompt_tokens", pa.int64()),
+        ("completion_tokens", pa.int64()),
+        ("max_completion_tokens", pa.int64()),
+        ("tokens_per_s", pa.float64()),  # completion tokens / step wall time
+        ("reward_mean", pa.float64()),
+        ("num_generations", pa.int64()),
+        # actuators: requested by the controller, applied (after clamping), clamped or not
+        ("action_concurrency", pa.int64()),
+        ("concurrency", pa.int64()),
+        ("clamped_concurrency", pa.bool_()),
+        ("action_max_new_tokens", pa.int64()),
+        ("max_new_tokens", pa.int64()),
+        ("clamped_max_new_tokens", pa.bool_()),
+        # the controller's observation before the step
+        ("obs_mean_power_w", pa.float64()),
+        ("obs_p95_power_w", pa.float64()),
+        ("obs_max_power_w", pa.float64()),
+        ("obs_share_above_cap", pa.float64()),
+        ("obs_concurrency", pa.int64()),
+        ("obs_max_new_tokens", pa.int64()),
+        ("obs_tokens_per_s", pa.float64()),
+        ("obs_cap_w", pa.float64()),
+        ("obs_samples", pa.int64()),
+    ]
+)
+STEP_LOG_COLUMNS = tuple(STEP_LOG_SCHEMA.names)
+
+
+class StepLogWriter(ParquetJournal):
+    """Appends step rows; a killed run keeps every step written before the kill."""
+
+    def __init__(self, path: Path | str, run_id: str, simulated_power: bool) -> None:
+        metadata = {b"run_id": run_id.encode(), b"simulated_power": str(simulated_power).encode()}
+        super().__init__(path, STEP_LOG_SCHEMA.with_metadata(metadata))
+
+
+def read_step_log(path: Path | str) -> pd.DataFrame:
+    """A step log (or the journal of a killed run) as a DataFrame; errors name the file."""
+    table, _ = read_journaled(path)
+    missing = [c for c in STEP_LOG_COLUMNS if c not in table.column_names]
+    if missing:
+        raise ValueError(f"{path}: missing step-log column(s) {missing}")
+    return table.to_pandas()
