@@ -58,8 +58,10 @@ def test_source_follows_the_workload_signal(config: Config) -> None:
     source = SimulatedA100Source(config.gpu, config.telemetry.simulated, signal, [0, 1], seed=0)
     t = time.monotonic()
     signal.set("generate", 1)
+    time.sleep(0.05)  # past the 25 ms sensor window
     low = [source.read(t + 1 + 0.1 * i) for i in range(20)]
     signal.set("generate", 64)
+    time.sleep(0.05)
     high = [source.read(t + 10 + 0.1 * i) for i in range(20)]
     mean_low = np.mean([r["power_w"] for rows in low for r in rows])
     mean_high = np.mean([r["power_w"] for rows in high for r in rows])
@@ -81,3 +83,23 @@ def test_sampler_at_50_ms_keeps_its_period(config: Config) -> None:
     assert 17 <= sampler.samples_taken <= 23
     assert abs(np.median(np.diff(recent.t_s)) - 0.05) < 0.01
     assert sampler.error is None
+
+
+def test_sensor_window_weighs_a_short_phase_in_proportion(config: Config) -> None:
+    """A phase shorter than the 25 ms sensor window counts by its share of the window."""
+    params = config.telemetry.simulated.model_copy(update={"noise_w": 0.0})
+    model = A100PowerModel(config.gpu, params)
+    rng = np.random.default_rng(0)
+    decode = GpuActivity("generate", 16)
+    prefill = GpuActivity("prefill", 16 * 18)
+    reading = model.sensed_power_w([(prefill, 0.005), (decode, 0.020)], rng)
+    expected = 0.2 * model.steady_power_w("prefill", 288) + 0.8 * model.steady_power_w(
+        "generate", 16
+    )
+    assert reading == pytest.approx(expected)
+    signal = WorkloadSignal()
+    signal.set("train", 4)
+    time.sleep(0.05)
+    mix = signal.mix(0.025)
+    assert [a.phase for a, _ in mix] == ["train"]
+    assert sum(w for _, w in mix) == pytest.approx(0.025, abs=0.002)

@@ -41,6 +41,7 @@ class ParquetJournal:
         self._journal = journal_path(self.path)
         self._sink = open(self._journal, "wb")  # noqa: SIM115 - closed in close()
         self._stream = pa.ipc.new_stream(self._sink, self.schema)
+        self._sink.flush()  # the schema first: an empty journal is still readable
         self.rows_written = 0
         self.closed = False
 
@@ -118,6 +119,6 @@ def read_journaled(path: Path | str) -> tuple[pa.Table, bool]:
             try:
                 schema = pa.ipc.open_stream(source).schema
             except pa.ArrowInvalid:
-                raise ValueError(f"{journal}: the writer was killed before any row") from None
+                raise ValueError(f"{journal}: the writer was killed before its header") from None
         return pa.Table.from_batches(list(_journal_batches(journal)), schema), False
     raise FileNotFoundError(f"{path}: no such file (nor a journal {journal.name})")

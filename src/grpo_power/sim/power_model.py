@@ -17,6 +17,7 @@ Defaults and their sources are in :class:`grpo_power.config.SimulatedPowerConfig
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -79,8 +80,20 @@ class A100PowerModel:
         return min(self.peak_w, self.gpu.idle_w + span_w * self.busy_fraction(phase, batch))
 
     def power_w(self, activity: GpuActivity, rng: np.random.Generator) -> float:
-        """One noisy instantaneous power sample, W, in [idle, peak]."""
-        power = self.steady_power_w(activity.phase, activity.batch)
+        """One noisy power sample of a steady activity, W, in [idle, peak]."""
+        return self.sensed_power_w([(activity, 1.0)], rng)
+
+    def sensed_power_w(
+        self, mix: Sequence[tuple[GpuActivity, float]], rng: np.random.Generator
+    ) -> float:
+        """One noisy reading of the sensor window, W, in [idle, peak].
+
+        Args:
+            mix: the activities within the sensor window and how long each lasted there (s, or
+                any weights); a phase shorter than the window counts in proportion.
+        """
+        total = sum(weight for _, weight in mix)
+        power = sum(self.steady_power_w(a.phase, a.batch) * w for a, w in mix) / total
         power += rng.normal(0.0, self.params.noise_w) if self.params.noise_w > 0 else 0.0
         return float(min(self.peak_w, max(self.gpu.idle_w, power)))
 

@@ -12,11 +12,14 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
+from collections import deque
 from pathlib import Path
 
 from grpo_power.sim.power_model import PHASES, GpuActivity, Phase
 
 SIGNAL_FILE_ENV = "GRPO_POWER_SIGNAL_FILE"
+HISTORY_CHANGES = 4096  # phase changes kept for the sensor window (far more than 1 s needs)
 
 
 class WorkloadSignal:
@@ -30,6 +33,10 @@ class WorkloadSignal:
         self.path = Path(path) if path is not None else None
         self._lock = threading.Lock()
         self._activity = GpuActivity(phase="idle", batch=1)
+        # (time.monotonic() of the change, activity from then on), the most recent last.
+        self._changes: deque[tuple[float, GpuActivity]] = deque(
+            [(time.monotonic(), self._activity)], maxlen=HISTORY_CHANGES
+        )
         self._seen_mtime_ns = -1
 
     def set(self, phase: Phase, batch: int = 1) -> None:
@@ -39,6 +46,7 @@ class WorkloadSignal:
         activity = GpuActivity(phase=phase, batch=max(1, int(batch)))
         with self._lock:
             self._activity = activity
+            self._changes.append((time.monotonic(), activity))
         if self.path is not None:
             tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
             tmp.write_text(json.dumps({"phase": phase, "batch": activity.batch}))
@@ -63,7 +71,29 @@ class WorkloadSignal:
             return  # nothing announced yet: keep the last known activity
         with self._lock:
             self._activity = activity
+            self._changes.append((mtime_ns / 1e9 - time.time() + time.monotonic(), activity))
             self._seen_mtime_ns = mtime_ns
+
+    def mix(self, window_s: float) -> list[tuple[GpuActivity, float]]:
+        """The activities of the last ``window_s`` seconds and how long each lasted in it, s.
+
+        A window of 0 gives the current activity alone.
+        """
+        now_s = time.monotonic()
+        current = self.current()
+        if window_s <= 0:
+            return [(current, 1.0)]
+        start_s = now_s - window_s
+        with self._lock:
+            changes = list(self._changes)
+        mix: list[tuple[GpuActivity, float]] = []
+        for (changed_s, activity), (next_s, _) in zip(
+            changes, [*changes[1:], (now_s, current)], strict=True
+        ):
+            overlap_s = min(next_s, now_s) - max(changed_s, start_s)
+            if overlap_s > 0:
+                mix.append((activity, overlap_s))
+        return mix or [(current, 1.0)]
 
 
 def signal_from_env() -> WorkloadSignal:

@@ -2,7 +2,8 @@
 
 Power comes from :class:`grpo_power.sim.power_model.A100PowerModel` for the activity the workload
 announced (phase, batch), so a controller that lowers occupancy lowers simulated power. Like the
-A100's NVML: ``power_w`` is instantaneous, ``power_avg_w`` a 1 s average, and ``energy_j`` a
+A100's NVML: ``power_w`` is "instantaneous" (the mean of the last ``sensor_window_s``, 25 ms, so a
+phase shorter than that counts in proportion), ``power_avg_w`` a 1 s average, and ``energy_j`` a
 cumulative counter (trapezoid of the model's power between samples).
 """
 
@@ -57,11 +58,12 @@ class SimulatedA100Source:
         self._states = {i: _GpuState(gpu.idle_w, params.temp_ambient_c) for i in gpu_indices}
 
     def read(self, now_s: float) -> list[Row]:
-        activity = self.signal.current()
+        mix = self.signal.mix(self.model.params.sensor_window_s)
+        activity = mix[-1][0]
         rows: list[Row] = []
         for info in self.gpus:
             state = self._states[info.index]
-            power_w = self.model.power_w(activity, self._rng)
+            power_w = self.model.sensed_power_w(mix, self._rng)
             dt_s = 0.0 if state.last_t_s is None else now_s - state.last_t_s
             state.energy_j += 0.5 * (power_w + state.last_power_w) * dt_s
             state.temp_c = self.model.next_temp_c(state.temp_c, power_w, dt_s)

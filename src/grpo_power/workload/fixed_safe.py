@@ -3,14 +3,18 @@ the cap in short measured runs.
 
 Candidates are powers of two between the concurrency bounds (and the upper bound itself), tried
 from the highest down; the first whose per-GPU p-th percentile power (over the steps, start-up
-excluded) is below the cap wins. Every candidate measured is saved with the choice, and the file is
-reused while the settings that determine it are unchanged.
+excluded) is below the cap wins. The percentile is judged by its distribution-free upper
+confidence bound (an order statistic, ``confidence`` 95 % by default): a short calibration cannot
+claim a setting safe that a longer run would show is not. With too few samples for that bound
+(fewer than about 300 for p99) the bound is the largest sample. Every candidate measured is saved
+with the choice, and the file is reused while the settings that determine it are unchanged.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -45,12 +49,28 @@ def _calibration_key(config: Config) -> str:
     return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def measured_power_percentile_w(run_folder: Path, percentile: float) -> float:
-    """Percentile of per-GPU power over a run's steps (samples before the first step excluded)."""
+def percentile_upper_bound(values: np.ndarray, percentile: float, confidence: float) -> float:
+    """Distribution-free upper confidence bound of a percentile: the smallest order statistic
+    x_(k) with P(Binomial(n, q) <= k - 1) >= confidence; the maximum when n is too small."""
+    x = np.sort(np.asarray(values, dtype=float))
+    n, q = len(x), percentile / 100.0
+    ks = np.arange(n + 1)
+    log_pmf = (
+        np.array([math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) for k in ks])
+        + ks * math.log(q)
+        + (n - ks) * math.log1p(-q)
+    )
+    cdf = np.cumsum(np.exp(log_pmf))  # cdf[j] = P(Binomial(n, q) <= j)
+    enough = np.nonzero(cdf[:n] >= confidence)[0]
+    return float(x[enough[0]]) if len(enough) else float(x[-1])
+
+
+def steps_power_w(run_folder: Path) -> np.ndarray:
+    """Per-GPU power samples over a run's steps (samples before the first step excluded), W."""
     steps = read_step_log(run_folder / "steps.parquet")
     frame = read_trace(run_folder / "trace.parquet").frame
-    in_steps = frame[(frame["t"] >= steps["start_s"].min()) & (frame["t"] <= steps["end_s"].max())]
-    return float(np.percentile(in_steps["power_w"].to_numpy(), percentile))
+    in_steps = (frame["t"] >= steps["start_s"].min()) & (frame["t"] <= steps["end_s"].max())
+    return frame.loc[in_steps, "power_w"].to_numpy()
 
 
 def calibrate_fixed_safe(
@@ -84,15 +104,26 @@ def calibrate_fixed_safe(
             steps=settings.calibration_steps,
             show_progress=show_progress,
         )
-        power_w = measured_power_percentile_w(run_folder, settings.percentile)
-        measured.append({"concurrency": concurrency, f"p{settings.percentile:g}_power_w": power_w})
-        if power_w < config.cap_w:
+        power_w = steps_power_w(run_folder)
+        bound_w = percentile_upper_bound(power_w, settings.percentile, settings.confidence)
+        measured.append(
+            {
+                "concurrency": concurrency,
+                "samples": len(power_w),
+                f"p{settings.percentile:g}_power_w": float(
+                    np.percentile(power_w, settings.percentile)
+                ),
+                f"p{settings.percentile:g}_upper_bound_w": bound_w,
+            }
+        )
+        if bound_w < config.cap_w:
             chosen = concurrency
             break
     result = {
         "key": key,
         "cap_w": config.cap_w,
         "percentile": settings.percentile,
+        "confidence": settings.confidence,
         "max_new_tokens": config.workload.max_new_tokens,
         "concurrency": chosen if chosen is not None else bounds.min,
         "under_cap": chosen is not None,

@@ -1,0 +1,219 @@
+"""The GRPO run stage with the tiny model on the CPU, for real (TRL, no mocks)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from grpo_power.config import Config
+from grpo_power.control.contract import Action, Observation
+from grpo_power.telemetry.store import read_trace
+from grpo_power.workload import runner
+from grpo_power.workload.arms import controller_for_arm
+from grpo_power.workload.steplog import read_step_log
+from tests.conftest import REPO
+
+
+class ScriptedController:
+    """Plays a list of actions, one per step, and records what it observed."""
+
+    def __init__(self, actions: list[Action]) -> None:
+        self.actions = list(actions)
+        self.observations: list[Observation] = []
+
+    def decide(self, observation: Observation) -> Action:
+        self.observations.append(observation)
+        return self.actions[len(self.observations) - 1]
+
+
+def test_actuators_change_the_next_generation_and_are_clamped(
+    config: Config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counted: list[int] = []
+    original = runner.format_reward
+
+    def counting_format_reward(completions: list, completion_ids: list, **kwargs: object) -> list:
+        counted.append(sum(len(ids) for ids in completion_ids))  # TRL passes the token ids
+        return original(completions, **kwargs)
+
+    monkeypatch.setattr(runner, "format_reward", counting_format_reward)
+    controller = ScriptedController([Action(4, 8), Action(16, 40), Action(32, 8), Action(1000, 1)])
+    result = runner.run_grpo(
+        config, "scripted", 0, tmp_path, controller, steps=4, show_progress=False
+    )
+    steps = read_step_log(result.paths.steps)
+    # 32 sequences per step: concurrency 4 -> 8 generate calls, 16 -> 2, 32 -> 1.
+    assert steps["generate_calls"].tolist() == [8, 2, 1, 1]
+    assert steps["sequences"].tolist() == [32, 32, 32, 32]
+    # Completion lengths follow max_new_tokens (a random model rarely stops early).
+    assert steps["max_completion_tokens"].tolist()[0] <= 8
+    assert 8 < steps["max_completion_tokens"].tolist()[1] <= 40
+    assert steps["completion_tokens"].iloc[1] > 2 * steps["completion_tokens"].iloc[0]
+    # Out of bounds: asked 1000 and 1, got the bounds 32 and 8, and the clamp is logged.
+    last = steps.iloc[3]
+    assert (last["action_concurrency"], last["concurrency"]) == (1000, 32)
+    assert (last["action_max_new_tokens"], last["max_new_tokens"]) == (1, 8)
+    assert bool(last["clamped_concurrency"]) and bool(last["clamped_max_new_tokens"])
+    assert not steps["clamped_concurrency"].iloc[:3].any()
+    # Token counts in the log equal the completion ids TRL handed to the reward function.
+    assert steps["completion_tokens"].tolist() == counted
+    # The controller saw live (simulated) telemetry and the previous step's throughput.
+    assert controller.observations[-1].samples > 0
+    assert controller.observations[-1].tokens_per_s == pytest.approx(steps["tokens_per_s"].iloc[2])
+    assert steps["obs_samples"].iloc[-1] > 0
+    trace = read_trace(result.paths.trace)
+    assert trace.complete and trace.metadata.simulated and trace.metadata.arm == "scripted"
+    manifest = json.loads(result.paths.manifest.read_text())
+    assert manifest["status"] == "completed" and manifest["power"] == "simulated"
+    assert manifest["packages"]["trl"] == "1.16.0"
+
+
+def test_run_killed_with_sigkill_leaves_readable_trace_steps_and_manifest(tmp_path: Path) -> None:
+    out = tmp_path / "killed"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "grpo_power.cli",
+            "run",
+            "--config",
+            str(REPO / "config" / "config.yaml"),
+            "--arm",
+            "fixed",
+            "--steps",
+            "500",
+            "--out",
+            str(out),
+        ],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 240
+    written = 0
+    while time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.5)
+        try:
+            written = len(read_step_log(out / "steps.parquet"))
+        except (FileNotFoundError, ValueError):
+            continue
+        if written >= 3:
+            break
+    assert written >= 3, process.stderr.read().decode() if process.poll() is not None else ""
+    time.sleep(2.5)  # one telemetry flush period (telemetry.flush_s = 2 s)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    steps = read_step_log(out / "steps.parquet")
+    assert len(steps) >= 3 and steps["step"].tolist() == list(range(1, len(steps) + 1))
+    trace = read_trace(out / "trace.parquet")
+    assert not trace.complete and len(trace.frame) > 10
+    assert np.all(np.diff(trace.frame["t"].to_numpy()) > 0)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "running" and manifest["arm"] == "fixed"
+
+
+def test_hwcap_is_rejected_without_nvml(config: Config, tmp_path: Path) -> None:
+    with pytest.raises(
+        ValueError, match="hwcap.*needs real GPUs, root and `telemetry.source: nvml`"
+    ):
+        controller_for_arm("hwcap", config, tmp_path)
+    with pytest.raises(ValueError, match="unknown arm 'ppo2'"):
+        controller_for_arm("ppo2", config, tmp_path)
+
+
+def _in_steps(folder: Path) -> np.ndarray:
+    steps = read_step_log(folder / "steps.parquet")
+    frame = read_trace(folder / "trace.parquet").frame
+    keep = (frame["t"] >= steps["start_s"].min()) & (frame["t"] <= steps["end_s"].max())
+    return frame.loc[keep, "power_w"].to_numpy()
+
+
+@pytest.mark.slow
+def test_arms_run_and_differ_as_they_should(config: Config, tmp_path: Path) -> None:
+    config = config.model_copy(update={"results_dir": tmp_path})
+    power: dict[str, np.ndarray] = {}
+    concurrency: dict[str, list[int]] = {}
+    for arm in ("uncontrolled", "fixed", "fixed-safe", "threshold"):
+        controller = controller_for_arm(arm, config, tmp_path / "calibration")
+        result = runner.run_grpo(
+            config, arm, 0, tmp_path / arm, controller, steps=12, show_progress=False
+        )
+        power[arm] = _in_steps(result.paths.folder)
+        concurrency[arm] = read_step_log(result.paths.steps)["concurrency"].tolist()
+    generating = {arm: np.median(p) for arm, p in power.items()}
+    assert generating["uncontrolled"] == max(generating.values())
+    assert np.percentile(power["fixed-safe"], 99) < config.cap_w
+    assert np.percentile(power["fixed"], 99) > config.cap_w  # the default setting violates
+    calibration = json.loads((tmp_path / "calibration" / "fixed_safe.json").read_text())
+    assert concurrency["fixed-safe"] == [calibration["concurrency"]] * 12
+    assert calibration["under_cap"] and calibration["concurrency"] < 32
+    # threshold starts at the default and backs off after over-cap windows.
+    assert concurrency["threshold"][0] == 32 and min(concurrency["threshold"]) < 32
+
+
+@pytest.mark.slow
+def test_two_process_zero3_run_matches_a_single_process_run(tmp_path: Path) -> None:
+    import yaml
+
+    from grpo_power.config import deep_merge
+
+    base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    folders = {}
+    for name, workload in {"single": {}, "zero3": {"processes": 2, "zero_stage": 3}}.items():
+        config_file = tmp_path / f"{name}.yaml"
+        config_file.write_text(yaml.safe_dump(deep_merge(base, {"workload": workload})))
+        folders[name] = tmp_path / name
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "grpo_power.cli",
+                "run",
+                "--config",
+                str(config_file),
+                "--arm",
+                "threshold",
+                "--steps",
+                "3",
+                "--out",
+                str(folders[name]),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+    single, zero3 = (read_step_log(folders[n] / "steps.parquet") for n in ("single", "zero3"))
+    assert list(single.columns) == list(zero3.columns)
+    assert single["step"].tolist() == zero3["step"].tolist() == [1, 2, 3]
+    # The threshold controller's concurrency acts on every rank under ZeRO-3 as in one process.
+    for log in (single, zero3):
+        expected_calls = np.ceil(32 / log["concurrency"]).astype(int).tolist()
+        assert log["generate_calls"].tolist() == expected_calls
+    # Each of the two processes generates a full step's sequences; the log sums them.
+    assert (zero3["sequences"] == 2 * single["sequences"]).all()
+    for name in ("single", "zero3"):
+        trace = read_trace(folders[name] / "trace.parquet")
+        assert trace.complete and len(trace.frame) > 5
+    manifest = json.loads((folders["zero3"] / "manifest.json").read_text())
+    assert manifest["config"]["workload"]["zero_stage"] == 3
+
+
+def test_percentile_upper_bound_is_an_order_statistic() -> None:
+    from grpo_power.workload.fixed_safe import candidate_concurrencies, percentile_upper_bound
+
+    values = np.arange(1.0, 1001.0)  # 1..1000
+    # P(Binomial(1000, 0.99) <= k - 1) >= 0.95 first holds at k = 996 (P = 0.96; 0.93 at 995).
+    assert percentile_upper_bound(values, 99.0, 0.95) == 996.0
+    assert percentile_upper_bound(values[:50], 99.0, 0.95) == 50.0  # too few: the maximum
+    assert percentile_upper_bound(values, 50.0, 0.95) > 500.0
+    assert candidate_concurrencies(1, 32) == [32, 16, 8, 4, 2, 1]
+    assert candidate_concurrencies(3, 20) == [20, 16, 8, 4, 3]
