@@ -122,7 +122,7 @@ def test_run_killed_with_sigkill_leaves_readable_trace_steps_and_manifest(tmp_pa
 
 def test_hwcap_is_rejected_without_nvml(config: Config, tmp_path: Path) -> None:
     with pytest.raises(
-        ValueError, match="hwcap.*needs real GPUs, root and `telemetry.source: nvml`"
+        ValueError, match=r"hwcap.*needs real GPUs, root and `telemetry\.source: nvml`"
     ):
         controller_for_arm("hwcap", config, tmp_path)
     with pytest.raises(ValueError, match="unknown arm 'ppo2'"):

@@ -94,7 +94,14 @@ class SimulatedPowerConfig(_Strict):
         "CALIBRATION.md 'prefill': peaks about 1.09 TDP.",
     )
     noise_w: Annotated[float, Field(ge=0)] = Field(
-        6.0, description="Standard deviation of sample-to-sample measurement noise, W."
+        4.0,
+        description="Standard deviation of sample-to-sample measurement noise, W "
+        "(an assumption: no public A100 figure; identify refits it from traces).",
+    )
+    sensor_window_s: Annotated[float, Field(ge=0, le=1)] = Field(
+        0.025,
+        description="Each reading averages the true power over this window, s. CALIBRATION.md "
+        "'NVML power update on A100': about every 100 ms, a 25 ms window.",
     )
     temp_ambient_c: float = Field(35.0, description="GPU temperature at idle, deg C.")
     temp_c_per_w: Annotated[float, Field(ge=0)] = Field(
@@ -351,12 +358,15 @@ class FixedSafeArmConfig(_Strict):
     calibration_steps: Annotated[int, Field(ge=1)] = Field(
         3, description="GRPO steps measured per candidate setting."
     )
-    percentile: Annotated[float, Field(gt=50, le=100)] = Field(
+    percentile: Annotated[float, Field(gt=50, lt=100)] = Field(
         99.0, description="Power percentile that must stay under the cap."
+    )
+    confidence: Annotated[float, Field(gt=0, lt=1)] = Field(
+        0.95, description="Confidence of the percentile's upper bound that is compared to the cap."
     )
 
 
-ArmName = Literal["uncontrolled", "fixed", "fixed-safe", "threshold", "hwcap"]
+ArmName = Literal["uncontrolled", "fixed", "fixed-safe", "threshold", "ppo", "hwcap"]
 
 
 class ArmsConfig(_Strict):
@@ -371,6 +381,229 @@ class ArmsConfig(_Strict):
     )
     threshold: ThresholdArmConfig = Field(default_factory=ThresholdArmConfig)
     fixed_safe: FixedSafeArmConfig = Field(default_factory=FixedSafeArmConfig)
+
+
+class DeploymentConfig(_Strict):
+    """One simulated GRPO deployment of the study (model size x GPUs x sharding).
+
+    Its physics (phase times, gathers) come from the calibration file; this section says what
+    the deployment is and how long it runs in the simulator.
+    """
+
+    name: str = Field(description="Deployment name, e.g. '7b' (used in file names).")
+    gpus: Annotated[int, Field(ge=1)] = Field(description="GPUs the model runs on.")
+    zero_stage: Literal[0, 3] = Field(
+        0, description="DeepSpeed ZeRO stage; 3 = parameters sharded and gathered per forward."
+    )
+    params_b: PositiveFloat = Field(description="Model parameters, billions.")
+    sizes: list[ModelSize] = Field(
+        default_factory=list,
+        description="workload.size presets this deployment stands for: a real run of one of "
+        "these sizes loads this deployment's trained controller (the ppo arm).",
+    )
+    budget_s: PositiveFloat = Field(
+        description="Simulated time budget of one evaluation run, s ('output in a fixed time "
+        "budget')."
+    )
+    episode_s: PositiveFloat = Field(
+        description="Simulated length of one PPO training episode, s."
+    )
+
+    @model_validator(mode="after")
+    def _sharding_needs_gpus(self) -> DeploymentConfig:
+        if self.zero_stage == 3 and self.gpus < 2:
+            raise ValueError(f"deployment {self.name}: zero_stage 3 needs at least 2 GPUs")
+        return self
+
+
+def _default_deployments() -> list[DeploymentConfig]:
+    return [
+        DeploymentConfig(
+            name="7b",
+            gpus=1,
+            zero_stage=0,
+            params_b=7.6,
+            sizes=["tiny", "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-7b"],
+            budget_s=900.0,
+            episode_s=240.0,
+        ),
+        DeploymentConfig(
+            name="14b",
+            gpus=2,
+            zero_stage=3,
+            params_b=14.8,
+            sizes=["qwen2.5-14b"],
+            budget_s=1800.0,
+            episode_s=480.0,
+        ),
+        DeploymentConfig(
+            name="72b",
+            gpus=4,
+            zero_stage=3,
+            params_b=72.7,
+            sizes=["qwen2.5-72b"],
+            budget_s=7200.0,
+            episode_s=2400.0,
+        ),
+    ]
+
+
+class SimConfig(_Strict):
+    """The GRPO step simulator (``sim/grpo_sim.py``): deployments and the workload's shape.
+
+    Step shape and actuator defaults and bounds are the ``workload`` section's, so a policy
+    trained here acts on a real run of the same workload unchanged.
+    """
+
+    calibration: Path | None = Field(
+        None,
+        description="Calibration file (JSON) written by `grpo-power identify`; null = the "
+        "sourced defaults of sim/calibration.py (CALIBRATION.md ranges).",
+    )
+    deployments: list[DeploymentConfig] = Field(default_factory=_default_deployments)
+    prompt_tokens: Annotated[int, Field(ge=1)] = Field(
+        24,
+        description="Prompt length, tokens (the arithmetic task's prompts: 18-20 tokens; "
+        "identify measures it from step logs).",
+    )
+    step_jitter: Annotated[float, Field(ge=0, le=0.5)] = Field(
+        0.03, description="Relative standard deviation of each step's phase times."
+    )
+    group_sizes: list[Annotated[int, Field(ge=2)]] = Field(
+        default_factory=lambda: [2, 4, 8, 16],
+        description="num_generations levels the authority stage sweeps (fixed per run in TRL).",
+    )
+    sweep_s: PositiveFloat = Field(
+        600.0, description="Simulated seconds measured per actuator level in authority sweeps."
+    )
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> SimConfig:
+        names = [d.name for d in self.deployments]
+        if not names or len(set(names)) != len(names):
+            raise ValueError(f"deployments need unique names, got {names}")
+        return self
+
+    def deployment(self, name: str) -> DeploymentConfig:
+        """The deployment called ``name``; the error lists the configured ones."""
+        for deployment in self.deployments:
+            if deployment.name == name:
+                return deployment
+        raise ValueError(
+            f"unknown deployment {name!r}; configured: {[d.name for d in self.deployments]}"
+        )
+
+
+class AuthorityConfig(_Strict):
+    """The authority stage (``analysis/authority.py``, DESIGN.md section 2)."""
+
+    threshold: Fraction = Field(
+        0.05,
+        description="Authority (share of nameplate - idle) an actuator needs to enter a "
+        "deployment's controller action space.",
+    )
+    reference: str = Field(
+        "7b", description="Single-GPU deployment that retained authority is relative to."
+    )
+
+
+class RewardConfig(_Strict):
+    """Reward of the PPO meta-controller; an episode's return is
+    ``tokens_weight * output / reference output - violation_weight * violation rate
+    - energy_weight * energy / reference energy`` (references: the fixed arm's expected rates)."""
+
+    tokens_weight: Annotated[float, Field(ge=0)] = 1.0
+    violation_weight: Annotated[float, Field(ge=0)] = Field(
+        10.0, description="Penalty per unit of violation rate (10: one point = 10 % of output)."
+    )
+    energy_weight: Annotated[float, Field(ge=0)] = 0.2
+
+
+class ControllerConfig(_Strict):
+    """PPO meta-controller training in the simulator (``control/ppo.py``)."""
+
+    reward: RewardConfig = Field(default_factory=RewardConfig)
+    total_timesteps: Annotated[int, Field(ge=64)] = Field(
+        24_000, description="Environment steps (GRPO steps) of PPO training per deployment."
+    )
+    n_envs: Annotated[int, Field(ge=1)] = Field(8, description="Vectorised environments.")
+    n_steps: Annotated[int, Field(ge=2)] = Field(64, description="Steps per env per update.")
+    batch_size: Annotated[int, Field(ge=2)] = 128
+    n_epochs: Annotated[int, Field(ge=1)] = 8
+    learning_rate: PositiveFloat = 1e-3
+    gamma: Annotated[float, Field(gt=0, le=1)] = 0.9
+    net_arch: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [32, 32])
+    domain_randomization: bool = Field(
+        True, description="Draw the physics from the calibration's ranges every episode."
+    )
+    cap_jitter_frac: Annotated[float, Field(ge=0, le=0.3)] = Field(
+        0.08, description="Training caps are drawn within +-this share of cap_w."
+    )
+    torch_threads: Annotated[int, Field(ge=1)] = 1
+    seed: Annotated[int, Field(ge=0)] | None = Field(None, description="null = top-level seed.")
+
+
+SimArmName = Literal[
+    "uncontrolled", "fixed", "fixed-safe", "threshold", "ppo", "hwcap", "oracle"
+]
+
+
+class ThresholdTuningConfig(_Strict):
+    """Grid the threshold arm is tuned over in the simulator (best reward on tuning seeds)."""
+
+    high_frac_of_cap: list[Annotated[float, Field(gt=0, le=1.5)]] = Field(
+        default_factory=lambda: [0.95, 1.0, 1.05, 1.1]
+    )
+    low_frac_of_cap: list[Annotated[float, Field(gt=0, le=1.5)]] = Field(
+        default_factory=lambda: [0.85, 0.9, 0.95]
+    )
+    decrease_factor: list[Annotated[float, Field(gt=0, lt=1)]] = Field(
+        default_factory=lambda: [0.5, 0.75]
+    )
+
+
+class ScenarioConfig(_Strict):
+    """An evaluation scenario the controllers were not tuned on."""
+
+    name: str
+    calibration: Path | None = Field(None, description="Another calibration; null = the study's.")
+    cap_w: PositiveFloat | None = Field(None, description="Another cap, W; null = cap_w.")
+    retrain: bool = Field(True, description="Also retrain PPO in the scenario and report both.")
+
+
+class EvaluateConfig(_Strict):
+    """Arm-vs-arm evaluation in the simulator (``analysis/evaluate.py``)."""
+
+    seeds: list[Annotated[int, Field(ge=0)]] = Field(
+        default_factory=lambda: [0, 1, 2, 3, 4],
+        min_length=5,
+        description="Seeds every arm runs with on every deployment (at least 5).",
+    )
+    arms: list[SimArmName] = Field(
+        default_factory=lambda: [
+            "uncontrolled", "fixed", "fixed-safe", "threshold", "ppo", "hwcap", "oracle"
+        ],
+        min_length=1,
+    )
+    tuning_seeds: list[Annotated[int, Field(ge=0)]] = Field(
+        default_factory=lambda: [1000, 1001],
+        min_length=1,
+        description="Seeds of the runs that tune fixed-safe and threshold (never evaluated).",
+    )
+    tuning_budget_frac: Annotated[float, Field(gt=0, le=1)] = Field(
+        0.25, description="Tuning runs last this share of a deployment's budget_s."
+    )
+    exceedance_window_s: PositiveFloat = Field(
+        0.5, description="Averaging window of the reported exceedance, s (the study: 0.5 s)."
+    )
+    confidence: Annotated[float, Field(gt=0.5, lt=1)] = Field(
+        0.95, description="Confidence level of the intervals over seeds."
+    )
+    threshold_grid: ThresholdTuningConfig = Field(default_factory=ThresholdTuningConfig)
+    scenarios: list[ScenarioConfig] = Field(
+        default_factory=lambda: [ScenarioConfig(name="cap-290w", cap_w=290.0)],
+        description="Scenarios evaluated besides the study's (as is, and after retraining).",
+    )
 
 
 class Config(_Strict):
@@ -390,6 +623,10 @@ class Config(_Strict):
     )
     windows: WindowsConfig = Field(default_factory=WindowsConfig)
     fleet: FleetConfig = Field(default_factory=FleetConfig)
+    sim: SimConfig = Field(default_factory=SimConfig)
+    authority: AuthorityConfig = Field(default_factory=AuthorityConfig)
+    controller: ControllerConfig = Field(default_factory=ControllerConfig)
+    evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
 
     @model_validator(mode="after")
     def _cap_within_gpu_range(self) -> Config:
