@@ -25,8 +25,7 @@ endif
 	touch $@
 
 demo: $(BIN)/.installed
-	$(BIN)/grpo-power telemetry record --out results/telemetry/demo.parquet -- \
-		$(BIN)/python -m grpo_power.workload.demo --seconds 20
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores 2
 
 test: $(BIN)/.installed
 	$(BIN)/ruff check .

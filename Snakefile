@@ -10,7 +10,7 @@ configfile: "config/config.yaml"
 
 
 include: "workflow/rules/common.smk"
-include: "workflow/rules/telemetry.smk"
+include: "workflow/rules/run.smk"
 include: "workflow/rules/windows.smk"
 include: "workflow/rules/fleet.smk"
 

@@ -56,6 +56,28 @@ def _config(path: Path, overrides: dict[str, Any] | None = None) -> Config:
     return load_config(path, overrides)
 
 
+@app.command("calibrate")
+@user_errors
+def calibrate(
+    size: Annotated[
+        str | None, typer.Option("--size", help="Model preset (default: config).")
+    ] = None,
+    config: ConfigOption = DEFAULT_CONFIG_PATH,
+) -> None:
+    """Stage 1: calibrate the fixed-safe arm (highest concurrency whose p99 power < cap)."""
+    from grpo_power.workload.fixed_safe import calibrate_fixed_safe
+
+    cfg = _config(config, {"workload": {"size": size}} if size else None)
+    folder = cfg.results_dir / "calibration" / cfg.workload.size
+    result = calibrate_fixed_safe(cfg, folder, show_progress=sys.stderr.isatty())
+    label = " (SIMULATED power)" if result["simulated_power"] else ""
+    typer.echo(
+        f"fixed-safe concurrency for {cfg.workload.size}: {result['concurrency']}"
+        f"{'' if result['under_cap'] else ' (no candidate stayed under the cap: the lowest)'}"
+        f"{label} -> {folder / 'fixed_safe.json'}"
+    )
+
+
 @app.command("run", context_settings={"allow_extra_args": False})
 @user_errors
 def run(

@@ -11,9 +11,28 @@ RESULTS = Path(CFG.results_dir)
 RESOLVED_CONFIG = str(write_resolved_config(CFG, RESULTS / "config.resolved.yaml"))
 
 
+def run_folder(size, arm, seed):
+    """The folder of one GRPO run: trace.parquet, steps.parquet, manifest.json."""
+    return RESULTS / "runs" / size / arm / f"seed{seed}"
+
+
+def run_folders():
+    """Every run of the study: the configured size under each arm and seed."""
+    return [
+        run_folder(CFG.workload.size, arm, seed) for arm in CFG.arms.run for seed in CFG.seeds
+    ]
+
+
 def trace_files():
-    """Every run trace the windows and fleet stages analyse (the run stage adds its traces)."""
-    return [RESULTS / "telemetry" / "demo.parquet"]
+    """Every run trace the windows and fleet stages analyse."""
+    return [folder / "trace.parquet" for folder in run_folders()]
+
+
+def run_inputs(wildcards):
+    """A run's inputs: the fixed-safe arm needs its calibration first."""
+    if wildcards.arm == "fixed-safe":
+        return [RESULTS / "calibration" / wildcards.size / "fixed_safe.json"]
+    return []
 
 
 def trace_key(trace):
@@ -33,7 +52,7 @@ FLEET_OUTPUTS = ["fleet_windows.csv", "scaling.csv", "comparison.csv", "comparis
 def all_outputs():
     """Everything `rule all` builds; each stage adds its final outputs here."""
     return [
-        RESULTS / "telemetry" / "demo.parquet",
+        *trace_files(),
         *windows_outputs("exceedance.csv"),
         *[RESULTS / "fleet" / name for name in FLEET_OUTPUTS],
     ]
