@@ -1,0 +1,185 @@
+"""The authority table (stage 2, DESIGN.md section 2): which actuators move power, where.
+
+From actuator sweeps (each actuator at each of its levels, the others at their defaults; rows
+from ``sim/grpo_sim.py``'s :func:`sweep_deployment` for the simulated deployments, and from
+measured runs for the real tiny run), per deployment and actuator:
+
+- authority = (mean per-GPU power at the highest level - at the lowest level)
+  / (nameplate - idle);
+- retained authority = authority on the deployment / authority on the reference single-GPU
+  deployment (``authority.reference``), for the same actuator and data;
+- ``selected``: ``|authority| >= authority.threshold``. The controller's action space for a
+  deployment is built from the selected actuators that can change between steps
+  (``control/env.py``: :class:`ControlSpace`), never from a list of names;
+- ``effect``: how the measurement classifies the actuator: ``power`` (selected) or
+  ``duration`` (it changes how long phases last, hence energy and time, not power);
+- ``hold_level``: the level an unselected online actuator is held at by the controller: the
+  swept level with the best reward (the PPO reward's weights, rates relative to the default
+  level's), so a duration-only actuator is set once for throughput and efficiency rather than
+  learned.
+
+The study measured that on the sharded 72B deployment the group-level actuator loses its
+authority and concurrency keeps 17-22 % (:data:`STUDY_RETAINED_CONCURRENCY`); the table puts its
+own numbers beside that. Simulated rows are labelled ``simulated``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from grpo_power.analysis.io import write_csv_atomic, write_json_atomic, write_text_atomic
+
+ONLINE = {"concurrency": True, "max_new_tokens": True, "num_generations": False}
+STUDY_RETAINED_CONCURRENCY = (17.0, 22.0)  # %, DESIGN.md section 1 (72B, concurrency alone)
+SWEEP_COLUMNS = (
+    "deployment",
+    "gpus",
+    "actuator",
+    "level",
+    "mean_power_w",
+    "tokens_per_s",
+    "nameplate_w",
+    "idle_w",
+    "data",
+)
+
+
+def _hold_level(group: pd.DataFrame, weights: dict[str, float]) -> int:
+    """The swept level with the best reward relative to the default level (see the module
+    docstring); the best-throughput level when the sweep has no default row."""
+    best_throughput = int(group.loc[group["tokens_per_s"].idxmax(), "level"])
+    if "default" not in group.columns or not group["default"].fillna(False).any():
+        return best_throughput
+    base = group[group["default"].fillna(False).astype(bool)].iloc[0]
+    reward = (
+        weights["tokens_weight"] * group["tokens_per_s"] / base["tokens_per_s"]
+        - weights["violation_weight"] * group["violation_rate"]
+        - weights["energy_weight"] * group["mean_power_w"] / base["mean_power_w"]
+    )
+    return int(group.loc[reward.idxmax(), "level"])
+
+
+def authority_table(
+    sweeps: pd.DataFrame, threshold: float, reference: str, weights: dict[str, float]
+) -> pd.DataFrame:
+    """One row per (data, deployment, actuator) from sweep rows (see the module docstring).
+
+    Args:
+        sweeps: sweep rows (:data:`SWEEP_COLUMNS`, plus ``default`` and ``violation_rate``).
+        threshold: authority an actuator needs to be selected.
+        reference: the single-GPU deployment retained authority is relative to.
+        weights: reward weights (``tokens_weight``, ``violation_weight``, ``energy_weight``).
+
+    Raises:
+        ValueError: a sweep column is missing, or an actuator was swept at a single level.
+    """
+    missing = [c for c in SWEEP_COLUMNS if c not in sweeps.columns]
+    if missing:
+        raise ValueError(f"sweep rows lack column(s) {missing}")
+    rows = []
+    for (data, deployment, actuator), group in sweeps.groupby(
+        ["data", "deployment", "actuator"], sort=False
+    ):
+        group = group.sort_values("level")
+        if group["level"].nunique() < 2:
+            raise ValueError(
+                f"{data} sweep of {actuator} on {deployment} has one level only: "
+                "authority needs its lowest and highest level"
+            )
+        low, high = group.iloc[0], group.iloc[-1]
+        span_w = float(high["nameplate_w"] - high["idle_w"])
+        authority = float(high["mean_power_w"] - low["mean_power_w"]) / span_w
+        selected = abs(authority) >= threshold
+        rows.append(
+            {
+                "data": data,
+                "deployment": deployment,
+                "gpus": int(high["gpus"]),
+                "actuator": actuator,
+                "online": ONLINE.get(actuator, False),
+                "level_low": int(low["level"]),
+                "level_high": int(high["level"]),
+                "power_low_w": float(low["mean_power_w"]),
+                "power_high_w": float(high["mean_power_w"]),
+                "authority": authority,
+                "selected": selected,
+                "effect": "power" if selected else "duration",
+                "threshold": threshold,
+                "hold_level": _hold_level(group, weights),
+            }
+        )
+    table = pd.DataFrame(rows)
+    ref = table[table["deployment"] == reference].set_index(["data", "actuator"])["authority"]
+    retained = []
+    for _, row in table.iterrows():
+        base = ref.get((row["data"], row["actuator"]), float("nan"))
+        retained.append(row["authority"] / base if base and math.isfinite(base) else float("nan"))
+    table["retained_authority"] = retained
+    table["reference"] = reference
+    return table
+
+
+def markdown(table: pd.DataFrame) -> str:
+    """The authority table as Markdown, beside the study's retained concurrency authority."""
+    low, high = STUDY_RETAINED_CONCURRENCY
+    lines = [
+        "# Actuator authority (simulated rows are SIMULATED)",
+        "",
+        "authority = (mean per-GPU power at the highest level - at the lowest) / "
+        "(nameplate - idle); retained = authority / the reference single-GPU deployment's; "
+        f"selected = |authority| >= {table['threshold'].iloc[0]:g} (enters the controller's "
+        "action space when the actuator can change between steps).",
+        "",
+        "| data | deployment | GPUs | actuator | levels | power low -> high (W) | authority | "
+        "retained | selected | online | hold level |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for _, r in table.iterrows():
+        retained = r["retained_authority"]
+        lines.append(
+            f"| {r['data']} | {r['deployment']} | {r['gpus']} | {r['actuator']} | "
+            f"{r['level_low']}-{r['level_high']} | {r['power_low_w']:.1f} -> "
+            f"{r['power_high_w']:.1f} | {r['authority']:.3f} | "
+            f"{'n/a' if not math.isfinite(retained) else f'{100 * retained:.0f} %'} | "
+            f"{'yes' if r['selected'] else 'no'} | {'yes' if r['online'] else 'no'} | "
+            f"{r['hold_level'] if r['online'] and not r['selected'] else '-'} |"
+        )
+    lines += [
+        "",
+        f"Study: on the sharded 72B deployment concurrency alone keeps {low:g}-{high:g} % "
+        "power authority and the group-level actuator loses it (DESIGN.md section 1).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_authority(
+    sweeps: pd.DataFrame,
+    threshold: float,
+    reference: str,
+    weights: dict[str, float],
+    out: Path | str,
+) -> pd.DataFrame:
+    """Compute the table and write ``sweeps.csv``, ``authority.csv``, ``authority.md`` and
+    ``authority.json`` (rows as records, for the controller stage) into ``out``."""
+    out = Path(out)
+    table = authority_table(sweeps, threshold, reference, weights)
+    write_csv_atomic(out / "sweeps.csv", sweeps)
+    write_csv_atomic(out / "authority.csv", table)
+    write_text_atomic(out / "authority.md", markdown(table))
+    write_json_atomic(out / "authority.json", {"rows": table.to_dict(orient="records")})
+    return table
+
+
+def read_authority(path: Path | str) -> list[dict[str, Any]]:
+    """Rows of an ``authority.json`` written by :func:`write_authority`."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(
+            f"{path}: no authority table; write it with `grpo-power identify --out {path.parent}`"
+        )
+    return list(json.loads(path.read_text())["rows"])

@@ -1,0 +1,445 @@
+"""Arm-vs-arm evaluation (stage 4) from simulated runs: metrics, confidence intervals, ratios.
+
+Reads what ``control/rollout.py`` wrote for each deployment (``<arm>.samples.parquet``,
+``<arm>.steps.parquet``, ``arms.json``) and computes, per run (deployment x arm x seed), the
+metrics of DESIGN.md section 7:
+
+- violation rate: share of per-GPU samples above the cap;
+- exceedance at ``evaluate.exceedance_window_s`` (0.5 s): share of sliding windows whose mean
+  power is above the cap, by :mod:`grpo_power.analysis.windows` (windows pooled over GPUs);
+- output: completion tokens in the deployment's time budget (the last step pro rata);
+- throughput: output / budget; tokens per MJ: output / GPU energy (integrated samples).
+
+Per arm: means with two-sided ``evaluate.confidence`` Student-t intervals over seeds. Ratios
+the study reports are computed per seed (seeds are common to all arms, so comparisons are
+paired) and given with the same intervals, next to the study's figures and the issue's targets.
+Every number here is simulated and labelled so. Analysis imports neither torch nor SB3.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from grpo_power.analysis.io import write_csv_atomic, write_json_atomic, write_text_atomic
+from grpo_power.analysis.reference import STUDY_SOURCE
+from grpo_power.analysis.windows import gpu_window_counts, prepare_series
+
+RUN_METADATA_KEY = b"grpo_power_sim_run"  # written by control/rollout.py
+METRICS = ("violation_rate", "exceedance", "output_tokens", "throughput", "tokens_per_mj")
+
+
+def t_quantile(probability: float, dof: int) -> float:
+    """Quantile of Student's t distribution with ``dof`` degrees of freedom (numerically)."""
+    if dof < 1:
+        return float("nan")
+    log_norm = math.lgamma((dof + 1) / 2) - math.lgamma(dof / 2) - 0.5 * math.log(dof * math.pi)
+
+    def cdf(x: float) -> float:  # for x >= 0, Simpson's rule on the density
+        n = 2000
+        grid = np.linspace(0.0, x, n + 1)
+        pdf = np.exp(log_norm - (dof + 1) / 2 * np.log1p(grid**2 / dof))
+        weights = np.ones(n + 1)
+        weights[1:-1:2], weights[2:-1:2] = 4.0, 2.0
+        return 0.5 + float(weights @ pdf) * (x / n) / 3.0
+
+    target = max(probability, 1.0 - probability)
+    low, high = 0.0, 1.0
+    while cdf(high) < target:
+        high *= 2.0
+    for _ in range(60):
+        middle = 0.5 * (low + high)
+        low, high = (middle, high) if cdf(middle) < target else (low, middle)
+    value = 0.5 * (low + high)
+    return value if probability >= 0.5 else -value
+
+
+def mean_ci(values: np.ndarray, confidence: float) -> tuple[float, float, float]:
+    """Mean and two-sided Student-t confidence interval of ``values`` (NaNs dropped)."""
+    values = np.asarray(values, dtype=float)
+    values = values[np.isfinite(values)]
+    if len(values) == 0:
+        return float("nan"), float("nan"), float("nan")
+    mean = float(values.mean())
+    if len(values) == 1:
+        return mean, float("nan"), float("nan")
+    half = t_quantile(0.5 + confidence / 2, len(values) - 1) * values.std(ddof=1)
+    half /= math.sqrt(len(values))
+    return mean, mean - half, mean + half
+
+
+def _read(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
+    table = pq.read_table(path)
+    raw = (table.schema.metadata or {}).get(RUN_METADATA_KEY)
+    if raw is None:
+        raise ValueError(f"{path}: not a simulated run file of grpo-power (no run metadata)")
+    return table.to_pandas(), json.loads(raw)
+
+
+def run_metrics(
+    samples: pd.DataFrame, steps: pd.DataFrame, meta: dict[str, Any], window_s: float
+) -> dict[str, float]:
+    """Metrics of one simulated run (one seed of one arm) from its samples and steps."""
+    period_s = float(meta["period_s"])
+    cap_w = float(meta["cap_w"])
+    budget_s = float(meta["budget_s"])
+    over = windows = 0
+    energy_j = 0.0
+    power_all = samples["power_w"].to_numpy(dtype=float)
+    for gpu, rows in samples.groupby("gpu", sort=True):
+        t_s = rows["sample"].to_numpy(dtype=float) * period_s
+        series = prepare_series(int(gpu), t_s, rows["power_w"].to_numpy(float), None, 2 * period_s)
+        energy_j += float(series.energy_j[-1])
+        counts = gpu_window_counts(series, [window_s], cap_w, period_s)[0]
+        over += counts.over
+        windows += counts.windows
+    start, end = steps["start_s"].to_numpy(), steps["end_s"].to_numpy()
+    share = np.clip((budget_s - start) / np.maximum(end - start, 1e-12), 0.0, 1.0)
+    tokens = float((steps["tokens"].to_numpy() * share).sum())
+    weights = np.clip(np.minimum(end, budget_s) - start, 0.0, None)
+    return {
+        "violation_rate": float((power_all > cap_w).mean()),
+        "exceedance": over / windows if windows else float("nan"),
+        "output_tokens": tokens,
+        "throughput": tokens / budget_s,
+        "tokens_per_mj": tokens / (energy_j / 1e6) if energy_j > 0 else float("nan"),
+        "energy_mj": energy_j / 1e6,
+        "mean_power_w": float(power_all.mean()),
+        "mean_concurrency": float(np.average(steps["concurrency"], weights=weights)),
+        "mean_max_new_tokens": float(np.average(steps["max_new_tokens"], weights=weights)),
+        "steps": int((start < budget_s).sum()),
+    }
+
+
+def deployment_metrics(folder: Path, window_s: float) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Per-run metrics of every arm in one deployment's folder, and its ``arms.json``."""
+    info = json.loads((folder / "arms.json").read_text())
+    rows = []
+    for arm in info["arms"]:
+        samples, meta = _read(folder / f"{arm}.samples.parquet")
+        steps, _ = _read(folder / f"{arm}.steps.parquet")
+        for seed, run_samples in samples.groupby("seed", sort=True):
+            metrics = run_metrics(run_samples, steps[steps["seed"] == seed], meta, window_s)
+            rows.append(
+                {
+                    "deployment": info["deployment"],
+                    "arm": arm,
+                    "seed": int(seed),
+                    "gpus": meta["gpus"],
+                    "cap_w": meta["cap_w"],
+                    "budget_s": meta["budget_s"],
+                    **metrics,
+                    "data": "simulated",
+                }
+            )
+    return pd.DataFrame(rows), info
+
+
+def summarize(metrics: pd.DataFrame, confidence: float) -> pd.DataFrame:
+    """Per deployment and arm: mean and confidence interval of every metric over seeds."""
+    rows = []
+    for (deployment, arm), group in metrics.groupby(["deployment", "arm"], sort=False):
+        row: dict[str, Any] = {"deployment": deployment, "arm": arm, "seeds": len(group)}
+        for metric in (*METRICS, "mean_power_w", "mean_concurrency", "mean_max_new_tokens"):
+            mean, low, high = mean_ci(group[metric].to_numpy(), confidence)
+            row[metric], row[f"{metric}_ci_low"], row[f"{metric}_ci_high"] = mean, low, high
+        row["data"] = "simulated"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One ratio the study reports, with the issue's target and the study's figure.
+
+    ``kind``: ``change`` = (arm / base - 1) in %; ``share`` = arm / base in %; ``points`` =
+    (arm - base) in percentage points.
+    """
+
+    key: str
+    arm_role: str  # "controller": the ppo arm evaluated; else a fixed arm name
+    base: str
+    metric: str
+    kind: str
+    target: str
+    passes: Callable[[float], bool]
+    study: float | None = None
+    deployments: tuple[str, ...] | None = None  # None: every deployment
+
+
+COMPARISONS: tuple[Comparison, ...] = (
+    Comparison(
+        "violations_vs_fixed",
+        "controller",
+        "fixed",
+        "violation_rate",
+        "change",
+        "<= -85 %",
+        lambda v: v <= -85.0,
+        -89.8,
+    ),
+    Comparison(
+        "output_vs_fixed",
+        "controller",
+        "fixed",
+        "output_tokens",
+        "change",
+        ">= +15 %",
+        lambda v: v >= 15.0,
+        18.1,
+    ),
+    Comparison(
+        "tokens_per_mj_vs_fixed",
+        "controller",
+        "fixed",
+        "tokens_per_mj",
+        "change",
+        ">= +20 %",
+        lambda v: v >= 20.0,
+        26.2,
+    ),
+    Comparison(
+        "output_vs_fixed_safe",
+        "controller",
+        "fixed-safe",
+        "output_tokens",
+        "change",
+        ">= +30 % (72b)",
+        lambda v: v >= 30.0,
+        35.7,
+        ("72b",),
+    ),
+    Comparison(
+        "violations_vs_uncontrolled",
+        "controller",
+        "uncontrolled",
+        "violation_rate",
+        "change",
+        "<= -85 % (72b)",
+        lambda v: v <= -85.0,
+        -87.2,
+        ("72b",),
+    ),
+    Comparison(
+        "output_share_of_oracle",
+        "controller",
+        "oracle",
+        "output_tokens",
+        "share",
+        ">= 95 %",
+        lambda v: v >= 95.0,
+    ),
+    Comparison(
+        "violations_minus_oracle",
+        "controller",
+        "oracle",
+        "violation_rate",
+        "points",
+        "<= +1 point",
+        lambda v: v <= 1.0,
+    ),
+    Comparison(
+        "output_vs_threshold",
+        "controller",
+        "threshold",
+        "output_tokens",
+        "change",
+        ">= 0 % (with violations_minus_threshold <= 0)",
+        lambda v: v >= 0.0,
+    ),
+    Comparison(
+        "violations_minus_threshold",
+        "controller",
+        "threshold",
+        "violation_rate",
+        "points",
+        "<= 0 points (with output_vs_threshold >= 0)",
+        lambda v: v <= 0.0,
+    ),
+)
+
+
+def _paired(metrics: pd.DataFrame, arm: str, base: str, metric: str, kind: str) -> np.ndarray:
+    a = metrics[metrics["arm"] == arm].set_index("seed")[metric]
+    b = metrics[metrics["arm"] == base].set_index("seed")[metric]
+    a, b = a.align(b, join="inner")
+    a_v, b_v = a.to_numpy(float), b.to_numpy(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if kind == "change":
+            return np.where(b_v > 0, 100.0 * (a_v / b_v - 1.0), np.nan)
+        if kind == "share":
+            return np.where(b_v > 0, 100.0 * a_v / b_v, np.nan)
+    return 100.0 * (a_v - b_v)
+
+
+def comparisons(
+    metrics: pd.DataFrame, confidence: float, controller_arms: list[str]
+) -> pd.DataFrame:
+    """The study's ratios for each controller arm on each deployment, with targets."""
+    rows = []
+    for deployment, group in metrics.groupby("deployment", sort=False):
+        arms = set(group["arm"])
+        for controller in controller_arms:
+            if controller not in arms:
+                continue
+            for c in COMPARISONS:
+                if c.deployments is not None and deployment not in c.deployments:
+                    continue
+                if c.base not in arms:
+                    continue
+                values = _paired(group, controller, c.base, c.metric, c.kind)
+                mean, low, high = mean_ci(values, confidence)
+                rows.append(
+                    {
+                        "deployment": deployment,
+                        "controller": controller,
+                        "comparison": c.key,
+                        "base": c.base,
+                        "metric": c.metric,
+                        "unit": {"change": "%", "share": "%", "points": "points"}[c.kind],
+                        "value": mean,
+                        "ci_low": low,
+                        "ci_high": high,
+                        "target": c.target,
+                        "met": bool(math.isfinite(mean) and c.passes(mean)),
+                        "study": c.study,
+                        "data": "simulated",
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def _fmt(value: float, digits: int = 1, scale: float = 1.0) -> str:
+    return "n/a" if not math.isfinite(value) else f"{value * scale:.{digits}f}"
+
+
+def _settings_text(arm: str, settings: dict[str, Any]) -> str:
+    if arm == "threshold":
+        s = settings["settings"]
+        return (
+            f"AIMD c from {settings['start_concurrency']}, m={settings['max_new_tokens']}, "
+            f"high {s['high_frac_of_cap']:g}, low {s['low_frac_of_cap']:g}, "
+            f"x{s['decrease_factor']:g}"
+        )
+    if arm.startswith("ppo"):
+        holds = ", ".join(f"{k}={v}" for k, v in settings.get("holds", {}).items())
+        return f"drives {'+'.join(settings['actuators'])}" + (f"; {holds}" if holds else "")
+    text = f"c={settings['concurrency']}, m={settings['max_new_tokens']}"
+    if settings.get("power_limit_w"):
+        text += f", limit {settings['power_limit_w']:g} W"
+    return text
+
+
+def markdown_table(
+    summary: pd.DataFrame, ratios: pd.DataFrame, infos: dict[str, dict[str, Any]]
+) -> str:
+    """The evaluation as Markdown: one arm table and one ratio table per deployment."""
+    lines = [
+        "# Arm evaluation (SIMULATED)",
+        "",
+        "All numbers are simulated (GRPO step simulator, calibrated A100 power model). "
+        "Means over seeds with 95 % confidence intervals in brackets; c = concurrency, "
+        "m = max new tokens.",
+        "",
+    ]
+    for deployment, group in summary.groupby("deployment", sort=False):
+        info = infos[deployment]
+        lines += [
+            f"## {deployment}: {info['gpus']} GPU(s), cap {info['cap_w']:g} W per GPU, "
+            f"budget {info['budget_s']:g} s simulated, {len(info['seeds'])} seeds",
+            "",
+            "| arm | settings | violation rate % | exceedance 0.5 s % | output (tokens) | "
+            "throughput (tok/s) | tokens per MJ |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for _, row in group.iterrows():
+            cells = [row["arm"], _settings_text(row["arm"], info["arms"][row["arm"]])]
+            for metric, scale, digits in (
+                ("violation_rate", 100.0, 2),
+                ("exceedance", 100.0, 2),
+                ("output_tokens", 1.0, 0),
+                ("throughput", 1.0, 1),
+                ("tokens_per_mj", 1.0, 0),
+            ):
+                cells.append(
+                    f"{_fmt(row[metric], digits, scale)} "
+                    f"[{_fmt(row[metric + '_ci_low'], digits, scale)}, "
+                    f"{_fmt(row[metric + '_ci_high'], digits, scale)}]"
+                )
+            lines.append("| " + " | ".join(cells) + " |")
+        mine = ratios[ratios["deployment"] == deployment] if len(ratios) else ratios
+        if len(mine):
+            lines += [
+                "",
+                "| controller | comparison | value | 95 % CI | target | met | study |",
+                "|---|---|---|---|---|---|---|",
+            ]
+            for _, r in mine.iterrows():
+                study = "" if r["study"] is None or not math.isfinite(r["study"]) else r["study"]
+                lines.append(
+                    f"| {r['controller']} | {r['comparison']} | {_fmt(r['value'])} {r['unit']} | "
+                    f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}] | {r['target']} | "
+                    f"{'yes' if r['met'] else 'NO'} | {study} |"
+                )
+        lines.append("")
+    lines.append(f"Study figures: {STUDY_SOURCE}.")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class EvaluationResult:
+    """Everything the evaluate stage computes for one scenario folder."""
+
+    metrics: pd.DataFrame
+    summary: pd.DataFrame
+    ratios: pd.DataFrame
+    markdown: str
+    infos: dict[str, dict[str, Any]]
+
+
+def evaluate_folder(
+    folder: Path | str,
+    deployments: list[str],
+    window_s: float,
+    confidence: float,
+) -> EvaluationResult:
+    """Metrics, summary, ratios and table of a scenario folder; written into it atomically.
+
+    Files: ``metrics.csv`` (per run), ``summary.csv`` (per arm), ``ratios.csv``, ``table.md``,
+    ``summary.json``.
+    """
+    folder = Path(folder)
+    frames, infos = [], {}
+    for deployment in deployments:
+        metrics, info = deployment_metrics(folder / deployment, window_s)
+        frames.append(metrics)
+        infos[deployment] = info
+    metrics = pd.concat(frames, ignore_index=True)
+    summary = summarize(metrics, confidence)
+    controllers = sorted({a for a in metrics["arm"] if a.startswith("ppo")})
+    ratios = comparisons(metrics, confidence, controllers)
+    markdown = markdown_table(summary, ratios, infos)
+    write_csv_atomic(folder / "metrics.csv", metrics)
+    write_csv_atomic(folder / "summary.csv", summary)
+    write_csv_atomic(folder / "ratios.csv", ratios)
+    write_text_atomic(folder / "table.md", markdown)
+    write_json_atomic(
+        folder / "summary.json",
+        {
+            "data": "simulated",
+            "confidence": confidence,
+            "exceedance_window_s": window_s,
+            "deployments": infos,
+            "targets_met": int(ratios["met"].sum()) if len(ratios) else 0,
+            "targets": len(ratios),
+        },
+    )
+    return EvaluationResult(metrics, summary, ratios, markdown, infos)

@@ -1,0 +1,287 @@
+"""A gymnasium environment over the GRPO simulator, with the real run's controller contract.
+
+One environment step is one GRPO step: the agent sees the same :class:`Observation` a real run's
+controller hook gives (``Observation.to_array()``: recent power over the cap, share above it,
+the actuators' values, tokens per second), and its action is turned into the same
+:class:`Action` the hook applies, so a policy trained here runs unchanged in a real run.
+
+The action space is built from the authority table (:class:`ControlSpace`): one dimension in
+[-1, 1] per online actuator whose measured authority on the deployment clears the threshold,
+mapped linearly onto the actuator's bounds; online actuators without authority are held at the
+level the table chose for them from their sweep. Nothing here names which actuators matter.
+
+Reward of a step (weights in ``controller.reward``) scores its rates against the fixed arm's
+expected rates on the same physics::
+
+    tokens_weight * (tokens / step_s) / ref_tokens_per_s
+    - violation_weight * (share of the step's per-GPU samples above the cap)
+    - energy_weight * (mean power of the step) / ref_power_w
+
+so the best static setting for the reward is the one with the best long-run rates (what the
+oracle maximises), whatever its step length. Episodes last ``controller.episode_steps`` steps
+(a fixed count: with rate rewards a time-limited episode would favour short steps). With
+domain randomisation every episode draws the physics from the calibration's ranges and the cap
+within ``cap_jitter_frac``. Everything here is simulated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from grpo_power.config import Config, RewardConfig, WorkloadConfig
+from grpo_power.control.contract import Action, Observation, power_observation_fields
+from grpo_power.sim.calibration import Calibration
+from grpo_power.sim.grpo_sim import (
+    ONLINE_ACTUATORS,
+    SimRun,
+    StepModel,
+    expected_rates,
+    physics_for,
+)
+
+OBSERVATION_SIZE = len(Observation.__dataclass_fields__) - 2  # to_array drops cap_w and samples
+
+
+def observe(run: SimRun) -> Observation:
+    """The observation a controller gets before the next step of a simulated run."""
+    return Observation(
+        **power_observation_fields(run.recent_power_w(), run.cap_w),
+        concurrency=run.concurrency,
+        max_new_tokens=run.max_new_tokens,
+        tokens_per_s=run.last_tokens_per_s,
+        cap_w=run.cap_w,
+    )
+
+
+def _bounds(workload: WorkloadConfig, actuator: str) -> tuple[int, int]:
+    bounds = getattr(workload, f"{actuator}_bounds")
+    return int(bounds.min), int(bounds.max)
+
+
+@dataclass(frozen=True)
+class ControlSpace:
+    """Which actuators a controller drives on a deployment, and how actions map onto them.
+
+    Attributes:
+        deployment: the deployment the space was built for.
+        actuators: the driven actuators, in action-vector order.
+        bounds: inclusive (min, max) of every online actuator.
+        holds: value of each online actuator that is not driven (the table's hold level).
+        fallback: True when no actuator cleared the threshold and the one with the most
+            authority was taken instead.
+    """
+
+    deployment: str
+    actuators: tuple[str, ...]
+    bounds: dict[str, tuple[int, int]]
+    holds: dict[str, int]
+    fallback: bool = False
+
+    @classmethod
+    def from_authority(
+        cls, rows: Iterable[Mapping[str, Any]], deployment: str, workload: WorkloadConfig
+    ) -> ControlSpace:
+        """Build the space from authority-table rows (``analysis/authority.py``).
+
+        Driven: online actuators of ``deployment`` marked ``selected`` in the simulated rows.
+        If none is, the online actuator with the largest authority is driven (``fallback``).
+        The others are held at the table's ``hold_level`` (duration-only actuators are set
+        once, from their measured sweep).
+
+        Raises:
+            ValueError: the table has no simulated rows for the deployment.
+        """
+        mine = [r for r in rows if r["deployment"] == deployment and r.get("data") == "simulated"]
+        if not mine:
+            raise ValueError(
+                f"the authority table has no simulated rows for deployment {deployment!r}; "
+                "run `grpo-power identify` for it"
+            )
+        online = [r for r in mine if r["actuator"] in ONLINE_ACTUATORS]
+        driven = [r["actuator"] for r in online if _truthy(r["selected"])]
+        fallback = not driven
+        if fallback:
+            best = max(online, key=lambda r: abs(float(r["authority"])))
+            driven = [best["actuator"]]
+        ordered = tuple(a for a in ONLINE_ACTUATORS if a in driven)
+        return cls(
+            deployment=deployment,
+            actuators=ordered,
+            bounds={a: _bounds(workload, a) for a in ONLINE_ACTUATORS},
+            holds={
+                r["actuator"]: int(r["hold_level"]) for r in online if r["actuator"] not in ordered
+            },
+            fallback=fallback,
+        )
+
+    def to_action(self, vector: np.ndarray) -> Action:
+        """The action for a vector in [-1, 1]^k (clipped), linear onto each actuator's bounds
+        (linear rather than logarithmic: resolution where the step's chunking changes)."""
+        values = dict(self.holds)
+        for name, x in zip(self.actuators, np.clip(vector, -1.0, 1.0), strict=True):
+            low, high = self.bounds[name]
+            value = low + (float(x) + 1.0) / 2.0 * (high - low)
+            values[name] = min(high, max(low, round(value)))
+        return Action(concurrency=values["concurrency"], max_new_tokens=values["max_new_tokens"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "deployment": self.deployment,
+            "actuators": list(self.actuators),
+            "bounds": {k: list(v) for k, v in self.bounds.items()},
+            "holds": self.holds,
+            "fallback": self.fallback,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ControlSpace:
+        return cls(
+            deployment=str(data["deployment"]),
+            actuators=tuple(data["actuators"]),
+            bounds={k: (int(v[0]), int(v[1])) for k, v in data["bounds"].items()},
+            holds={k: int(v) for k, v in data["holds"].items()},
+            fallback=bool(data.get("fallback", False)),
+        )
+
+
+def _truthy(value: Any) -> bool:
+    """A table cell as a boolean (CSV readers give strings)."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes")
+    return bool(value)
+
+
+class GrpoPowerEnv(gym.Env):
+    """GRPO steps on one simulated deployment under a power cap (see the module docstring).
+
+    Args:
+        config: settings (workload, sim, telemetry period, observation window, reward).
+        calibration: the physics and its ranges.
+        deployment: deployment name.
+        space: the action space built from the authority table.
+        cap_w: the cap, W (``None``: the config's cap for this deployment).
+        randomize: draw physics and cap per episode (domain randomisation).
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 - gymnasium's convention
+
+    def __init__(
+        self,
+        config: Config,
+        calibration: Calibration,
+        deployment: str,
+        space: ControlSpace,
+        cap_w: float | None = None,
+        randomize: bool = True,
+    ) -> None:
+        super().__init__()
+        self.config = config
+        self.calibration = calibration
+        self.deployment = config.sim.deployment(deployment)
+        self.space = space
+        self.cap_w = float(cap_w if cap_w is not None else deployment_cap_w(config, deployment))
+        self.randomize = randomize
+        self.episode_steps = config.controller.episode_steps
+        self.observation_space = spaces.Box(
+            low=0.0,
+            high=np.finfo(np.float32).max,
+            shape=(OBSERVATION_SIZE,),
+            dtype=np.float32,
+        )
+        self.action_space = spaces.Box(
+            low=-1.0, high=1.0, shape=(len(space.actuators),), dtype=np.float32
+        )
+        self.run: SimRun | None = None
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        rng = self.np_random
+        physics = physics_for(
+            self.calibration, self.deployment.name, self.config, rng if self.randomize else None
+        )
+        cap_w = self.cap_w
+        if self.randomize and self.config.controller.cap_jitter_frac > 0:
+            jitter = self.config.controller.cap_jitter_frac
+            cap_w *= float(rng.uniform(1.0 - jitter, 1.0 + jitter))
+        cap_w = min(physics.model.gpu.nameplate_w, max(physics.idle_w + 1.0, cap_w))
+        model = StepModel(physics, self.config.workload, self.config.sim.prompt_tokens)
+        w = self.config.workload
+        reference = expected_rates(
+            model.plan(w.concurrency, w.max_new_tokens, w.num_generations),
+            cap_w,
+            physics.model.params.noise_w,
+        )
+        self._ref_tokens_per_s = reference.tokens_per_s
+        self._ref_power_w = reference.power_w * physics.gpus
+        self.run = SimRun(
+            model,
+            w,
+            self.config.telemetry.period_s,
+            self.config.arms.observation_window_s,
+            cap_w,
+            seed=int(rng.integers(2**31)),
+            jitter=self.config.sim.step_jitter,
+        )
+        return observe(self.run).to_array(), {"cap_w": cap_w}
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        if self.run is None:
+            raise RuntimeError("call reset() before step()")
+        chosen = self.space.to_action(np.asarray(action, dtype=float))
+        record = self.run.step(chosen.concurrency, chosen.max_new_tokens)
+        reward = step_reward(
+            self.config.controller.reward,
+            tokens_per_s=record.tokens / (record.end_s - record.start_s),
+            violation_rate=record.over_cap(self.run.cap_w) / max(1, record.power_w.size),
+            power_w=record.energy_j / (record.end_s - record.start_s),
+            ref_tokens_per_s=self._ref_tokens_per_s,
+            ref_power_w=self._ref_power_w,
+        )
+        info = {
+            "tokens": record.tokens,
+            "samples_over_cap": record.over_cap(self.run.cap_w),
+            "samples": record.power_w.size,
+            "energy_j": record.energy_j,
+            "concurrency": record.concurrency,
+            "max_new_tokens": record.max_new_tokens,
+        }
+        truncated = self.run.step_count >= self.episode_steps
+        return observe(self.run).to_array(), float(reward), False, truncated, info
+
+
+def step_reward(
+    weights: RewardConfig,
+    tokens_per_s: float,
+    violation_rate: float,
+    power_w: float,
+    ref_tokens_per_s: float,
+    ref_power_w: float,
+) -> float:
+    """The reward of rates (a step's, or a setting's long-run ones) against references.
+
+    Args:
+        weights: reward weights.
+        tokens_per_s: completion tokens per second, all GPUs.
+        violation_rate: share of per-GPU samples above the cap.
+        power_w: mean power of all GPUs together, W.
+        ref_tokens_per_s, ref_power_w: the same rates of the fixed arm.
+    """
+    return (
+        weights.tokens_weight * tokens_per_s / ref_tokens_per_s
+        - weights.violation_weight * violation_rate
+        - weights.energy_weight * power_w / ref_power_w
+    )
+
+
+def deployment_cap_w(config: Config, deployment: str) -> float:
+    """The cap a deployment runs under: its own ``cap_w``, else the top-level ``cap_w``, W."""
+    own = config.sim.deployment(deployment).cap_w
+    return float(own if own is not None else config.cap_w)

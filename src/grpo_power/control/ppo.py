@@ -1,0 +1,359 @@
+"""The PPO meta-controller: trained in the simulator, deployed through ``decide(observation)``.
+
+Training (:func:`train_controller`) runs stable-baselines3 PPO on vectorised
+:class:`~grpo_power.control.env.GrpoPowerEnv` copies with observation (and reward)
+normalisation (``VecNormalize``), domain-randomised physics, and the action space the authority
+table gives for the deployment. A controller folder holds:
+
+- ``policy.zip``: the SB3 model (to continue training or inspect);
+- ``vecnormalize.pkl``: the SB3 normalisation statistics;
+- ``policy.npz``: the actor's weights as arrays, for fast decisions without SB3;
+- ``controller.json``: the action space, observation statistics, the authority rows it was
+  built on, the calibration digest, training settings, and an evaluation against a random
+  policy (all labelled simulated);
+- ``learning_curve.csv``: mean return of the recent training episodes after each rollout
+  (``timesteps``, ``episode_return``; simulated, domain-randomised).
+
+:class:`PPOController` loads ``policy.npz`` and ``controller.json`` and implements the controller
+protocol (``decide(observation) -> Action``) in a few microseconds of numpy: normalise, run the
+actor network, take its mean action (deterministic), map it onto the actuators.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from grpo_power.config import Config
+from grpo_power.control.contract import Action, Observation
+from grpo_power.control.env import ControlSpace, GrpoPowerEnv, deployment_cap_w
+from grpo_power.sim.calibration import Calibration
+
+
+def deployment_for_size(config: Config, size: str) -> str:
+    """The simulated deployment whose trained controller a real run of ``size`` uses."""
+    for deployment in config.sim.deployments:
+        if size in deployment.sizes:
+            return deployment.name
+    raise ValueError(
+        f"no simulated deployment lists workload size {size!r} in its `sizes`; add it to one "
+        "of sim.deployments in the config"
+    )
+
+
+def controller_folder(config: Config, deployment: str) -> Path:
+    """Where ``grpo-power controller train`` saves a deployment's controller by default."""
+    return config.results_dir / "controller" / deployment
+
+
+def _write_atomic(path: Path, write: Any) -> None:
+    """Call ``write(tmp)`` on a temporary name beside ``path``, then rename it onto ``path``."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _actor_arrays(model: Any) -> dict[str, np.ndarray]:
+    """The actor network of an SB3 PPO policy as arrays: ``w0, b0, ..., act0, ...``."""
+    import torch
+
+    arrays: dict[str, np.ndarray] = {}
+    layers = [*model.policy.mlp_extractor.policy_net, model.policy.action_net]
+    linear = 0
+    activations = []
+    for layer in layers:
+        if isinstance(layer, torch.nn.Linear):
+            arrays[f"w{linear}"] = layer.weight.detach().cpu().numpy().astype(np.float64)
+            arrays[f"b{linear}"] = layer.bias.detach().cpu().numpy().astype(np.float64)
+            linear += 1
+        elif isinstance(layer, torch.nn.Tanh):
+            activations.append((linear - 1, "tanh"))
+        elif isinstance(layer, torch.nn.ReLU):
+            activations.append((linear - 1, "relu"))
+        else:
+            raise ValueError(f"unsupported layer in the PPO actor: {layer}")
+    arrays["activations"] = np.array([f"{i}:{name}" for i, name in activations])
+    return arrays
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What :func:`train_controller` did."""
+
+    folder: Path
+    space: ControlSpace
+    timesteps: int
+    train_s: float
+    evaluation: dict[str, float]
+
+
+def episode_return(env: GrpoPowerEnv, decide: Any, seed: int) -> dict[str, float]:
+    """Return, output and violation rate of one episode driven by ``decide(obs_array)``."""
+    obs, _ = env.reset(seed=seed)
+    total = tokens = over = samples = 0.0
+    done = False
+    while not done:
+        obs, reward, terminated, truncated, info = env.step(decide(obs))
+        total += reward
+        tokens += info["tokens"]
+        over += info["samples_over_cap"]
+        samples += info["samples"]
+        done = terminated or truncated
+    return {"return": total, "tokens": tokens, "violation_rate": over / max(samples, 1.0)}
+
+
+def train_controller(
+    config: Config,
+    calibration: Calibration,
+    deployment: str,
+    authority_rows: Iterable[Mapping[str, Any]],
+    out: Path,
+    cap_w: float | None = None,
+    total_timesteps: int | None = None,
+    eval_episodes: int = 4,
+) -> TrainResult:
+    """Train the PPO meta-controller of one deployment in the simulator and save it to ``out``.
+
+    Args:
+        config: settings (``controller`` section: PPO, reward, domain randomisation).
+        calibration: the physics the simulator runs (and randomises over).
+        deployment: deployment name.
+        authority_rows: the authority table (its rows for ``deployment`` build the action space).
+        out: the controller folder.
+        cap_w: the cap trained for, W (``None``: the deployment's configured cap).
+        total_timesteps: overrides ``controller.total_timesteps``.
+        eval_episodes: nominal-physics episodes the trained and a random policy are scored on.
+    """
+    import pandas as pd
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.monitor import Monitor
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+    settings = config.controller
+    torch.set_num_threads(settings.torch_threads)
+    rows = [dict(r) for r in authority_rows]
+    space = ControlSpace.from_authority(rows, deployment, config.workload)
+    cap_w = float(cap_w if cap_w is not None else deployment_cap_w(config, deployment))
+    seed = settings.seed if settings.seed is not None else config.seed
+    timesteps = int(total_timesteps or settings.total_timesteps)
+
+    def make(rank: int) -> Any:
+        def build() -> Any:
+            env = GrpoPowerEnv(
+                config, calibration, deployment, space, cap_w, settings.domain_randomization
+            )
+            env.reset(seed=seed * 1000 + rank)
+            return Monitor(env)
+
+        return build
+
+    venv = VecNormalize(
+        DummyVecEnv([make(rank) for rank in range(settings.n_envs)]),
+        norm_obs=True,
+        norm_reward=True,
+        gamma=settings.gamma,
+    )
+    venv.seed(seed)
+    model = PPO(
+        "MlpPolicy",
+        venv,
+        n_steps=settings.n_steps,
+        batch_size=settings.batch_size,
+        n_epochs=settings.n_epochs,
+        learning_rate=settings.learning_rate,
+        gamma=settings.gamma,
+        ent_coef=settings.ent_coef,
+        policy_kwargs={
+            "net_arch": list(settings.net_arch),
+            "log_std_init": settings.log_std_init,
+        },
+        seed=seed,
+        device="cpu",
+        verbose=0,
+    )
+    curve: list[dict[str, float]] = []
+
+    class _Curve(BaseCallback):
+        """Records the mean return of the recent episodes after every rollout."""
+
+        def _on_step(self) -> bool:
+            return True
+
+        def _on_rollout_end(self) -> None:
+            episodes = self.model.ep_info_buffer
+            if episodes:
+                returns = [float(e["r"]) for e in episodes]
+                curve.append({"timesteps": self.num_timesteps, "episode_return": np.mean(returns)})
+
+    started = time.perf_counter()
+    model.learn(total_timesteps=timesteps, callback=_Curve())
+    train_s = time.perf_counter() - started
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    arrays = _actor_arrays(model)
+
+    def save_model(tmp: Path) -> None:
+        with tmp.open("wb") as handle:
+            model.save(handle)
+
+    def save_arrays(tmp: Path) -> None:
+        with tmp.open("wb") as handle:
+            np.savez(handle, **arrays)
+
+    _write_atomic(out / "policy.zip", save_model)
+    _write_atomic(out / "vecnormalize.pkl", venv.save)
+    _write_atomic(out / "policy.npz", save_arrays)
+    _write_atomic(
+        out / "learning_curve.csv",
+        lambda tmp: pd.DataFrame(curve, columns=["timesteps", "episode_return"]).to_csv(
+            tmp, index=False
+        ),
+    )
+    stats = venv.obs_rms
+    meta = {
+        "kind": "grpo-power PPO controller",
+        "simulated": True,
+        "deployment": deployment,
+        "cap_w": cap_w,
+        "space": space.to_dict(),
+        "observation": {
+            "fields": [
+                "mean_power_w/cap_w",
+                "p95_power_w/cap_w",
+                "max_power_w/cap_w",
+                "share_above_cap",
+                "concurrency",
+                "max_new_tokens",
+                "tokens_per_s",
+            ],
+            "mean": stats.mean.tolist(),
+            "var": stats.var.tolist(),
+            "epsilon": float(venv.epsilon),
+            "clip": float(venv.clip_obs),
+        },
+        "authority": [r for r in rows if r["deployment"] == deployment],
+        "calibration_digest": calibration.digest(),
+        "calibration_origin": calibration.origin,
+        "reward": settings.reward.model_dump(),
+        "training": {
+            **settings.model_dump(exclude={"reward"}),
+            "timesteps": timesteps,
+            "seed": seed,
+            "train_s": train_s,
+        },
+    }
+    _write_atomic(out / "controller.json", lambda tmp: tmp.write_text(json.dumps(meta, indent=2)))
+    controller = PPOController.load(out)
+    evaluation = compare_with_random(
+        config, calibration, deployment, space, cap_w, controller, eval_episodes, seed
+    )
+    meta["evaluation"] = evaluation
+    _write_atomic(out / "controller.json", lambda tmp: tmp.write_text(json.dumps(meta, indent=2)))
+    return TrainResult(out, space, timesteps, train_s, evaluation)
+
+
+def compare_with_random(
+    config: Config,
+    calibration: Calibration,
+    deployment: str,
+    space: ControlSpace,
+    cap_w: float,
+    controller: PPOController,
+    episodes: int,
+    seed: int,
+) -> dict[str, float]:
+    """Mean episode return, output and violation rate of the trained and of a uniformly random
+    policy on nominal physics (simulated)."""
+    env = GrpoPowerEnv(config, calibration, deployment, space, cap_w, randomize=False)
+    rng = np.random.default_rng(seed)
+    trained = [
+        episode_return(env, controller.action_vector, 10_000 + seed + k) for k in range(episodes)
+    ]
+    random = [
+        episode_return(env, lambda _o: rng.uniform(-1, 1, len(space.actuators)), 10_000 + seed + k)
+        for k in range(episodes)
+    ]
+    out: dict[str, float] = {"episodes": float(episodes)}
+    for name, results in (("trained", trained), ("random", random)):
+        for key in ("return", "tokens", "violation_rate"):
+            out[f"{name}_{key}"] = float(np.mean([r[key] for r in results]))
+    return out
+
+
+class PPOController:
+    """A trained PPO meta-controller behind the controller protocol (see the module docstring).
+
+    Use :meth:`load`; decisions take microseconds and need neither SB3 nor torch.
+    """
+
+    def __init__(self, meta: dict[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
+        self.meta = meta
+        self.space = ControlSpace.from_dict(meta["space"])
+        obs = meta["observation"]
+        self._mean = np.asarray(obs["mean"], dtype=np.float64)
+        self._scale = 1.0 / np.sqrt(np.asarray(obs["var"], dtype=np.float64) + obs["epsilon"])
+        self._clip = float(obs["clip"])
+        n_linear = sum(1 for k in arrays if k.startswith("w"))
+        self._weights = [np.asarray(arrays[f"w{i}"]) for i in range(n_linear)]
+        self._biases = [np.asarray(arrays[f"b{i}"]) for i in range(n_linear)]
+        activation: dict[int, str] = {}
+        for item in arrays["activations"]:
+            index, name = str(item).split(":")
+            activation[int(index)] = name
+        self._activation = activation
+
+    @classmethod
+    def load(cls, folder: Path | str) -> PPOController:
+        """Load a controller folder written by :func:`train_controller`.
+
+        Raises:
+            FileNotFoundError: the folder lacks a file; the message names it and the command
+                that creates it.
+        """
+        folder = Path(folder)
+        for name in ("controller.json", "policy.npz"):
+            if not (folder / name).exists():
+                deployment = folder.name
+                raise FileNotFoundError(
+                    f"no trained PPO controller at {folder / name}; create it with "
+                    f"`grpo-power controller train --deployment {deployment} --out {folder}` "
+                    f"(or `snakemake {folder / 'controller.json'}`)"
+                )
+        meta = json.loads((folder / "controller.json").read_text())
+        with np.load(folder / "policy.npz") as data:
+            arrays = {k: data[k] for k in data.files}
+        return cls(meta, arrays)
+
+    def action_vector(self, observation_array: np.ndarray) -> np.ndarray:
+        """The deterministic action in [-1, 1]^k for a raw observation vector."""
+        x = np.clip(
+            (np.asarray(observation_array, dtype=np.float64) - self._mean) * self._scale,
+            -self._clip,
+            self._clip,
+        )
+        for i, (w, b) in enumerate(zip(self._weights, self._biases, strict=True)):
+            x = w @ x + b
+            kind = self._activation.get(i)
+            if kind == "tanh":
+                x = np.tanh(x)
+            elif kind == "relu":
+                x = np.maximum(x, 0.0)
+        return np.clip(x, -1.0, 1.0)
+
+    def decide(self, observation: Observation) -> Action:
+        """The actuator values of the next step."""
+        return self.space.to_action(self.action_vector(observation.to_array()))

@@ -1,0 +1,398 @@
+"""Every arm of the study run in the simulator, with the tuning of fixed-safe and threshold.
+
+This module drives simulated runs (:class:`~grpo_power.sim.grpo_sim.SimRun`) with the same
+controllers a real run uses and writes what happened to files; ``analysis/evaluate.py`` turns
+the files into metrics, so analysis never imports torch, SB3 or the simulator.
+
+Arms (DESIGN.md section 4) in the simulator:
+
+| arm          | controller                                                                  |
+|--------------|-----------------------------------------------------------------------------|
+| uncontrolled | fixed at the upper bounds of concurrency and max new tokens                 |
+| fixed        | fixed at the workload's configured defaults                                 |
+| fixed-safe   | the tuned static setting below (p99 under the cap)                         |
+| threshold    | AIMD on concurrency (:class:`ThresholdController`), tuned as below          |
+| ppo          | the trained PPO meta-controller (``controller.json`` + ``policy.npz``)      |
+| hwcap        | uncontrolled settings with the GPU power limit set to the cap              |
+| oracle       | the best static setting given the true model (``control/oracle.py``)       |
+
+Tuning (documented procedures, on seeds never used for evaluation, ``evaluate.tuning_seeds``,
+runs of ``tuning_budget_frac`` of the deployment's budget):
+
+- fixed-safe: every concurrency in its bounds x every max-new-tokens level (powers of two and
+  the bounds) runs; a setting is safe when the percentile ``arms.fixed_safe.percentile`` of its
+  per-GPU readings is under the cap (the run stage's criterion); the safe setting with the most
+  output wins (the lowest p99 if none is safe). This is stronger than the run stage's search,
+  which varies concurrency only.
+- threshold: every combination of ``evaluate.threshold_grid`` (high and low thresholds, decrease
+  factor) x every max-new-tokens level runs; the one with the best mean reward (the PPO reward)
+  wins.
+
+Per deployment the output folder gets ``<arm>.samples.parquet`` (seed, gpu, sample index,
+power_w; ``t = sample * period_s``), ``<arm>.steps.parquet`` (one row per step) and
+``arms.json`` (every arm's settings, tuning tables, cap, budget). All simulated.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from grpo_power.config import Config, ThresholdArmConfig
+from grpo_power.control.controllers import Controller, FixedController, ThresholdController
+from grpo_power.control.env import deployment_cap_w, observe, step_reward
+from grpo_power.control.oracle import oracle_setting
+from grpo_power.control.ppo import PPOController
+from grpo_power.sim.calibration import Calibration
+from grpo_power.sim.grpo_sim import (
+    Physics,
+    SimRun,
+    StepModel,
+    actuator_levels,
+    expected_rates,
+    physics_for,
+)
+
+RUN_METADATA_KEY = b"grpo_power_sim_run"
+
+
+@dataclass(frozen=True)
+class ArmPlan:
+    """How one arm runs on one deployment: a controller factory and the GPU power limit."""
+
+    arm: str
+    make: Callable[[], Controller]
+    power_limit_w: float | None
+    settings: dict[str, Any]
+
+
+def simulate(
+    physics: Physics,
+    config: Config,
+    controller: Controller,
+    cap_w: float,
+    budget_s: float,
+    seed: int,
+    power_limit_w: float | None = None,
+) -> SimRun:
+    """One simulated run of ``budget_s`` seconds driven by ``controller`` (recorded)."""
+    run = SimRun(
+        StepModel(physics, config.workload, config.sim.prompt_tokens, power_limit_w),
+        config.workload,
+        config.telemetry.period_s,
+        config.arms.observation_window_s,
+        cap_w,
+        seed=seed,
+        jitter=config.sim.step_jitter,
+        record=True,
+    )
+    while run.t_s < budget_s:
+        action = controller.decide(observe(run))
+        run.step(action.concurrency, action.max_new_tokens)
+    return run
+
+
+def run_summary(run: SimRun, budget_s: float) -> dict[str, float]:
+    """Output (tokens in the budget, the last step pro rata), violation rate, mean power."""
+    tokens = 0.0
+    for step in run.steps:
+        share = min(1.0, max(0.0, (budget_s - step.start_s) / (step.end_s - step.start_s)))
+        tokens += step.tokens * share
+    index = np.concatenate([s.sample_index for s in run.steps])
+    power = np.concatenate([s.power_w for s in run.steps])[index * run.period_s < budget_s]
+    return {
+        "tokens": tokens,
+        "tokens_per_s": tokens / budget_s,
+        "violation_rate": float((power > run.cap_w).mean()) if power.size else 0.0,
+        "power_w": float(power.mean()) * power.shape[1] if power.size else 0.0,
+    }
+
+
+def tune_fixed_safe(physics: Physics, config: Config, cap_w: float) -> dict[str, Any]:
+    """The fixed-safe setting by the documented grid search (see the module docstring)."""
+    w = config.workload
+    budget_s = config.sim.deployment(physics.name).budget_s * config.evaluate.tuning_budget_frac
+    percentile = config.arms.fixed_safe.percentile
+    rows = []
+    for concurrency in range(w.concurrency_bounds.min, w.concurrency_bounds.max + 1):
+        for max_new_tokens in actuator_levels(w.max_new_tokens_bounds):
+            controller = FixedController(concurrency, max_new_tokens)
+            power, tokens = [], 0.0
+            for seed in config.evaluate.tuning_seeds:
+                run = simulate(physics, config, controller, cap_w, budget_s, seed)
+                power.append(np.concatenate([s.power_w for s in run.steps]).ravel())
+                tokens += run_summary(run, budget_s)["tokens"]
+            p_w = float(np.percentile(np.concatenate(power), percentile))
+            rows.append(
+                {
+                    "concurrency": concurrency,
+                    "max_new_tokens": max_new_tokens,
+                    f"p{percentile:g}_power_w": p_w,
+                    "safe": p_w < cap_w,
+                    "tokens_per_s": tokens / (budget_s * len(config.evaluate.tuning_seeds)),
+                }
+            )
+    table = pd.DataFrame(rows)
+    safe = table[table["safe"]]
+    if len(safe):
+        best = safe.sort_values(["tokens_per_s", "concurrency"], ascending=False).iloc[0]
+    else:
+        best = table.sort_values(f"p{percentile:g}_power_w").iloc[0]
+    return {
+        "concurrency": int(best["concurrency"]),
+        "max_new_tokens": int(best["max_new_tokens"]),
+        "under_cap": bool(len(safe)),
+        "criterion": f"p{percentile:g} of per-GPU readings < cap, most output",
+        "candidates": rows,
+    }
+
+
+def _threshold_grid(config: Config) -> list[ThresholdArmConfig]:
+    grid = config.evaluate.threshold_grid
+    out = []
+    for high, low, factor in itertools.product(
+        grid.high_frac_of_cap, grid.low_frac_of_cap, grid.decrease_factor
+    ):
+        if low < high:
+            out.append(
+                ThresholdArmConfig(
+                    high_frac_of_cap=high,
+                    low_frac_of_cap=low,
+                    decrease_factor=factor,
+                    increase_step=config.arms.threshold.increase_step,
+                )
+            )
+    return out
+
+
+def tune_threshold(physics: Physics, config: Config, cap_w: float) -> dict[str, Any]:
+    """The threshold arm's settings by the documented grid search (see the module docstring)."""
+    w = config.workload
+    budget_s = config.sim.deployment(physics.name).budget_s * config.evaluate.tuning_budget_frac
+    model = StepModel(physics, w, config.sim.prompt_tokens)
+    reference = expected_rates(
+        model.plan(w.concurrency, w.max_new_tokens, w.num_generations),
+        cap_w,
+        physics.model.params.noise_w,
+    )
+    rows = []
+    best: tuple[float, ThresholdArmConfig, int] | None = None
+    for settings in _threshold_grid(config):
+        for max_new_tokens in actuator_levels(w.max_new_tokens_bounds):
+            rewards = []
+            for seed in config.evaluate.tuning_seeds:
+                controller = ThresholdController(
+                    settings, w.concurrency_bounds, w.concurrency, max_new_tokens
+                )
+                summary = run_summary(
+                    simulate(physics, config, controller, cap_w, budget_s, seed), budget_s
+                )
+                rewards.append(
+                    step_reward(
+                        config.controller.reward,
+                        summary["tokens_per_s"],
+                        summary["violation_rate"],
+                        summary["power_w"],
+                        reference.tokens_per_s,
+                        reference.power_w * physics.gpus,
+                    )
+                )
+            reward = float(np.mean(rewards))
+            rows.append(
+                {**settings.model_dump(), "max_new_tokens": max_new_tokens, "reward": reward}
+            )
+            if best is None or reward > best[0]:
+                best = (reward, settings, max_new_tokens)
+    assert best is not None  # the grid always holds low < high pairs (validated below)
+    return {
+        "settings": best[1].model_dump(),
+        "max_new_tokens": best[2],
+        "start_concurrency": w.concurrency,
+        "criterion": "best mean reward on the tuning seeds",
+        "candidates": rows,
+    }
+
+
+def arm_plans(
+    arms: list[str],
+    physics: Physics,
+    config: Config,
+    cap_w: float,
+    controllers: dict[str, Path],
+) -> list[ArmPlan]:
+    """How each arm runs on the deployment of ``physics`` (tuning the arms that need it).
+
+    Args:
+        arms: arm names; ``ppo`` and any ``ppo-*`` need a folder in ``controllers``.
+        controllers: arm name -> PPO controller folder for this deployment.
+    """
+    w = config.workload
+    plans = []
+    for arm in arms:
+        if arm in ("uncontrolled", "hwcap"):
+            c, m = w.concurrency_bounds.max, w.max_new_tokens_bounds.max
+            limit = cap_w if arm == "hwcap" else None
+            settings = {"concurrency": c, "max_new_tokens": m, "power_limit_w": limit}
+            plans.append(ArmPlan(arm, lambda c=c, m=m: FixedController(c, m), limit, settings))
+        elif arm == "fixed":
+            c, m = w.concurrency, w.max_new_tokens
+            settings = {"concurrency": c, "max_new_tokens": m, "source": "workload defaults"}
+            plans.append(ArmPlan(arm, lambda c=c, m=m: FixedController(c, m), None, settings))
+        elif arm == "fixed-safe":
+            tuned = tune_fixed_safe(physics, config, cap_w)
+            c, m = tuned["concurrency"], tuned["max_new_tokens"]
+            plans.append(ArmPlan(arm, lambda c=c, m=m: FixedController(c, m), None, tuned))
+        elif arm == "threshold":
+            tuned = tune_threshold(physics, config, cap_w)
+            settings_t = ThresholdArmConfig(**tuned["settings"])
+            m = tuned["max_new_tokens"]
+
+            def make_threshold(s: ThresholdArmConfig = settings_t, m: int = m) -> Controller:
+                return ThresholdController(s, w.concurrency_bounds, w.concurrency, m)
+
+            plans.append(ArmPlan(arm, make_threshold, None, tuned))
+        elif arm == "oracle":
+            best = oracle_setting(physics, config, cap_w)
+            c, m = best.concurrency, best.max_new_tokens
+            settings = {
+                "concurrency": c,
+                "max_new_tokens": m,
+                "expected_reward": best.reward,
+                "expected_tokens_per_s": best.rates.tokens_per_s,
+                "expected_violation_rate": best.rates.violation_rate,
+            }
+            plans.append(ArmPlan(arm, lambda c=c, m=m: FixedController(c, m), None, settings))
+        elif arm == "ppo" or arm.startswith("ppo-"):
+            if arm not in controllers:
+                raise ValueError(f"arm {arm!r} needs a trained controller folder")
+            controller = PPOController.load(controllers[arm])
+            settings = {
+                "folder": str(controllers[arm]),
+                "actuators": list(controller.space.actuators),
+                "holds": controller.space.holds,
+                "trained_cap_w": controller.meta["cap_w"],
+                "calibration_digest": controller.meta["calibration_digest"],
+            }
+            plans.append(ArmPlan(arm, lambda c=controller: c, None, settings))
+        else:
+            raise ValueError(f"unknown simulator arm {arm!r}")
+    return plans
+
+
+def _write_parquet(path: Path, frame: pd.DataFrame, metadata: dict[str, Any]) -> None:
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    table = table.replace_schema_metadata({RUN_METADATA_KEY: json.dumps(metadata).encode()})
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        pq.write_table(table, tmp, compression="zstd")
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def run_arm(
+    plan: ArmPlan,
+    physics: Physics,
+    config: Config,
+    cap_w: float,
+    seeds: list[int],
+    out: Path,
+) -> None:
+    """Run one arm over ``seeds`` and write its samples and steps into ``out``."""
+    budget_s = config.sim.deployment(physics.name).budget_s
+    sample_frames, step_frames = [], []
+    for seed in seeds:
+        run = simulate(physics, config, plan.make(), cap_w, budget_s, seed, plan.power_limit_w)
+        index = np.concatenate([s.sample_index for s in run.steps])
+        power = np.concatenate([s.power_w for s in run.steps])
+        keep = index * run.period_s < budget_s
+        index, power = index[keep], power[keep]
+        gpus = power.shape[1]
+        sample_frames.append(
+            pd.DataFrame(
+                {
+                    "seed": np.full(power.size, seed, dtype=np.int32),
+                    "gpu": np.tile(np.arange(gpus, dtype=np.int16), len(index)),
+                    "sample": np.repeat(index.astype(np.int64), gpus),
+                    "power_w": power.ravel(),
+                }
+            )
+        )
+        step_frames.append(
+            pd.DataFrame(
+                {
+                    "seed": seed,
+                    "step": np.arange(1, len(run.steps) + 1),
+                    "start_s": [s.start_s for s in run.steps],
+                    "end_s": [s.end_s for s in run.steps],
+                    "concurrency": [s.concurrency for s in run.steps],
+                    "max_new_tokens": [s.max_new_tokens for s in run.steps],
+                    "num_generations": [s.num_generations for s in run.steps],
+                    "tokens": [s.tokens for s in run.steps],
+                    "energy_j": [s.energy_j for s in run.steps],
+                }
+            )
+        )
+    metadata = {
+        "simulated": True,
+        "deployment": physics.name,
+        "arm": plan.arm,
+        "gpus": physics.gpus,
+        "cap_w": cap_w,
+        "budget_s": budget_s,
+        "period_s": config.telemetry.period_s,
+        "nameplate_w": physics.model.gpu.nameplate_w,
+        "idle_w": physics.idle_w,
+        "power_limit_w": plan.power_limit_w,
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    _write_parquet(out / f"{plan.arm}.samples.parquet", pd.concat(sample_frames), metadata)
+    _write_parquet(out / f"{plan.arm}.steps.parquet", pd.concat(step_frames), metadata)
+
+
+def evaluate_deployment(
+    config: Config,
+    calibration: Calibration,
+    deployment: str,
+    out: Path,
+    arms: list[str],
+    controllers: dict[str, Path],
+    cap_w: float | None = None,
+    seeds: list[int] | None = None,
+) -> dict[str, Any]:
+    """Tune and run every arm on one deployment (nominal physics); write files into ``out``.
+
+    Returns the arms' settings (also written to ``out/arms.json``).
+    """
+    physics = physics_for(calibration, deployment, config)
+    cap_w = float(cap_w if cap_w is not None else deployment_cap_w(config, deployment))
+    seeds = list(seeds if seeds is not None else config.evaluate.seeds)
+    plans = arm_plans(arms, physics, config, cap_w, controllers)
+    for plan in plans:
+        run_arm(plan, physics, config, cap_w, seeds, out)
+    info = {
+        "simulated": True,
+        "deployment": deployment,
+        "gpus": physics.gpus,
+        "cap_w": cap_w,
+        "budget_s": config.sim.deployment(deployment).budget_s,
+        "seeds": seeds,
+        "calibration_digest": calibration.digest(),
+        "calibration_origin": calibration.origin,
+        "arms": {plan.arm: plan.settings for plan in plans},
+    }
+    tmp = out / f".arms.json.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(info, indent=2, default=float))
+    os.replace(tmp, out / "arms.json")
+    return info

@@ -1,0 +1,544 @@
+"""A simulator of GRPO steps on A100 deployments, with telemetry sampled like NVML.
+
+One GRPO step on each GPU (all GPUs of a deployment act alike, data parallel) is a sequence of
+phases, each with a duration and a steady power:
+
+1. generation, in chunks of ``concurrency`` sequences: per chunk a host-side setup
+   (``gen_call_s``), a prefill of all the chunk's prompt tokens at once, and ``max_new_tokens``
+   decode steps of the whole chunk (random-weight models run every completion to the limit,
+   DESIGN.md section 8). A decode step takes ``decode_base_ms + decode_ms_per_seq * batch``;
+2. scoring on the CPU (GPU near idle);
+3. training in micro-batches of ``train_micro_batch`` sequences, time proportional to tokens;
+4. the optimizer step.
+
+Power follows occupancy (:class:`~grpo_power.sim.power_model.A100PowerModel`: the decode batch,
+the prefill's tokens at once, the training micro-batch), never volume: group size and max new
+tokens change how long phases last and how many there are, not their power. On a ZeRO-3
+deployment every forward first all-gathers the weights the GPU does not hold (``gather_ms``); the
+share ``gather_overlap`` of compute time hides prefetched gathers, the rest is exposed and the
+GPU draws the communication power ``comm_frac`` meanwhile. A phase's power is the time-weighted
+mix ``s * busy + (1 - s) * comm`` with ``s`` its compute share, so when gathers dominate (72B
+decode), occupancy moves power much less. Nothing here states an actuator's authority: it follows
+from these phase times.
+
+A hardware power limit (the ``hwcap`` arm) holds a phase whose demand exceeds it just under the
+limit and slows it by ``(demand / limit) ** exponent`` above idle (memory-bound decode barely
+slows, compute-bound phases slow more).
+
+Telemetry: every ``period_s`` each GPU reports the mean true power over the last
+``sensor_window_s`` (A100 NVML: instantaneous, a 25 ms window) plus Gaussian noise. Everything
+this module produces is simulated.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from grpo_power.config import (
+    ActuatorBounds,
+    Config,
+    GpuSpec,
+    WorkloadConfig,
+)
+from grpo_power.sim.calibration import Calibration, draw
+from grpo_power.sim.power_model import A100PowerModel
+
+KINDS = ("host", "prefill", "decode", "score", "train", "optimizer")
+HOST, PREFILL, DECODE, SCORE, TRAIN, OPTIMIZER = range(len(KINDS))
+ACTUATORS = ("concurrency", "max_new_tokens", "num_generations")
+ONLINE_ACTUATORS = ("concurrency", "max_new_tokens")  # changeable between steps of a run
+
+
+@dataclass(frozen=True)
+class Physics:
+    """Resolved parameter values of one deployment (the calibration's values, or a draw).
+
+    Attributes:
+        name: deployment name.
+        gpus: GPUs of the deployment (all act alike).
+        power: GPU-level power parameters (``POWER_PARAMETERS``; fractions of nameplate - idle).
+        times: phase-time parameters (``DEPLOYMENT_PARAMETERS``; ms, s as named).
+        model: the occupancy power curve of one GPU.
+        sensor_window_s: each reading averages the true power over this window, s.
+    """
+
+    name: str
+    gpus: int
+    power: dict[str, float]
+    times: dict[str, float]
+    model: A100PowerModel
+    sensor_window_s: float
+
+    @property
+    def idle_w(self) -> float:
+        return self.model.gpu.idle_w
+
+    @property
+    def span_w(self) -> float:
+        """Nameplate minus idle power, W (the unit of authority)."""
+        return self.model.gpu.nameplate_w - self.model.gpu.idle_w
+
+
+def physics_for(
+    calibration: Calibration,
+    deployment: str,
+    config: Config,
+    rng: np.random.Generator | None = None,
+) -> Physics:
+    """The physics of ``deployment``: nominal values, or a draw from the ranges (``rng``)."""
+    times = draw(calibration.deployment_parameters(deployment), rng)
+    power = draw(calibration.power, rng)
+    gpu = GpuSpec(
+        name=str(calibration.gpu.get("name", config.gpu.name)),
+        nameplate_w=float(calibration.gpu["nameplate_w"]),
+        idle_w=float(calibration.gpu["idle_w"]),
+    )
+    params = config.telemetry.simulated.model_copy(
+        update={
+            k: power[k]
+            for k in (
+                "decode_base_frac",
+                "decode_slope_per_doubling",
+                "train_base_frac",
+                "train_slope_per_doubling",
+                "score_frac",
+                "noise_w",
+            )
+        }
+    )
+    return Physics(
+        name=deployment,
+        gpus=int(calibration.deployments[deployment]["gpus"]),
+        power=power,
+        times=times,
+        model=A100PowerModel(gpu, params),
+        sensor_window_s=config.telemetry.simulated.sensor_window_s,
+    )
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """The noise-free phases of one GRPO step on one GPU.
+
+    Attributes:
+        duration_s: duration of each phase segment, s.
+        power_w: steady per-GPU power of each segment, W.
+        kind: index into :data:`KINDS` of each segment.
+        tokens: completion tokens of the step on all GPUs together.
+        sequences: completions per GPU.
+    """
+
+    duration_s: np.ndarray
+    power_w: np.ndarray
+    kind: np.ndarray
+    tokens: int
+    sequences: int
+
+    @property
+    def step_s(self) -> float:
+        return float(self.duration_s.sum())
+
+    @property
+    def energy_j(self) -> float:
+        """Energy of one GPU over the step, J."""
+        return float(self.duration_s @ self.power_w)
+
+
+class StepModel:
+    """Phase plans of GRPO steps on one deployment (cached: plans are deterministic).
+
+    Args:
+        physics: the deployment's parameter values.
+        workload: step shape (prompts per step, group size, micro-batch).
+        prompt_tokens: prompt length, tokens.
+        power_limit_w: hardware power limit per GPU (hwcap), or None.
+    """
+
+    def __init__(
+        self,
+        physics: Physics,
+        workload: WorkloadConfig,
+        prompt_tokens: int,
+        power_limit_w: float | None = None,
+    ) -> None:
+        self.physics = physics
+        self.workload = workload
+        self.prompt_tokens = prompt_tokens
+        self.power_limit_w = power_limit_w
+        self._cache: dict[tuple[int, int, int], StepPlan] = {}
+
+    def _mix(self, compute_s: float, gather_s: float, busy_frac: float) -> tuple[float, float]:
+        """Duration (s) and power fraction of a phase with ``compute_s`` of compute and
+        ``gather_s`` of parameter gathers, part of which compute hides."""
+        exposed_s = max(0.0, gather_s - self.physics.times["gather_overlap"] * compute_s)
+        duration_s = compute_s + exposed_s
+        if duration_s <= 0:
+            return 0.0, busy_frac
+        share = compute_s / duration_s
+        return duration_s, share * busy_frac + (1.0 - share) * self.physics.power["comm_frac"]
+
+    def _power_w(self, frac: float) -> float:
+        model = self.physics.model
+        return min(model.peak_w, self.physics.idle_w + self.physics.span_w * frac)
+
+    def _chunk(self, batch: int, max_new_tokens: int) -> list[tuple[int, float, float]]:
+        """(kind, duration s, power W) of one generation chunk of ``batch`` sequences."""
+        t = self.physics.times
+        gather_s = t["gather_ms"] * 1e-3
+        score_w = self._power_w(self.physics.power["score_frac"])
+        tokens = batch * self.prompt_tokens
+        prefill_s, prefill_frac = self._mix(
+            t["prefill_ms_per_token"] * 1e-3 * tokens,
+            gather_s,
+            self.physics.model.busy_fraction("prefill", tokens),
+        )
+        decode_s, decode_frac = self._mix(
+            (t["decode_base_ms"] + t["decode_ms_per_seq"] * batch) * 1e-3,
+            gather_s,
+            self.physics.model.busy_fraction("generate", batch),
+        )
+        return [
+            (HOST, t["gen_call_s"], score_w),
+            (PREFILL, prefill_s, self._power_w(prefill_frac)),
+            (DECODE, decode_s * max_new_tokens, self._power_w(decode_frac)),
+        ]
+
+    def plan(self, concurrency: int, max_new_tokens: int, num_generations: int) -> StepPlan:
+        """The phases of one step at these actuator values (cached)."""
+        key = (int(concurrency), int(max_new_tokens), int(num_generations))
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        t, p, w = self.physics.times, self.physics.power, self.workload
+        sequences = w.prompts_per_step * key[2]
+        batch = max(1, min(key[0], sequences))
+        full, rest = divmod(sequences, batch)
+        segments = self._chunk(batch, key[1]) * full
+        if rest:
+            segments += self._chunk(rest, key[1])
+        segments.append(
+            (
+                SCORE,
+                t["score_base_s"] + t["score_ms_per_seq"] * 1e-3 * sequences,
+                self._power_w(p["score_frac"]),
+            )
+        )
+        micro = min(w.train_micro_batch, sequences)
+        micro_s, train_frac = self._mix(
+            t["train_ms_per_token"] * 1e-3 * micro * (self.prompt_tokens + key[1]),
+            3.0 * t["gather_ms"] * 1e-3,  # forward and backward gathers, gradient reduce-scatter
+            self.physics.model.busy_fraction("train", micro),
+        )
+        segments.append((TRAIN, micro_s * sequences / micro, self._power_w(train_frac)))
+        segments.append((OPTIMIZER, t["optimizer_s"], self._power_w(p["optimizer_frac"])))
+        kind = np.array([s[0] for s in segments], dtype=np.int8)
+        duration_s = np.array([s[1] for s in segments], dtype=float)
+        power_w = np.array([s[2] for s in segments], dtype=float)
+        if self.power_limit_w is not None:
+            duration_s, power_w = self._limit(kind, duration_s, power_w)
+        plan = StepPlan(
+            duration_s=duration_s,
+            power_w=power_w,
+            kind=kind,
+            tokens=sequences * key[1] * self.physics.gpus,
+            sequences=sequences,
+        )
+        self._cache[key] = plan
+        return plan
+
+    def _limit(
+        self, kind: np.ndarray, duration_s: np.ndarray, power_w: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Phases under a hardware power limit: held under it, and slowed."""
+        p = self.physics.power
+        limit_w = float(self.power_limit_w)  # type: ignore[arg-type]
+        held_w = max(self.physics.idle_w + 1.0, limit_w * (1.0 - p["hwcap_margin_frac"]))
+        over = power_w > held_w
+        if not over.any():
+            return duration_s, power_w
+        exponent = np.where(kind == DECODE, p["hwcap_exponent_memory"], p["hwcap_exponent_compute"])
+        idle_w = self.physics.idle_w
+        ratio = (power_w - idle_w) / (held_w - idle_w)
+        slow = np.where(over, np.power(np.maximum(ratio, 1.0), exponent), 1.0)
+        return duration_s * slow, np.where(over, held_w, power_w)
+
+
+def normal_sf(z: np.ndarray) -> np.ndarray:
+    """Upper tail of the standard normal, P(Z > z) (Abramowitz-Stegun 7.1.26, error < 1e-7)."""
+    z = np.asarray(z, dtype=float)
+    x = np.abs(z) / math.sqrt(2.0)
+    t = 1.0 / (1.0 + 0.3275911 * x)
+    poly = 1.061405429
+    for coefficient in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
+        poly = coefficient + t * poly
+    poly = t * poly
+    erfc = poly * np.exp(-x * x)
+    return np.where(z >= 0, 0.5 * erfc, 1.0 - 0.5 * erfc)
+
+
+@dataclass(frozen=True)
+class ExpectedRates:
+    """Long-run rates of a static setting from the noise-free plan (no simulation).
+
+    Attributes:
+        tokens_per_s: completion tokens per second, all GPUs.
+        power_w: mean per-GPU power, W.
+        violation_rate: expected share of per-GPU samples above the cap.
+        step_s: duration of one step, s.
+    """
+
+    tokens_per_s: float
+    power_w: float
+    violation_rate: float
+    step_s: float
+
+
+def expected_rates(plan: StepPlan, cap_w: float, noise_w: float) -> ExpectedRates:
+    """Expected throughput, power and violation rate of repeating ``plan`` (readings are the
+    segment's power plus Gaussian noise of ``noise_w``)."""
+    step_s = plan.step_s
+    if noise_w > 0:
+        over = normal_sf((cap_w - plan.power_w) / noise_w)
+    else:
+        over = (plan.power_w > cap_w).astype(float)
+    return ExpectedRates(
+        tokens_per_s=plan.tokens / step_s,
+        power_w=plan.energy_j / step_s,
+        violation_rate=float(plan.duration_s @ over / step_s),
+        step_s=step_s,
+    )
+
+
+@dataclass
+class StepRecord:
+    """One simulated step: settings, output, energy and its telemetry samples.
+
+    Attributes:
+        start_s, end_s: step boundaries, s since run start.
+        concurrency, max_new_tokens, num_generations: the actuator values it ran with.
+        tokens: completion tokens, all GPUs.
+        energy_j: true energy of all GPUs over the step, J.
+        sample_index: indices ``k`` of the samples taken during the step (time ``k * period_s``).
+        power_w: readings, shape (samples, gpus), W.
+    """
+
+    start_s: float
+    end_s: float
+    concurrency: int
+    max_new_tokens: int
+    num_generations: int
+    tokens: int
+    energy_j: float
+    sample_index: np.ndarray
+    power_w: np.ndarray
+
+    def over_cap(self, cap_w: float) -> int:
+        """Per-GPU samples of this step above ``cap_w``."""
+        return int(np.count_nonzero(self.power_w > cap_w))
+
+
+def clamp(value: int, bounds: ActuatorBounds) -> int:
+    """``value`` clamped to an actuator's inclusive bounds."""
+    return min(bounds.max, max(bounds.min, int(value)))
+
+
+@dataclass
+class SimRun:
+    """A GRPO run in the simulator: actuator state, clock, telemetry and the controller's view.
+
+    Args:
+        model: phase plans of the deployment (with or without a power limit).
+        workload: actuator defaults and bounds.
+        period_s: telemetry sample period, s.
+        window_s: what an observation covers, s (``arms.observation_window_s``).
+        cap_w: the power cap, W.
+        seed: seed of noise and phase-time jitter.
+        jitter: relative standard deviation of each phase's duration per step.
+        num_generations: group size of the run (fixed for a run, as in TRL).
+        record: keep every step (for evaluation) or only the recent window (training).
+    """
+
+    model: StepModel
+    workload: WorkloadConfig
+    period_s: float
+    window_s: float
+    cap_w: float
+    seed: int
+    jitter: float = 0.0
+    num_generations: int | None = None
+    record: bool = False
+    t_s: float = 0.0
+    steps: list[StepRecord] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.rng = np.random.default_rng(self.seed)
+        self.concurrency = self.workload.concurrency
+        self.max_new_tokens = self.workload.max_new_tokens
+        if self.num_generations is None:
+            self.num_generations = self.workload.num_generations
+        self.step_count = 0
+        self.last_tokens_per_s = 0.0  # completion tokens per second of the last step
+        self.last_power_w = self.model.physics.idle_w
+        self._recent: deque[tuple[np.ndarray, np.ndarray]] = deque()
+        self._next_sample = 0
+
+    def recent_power_w(self) -> np.ndarray:
+        """Per-GPU readings of the last ``window_s`` seconds, pooled over GPUs, W."""
+        since = self.t_s - self.window_s
+        while self._recent and self._recent[0][0][-1] * self.period_s < since:
+            self._recent.popleft()
+        if not self._recent:
+            return np.empty(0)
+        index = np.concatenate([r[0] for r in self._recent])
+        power = np.concatenate([r[1] for r in self._recent])
+        return power[index * self.period_s >= since].ravel()
+
+    def apply(self, concurrency: int | None, max_new_tokens: int | None) -> None:
+        """Set the actuators given (None: unchanged), clamped to their bounds."""
+        if concurrency is not None:
+            self.concurrency = clamp(concurrency, self.workload.concurrency_bounds)
+        if max_new_tokens is not None:
+            self.max_new_tokens = clamp(max_new_tokens, self.workload.max_new_tokens_bounds)
+
+    def step(self, concurrency: int | None = None, max_new_tokens: int | None = None) -> StepRecord:
+        """Set the actuators given (None: unchanged) and run one GRPO step."""
+        self.apply(concurrency, max_new_tokens)
+        plan = self.model.plan(self.concurrency, self.max_new_tokens, int(self.num_generations))
+        duration_s = plan.duration_s
+        if self.jitter > 0:
+            duration_s = duration_s * np.clip(
+                self.rng.normal(1.0, self.jitter, len(duration_s)), 0.5, 1.5
+            )
+        start_s = self.t_s
+        bounds = start_s + np.cumsum(duration_s)
+        end_s = float(bounds[-1])
+        first = self._next_sample
+        last = max(first, math.ceil(end_s / self.period_s - 1e-9))
+        index = np.arange(first, last)
+        power = self._readings(index * self.period_s, start_s, bounds, plan.power_w)
+        record = StepRecord(
+            start_s=start_s,
+            end_s=end_s,
+            concurrency=self.concurrency,
+            max_new_tokens=self.max_new_tokens,
+            num_generations=int(self.num_generations),
+            tokens=plan.tokens,
+            energy_j=float(duration_s @ plan.power_w) * self.model.physics.gpus,
+            sample_index=index,
+            power_w=power,
+        )
+        self.t_s, self._next_sample = end_s, last
+        self.step_count += 1
+        self.last_tokens_per_s = plan.tokens / (end_s - start_s)
+        self.last_power_w = float(plan.power_w[-1])
+        if len(index):
+            self._recent.append((index, power))
+        if self.record:
+            self.steps.append(record)
+        return record
+
+    def _readings(
+        self, t_s: np.ndarray, start_s: float, bounds: np.ndarray, power_w: np.ndarray
+    ) -> np.ndarray:
+        """Noisy sensor readings at ``t_s`` of every GPU, shape (len(t_s), gpus), W."""
+        physics = self.model.physics
+        gpus = physics.gpus
+        if len(t_s) == 0:
+            return np.empty((0, gpus), dtype=np.float32)
+        # Segments with one before the step at the previous step's last power.
+        seg_start = np.concatenate([[start_s - 1e6], [start_s], bounds[:-1]])
+        seg_power = np.concatenate([[self.last_power_w], power_w])
+        window_s = physics.sensor_window_s
+        if window_s > 0:
+            seg_energy = np.concatenate([[0.0], np.cumsum(np.diff(seg_start) * seg_power[:-1])])
+
+            def energy(at: np.ndarray) -> np.ndarray:
+                i = np.searchsorted(seg_start, at, side="right") - 1
+                return seg_energy[i] + seg_power[i] * (at - seg_start[i])
+
+            true_w = (energy(t_s) - energy(t_s - window_s)) / window_s
+        else:
+            true_w = seg_power[np.searchsorted(seg_start, t_s, side="right") - 1]
+        readings = self.rng.standard_normal((len(t_s), gpus), dtype=np.float32)
+        readings *= np.float32(physics.model.params.noise_w)
+        readings += true_w.astype(np.float32)[:, None]
+        np.clip(readings, physics.idle_w, physics.model.peak_w, out=readings)
+        return readings
+
+
+def actuator_levels(bounds: ActuatorBounds) -> list[int]:
+    """Sweep levels of an actuator: its bounds and the powers of two between them, ascending."""
+    levels = {bounds.min, bounds.max}
+    value = 1
+    while value <= bounds.max:
+        if value >= bounds.min:
+            levels.add(value)
+        value *= 2
+    return sorted(levels)
+
+
+def sweep_deployment(
+    calibration: Calibration, deployment: str, config: Config, seed: int
+) -> list[dict[str, Any]]:
+    """Run each actuator of one deployment at each of its levels, the others at their defaults.
+
+    Each level runs ``sim.sweep_s`` simulated seconds (and ``sim.sweep_min_steps`` steps at
+    least) with telemetry. Rows: deployment,
+    actuator, level, mean per-GPU power (W, over every sample), throughput, violation rate,
+    and whether the level is the actuator's default (all simulated).
+    """
+    physics = physics_for(calibration, deployment, config)
+    w = config.workload
+    levels = {
+        "concurrency": actuator_levels(w.concurrency_bounds),
+        "max_new_tokens": actuator_levels(w.max_new_tokens_bounds),
+        "num_generations": sorted(set(config.sim.group_sizes)),
+    }
+    defaults = {
+        "concurrency": w.concurrency,
+        "max_new_tokens": w.max_new_tokens,
+        "num_generations": w.num_generations,
+    }
+    model = StepModel(physics, w, config.sim.prompt_tokens)
+    rows = []
+    for actuator in ACTUATORS:
+        for level in levels[actuator]:
+            settings = {**defaults, actuator: level}
+            run = SimRun(
+                model,
+                w,
+                config.telemetry.period_s,
+                config.arms.observation_window_s,
+                config.cap_w,
+                seed=seed,
+                jitter=config.sim.step_jitter,
+                num_generations=settings["num_generations"],
+                record=True,
+            )
+            run.apply(settings["concurrency"], settings["max_new_tokens"])
+            while run.t_s < config.sim.sweep_s or run.step_count < config.sim.sweep_min_steps:
+                run.step()
+            power = np.concatenate([s.power_w for s in run.steps])
+            tokens = sum(s.tokens for s in run.steps)
+            rows.append(
+                {
+                    "deployment": deployment,
+                    "gpus": physics.gpus,
+                    "actuator": actuator,
+                    "level": level,
+                    "default": level == defaults[actuator],
+                    "mean_power_w": float(power.mean()),
+                    "tokens_per_s": tokens / run.t_s,
+                    "violation_rate": float((power > config.cap_w).mean()),
+                    "steps": len(run.steps),
+                    "nameplate_w": physics.model.gpu.nameplate_w,
+                    "idle_w": physics.idle_w,
+                    "data": "simulated",
+                }
+            )
+    return rows

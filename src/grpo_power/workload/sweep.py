@@ -1,0 +1,107 @@
+"""Actuator sweeps on the real workload: short GRPO runs at each actuator's lowest and highest
+level, the others at their defaults (the authority stage's measurements of a real run).
+
+On the CPU the runs are the tiny model's, so tokens and phase times are measured and power is
+the simulated A100's driven by the run's real phases (labelled so). Each run folder is a normal
+run folder (trace, step log, manifest); the identify stage fits the simulator from them and turns
+their mean power into authority-table rows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from grpo_power.config import Config
+from grpo_power.control.controllers import FixedController
+from grpo_power.telemetry.store import read_trace
+from grpo_power.workload.steplog import read_step_log
+
+
+def sweep_settings(config: Config) -> list[tuple[str, int, Config]]:
+    """(actuator, level, run config) of each sweep run: every actuator at its bounds.
+
+    Group size takes the smallest and largest of ``sim.group_sizes``; when a small group makes
+    fewer sequences per step than the concurrency bounds allow, concurrency is capped at the
+    sequences per step (TRL's own behaviour: one generate call for the whole step).
+    """
+    w = config.workload
+    levels = {
+        "concurrency": (w.concurrency_bounds.min, w.concurrency_bounds.max),
+        "max_new_tokens": (w.max_new_tokens_bounds.min, w.max_new_tokens_bounds.max),
+        "num_generations": (min(config.sim.group_sizes), max(config.sim.group_sizes)),
+    }
+    out = []
+    for actuator, pair in levels.items():
+        for level in pair:
+            workload: dict[str, Any] = w.model_dump()
+            workload[actuator] = level
+            if actuator == "num_generations":
+                sequences = w.prompts_per_step * level
+                workload["concurrency"] = min(w.concurrency, sequences)
+                workload["concurrency_bounds"] = {
+                    "min": min(w.concurrency_bounds.min, sequences),
+                    "max": min(w.concurrency_bounds.max, sequences),
+                }
+            run_config = config.model_copy(
+                update={"workload": type(w).model_validate(workload)}, deep=True
+            )
+            out.append((actuator, level, run_config))
+    return out
+
+
+def run_sweep(config: Config, out: Path, steps: int, seed: int) -> list[Path]:
+    """Run every sweep setting for ``steps`` steps into ``out/<actuator>-<level>``; returns the
+    run folders (existing complete folders are reused)."""
+    from grpo_power.workload.runner import run_grpo
+
+    folders = []
+    for actuator, level, run_config in sweep_settings(config):
+        folder = Path(out) / f"{actuator}-{level}"
+        manifest = folder / "manifest.json"
+        if not (manifest.exists() and '"completed"' in manifest.read_text()):
+            w = run_config.workload
+            run_grpo(
+                run_config,
+                f"sweep-{actuator}-{level}",
+                seed,
+                folder,
+                FixedController(w.concurrency, w.max_new_tokens),
+                steps=steps,
+                show_progress=False,
+            )
+        folders.append(folder)
+    return folders
+
+
+def measured_sweep_row(
+    folder: Path, actuator: str, level: int, deployment: str, config: Config
+) -> dict[str, Any]:
+    """A sweep row (the authority stage's columns) from one measured run folder.
+
+    Mean per-GPU power over the steps after the first (start-up excluded); throughput =
+    completion tokens / wall time of those steps; violations against ``config.cap_w``.
+    """
+    steps = read_step_log(folder / "steps.parquet")
+    steps = steps[steps["step"] > 1] if len(steps) > 1 else steps
+    trace = read_trace(folder / "trace.parquet")
+    frame = trace.frame
+    inside = (frame["t"] >= steps["start_s"].min()) & (frame["t"] <= steps["end_s"].max())
+    power = frame.loc[inside, "power_w"].to_numpy()
+    wall_s = float((steps["end_s"] - steps["start_s"]).sum())
+    simulated = trace.metadata.simulated or trace.metadata.source == "simulated"
+    return {
+        "deployment": deployment,
+        "gpus": int(frame["gpu"].nunique()),
+        "actuator": actuator,
+        "level": level,
+        "mean_power_w": float(np.mean(power)) if len(power) else float("nan"),
+        "tokens_per_s": float(steps["completion_tokens"].sum()) / wall_s,
+        "violation_rate": float((power > config.cap_w).mean()) if len(power) else float("nan"),
+        "steps": len(steps),
+        "nameplate_w": trace.metadata.nameplate_w,
+        "idle_w": config.gpu.idle_w,
+        "data": "measured (simulated power)" if simulated else "measured",
+    }

@@ -1,0 +1,270 @@
+"""The gymnasium environment, PPO training, the saved controller, the oracle, and the ppo arm
+driving a real tiny run (SIMULATED physics; the tiny run's power is the simulated A100's)."""
+
+from __future__ import annotations
+
+import pickle
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from grpo_power.config import Config, load_config
+from grpo_power.control.contract import Observation
+from grpo_power.control.env import (
+    OBSERVATION_SIZE,
+    ControlSpace,
+    GrpoPowerEnv,
+    observe,
+    step_reward,
+)
+from grpo_power.control.oracle import oracle_setting
+from grpo_power.control.ppo import (
+    PPOController,
+    controller_folder,
+    deployment_for_size,
+    train_controller,
+)
+from grpo_power.sim.calibration import default_calibration
+from grpo_power.sim.grpo_sim import StepModel, expected_rates, physics_for
+from tests.conftest import REPO
+
+
+def rows(deployment: str, concurrency: bool = True, max_new_tokens: bool = False) -> list[dict]:
+    """Authority rows saying which actuators cleared the threshold."""
+    return [
+        {
+            "deployment": deployment,
+            "actuator": "concurrency",
+            "data": "simulated",
+            "selected": concurrency,
+            "authority": 0.2,
+            "hold_level": 32,
+        },
+        {
+            "deployment": deployment,
+            "actuator": "max_new_tokens",
+            "data": "simulated",
+            "selected": max_new_tokens,
+            "authority": 0.03,
+            "hold_level": 64,
+        },
+    ]
+
+
+def fast_config(results_dir) -> Config:
+    return load_config(
+        REPO / "config" / "config.yaml",
+        {
+            "results_dir": str(results_dir),
+            "controller": {
+                "total_timesteps": 6144,
+                "n_envs": 4,
+                "n_steps": 64,
+                "batch_size": 128,
+                "episode_steps": 32,
+            },
+        },
+    )
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A short PPO training of the 7b controller, saved where the ppo arm looks for it."""
+    results = tmp_path_factory.mktemp("results")
+    config = fast_config(results)
+    calibration = default_calibration(config)
+    folder = controller_folder(config, "7b")
+    result = train_controller(config, calibration, "7b", rows("7b", True, True), folder)
+    return config, calibration, result
+
+
+# --------------------------------------------------------------------------------------------
+# environment
+
+
+def test_env_passes_the_gymnasium_and_sb3_checks(config):
+    from gymnasium.utils.env_checker import check_env
+    from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+    space = ControlSpace.from_authority(rows("7b", True, True), "7b", config.workload)
+    env = GrpoPowerEnv(config, default_calibration(config), "7b", space)
+    check_env(env, skip_render_check=True)
+    sb3_check_env(env, warn=False)
+    assert env.observation_space.shape == (OBSERVATION_SIZE,)
+    assert env.action_space.shape == (2,)
+
+
+def test_env_speaks_the_run_contract_and_scores_rates(config):
+    space = ControlSpace.from_authority(rows("72b"), "72b", config.workload)
+    env = GrpoPowerEnv(config, default_calibration(config), "72b", space, randomize=False)
+    obs, info = env.reset(seed=0)
+    assert info["cap_w"] == 220.0  # the deployment's own cap
+    first = Observation(0.0, 0.0, 0.0, 0.0, 32, 32, 0.0, 220.0, 0)
+    np.testing.assert_array_equal(obs, first.to_array())
+    obs, reward, terminated, truncated, info = env.step(np.array([-1.0], dtype=np.float32))
+    assert (info["concurrency"], info["max_new_tokens"]) == (1, 64)  # driven, held
+    np.testing.assert_array_equal(obs, observe(env.run).to_array())
+    record_s = env.run.t_s
+    expected = step_reward(
+        config.controller.reward,
+        info["tokens"] / record_s,
+        info["samples_over_cap"] / info["samples"],
+        info["energy_j"] / record_s,
+        env._ref_tokens_per_s,
+        env._ref_power_w,
+    )
+    assert reward == pytest.approx(expected)
+    assert not terminated and not truncated
+    steps = 1
+    while not truncated:
+        *_, truncated, _ = env.step(np.array([1.0], dtype=np.float32))
+        steps += 1
+    assert steps == config.controller.episode_steps
+
+
+def test_domain_randomisation_changes_physics_and_cap(config):
+    space = ControlSpace.from_authority(rows("7b"), "7b", config.workload)
+    env = GrpoPowerEnv(config, default_calibration(config), "7b", space, randomize=True)
+    caps, decode = set(), set()
+    for seed in range(4):
+        _, info = env.reset(seed=seed)
+        caps.add(info["cap_w"])
+        decode.add(env.run.model.physics.times["decode_base_ms"])
+    assert len(caps) == 4 and len(decode) == 4
+    jitter = config.controller.cap_jitter_frac
+    assert all(320 * (1 - jitter) <= c <= 320 * (1 + jitter) for c in caps)
+
+
+# --------------------------------------------------------------------------------------------
+# training, saving, loading
+
+
+def test_short_training_beats_a_random_policy(trained):
+    _, _, result = trained
+    e = result.evaluation
+    assert e["trained_return"] > e["random_return"] + 1.0
+    assert result.space.actuators == ("concurrency", "max_new_tokens")
+    for name in ("policy.zip", "vecnormalize.pkl", "policy.npz", "controller.json"):
+        assert (result.folder / name).exists()
+    curve = pd.read_csv(result.folder / "learning_curve.csv")
+    assert list(curve.columns) == ["timesteps", "episode_return"] and len(curve) >= 2
+    assert curve["timesteps"].is_monotonic_increasing
+
+
+def test_saved_controller_matches_sb3(trained):
+    from stable_baselines3 import PPO
+
+    _, _, result = trained
+    controller = PPOController.load(result.folder)
+    model = PPO.load(result.folder / "policy.zip", device="cpu")
+    with (result.folder / "vecnormalize.pkl").open("rb") as handle:
+        normalizer = pickle.load(handle)
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        obs = Observation(
+            mean_power_w=float(rng.uniform(60, 400)),
+            p95_power_w=float(rng.uniform(60, 420)),
+            max_power_w=float(rng.uniform(60, 436)),
+            share_above_cap=float(rng.uniform(0, 1)),
+            concurrency=int(rng.integers(1, 33)),
+            max_new_tokens=int(rng.integers(8, 65)),
+            tokens_per_s=float(rng.uniform(0, 1500)),
+            cap_w=320.0,
+            samples=50,
+        ).to_array()
+        ours = controller.action_vector(obs)
+        theirs, _ = model.predict(normalizer.normalize_obs(obs[None, :]), deterministic=True)
+        np.testing.assert_allclose(ours, np.clip(theirs[0], -1, 1), atol=1e-5)
+    meta = controller.meta
+    assert meta["simulated"] is True and meta["deployment"] == "7b"
+    assert meta["authority"] and meta["calibration_digest"]
+
+
+def test_decisions_are_fast_and_within_bounds(trained):
+    config, _, result = trained
+    controller = PPOController.load(result.folder)
+    obs = Observation(300.0, 330.0, 350.0, 0.2, 32, 32, 600.0, 320.0, 50)
+    times = []
+    for _ in range(500):
+        started = time.perf_counter()
+        action = controller.decide(obs)
+        times.append(time.perf_counter() - started)
+    assert np.median(times) < 1e-3
+    w = config.workload
+    assert w.concurrency_bounds.min <= action.concurrency <= w.concurrency_bounds.max
+    assert w.max_new_tokens_bounds.min <= action.max_new_tokens <= w.max_new_tokens_bounds.max
+
+
+def test_missing_controller_names_the_file_and_the_command(tmp_path):
+    with pytest.raises(FileNotFoundError) as error:
+        PPOController.load(tmp_path / "controller" / "7b")
+    message = str(error.value)
+    assert "controller.json" in message and "grpo-power controller train --deployment 7b" in message
+
+
+def test_sizes_map_to_deployments(config):
+    assert deployment_for_size(config, "tiny") == "7b"
+    assert deployment_for_size(config, "qwen2.5-72b") == "72b"
+    config.sim.deployments[0].sizes = []
+    with pytest.raises(ValueError, match="sizes"):
+        deployment_for_size(config, "tiny")
+
+
+# --------------------------------------------------------------------------------------------
+# oracle
+
+
+def test_oracle_is_the_best_static_setting(config):
+    physics = physics_for(default_calibration(config), "7b", config)
+    best = oracle_setting(physics, config, 320.0)
+    model = StepModel(physics, config.workload, config.sim.prompt_tokens)
+    w = config.workload
+    noise = physics.model.params.noise_w
+    reference = expected_rates(model.plan(w.concurrency, w.max_new_tokens, 8), 320.0, noise)
+
+    def reward(c: int, m: int) -> float:
+        rates = expected_rates(model.plan(c, m, 8), 320.0, noise)
+        return step_reward(
+            config.controller.reward,
+            rates.tokens_per_s,
+            rates.violation_rate,
+            rates.power_w,
+            reference.tokens_per_s,
+            reference.power_w,
+        )
+
+    assert best.reward == pytest.approx(reward(best.concurrency, best.max_new_tokens))
+    for c in (1, 8, 16, 24, 32):
+        for m in (8, 32, 64):
+            assert reward(c, m) <= best.reward + 1e-12
+    assert best.rates.violation_rate < 0.05  # far below the fixed arm's
+
+
+# --------------------------------------------------------------------------------------------
+# the ppo arm on a real (tiny, CPU) run
+
+
+@pytest.mark.slow
+def test_ppo_arm_drives_a_real_tiny_run(trained, tmp_path):
+    from grpo_power.workload.arms import controller_for_arm
+    from grpo_power.workload.runner import run_grpo
+    from grpo_power.workload.steplog import read_step_log
+
+    config, _, _ = trained
+    controller = controller_for_arm("ppo", config, tmp_path / "calibration")
+    assert isinstance(controller, PPOController)
+    run_grpo(config, "ppo", 0, tmp_path / "run", controller, steps=3, show_progress=False)
+    steps = read_step_log(tmp_path / "run" / "steps.parquet")
+    assert len(steps) == 3
+    for _, row in steps.iterrows():
+        observation = Observation(
+            **{name: row[f"obs_{name}"] for name in Observation.__dataclass_fields__}
+        )
+        action = controller.decide(observation)
+        assert row["action_concurrency"] == action.concurrency
+        assert row["action_max_new_tokens"] == action.max_new_tokens
+        assert row["concurrency"] == action.concurrency  # within bounds: applied as asked
+    # the run's next generation used the controller's concurrency
+    assert (steps["generate_calls"] == -(-steps["sequences"] // steps["concurrency"])).all()

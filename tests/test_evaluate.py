@@ -1,0 +1,241 @@
+"""Arm evaluation: statistics, per-run metrics on hand-computed runs, ratios, and the stages end
+to end through the CLI on a small configuration (SIMULATED)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from grpo_power.analysis.evaluate import comparisons, mean_ci, run_metrics, t_quantile
+from grpo_power.cli import app
+from tests.conftest import REPO
+
+
+@pytest.mark.parametrize(
+    ("probability", "dof", "value"),
+    [(0.975, 4, 2.7764), (0.975, 1, 12.7062), (0.95, 10, 1.8125), (0.975, 1000, 1.9623)],
+)
+def test_t_quantiles(probability, dof, value):
+    assert t_quantile(probability, dof) == pytest.approx(value, abs=2e-3)
+    assert t_quantile(1 - probability, dof) == pytest.approx(-value, abs=2e-3)
+
+
+def test_mean_and_interval():
+    mean, low, high = mean_ci(np.array([1.0, 2.0, 3.0, 4.0, 5.0]), 0.95)
+    half = 2.7764 * np.std([1, 2, 3, 4, 5], ddof=1) / math.sqrt(5)
+    assert mean == 3.0
+    assert (low, high) == pytest.approx((3 - half, 3 + half), abs=1e-3)
+    assert math.isnan(mean_ci(np.array([7.0]), 0.95)[1])
+    assert math.isnan(mean_ci(np.array([np.nan]), 0.95)[0])
+
+
+def test_run_metrics_on_a_hand_computed_run():
+    """100 samples of one GPU every 0.1 s: 340 W then 250 W; cap 300 W; budget 10 s."""
+    samples = pd.DataFrame(
+        {
+            "seed": 0,
+            "gpu": 0,
+            "sample": np.arange(100),
+            "power_w": np.r_[np.full(50, 340.0), np.full(50, 250.0)].astype(np.float32),
+        }
+    )
+    steps = pd.DataFrame(
+        {
+            "seed": 0,
+            "start_s": [0.0, 6.0],
+            "end_s": [6.0, 12.0],
+            "tokens": [600, 600],
+            "concurrency": [32, 16],
+            "max_new_tokens": [32, 32],
+        }
+    )
+    meta = {"period_s": 0.1, "cap_w": 300.0, "budget_s": 10.0}
+    metrics = run_metrics(samples, steps, meta, window_s=0.5)
+    assert metrics["violation_rate"] == 0.5
+    # windows end every 0.1 s from 0.5 s; over: every end up to 4.9 s, plus 5.0 and 5.1 s
+    assert metrics["exceedance"] == pytest.approx(47 / 95)
+    assert metrics["output_tokens"] == pytest.approx(600 + 600 * 4 / 6)  # last step pro rata
+    assert metrics["throughput"] == pytest.approx(100.0)
+    energy_mj = (49 * 34.0 + 29.5 + 49 * 25.0) / 1e6  # trapezoid
+    assert metrics["tokens_per_mj"] == pytest.approx(1000 / energy_mj)
+    assert metrics["mean_concurrency"] == pytest.approx((6 * 32 + 4 * 16) / 10)
+
+
+def test_paired_comparisons_and_targets():
+    rows = []
+    for seed in range(5):
+        for arm, viol, out in (
+            ("fixed", 0.40, 100.0),
+            ("fixed-safe", 0.01, 60.0),
+            ("uncontrolled", 0.45, 120.0),
+            ("threshold", 0.03, 95.0),
+            ("oracle", 0.02, 110.0),
+            ("ppo", 0.02 + 0.001 * seed, 105.0 + seed),
+        ):
+            rows.append(
+                {
+                    "deployment": "72b",
+                    "arm": arm,
+                    "seed": seed,
+                    "violation_rate": viol,
+                    "output_tokens": out,
+                    "tokens_per_mj": out / 2,
+                }
+            )
+    table = comparisons(pd.DataFrame(rows), 0.95, ["ppo"]).set_index("comparison")
+    assert table.loc["violations_vs_fixed", "value"] == pytest.approx(
+        np.mean([100 * ((0.02 + 0.001 * s) / 0.4 - 1) for s in range(5)])
+    )
+    assert table.loc["output_vs_fixed", "value"] == pytest.approx(7.0)
+    assert table.loc["output_vs_fixed_safe", "value"] == pytest.approx(
+        np.mean([45 + s for s in range(5)]) / 0.6
+    )
+    assert table.loc["output_share_of_oracle", "value"] == pytest.approx(100 * 107 / 110)
+    assert table.loc["violations_minus_oracle", "value"] == pytest.approx(0.2)
+    assert table.loc["violations_vs_fixed", "met"]
+    assert not table.loc["output_vs_fixed", "met"]
+    assert (
+        table.loc["output_vs_threshold", "met"] and table.loc["violations_minus_threshold", "met"]
+    )
+    assert table.loc["output_vs_fixed", "ci_low"] < 7.0 < table.loc["output_vs_fixed", "ci_high"]
+    assert (table["data"] == "simulated").all()
+
+
+# --------------------------------------------------------------------------------------------
+# the identify, controller and evaluate stages through the CLI
+
+
+@pytest.fixture(scope="module")
+def small_study(tmp_path_factory):
+    """identify -> controller train -> evaluate (study and a scenario) on a 7b-only config."""
+    root = tmp_path_factory.mktemp("study")
+    data = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    data["results_dir"] = str(root / "results")
+    data["sim"]["deployments"] = [{**data["sim"]["deployments"][0], "budget_s": 120}]
+    data["sim"]["sweep_s"] = 120
+    data["authority"]["real_sweep_steps"] = 0
+    data["controller"].update(total_timesteps=4096, n_envs=4, episode_steps=32)
+    data["evaluate"]["threshold_grid"] = {
+        "high_frac_of_cap": [1.0],
+        "low_frac_of_cap": [0.9],
+        "decrease_factor": [0.5],
+    }
+    path = root / "config.yaml"
+    path.write_text(yaml.safe_dump(data))
+    runner = CliRunner()
+    results = root / "results"
+    outputs = {}
+
+    def other_gpu() -> str:
+        """The identified calibration with another GPU's parameters: slower decode, more noise."""
+        calibration = json.loads((results / "identify" / "calibration.json").read_text())
+        params = calibration["deployments"]["7b"]["parameters"]
+        params["decode_base_ms"]["value"] = params["decode_base_ms"]["high"]
+        calibration["power"]["noise_w"]["value"] = calibration["power"]["noise_w"]["high"]
+        path = root / "other-gpu.json"
+        path.write_text(json.dumps(calibration))
+        return str(path)
+
+    for name, args in (
+        ("identify", ["identify", "--out", str(results / "identify")]),
+        ("train", ["controller", "train", "--deployment", "7b"]),
+        ("study", ["evaluate", "--out", str(results / "evaluate" / "study")]),
+        (
+            "scenario",
+            ["evaluate", "--scenario", "7b-cap-305w", "--out", str(results / "evaluate" / "s")],
+        ),
+        (
+            "other-gpu",
+            ["evaluate", "--calibration", other_gpu, "--out", str(results / "evaluate" / "g")],
+        ),
+    ):
+        args = [a() if callable(a) else a for a in args]
+        outputs[name] = runner.invoke(app, [*args, "--config", str(path)])
+        assert outputs[name].exit_code == 0, outputs[name].output
+    return results, outputs
+
+
+def test_identify_writes_the_table_and_calibration(small_study):
+    results, outputs = small_study
+    assert "SIMULATED" in outputs["identify"].output
+    authority = json.loads((results / "identify" / "authority.json").read_text())["rows"]
+    assert {r["actuator"] for r in authority} == {
+        "concurrency",
+        "max_new_tokens",
+        "num_generations",
+    }
+    calibration = json.loads((results / "identify" / "calibration.json").read_text())
+    assert calibration["simulated"] is True and "7b" in calibration["deployments"]
+
+
+def test_study_evaluation_reports_every_arm_with_intervals(small_study):
+    results, outputs = small_study
+    folder = results / "evaluate" / "study"
+    summary = pd.read_csv(folder / "summary.csv")
+    assert list(summary["arm"]) == [
+        "uncontrolled",
+        "fixed",
+        "fixed-safe",
+        "threshold",
+        "ppo",
+        "hwcap",
+        "oracle",
+    ]
+    assert (summary["seeds"] == 5).all()
+    assert (summary["violation_rate_ci_low"] <= summary["violation_rate"]).all()
+    assert (summary["data"] == "simulated").all()
+    metrics = pd.read_csv(folder / "metrics.csv")
+    assert len(metrics) == 7 * 5
+    ratios = pd.read_csv(folder / "ratios.csv")
+    assert set(ratios["controller"]) == {"ppo"}  # the study's own setting: no retraining
+    table = (folder / "table.md").read_text()
+    assert "SIMULATED" in table and "c=32, m=32" in table  # the fixed arm's workload defaults
+    arms = json.loads((folder / "7b" / "arms.json").read_text())["arms"]
+    safe = arms["fixed-safe"]
+    chosen = next(
+        c
+        for c in safe["candidates"]
+        if (c["concurrency"], c["max_new_tokens"]) == (safe["concurrency"], safe["max_new_tokens"])
+    )
+    assert chosen["safe"]  # its calibration p99 is under the cap
+    better = [
+        c for c in safe["candidates"] if c["safe"] and c["tokens_per_s"] > chosen["tokens_per_s"]
+    ]
+    assert not better  # and no safe candidate produces more
+    # the fixed arm's violations are far above the oracle's (the cap binds at the defaults)
+    by_arm = summary.set_index("arm")
+    assert by_arm.loc["fixed", "violation_rate"] > 5 * by_arm.loc["oracle", "violation_rate"]
+    assert "targets met" in outputs["study"].output
+
+
+def test_scenario_runs_the_controller_as_is_and_retrained(small_study):
+    results, outputs = small_study
+    folder = results / "evaluate" / "s"
+    summary = pd.read_csv(folder / "summary.csv")
+    assert {"ppo", "ppo-retrained"} <= set(summary["arm"])
+    info = json.loads((folder / "7b" / "arms.json").read_text())
+    assert info["cap_w"] == 305.0
+    assert info["arms"]["ppo"]["trained_cap_w"] == 320.0
+    assert info["arms"]["ppo-retrained"]["trained_cap_w"] == 305.0
+    assert (folder / "authority" / "authority.json").exists()
+    assert "retraining the 7b controller" in outputs["scenario"].output
+
+
+def test_another_calibration_is_a_scenario_too(small_study):
+    results, outputs = small_study
+    folder = results / "evaluate" / "g"
+    summary = pd.read_csv(folder / "summary.csv").set_index("arm")
+    assert {"ppo", "ppo-retrained"} <= set(summary.index)
+    info = json.loads((folder / "7b" / "arms.json").read_text())
+    assert info["arms"]["ppo"]["calibration_digest"] != info["calibration_digest"]
+    assert info["arms"]["ppo-retrained"]["calibration_digest"] == info["calibration_digest"]
+    assert "retraining the 7b controller" in outputs["other-gpu"].output
+    # slower decode: every arm produces less than in the study's setting
+    study = pd.read_csv(results / "evaluate" / "study" / "summary.csv").set_index("arm")
+    assert (summary.loc["fixed", "output_tokens"]) < study.loc["fixed", "output_tokens"]

@@ -1,0 +1,386 @@
+"""The GRPO step simulator (sim/grpo_sim.py) and its calibration (sim/calibration.py).
+
+Everything here is simulated; the tests check the physics the study relies on (power follows
+occupancy, volume changes durations only, gathers dilute occupancy), telemetry semantics, the
+calibration file, and the identify fit.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from grpo_power.config import Config
+from grpo_power.sim.calibration import (
+    DEPLOYMENT_PARAMETERS,
+    POWER_PARAMETERS,
+    Parameter,
+    RunData,
+    calibration_for,
+    default_calibration,
+    draw,
+    fit_from_runs,
+    fit_linear,
+    load_calibration,
+    save_calibration,
+)
+from grpo_power.sim.grpo_sim import (
+    DECODE,
+    OPTIMIZER,
+    PREFILL,
+    SimRun,
+    StepModel,
+    actuator_levels,
+    expected_rates,
+    normal_sf,
+    physics_for,
+    sweep_deployment,
+)
+
+
+def model_for(config: Config, deployment: str = "7b", limit_w: float | None = None) -> StepModel:
+    physics = physics_for(default_calibration(config), deployment, config)
+    return StepModel(physics, config.workload, config.sim.prompt_tokens, limit_w)
+
+
+def segment_power(plan, kind: int) -> float:
+    return float(plan.power_w[plan.kind == kind][0])
+
+
+def segment_time(plan, kind: int) -> float:
+    return float(plan.duration_s[plan.kind == kind].sum())
+
+
+# --------------------------------------------------------------------------------------------
+# calibration file
+
+
+def test_defaults_cover_every_parameter_with_a_source(config):
+    calibration = default_calibration(config)
+    assert set(calibration.power) == set(POWER_PARAMETERS)
+    for name in ("7b", "14b", "72b"):
+        parameters = calibration.deployment_parameters(name)
+        assert set(parameters) == set(DEPLOYMENT_PARAMETERS)
+        for key, p in parameters.items():
+            assert p.low <= p.value <= p.high, (name, key)
+            assert p.source, (name, key)
+    # the 7B decode time is CALIBRATION.md's Llama-3-8B row scaled to 7.6B parameters
+    decode = calibration.deployment_parameters("7b")["decode_base_ms"]
+    assert decode.value == pytest.approx(14.6 / 8.0 * 7.6)
+    assert "CALIBRATION.md" in decode.source
+    # only sharded deployments gather parameters
+    assert calibration.deployment_parameters("7b")["gather_ms"].value == 0.0
+    assert calibration.deployment_parameters("72b")["gather_ms"].value > 0.0
+
+
+def test_calibration_round_trip_and_errors(config, tmp_path):
+    calibration = default_calibration(config)
+    path = save_calibration(calibration, tmp_path / "calibration.json")
+    loaded = load_calibration(path)
+    assert loaded.to_dict() == calibration.to_dict()
+    assert loaded.digest() == calibration.digest()
+    assert json.loads(path.read_text())["simulated"] is True
+    data = json.loads(path.read_text())
+    data["power"]["noise_w"]["value"] = 100.0  # outside its range
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=r"power.noise_w: value 100.0 lies outside"):
+        load_calibration(path)
+    with pytest.raises(FileNotFoundError, match="grpo-power identify"):
+        load_calibration(tmp_path / "missing.json")
+    (tmp_path / "bad.json").write_text(json.dumps({"kind": "other"}))
+    with pytest.raises(ValueError, match="not a grpo-power calibration"):
+        load_calibration(tmp_path / "bad.json")
+
+
+def test_calibration_for_prefers_the_file_and_fills_missing_deployments(config, tmp_path):
+    calibration = default_calibration(config)
+    del calibration.deployments["14b"]
+    calibration.power["noise_w"] = Parameter(5.0, 2.0, 8.0, "test")
+    path = save_calibration(calibration, tmp_path / "c.json")
+    used = calibration_for(config, path)
+    assert used.power["noise_w"].value == 5.0
+    assert "14b" in used.deployments
+
+
+def test_draw_stays_in_ranges(config):
+    parameters = default_calibration(config).deployment_parameters("72b")
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        values = draw(parameters, rng)
+        for key, value in values.items():
+            assert parameters[key].low <= value <= parameters[key].high
+    assert draw(parameters, None) == {k: p.value for k, p in parameters.items()}
+
+
+# --------------------------------------------------------------------------------------------
+# physics: occupancy vs volume
+
+
+def test_power_follows_occupancy_not_volume(config):
+    model = model_for(config)
+    g = config.workload.num_generations
+    decode = [segment_power(model.plan(c, 32, g), DECODE) for c in (1, 4, 16, 32)]
+    assert decode == sorted(decode) and decode[-1] - decode[0] > 50.0
+    # volume: max new tokens and group size change durations, not the decode power
+    short, long = model.plan(16, 8, g), model.plan(16, 64, g)
+    assert segment_power(short, DECODE) == segment_power(long, DECODE)
+    assert segment_time(long, DECODE) == pytest.approx(8 * segment_time(short, DECODE))
+    assert long.tokens == 8 * short.tokens
+    small, big = model.plan(8, 32, 4), model.plan(8, 32, 16)
+    assert segment_power(small, DECODE) == segment_power(big, DECODE)
+    assert segment_time(big, DECODE) == pytest.approx(4 * segment_time(small, DECODE))
+    # the prefill draws more than the decode after it: all its prompt tokens at once
+    plan = model.plan(16, 32, g)
+    assert segment_power(plan, PREFILL) > segment_power(plan, DECODE)
+
+
+def test_gathers_dilute_occupancy_on_sharded_deployments(config):
+    g = config.workload.num_generations
+    single, sharded = model_for(config, "7b"), model_for(config, "72b")
+
+    def decode_range(model):
+        return segment_power(model.plan(32, 32, g), DECODE) - segment_power(
+            model.plan(1, 32, g), DECODE
+        )
+
+    assert decode_range(sharded) < 0.5 * decode_range(single)
+    # the same deployment without gathers gets the single-GPU occupancy curve back
+    calibration = default_calibration(config)
+    for key in ("gather_ms", "gather_overlap"):
+        calibration.deployments["72b"]["parameters"][key] = Parameter(0.0, 0.0, 0.0, "test")
+    physics = physics_for(calibration, "72b", config)
+    ungathered = StepModel(physics, config.workload, config.sim.prompt_tokens)
+    assert decode_range(ungathered) == pytest.approx(decode_range(single), rel=1e-6)
+
+
+def test_higher_concurrency_is_faster_and_tokens_are_counted_on_all_gpus(config):
+    g = config.workload.num_generations
+    model = model_for(config, "14b")
+    assert model.plan(32, 32, g).step_s < model.plan(8, 32, g).step_s < model.plan(1, 32, g).step_s
+    assert model.plan(32, 32, g).tokens == 2 * config.workload.sequences_per_step * 32
+
+
+def test_hardware_limit_holds_power_and_slows_phases(config):
+    g = config.workload.num_generations
+    free, limited = model_for(config), model_for(config, limit_w=300.0)
+    plan, held = free.plan(32, 32, g), limited.plan(32, 32, g)
+    assert held.power_w.max() < 300.0
+    assert segment_time(held, DECODE) > segment_time(plan, DECODE)
+    slowdown_decode = segment_time(held, DECODE) / segment_time(plan, DECODE)
+    assert slowdown_decode < 1.05  # memory-bound decode barely slows (Samsi et al.)
+    # phases under the limit are untouched
+    assert segment_time(held, OPTIMIZER) == segment_time(plan, OPTIMIZER)
+    assert segment_power(held, OPTIMIZER) == segment_power(plan, OPTIMIZER)
+
+
+# --------------------------------------------------------------------------------------------
+# telemetry and runs
+
+
+def test_samples_follow_the_period_and_the_sensor_window(config):
+    model = model_for(config)
+    run = SimRun(model, config.workload, 0.1, 5.0, config.cap_w, seed=0, record=True)
+    for _ in range(5):
+        run.step(16, 32)
+    index = np.concatenate([s.sample_index for s in run.steps])
+    assert (np.diff(index) == 1).all() and index[0] == 0
+    assert index[-1] * 0.1 < run.t_s <= (index[-1] + 1) * 0.1 + 1e-9
+    power = np.concatenate([s.power_w for s in run.steps])
+    assert power.shape[1] == 1 and power.dtype == np.float32
+    assert power.min() >= model.physics.idle_w and power.max() <= model.physics.model.peak_w
+    recent = run.recent_power_w()
+    assert len(recent) == pytest.approx(50, abs=1)
+
+
+def test_noise_free_readings_average_the_sensor_window(config):
+    physics = physics_for(default_calibration(config), "7b", config)
+    params = physics.model.params.model_copy(update={"noise_w": 0.0})
+    quiet = type(physics)(
+        physics.name,
+        physics.gpus,
+        physics.power,
+        physics.times,
+        type(physics.model)(physics.model.gpu, params),
+        sensor_window_s=0.05,
+    )
+    run = SimRun(StepModel(quiet, config.workload, 24), config.workload, 0.01, 5.0, 320.0, seed=0)
+    record = run.step(32, 32)
+    plan = run.model.plan(32, 32, config.workload.num_generations)
+    bounds = np.cumsum(plan.duration_s)
+    t = record.sample_index * 0.01
+    inside = np.searchsorted(bounds, t) == np.searchsorted(bounds, t - 0.05)
+    inside &= t >= 0.05
+    # a reading whose window lies inside one phase is that phase's power
+    expected = plan.power_w[np.searchsorted(bounds, t[inside])]
+    np.testing.assert_allclose(record.power_w[inside, 0], expected, rtol=1e-5)
+    # a reading straddling a boundary lies between the two phases' powers
+    straddle = ~inside & (t >= 0.05)
+    lo = np.minimum(
+        plan.power_w[np.searchsorted(bounds, t[straddle])],
+        plan.power_w[np.searchsorted(bounds, t[straddle] - 0.05)],
+    )
+    assert (record.power_w[straddle, 0] >= lo - 1e-3).all()
+
+
+def test_expected_rates_match_a_long_simulation(config):
+    model = model_for(config)
+    run = SimRun(model, config.workload, 0.1, 5.0, config.cap_w, seed=3, record=True)
+    while run.t_s < 3000:
+        run.step(24, 32)
+    power = np.concatenate([s.power_w for s in run.steps])
+    tokens = sum(s.tokens for s in run.steps)
+    rates = expected_rates(
+        model.plan(24, 32, config.workload.num_generations),
+        config.cap_w,
+        model.physics.model.params.noise_w,
+    )
+    assert tokens / run.t_s == pytest.approx(rates.tokens_per_s, rel=0.01)
+    assert power.mean() == pytest.approx(rates.power_w, rel=0.02)
+    assert (power > config.cap_w).mean() == pytest.approx(rates.violation_rate, abs=0.02)
+
+
+def test_actuators_clamp_to_their_bounds(config):
+    run = SimRun(model_for(config), config.workload, 0.1, 5.0, 320.0, seed=0)
+    record = run.step(1000, 1)
+    assert record.concurrency == config.workload.concurrency_bounds.max
+    assert record.max_new_tokens == config.workload.max_new_tokens_bounds.min
+    record = run.step(None, None)
+    assert record.concurrency == config.workload.concurrency_bounds.max
+
+
+def test_normal_tail_matches_known_values():
+    np.testing.assert_allclose(
+        normal_sf(np.array([0.0, 1.0, 1.959964, -1.0])),
+        [0.5, 0.158655, 0.025, 0.841345],
+        atol=1e-6,
+    )
+
+
+def test_levels_and_sweeps(config):
+    from grpo_power.config import ActuatorBounds
+
+    assert actuator_levels(ActuatorBounds(min=8, max=64)) == [8, 16, 32, 64]
+    assert actuator_levels(ActuatorBounds(min=3, max=20)) == [3, 4, 8, 16, 20]
+    rows = sweep_deployment(default_calibration(config), "72b", config, seed=0)
+    frame = pd.DataFrame(rows)
+    assert set(frame["actuator"]) == {"concurrency", "max_new_tokens", "num_generations"}
+    assert (frame["steps"] >= config.sim.sweep_min_steps).all()
+    assert (frame["data"] == "simulated").all()
+    assert frame.groupby("actuator")["default"].sum().eq(1).all()
+
+
+# --------------------------------------------------------------------------------------------
+# identify: the fit
+
+
+def test_fit_linear_holds_unidentifiable_parameters():
+    x = np.arange(10.0)
+    fit = fit_linear(
+        "y",
+        2.0 + 3.0 * x,
+        {
+            "a": (np.ones(10), 1.0, 0.0),
+            "b": (x, 1.0, 0.0),
+            "c": (2 * x, 1.0, 0.5),  # collinear with b: held at its prior
+        },
+    )
+    assert fit.held == {"c": 0.5}
+    # the prior's contribution is subtracted before fitting the rest
+    assert fit.coefficients["a"] == pytest.approx(2.0)
+    assert fit.coefficients["b"] == pytest.approx(3.0 - 1.0)
+    np.testing.assert_allclose(fit.residuals, 0.0, atol=1e-9)
+    # coefficients stay non-negative: a negative one is dropped and the rest refitted
+    clipped = fit_linear("y", 5.0 - 0.1 * x, {"a": (np.ones(10), 1.0, 0.0), "b": (x, 1.0, 0.0)})
+    assert clipped.coefficients["b"] == 0.0
+    assert clipped.coefficients["a"] == pytest.approx(np.mean(5.0 - 0.1 * x))
+    summary = fit.summary()
+    assert summary["points"] == 10 and summary["rms_residual"] == pytest.approx(0.0, abs=1e-9)
+
+
+def _synthetic_run(config, truth, concurrency: int, seed: int) -> RunData:
+    """A run whose step log follows ``truth`` exactly (plus 1 % noise) and whose power is
+    the simulated curve, to check that the fit recovers the parameters."""
+    rng = np.random.default_rng(seed)
+    w = config.workload
+    rows, t, samples_t, samples_w = [], 0.0, [], []
+    idle, span = config.gpu.idle_w, config.gpu.nameplate_w - config.gpu.idle_w
+    for step in range(1, 9):
+        m = int(rng.choice([16, 32, 64]))
+        sequences = w.sequences_per_step
+        calls = -(-sequences // concurrency)
+        prompt = sequences * 20
+        completion = sequences * m
+        generate = (
+            calls * truth["gen_call_s"]
+            + prompt * truth["prefill_ms_per_token"] * 1e-3
+            + calls * m * truth["decode_base_ms"] * 1e-3
+            + completion * truth["decode_ms_per_seq"] * 1e-3
+        ) * rng.normal(1, 0.01)
+        train = (prompt + completion) * truth["train_ms_per_token"] * 1e-3
+        score, optimizer = 0.05, 0.2
+        end = t + generate + score + train + optimizer
+        rows.append(
+            {
+                "step": step,
+                "start_s": t,
+                "end_s": end,
+                "generate_s": generate,
+                "score_s": score,
+                "train_s": train,
+                "generate_calls": calls,
+                "sequences": sequences,
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "max_completion_tokens": m,
+                "concurrency": concurrency,
+                "max_new_tokens": m,
+            }
+        )
+        gen_frac = 0.5 + 0.05 * np.log2(concurrency)
+        ts = np.arange(t, end, 0.05)
+        in_gen = ts < t + generate
+        in_train = ts >= t + generate + score
+        power = np.where(in_gen, idle + span * gen_frac, idle + span * 0.1)
+        power = np.where(in_train, idle + span * 0.7, power)
+        samples_t.append(ts)
+        samples_w.append(power)
+        t = end
+    return RunData(
+        f"synthetic-c{concurrency}",
+        pd.DataFrame(rows),
+        np.concatenate(samples_t),
+        np.concatenate(samples_w),
+        simulated_power=False,
+    )
+
+
+def test_fit_from_runs_recovers_phase_times_and_power(config):
+    calibration = default_calibration(config)
+    prior = calibration.deployment_parameters("7b")
+    truth = {
+        "gen_call_s": 0.03,
+        "prefill_ms_per_token": 0.2,
+        "decode_base_ms": 10.0,
+        "decode_ms_per_seq": 0.5,
+        "train_ms_per_token": 0.4,
+    }
+    runs = [_synthetic_run(config, truth, c, seed) for seed, c in enumerate((1, 4, 8, 32))]
+    fitted, power, summary, residuals = fit_from_runs(
+        runs, prior, calibration.power, calibration.gpu, config.workload.train_micro_batch
+    )
+    assert fitted["decode_base_ms"].value == pytest.approx(10.0, rel=0.1)
+    assert fitted["decode_ms_per_seq"].value == pytest.approx(0.5, rel=0.15)
+    assert fitted["train_ms_per_token"].value == pytest.approx(0.4, rel=1e-6)
+    assert fitted["optimizer_s"].value == pytest.approx(0.2, rel=1e-6)
+    assert power["decode_base_frac"].value == pytest.approx(0.5, abs=0.02)
+    assert power["decode_slope_per_doubling"].value == pytest.approx(0.05, abs=0.01)
+    assert "identify fit" in fitted["decode_base_ms"].source
+    # constant sequences per step: the per-sequence score time cannot be told from the base
+    score = next(f for f in summary["fits"] if f["target"] == "score_s")
+    assert "score_ms_per_seq" in score["held_at_prior"]
+    assert summary["power_source"] == "measured"
+    assert {"generate_s", "generate_s_fit"} <= set(residuals.columns)
+    assert len(residuals) == 4 * 7  # the first step of each run is excluded

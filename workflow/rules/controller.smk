@@ -1,0 +1,34 @@
+# Controller: the PPO meta-controller of one deployment, trained in the calibrated simulator on
+# the action space the authority table gives it (one job per deployment, in parallel).
+
+
+rule controller:
+    input:
+        calibration=RESULTS / "identify" / "calibration.json",
+        authority=RESULTS / "identify" / "authority.json",
+    output:
+        controller=RESULTS / "controller" / "{deployment}" / "controller.json",
+        policy=RESULTS / "controller" / "{deployment}" / "policy.npz",
+        model=RESULTS / "controller" / "{deployment}" / "policy.zip",
+        normalization=RESULTS / "controller" / "{deployment}" / "vecnormalize.pkl",
+    log:
+        RESULTS / "logs" / "controller" / "{deployment}.log",
+    wildcard_constraints:
+        deployment="|".join(deployment_names()),
+    params:
+        config=RESOLVED_CONFIG,
+        controller=CFG.controller.model_dump_json(),
+        sim=CFG.sim.model_dump_json(),
+        workload=CFG.workload.model_dump_json(),
+        cap_w=CFG.cap_w,
+        out=lambda wildcards: RESULTS / "controller" / wildcards.deployment,
+    conda:
+        "../../envs/training.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
+    shell:
+        "OMP_NUM_THREADS={threads} python -m grpo_power.cli controller train "
+        "--deployment {wildcards.deployment} --out {params.out} "
+        "--calibration {input.calibration} --authority {input.authority} "
+        "--config {params.config} > {log} 2>&1"
