@@ -1,0 +1,90 @@
+"""The value of power oversubscription: extra GPUs in the same provisioned power, and the
+datacenter capacity (so capital) they would otherwise need.
+
+A fleet of ``n`` GPUs provisioned at nameplate takes ``n x (G + H)`` W, with ``G`` the GPU
+nameplate and ``H`` its share of host power (CPUs, memory, network: not oversubscribed). With
+the fleet stage's factor ``f`` at the chosen window and margin, each GPU needs ``G / f + H``, so
+``n x (G + H) / (G / f + H)`` GPUs fit: the extra GPUs (whole ones) x ``(G + H)`` W is capacity
+that need not be built, priced at $ per MW of critical load. With ``H = 0`` the extra share is
+``f - 1``; host power dilutes it.
+
+The factor grows with fleet size (statistical multiplexing), so each fleet size of the scaling
+study gets its own row, and the economics fleet uses the factor of the largest studied fleet
+not larger than it (the conservative choice).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from grpo_power.economics.cost import Assumptions
+
+
+def extra_gpus(n_gpus: int, factor: float, nameplate_w: float, host_w: float) -> float:
+    """GPUs that fit beside ``n_gpus`` in their nameplate-provisioned power at ``factor``
+    (fractional; negative when ``factor`` < 1, i.e. the fleet needs more than nameplate)."""
+    return n_gpus * (nameplate_w + host_w) / (nameplate_w / factor + host_w) - n_gpus
+
+
+def value_row(
+    scope: str, n_gpus: int, fleet_row: pd.Series, nameplate_w: float, a: Assumptions
+) -> dict[str, object]:
+    """One row of the value table for a fleet of ``n_gpus`` sized by ``fleet_row`` (a row of
+    the fleet stage's ``fleet_windows.csv`` or ``scaling.csv``)."""
+    factor = float(fleet_row["factor"])
+    row: dict[str, object] = {
+        "scope": scope,
+        "n_gpus": n_gpus,
+        "factor_from_gpus": int(fleet_row["n_gpus"]),
+        "window_s": float(fleet_row["window_s"]),
+        "margin": float(fleet_row["margin"]),
+        "peak_quantile": float(fleet_row["peak_quantile"]),
+        "peak_share": float(fleet_row["peak_share_sizing"]),
+        "factor": factor,
+        "data": fleet_row["data"],
+    }
+    if not math.isfinite(factor):
+        extra = float("nan")
+        row["note"] = "no factor: the fleet stage had no full window of this length"
+    else:
+        extra = math.floor(extra_gpus(n_gpus, factor, nameplate_w, a.host_w_per_gpu))
+        row["note"] = "factor below 1: no headroom" if factor < 1 else ""
+    row["extra_gpus"] = extra
+    row["extra_share"] = extra / n_gpus
+    row["capacity_mw_avoided"] = extra * (nameplate_w + a.host_w_per_gpu) / 1e6
+    row["capital_usd_avoided"] = row["capacity_mw_avoided"] * a.usd_per_mw
+    return row
+
+
+def _at_window(table: pd.DataFrame, window_s: float) -> pd.DataFrame:
+    return table[(table["window_s"] - window_s).abs() <= 1e-9 * window_s]
+
+
+def oversubscription_table(
+    fleet_dir: Path | str, nameplate_w: float, a: Assumptions
+) -> pd.DataFrame:
+    """The value of oversubscription at the fleet stage's window and margin, from its outputs
+    (``summary.json``, ``fleet_windows.csv``, ``scaling.csv``): the fleet stage's fleet, every
+    fleet size of the scaling study, and the economics fleet (``fleet_gpus``).
+
+    ``nameplate_w``: the GPU's board power, W (the power each GPU is provisioned at)."""
+    fleet_dir = Path(fleet_dir)
+    summary = json.loads((fleet_dir / "summary.json").read_text())
+    window_s = float(summary["window_s"])
+    fleet = _at_window(pd.read_csv(fleet_dir / "fleet_windows.csv"), window_s)
+    scaling = _at_window(pd.read_csv(fleet_dir / "scaling.csv"), window_s).sort_values("n_gpus")
+    if fleet.empty or scaling.empty:
+        raise ValueError(f"{fleet_dir}: no fleet rows at the fleet window {window_s:g} s")
+    rows = [value_row("fleet stage", int(summary["n_gpus"]), fleet.iloc[0], nameplate_w, a)]
+    rows += [
+        value_row("scaling study", int(r["n_gpus"]), r, nameplate_w, a)
+        for _, r in scaling.iterrows()
+    ]
+    fitting = scaling[scaling["n_gpus"] <= a.fleet_gpus]
+    basis = fitting.iloc[-1] if len(fitting) else scaling.iloc[0]
+    rows.append(value_row("economics fleet", a.fleet_gpus, basis, nameplate_w, a))
+    return pd.DataFrame(rows)

@@ -1,0 +1,132 @@
+"""The low-cost pilot: the smallest real deployment that would confirm the controller's gain
+and the fleet's oversubscription headroom with stated confidence.
+
+Controller's gain, per simulated deployment: the paired per-seed relative change of the
+controller arm against the baseline (output tokens and tokens per MJ up, violation rate down)
+from the evaluate stage; metrics where the simulator shows no gain are not confirmed. The
+pilot is sized to detect ``min_effect_share`` of the simulated mean change with a two-sided
+test at ``confidence`` and the given ``power``, the simulator's spread inflated by
+``sd_inflation``::
+
+    seeds = ceil(((z(1 - alpha / 2) + z(power)) x sd / effect)^2), at least ``min_seeds``
+
+taking the largest over the metrics with a gain. Each seed runs both arms for ``run_steps``
+steps at the simulated step time.
+
+Headroom: with no fleet exceedance in ``n`` independent (non-overlapping) windows, the
+exceedance rate is below ``-ln(1 - confidence) / n`` at that confidence; bounding it below
+``exceedance_target`` takes ``n = ceil(-ln(1 - confidence) / target)`` windows of the fleet
+window, on a fleet of the fleet stage's size. The runs are the fleet's workload, so both
+checks share the same nodes and hours: the pilot lasts the longer of the two.
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+
+import numpy as np
+import pandas as pd
+
+from grpo_power.config import PilotConfig
+
+# metric -> the sign of a gain
+GAIN_METRICS = {"output_tokens": 1.0, "tokens_per_mj": 1.0, "violation_rate": -1.0}
+
+
+def seeds_needed(changes: np.ndarray, pilot: PilotConfig) -> tuple[float, float, float]:
+    """Seeds per arm to detect ``min_effect_share`` of the (non-zero) mean of per-seed
+    ``changes``, with the detectable effect and the inflated spread used."""
+    effect = pilot.min_effect_share * abs(float(changes.mean()))
+    sd = pilot.sd_inflation * (float(changes.std(ddof=1)) if len(changes) > 1 else 0.0)
+    z = NormalDist().inv_cdf(0.5 + pilot.confidence / 2) + NormalDist().inv_cdf(pilot.power)
+    return max(float(pilot.min_seeds), math.ceil((z * sd / effect) ** 2)), effect, sd
+
+
+def headroom_windows(pilot: PilotConfig) -> int:
+    """Independent fleet windows without exceedance that bound the rate below the target."""
+    return math.ceil(-math.log(1.0 - pilot.confidence) / pilot.exceedance_target)
+
+
+def _paired_changes(group: pd.DataFrame, arm: str, base: str, metric: str) -> np.ndarray:
+    mine = group[group["arm"] == arm].set_index("seed")[metric]
+    theirs = group[group["arm"] == base].set_index("seed")[metric]
+    mine, theirs = mine.align(theirs, join="inner")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(theirs > 0, mine / theirs - 1.0, np.nan)
+
+
+def pilot_plan(
+    metrics: pd.DataFrame,
+    controller_arm: str,
+    baseline_arm: str,
+    fleet_gpus: int,
+    window_s: float,
+    gpu_hour_usd: float,
+    pilot: PilotConfig,
+) -> pd.DataFrame:
+    """One pilot per simulated deployment (rows of the evaluate stage's ``metrics.csv``), with
+    ``smallest`` marking the cheapest that confirms both claims. A deployment where the
+    simulator shows no gain gets ``sized_by = "no simulated gain"`` and infinite seeds.
+
+    Args:
+        metrics: per-run simulated metrics (``deployment, arm, seed, gpus, steps, budget_s`` and
+            :data:`GAIN_METRICS`).
+        controller_arm, baseline_arm: the arms compared.
+        fleet_gpus: GPUs of the fleet whose headroom is confirmed (the fleet stage's).
+        window_s: the fleet window the oversubscription factor was sized at, s.
+        gpu_hour_usd: price of a GPU-hour, $.
+    """
+    windows = headroom_windows(pilot)
+    headroom_h = windows * window_s / 3600.0
+    rows = []
+    for deployment, group in metrics.groupby("deployment", sort=False):
+        if not {controller_arm, baseline_arm} <= set(group["arm"]):
+            continue
+        gains = []  # (seeds, effect, sd, metric, simulated mean change) per metric with a gain
+        for metric, sign in GAIN_METRICS.items():
+            changes = _paired_changes(group, controller_arm, baseline_arm, metric)
+            changes = changes[np.isfinite(changes)]
+            if len(changes) and sign * changes.mean() > 0:
+                gains.append((*seeds_needed(changes, pilot), metric, float(changes.mean())))
+        no_gain = (math.inf, 0.0, 0.0, "no simulated gain", math.nan)
+        seeds, effect, sd, metric, simulated = max(gains, key=lambda g: g[0], default=no_gain)
+        gpus = int(group["gpus"].iloc[0])
+        compared = group[group["arm"].isin([controller_arm, baseline_arm])]
+        step_s = float((compared["budget_s"] / compared["steps"]).mean())
+        run_h = pilot.run_steps * step_s / 3600.0
+        nodes = math.ceil(max(fleet_gpus, gpus) / pilot.gpus_per_node)
+        slots = nodes * pilot.gpus_per_node // gpus
+        runs = 2 * seeds
+        runs_h = math.ceil(runs / slots) * run_h if math.isfinite(seeds) else math.inf
+        hours = max(runs_h, headroom_h)
+        gpu_hours = nodes * pilot.gpus_per_node * hours
+        rows.append(
+            {
+                "deployment": deployment,
+                "gpus_per_run": gpus,
+                "sized_by": metric,
+                "simulated_change_pct": 100.0 * simulated,
+                "detectable_change_pct": math.copysign(100.0 * effect, simulated),
+                "sd_pct": 100.0 * sd,
+                "seeds_per_arm": seeds,
+                "runs": runs,
+                "run_hours": run_h,
+                "headroom_windows": windows,
+                "headroom_hours": headroom_h,
+                "nodes": nodes,
+                "gpus": nodes * pilot.gpus_per_node,
+                "hours": hours,
+                "weeks": hours / 168.0,
+                "gpu_hours": gpu_hours,
+                "cost_usd": gpu_hours * gpu_hour_usd,
+                "confidence": pilot.confidence,
+                "power": pilot.power,
+                "data": "simulated inputs",
+            }
+        )
+    plan = pd.DataFrame(rows)
+    if len(plan):
+        finite = np.isfinite(plan["cost_usd"])
+        plan["smallest"] = finite & (plan["cost_usd"] == plan.loc[finite, "cost_usd"].min())
+    return plan

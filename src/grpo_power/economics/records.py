@@ -1,0 +1,111 @@
+"""Per-run energy, tokens and time: what the economics stage prices, read from stage outputs.
+
+Two kinds of run, one record each (one row of :data:`RECORD_COLUMNS`):
+
+- a real GRPO run of the run stage (``runs/<size>/<arm>/seed<seed>/``): GPU energy from its
+  trace (the energy counter where present, else integrated power; every GPU summed), completion
+  tokens from its step log, wall time from the trace's span. ``data`` is the trace's source:
+  ``simulated`` power on CPU, ``nvml`` on GPUs, ``imported``;
+- a simulated run of the evaluate stage (``evaluate/study/metrics.csv``): the simulator's output
+  tokens and GPU energy in the deployment's time budget. ``data`` is ``simulated``.
+
+Nothing here imports torch or TRL: the step log and the trace are read with pyarrow.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from grpo_power.telemetry.store import read_trace
+from grpo_power.telemetry.summary import summarize_trace
+from grpo_power.workload.steplog import read_step_log
+
+RECORD_COLUMNS = (
+    "source",  # "run" (the run stage) | "simulator" (the evaluate stage)
+    "deployment",  # the run's model size, or the simulated deployment
+    "arm",
+    "seed",
+    "gpus",
+    "tokens",  # completion tokens
+    "energy_j",  # GPU energy, all GPUs, J
+    "wall_s",  # wall time the tokens and energy cover, s
+    "data",  # "simulated" | "nvml" | "imported"
+)
+
+
+def run_record(folder: Path | str) -> dict[str, object]:
+    """The record of one run folder (``manifest.json``, ``trace.parquet``, ``steps.parquet``).
+
+    Raises:
+        FileNotFoundError: a file of the run is missing.
+        ValueError: the run did not complete, or its trace has no samples.
+    """
+    folder = Path(folder)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    if manifest.get("status") != "completed":
+        raise ValueError(
+            f"{folder}: run status is {manifest.get('status')!r}, not 'completed'; rerun it "
+            "before pricing it"
+        )
+    trace = read_trace(folder / "trace.parquet")
+    if trace.frame.empty:
+        raise ValueError(f"{folder / 'trace.parquet'}: the trace has no samples")
+    gpus = summarize_trace(trace)
+    steps = read_step_log(folder / "steps.parquet")
+    return {
+        "source": "run",
+        "deployment": manifest["size"],
+        "arm": manifest["arm"],
+        "seed": int(manifest["seed"]),
+        "gpus": len(gpus),
+        "tokens": float(steps["completion_tokens"].sum()),
+        "energy_j": float(sum(g.energy_j for g in gpus)),
+        "wall_s": float(max(g.duration_s for g in gpus)),
+        "data": trace.metadata.source,
+    }
+
+
+def simulator_records(metrics_csv: Path | str) -> pd.DataFrame:
+    """Records of the evaluate stage's simulated runs (its per-run ``metrics.csv``)."""
+    metrics = pd.read_csv(metrics_csv)
+    needed = ["deployment", "arm", "seed", "gpus", "output_tokens", "energy_mj", "budget_s"]
+    missing = [c for c in needed if c not in metrics.columns]
+    if missing:
+        raise ValueError(f"{metrics_csv}: missing column(s) {missing} of the evaluate stage")
+    return pd.DataFrame(
+        {
+            "source": "simulator",
+            "deployment": metrics["deployment"].astype(str),
+            "arm": metrics["arm"],
+            "seed": metrics["seed"].astype(int),
+            "gpus": metrics["gpus"].astype(int),
+            "tokens": metrics["output_tokens"].astype(float),
+            "energy_j": metrics["energy_mj"].astype(float) * 1e6,
+            "wall_s": metrics["budget_s"].astype(float),
+            "data": "simulated",
+        }
+    )
+
+
+def all_records(run_folders: list[Path], metrics_csv: Path | None) -> pd.DataFrame:
+    """Records of the given runs and of the evaluate stage's metrics (either may be absent)."""
+    frames = [pd.DataFrame([run_record(f) for f in run_folders], columns=list(RECORD_COLUMNS))]
+    if metrics_csv is not None:
+        frames.append(simulator_records(metrics_csv))
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        raise ValueError(
+            "nothing to price: give run folders (--run) or the evaluate stage's folder"
+        )
+    records = pd.concat(frames, ignore_index=True)
+    bad = records[(records["tokens"] <= 0) | (records["wall_s"] <= 0)]
+    if len(bad):
+        first = bad.iloc[0]
+        raise ValueError(
+            f"{first['source']} {first['deployment']}/{first['arm']}/seed{first['seed']}: "
+            f"{first['tokens']:g} tokens in {first['wall_s']:g} s: nothing to price per token"
+        )
+    return records

@@ -1,0 +1,111 @@
+"""Headline economics, and how they move with price, PUE, carbon intensity and capacity cost.
+
+The headline, per source and deployment where both arms ran: the controller's and the
+baseline's energy cost and carbon per million tokens, the fleet-year energy dollars, GPU dollars
+and tonnes of CO2eq the controller saves against the baseline, and the capital that
+oversubscription avoids for the economics fleet. The sensitivity recomputes it one assumption at
+a time at the low and high ends of the configured ranges (and at each listed carbon region).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+
+from grpo_power.config import EconomicsConfig
+from grpo_power.economics.carbon import carbon_intensity
+from grpo_power.economics.cost import Assumptions, arm_costs, savings
+
+HEADLINE_COLUMNS = ("source", "deployment", "quantity", "unit", "value", "data")
+
+
+def headline(
+    records: pd.DataFrame,
+    oversubscription: Callable[[Assumptions], pd.DataFrame],
+    a: Assumptions,
+    controller: str,
+    baseline: str,
+) -> pd.DataFrame:
+    """The headline numbers under assumptions ``a`` (rows of :data:`HEADLINE_COLUMNS`).
+
+    ``oversubscription(a)`` is the value table of
+    :func:`grpo_power.economics.oversubscription.oversubscription_table` under ``a``.
+    """
+    arms = arm_costs(records, a, confidence=0.95)
+    pairs = savings(arms)
+    pairs = pairs[(pairs["arm"] == controller) & (pairs["versus"] == baseline)]
+    rows = []
+    for _, pair in pairs.iterrows():
+        key = {"source": pair["source"], "deployment": pair["deployment"], "data": pair["data"]}
+        mine = arms[(arms["source"] == pair["source"]) & (arms["deployment"] == pair["deployment"])]
+        per_arm = mine.set_index("arm")
+
+        def add(quantity: str, unit: str, value: float, key: dict[str, str] = key) -> None:
+            rows.append({**key, "quantity": quantity, "unit": unit, "value": float(value)})
+
+        for arm in (controller, baseline):
+            add(f"energy cost per Mtok, {arm}", "$", per_arm.loc[arm, "energy_usd_per_mtok"])
+            add(f"carbon per Mtok, {arm}", "kgCO2eq", per_arm.loc[arm, "carbon_kg_per_mtok"])
+        versus = f"{controller} vs {baseline}"
+        add(f"energy $ saved per fleet-year, {versus}", "$", pair["energy_usd_saved_per_year"])
+        add(f"GPU-time $ saved per fleet-year, {versus}", "$", pair["gpu_usd_saved_per_year"])
+        add(f"carbon saved per fleet-year, {versus}", "tCO2eq", pair["carbon_t_saved_per_year"])
+    fleet = oversubscription(a)
+    fleet = fleet[fleet["scope"] == "economics fleet"].iloc[0]
+    rows.append(
+        {
+            "source": "fleet",
+            "deployment": f"{fleet['n_gpus']} GPUs",
+            "quantity": "capital avoided by oversubscription",
+            "unit": "$",
+            "value": fleet["capital_usd_avoided"],
+            "data": fleet["data"],
+        }
+    )
+    return pd.DataFrame(rows, columns=list(HEADLINE_COLUMNS))
+
+
+def sensitivity_points(
+    base: Assumptions, economics: EconomicsConfig
+) -> list[tuple[str, str, Assumptions]]:
+    """(parameter, setting, assumptions): the base case, then one assumption changed at a time."""
+    s = economics.sensitivity
+    points = [("base", "as configured", base)]
+    for value in (s.electricity_usd_per_kwh.low, s.electricity_usd_per_kwh.high):
+        points.append(("electricity price", f"{value:g} $/kWh", replace(base, usd_per_kwh=value)))
+    for value in (s.pue.low, s.pue.high):
+        points.append(("PUE", f"{value:g}", replace(base, pue=value)))
+    for region in s.carbon_regions:
+        intensity = carbon_intensity(region)
+        setting = f"{intensity.region} ({intensity.g_per_kwh:g} g/kWh)"
+        points.append(("carbon intensity", setting, replace(base, carbon=intensity)))
+    for value in (s.capacity_usd_per_mw.low, s.capacity_usd_per_mw.high):
+        points.append(("capacity cost", f"{value / 1e6:g} M$/MW", replace(base, usd_per_mw=value)))
+    return points
+
+
+def sensitivity(
+    records: pd.DataFrame,
+    oversubscription: Callable[[Assumptions], pd.DataFrame],
+    base: Assumptions,
+    economics: EconomicsConfig,
+) -> pd.DataFrame:
+    """The headline at every point of :func:`sensitivity_points`, with ``parameter`` and
+    ``setting`` columns, and ``change_pct`` against the base case."""
+    frames = []
+    for parameter, setting, a in sensitivity_points(base, economics):
+        frame = headline(
+            records, oversubscription, a, economics.controller_arm, economics.baseline_arm
+        )
+        frames.append(frame.assign(parameter=parameter, setting=setting))
+    table = pd.concat(frames, ignore_index=True)
+    keys = ["source", "deployment", "quantity"]
+    base_values = table[table["parameter"] == "base"].set_index(keys)["value"]
+    base_of_row = table.set_index(keys).index.map(base_values).to_numpy(dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        change = 100.0 * (table["value"].to_numpy(dtype=float) / base_of_row - 1.0)
+    table["change_pct"] = np.where(base_of_row != 0, change, np.nan)
+    return table

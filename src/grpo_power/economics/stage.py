@@ -1,0 +1,164 @@
+"""The economics stage (stage 7): energy cost, carbon, oversubscription value and the pilot.
+
+Reads what earlier stages wrote (run folders, the evaluate stage's ``metrics.csv``, the fleet
+stage's folder) and writes into ``out``, atomically:
+
+- ``constants.csv``: every constant used, with unit, source and year;
+- ``runs.csv``: each run's energy, tokens and per-token economics;
+- ``arms.csv``: per source, deployment and arm, means over seeds with confidence intervals and
+  the fleet-year totals;
+- ``savings.csv``: every arm against every other (same source and deployment);
+- ``oversubscription.csv``: extra GPUs and capital avoided, per fleet size;
+- ``pilot.csv``: the pilot per simulated deployment, the cheapest marked ``smallest``;
+- ``sensitivity.csv``: the headline at the low and high end of each assumption;
+- ``summary.json``: the headline and where every number came from.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from grpo_power.analysis.io import write_csv_atomic, write_json_atomic
+from grpo_power.config import Config, SourcedValue
+from grpo_power.economics.cost import Assumptions, arm_costs, per_run, savings
+from grpo_power.economics.oversubscription import oversubscription_table
+from grpo_power.economics.pilot import pilot_plan
+from grpo_power.economics.records import all_records
+from grpo_power.economics.sensitivity import sensitivity
+
+OUTPUTS = (
+    "constants.csv",
+    "runs.csv",
+    "arms.csv",
+    "savings.csv",
+    "oversubscription.csv",
+    "pilot.csv",
+    "sensitivity.csv",
+    "summary.json",
+)
+
+
+@dataclass
+class EconomicsResult:
+    """Everything the economics stage computed (also written to its folder)."""
+
+    arms: pd.DataFrame
+    savings: pd.DataFrame
+    oversubscription: pd.DataFrame
+    pilot: pd.DataFrame
+    sensitivity: pd.DataFrame
+    summary: dict[str, Any]
+
+
+def constants_table(config: Config, a: Assumptions) -> pd.DataFrame:
+    """Every constant of the economics section with its unit, source and year, the carbon
+    intensity looked up for the configured region, and the fleet-year settings."""
+    economics = config.economics
+    rows = [
+        {
+            "name": name,
+            "value": value.value,
+            "unit": value.unit,
+            "source": value.source,
+            "year": value.year,
+        }
+        for name in type(economics).model_fields
+        if isinstance(value := getattr(economics, name), SourcedValue)
+    ]
+    rows.append(
+        {
+            "name": "carbon_intensity",
+            "value": a.carbon.g_per_kwh,
+            "unit": f"gCO2eq/kWh, {a.carbon.region}: {a.carbon.name}",
+            "source": a.carbon.source,
+            "year": a.carbon.year,
+        }
+    )
+    settings = (
+        ("fleet_gpus", economics.fleet_gpus, "GPUs"),
+        ("year", economics.year, "calendar year of the annual figures"),
+        ("utilization", economics.utilization, "share of the year running GRPO"),
+        ("fleet_hours", a.fleet_hours, "hours a year the fleet runs GRPO"),
+    )
+    for name, value, unit in settings:
+        rows.append({"name": name, "value": value, "unit": unit, "source": "config", "year": None})
+    return pd.DataFrame(rows)
+
+
+def run_economics(
+    config: Config,
+    out: Path | str,
+    run_folders: list[Path],
+    evaluate_dir: Path | str,
+    fleet_dir: Path | str,
+) -> EconomicsResult:
+    """Price every run and arm, value oversubscription, plan the pilot; write ``out``.
+
+    Args:
+        config: settings (``economics``, ``fleet`` and ``gpu`` sections).
+        out: output folder.
+        run_folders: run-stage folders (may be empty).
+        evaluate_dir: the evaluate stage's folder (its ``metrics.csv``).
+        fleet_dir: the fleet stage's folder (``summary.json``, ``fleet_windows.csv``,
+            ``scaling.csv``).
+    """
+    out, evaluate_dir, fleet_dir = Path(out), Path(evaluate_dir), Path(fleet_dir)
+    economics = config.economics
+    a = Assumptions.from_config(economics)
+    metrics_csv = evaluate_dir / "metrics.csv"
+    records = all_records(run_folders, metrics_csv)
+    confidence = config.evaluate.confidence
+    arms = arm_costs(records, a, confidence)
+    pairs = savings(arms)
+
+    def value_of(assumptions: Assumptions) -> pd.DataFrame:
+        return oversubscription_table(fleet_dir, config.gpu.nameplate_w, assumptions)
+
+    oversubscription = value_of(a)
+    fleet_summary = json.loads((fleet_dir / "summary.json").read_text())
+    pilot = pilot_plan(
+        pd.read_csv(metrics_csv),
+        economics.controller_arm,
+        economics.baseline_arm,
+        int(fleet_summary["n_gpus"]),
+        float(fleet_summary["window_s"]),
+        a.gpu_hour_usd,
+        economics.pilot,
+    )
+    smallest = pilot[pilot["smallest"]] if len(pilot) else pilot
+    table = sensitivity(records, value_of, a, economics)
+    base = table[table["parameter"] == "base"].drop(columns=["parameter", "setting", "change_pct"])
+    summary = {
+        "data": sorted(set(records["data"])),
+        "controller_arm": economics.controller_arm,
+        "baseline_arm": economics.baseline_arm,
+        "carbon_region": a.carbon.region,
+        "carbon_g_per_kwh": a.carbon.g_per_kwh,
+        "fleet_gpus": a.fleet_gpus,
+        "year": economics.year,
+        "confidence": confidence,
+        "headline": base.to_dict(orient="records"),
+        "oversubscription": oversubscription[
+            oversubscription["scope"] == "economics fleet"
+        ].to_dict(orient="records")[0],
+        "pilot": next(iter(smallest.to_dict(orient="records")), None),
+        "inputs": {
+            "runs": [str(f) for f in run_folders],
+            "evaluate": str(metrics_csv),
+            "fleet": str(fleet_dir),
+        },
+    }
+    write_csv_atomic(out / "constants.csv", constants_table(config, a))
+    write_csv_atomic(out / "runs.csv", per_run(records, a))
+    write_csv_atomic(out / "arms.csv", arms)
+    write_csv_atomic(out / "savings.csv", pairs)
+    write_csv_atomic(out / "oversubscription.csv", oversubscription)
+    write_csv_atomic(out / "pilot.csv", pilot)
+    write_csv_atomic(out / "sensitivity.csv", table)
+    write_json_atomic(out / "summary.json", summary)
+    return EconomicsResult(arms, pairs, oversubscription, pilot, table, summary)

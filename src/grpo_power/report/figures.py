@@ -1,0 +1,437 @@
+"""Publication figures: one seaborn style, every figure saved as PDF and PNG.
+
+Each figure function takes tidy frames (:mod:`grpo_power.report.inputs` and stage CSVs) and
+returns a matplotlib figure; :func:`save_figure` writes it atomically in both formats. Arms keep
+one colour and one order across every figure (:func:`arm_palette`). Panel titles carry the data
+label, so a simulated panel always says so; captions (:data:`CAPTIONS`) say it again.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from grpo_power.analysis.reference import (
+    PUBLISHED_OVERSUBSCRIPTION,
+    STUDY_EXCEEDANCE_72B,
+    STUDY_FLEET_PEAK,
+    STUDY_OVERSUBSCRIPTION,
+)
+
+ARM_ORDER = ("uncontrolled", "fixed", "fixed-safe", "threshold", "ppo", "hwcap", "oracle")
+FORMATS = ("pdf", "png")
+STYLE = {
+    "context": "paper",
+    "style": "whitegrid",
+    "palette": "colorblind",
+    "rc": {
+        "figure.dpi": 100,
+        "axes.titlesize": 8,
+        "axes.labelsize": 8,
+        "xtick.labelsize": 7,
+        "ytick.labelsize": 7,
+        "legend.fontsize": 7,
+        "pdf.fonttype": 42,  # embed TrueType: editable text in the PDF
+        "savefig.bbox": "tight",
+    },
+}
+CAP_STYLE = {"color": "black", "linestyle": "--", "linewidth": 0.8}
+STUDY_STYLE = {"color": "black", "marker": "X", "s": 45, "zorder": 5}
+
+
+def apply_style() -> None:
+    """The one style of every figure."""
+    sns.set_theme(**STYLE)
+
+
+def ordered_arms(arms: Iterable[str]) -> list[str]:
+    """``arms`` without repeats, in :data:`ARM_ORDER` (others after, in order of appearance)."""
+    seen = list(dict.fromkeys(arms))
+    return [a for a in ARM_ORDER if a in seen] + [a for a in seen if a not in ARM_ORDER]
+
+
+def arm_palette(arms: Iterable[str]) -> dict[str, tuple[float, float, float]]:
+    """One colour per arm, the same in every figure."""
+    names = ordered_arms([*ARM_ORDER, *arms])
+    colors = sns.color_palette("colorblind", len(names))
+    return dict(zip(names, colors, strict=True))
+
+
+def data_label(data: Iterable[str]) -> str:
+    """``SIMULATED`` when any of the data is (or has) simulated power, else the sources (e.g.
+    ``measured: nvml``); items may list several sources separated by commas."""
+    sources = {source.strip() for item in data for source in str(item).split(",")}
+    if any("simulated" in source for source in sources):
+        return "SIMULATED"
+    return "measured: " + ", ".join(sorted(sources))
+
+
+def save_figure(fig: Figure, folder: Path, name: str, dpi: int) -> list[Path]:
+    """Write ``folder/name.pdf`` and ``.png`` atomically; close the figure; return the paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for fmt in FORMATS:
+        path = folder / f"{name}.{fmt}"
+        tmp = folder / f".{name}.{os.getpid()}.tmp.{fmt}"
+        try:
+            fig.savefig(tmp, format=fmt, dpi=dpi)
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        paths.append(path)
+    plt.close(fig)
+    return paths
+
+
+def _log_x(ax: Axes, x: pd.Series) -> None:
+    """A log x axis, or a note on an empty panel (no full window of the chosen length)."""
+    if (x > 0).any():
+        ax.set_xscale("log")
+    else:
+        ax.text(0.5, 0.5, "no full window in the input", ha="center", transform=ax.transAxes)
+
+
+def _grid(n: int, ncols: int, width: float, height: float) -> tuple[Figure, np.ndarray]:
+    ncols = max(1, min(ncols, n))
+    nrows = int(np.ceil(n / ncols))
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_axis_off()
+    return fig, axes.flat
+
+
+def power_traces(traces: pd.DataFrame) -> Figure:
+    """Power of GPU 0 over time, one panel per source (row) and arm (column), cap dashed."""
+    panels = list(dict.fromkeys(traces["panel"]))
+    arms = ordered_arms(traces["arm"])
+    palette = arm_palette(arms)
+    fig, axes = plt.subplots(
+        len(panels),
+        len(arms),
+        figsize=(1.9 * len(arms), 1.45 * len(panels) + 0.4),
+        sharex=True,
+        sharey="row",
+        squeeze=False,
+    )
+    for i, panel in enumerate(panels):
+        for j, arm in enumerate(arms):
+            ax = axes[i, j]
+            sub = traces[(traces["panel"] == panel) & (traces["arm"] == arm)]
+            if sub.empty:
+                ax.text(0.5, 0.5, "not run", ha="center", va="center", transform=ax.transAxes)
+                continue
+            ax.plot(sub["t_s"], sub["power_w"], color=palette[arm], linewidth=0.6)
+            ax.axhline(sub["cap_w"].iloc[0], **CAP_STYLE)
+            ax.set_title(f"{panel}: {arm}\n{data_label(sub['data'])}", fontsize=7)
+    fig.supxlabel("time since the first step (s)", fontsize=8)
+    fig.supylabel("GPU 0 power (W); dashed: cap", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def power_distributions(samples: pd.DataFrame) -> Figure:
+    """Distribution of per-GPU power per arm, one panel per source, cap dashed."""
+    panels = list(dict.fromkeys(samples["panel"]))
+    fig, axes = _grid(len(panels), 2, 4.2, 2.8)
+    for ax, panel in zip(axes, panels, strict=False):
+        sub = samples[samples["panel"] == panel]
+        arms = ordered_arms(sub["arm"])
+        sns.violinplot(
+            sub,
+            x="arm",
+            y="power_w",
+            hue="arm",
+            order=arms,
+            hue_order=arms,
+            palette=arm_palette(arms),
+            cut=0,
+            inner="quart",
+            linewidth=0.6,
+            density_norm="width",
+            legend=False,
+            ax=ax,
+        )
+        ax.axhline(sub["cap_w"].iloc[0], **CAP_STYLE)
+        ax.set_title(f"{panel} ({data_label(sub['data'])})")
+        ax.set_xlabel("")
+        ax.set_ylabel("per-GPU power (W)")
+        ax.tick_params(axis="x", rotation=30)
+    fig.tight_layout()
+    return fig
+
+
+def exceedance_windows(
+    runs: pd.DataFrame, fleet: pd.DataFrame, sim: pd.DataFrame, sim_window_s: float
+) -> Figure:
+    """Share of windows whose mean power is above the cap, against the window length.
+
+    ``runs``: the windows stage's ``run_pooled`` rows of every run (``run_id``, ``arm``,
+    ``window_s``, ``exceedance``, ``data``); ``fleet``: the fleet stage's
+    ``fleet_windows.csv``; ``sim``: the evaluate stage's ``summary.csv`` (exceedance at
+    ``sim_window_s`` per deployment and arm). The study's 72B points are black crosses.
+    """
+    fig, ax = plt.subplots(figsize=(5.6, 3.4))
+    palette = arm_palette(runs["arm"])
+    for run_id, sub in runs.groupby("run_id", sort=False):
+        ax.plot(
+            sub["window_s"],
+            100 * sub["exceedance"],
+            marker="o",
+            ms=3,
+            lw=1,
+            color=palette[sub["arm"].iloc[0]],
+            label=f"run {run_id} ({data_label(sub['data'])})",
+        )
+    n_gpus = int(fleet["n_gpus"].iloc[0])
+    ax.plot(
+        fleet["window_s"],
+        100 * fleet["exceedance_mean"],
+        marker="s",
+        ms=3,
+        lw=1.5,
+        color="0.35",
+        label=f"fleet of {n_gpus} GPUs, mean over draws ({data_label(fleet['data'])})",
+    )
+    uncontrolled = sim[sim["arm"] == "uncontrolled"]
+    for marker, (_, row) in zip("^vD<>", uncontrolled.iterrows(), strict=False):
+        ax.scatter(
+            [sim_window_s],
+            [100 * row["exceedance"]],
+            marker=marker,
+            color="0.5",
+            label=f"simulator {row['deployment']}, uncontrolled (SIMULATED)",
+        )
+    study = [(f.window_s, f.low) for f in STUDY_EXCEEDANCE_72B]
+    ax.scatter(*zip(*study, strict=True), label="study: 72B, measured", **STUDY_STYLE)
+    ax.set_xscale("log")
+    ax.set_xlabel("averaging window (s)")
+    ax.set_ylabel("windows above the cap (%)")
+    ax.legend(frameon=False, fontsize=6, loc="upper right")
+    fig.tight_layout()
+    return fig
+
+
+def authority(table: pd.DataFrame, threshold: float, study_retained: tuple[float, float]) -> Figure:
+    """Authority of each actuator per deployment, and the share a deployment retains."""
+    table = table.assign(where=table["deployment"] + "\n" + table["data"].str.replace(" (", "\n("))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.0, 3.2))
+    sns.barplot(table, x="where", y="authority", hue="actuator", ax=left)
+    left.axhline(threshold, **CAP_STYLE)
+    left.set_title(f"authority (dashed: selection threshold {threshold:g})")
+    left.set_ylabel("(power at highest - lowest level) / (nameplate - idle)")
+    retained = table.dropna(subset=["retained_authority"])
+    sns.barplot(
+        retained.assign(retained_pct=100 * retained["retained_authority"]),
+        x="where",
+        y="retained_pct",
+        hue="actuator",
+        ax=right,
+    )
+    right.axhspan(*study_retained, color="0.8", zorder=0)
+    right.set_title(
+        f"retained authority (grey: study, 72B concurrency {study_retained[0]:g}-"
+        f"{study_retained[1]:g} %)"
+    )
+    right.set_ylabel("% of the single-GPU deployment's")
+    for ax in (left, right):
+        ax.set_xlabel("")
+        ax.legend(frameon=False, title="")
+    fig.tight_layout()
+    return fig
+
+
+def fleet(fleet_windows: pd.DataFrame, scaling: pd.DataFrame, window_s: float) -> Figure:
+    """Fleet peak demand against window length and fleet size, and the oversubscription factor
+    against fleet size, beside the study's and published figures."""
+    fig, (a, b, c) = plt.subplots(1, 3, figsize=(11.0, 3.2))
+    label = data_label(fleet_windows["data"])
+    n_gpus = int(fleet_windows["n_gpus"].iloc[0])
+    fw = fleet_windows.dropna(subset=["peak_share_mean"])
+    a.fill_between(
+        fw["window_s"],
+        100 * fw["peak_share_p5"],
+        100 * fw["peak_share_p95"],
+        alpha=0.3,
+        label="5-95 % of draws",
+    )
+    a.plot(fw["window_s"], 100 * fw["peak_share_mean"], marker="o", ms=3, label="mean")
+    _log_x(a, fw["window_s"])
+    a.set_xlabel("averaging window (s)")
+    a.set_title(f"{n_gpus}-GPU fleet peak ({label})")
+    at = scaling[(scaling["window_s"] - window_s).abs() <= 1e-9 * window_s].dropna(
+        subset=["peak_share_mean"]
+    )
+    b.fill_between(at["n_gpus"], 100 * at["peak_share_p5"], 100 * at["peak_share_p95"], alpha=0.3)
+    b.plot(at["n_gpus"], 100 * at["peak_share_mean"], marker="o", ms=3)
+    _log_x(b, at["n_gpus"])
+    b.set_xlabel("fleet size (GPUs)")
+    b.set_title(f"peak at the {window_s:g} s window ({data_label(scaling['data'])})")
+    for ax in (a, b):
+        ax.axhspan(
+            STUDY_FLEET_PEAK.low,
+            STUDY_FLEET_PEAK.high,
+            color="0.8",
+            zorder=0,
+            label="study: 16 GPUs, 50-56 %",
+        )
+        ax.set_ylabel("peak demand (% of nameplate)")
+    a.legend(frameon=False)
+    sizing = f"margin {scaling['margin'].iloc[0]:g}, quantile {scaling['peak_quantile'].iloc[0]:g}"
+    c.plot(at["n_gpus"], at["factor"], marker="o", ms=3, color="C2", label=f"this run ({sizing})")
+    c.axhline(STUDY_OVERSUBSCRIPTION.low, **CAP_STYLE, label="study: about 2x")
+    for figure, color in zip(PUBLISHED_OVERSUBSCRIPTION, ("C3", "C4", "C5"), strict=True):
+        name = figure.quantity.split(":")[0]
+        if figure.is_range:
+            c.axhspan(figure.low, figure.high, color=color, alpha=0.2, label=name)
+        else:
+            c.axhline(figure.low, color=color, linewidth=1, label=name)
+    _log_x(c, at["n_gpus"])
+    c.set_xlabel("fleet size (GPUs)")
+    c.set_ylabel("oversubscription factor (x)")
+    c.set_title(f"factor at the {window_s:g} s window")
+    c.legend(frameon=False, fontsize=6)
+    fig.tight_layout()
+    return fig
+
+
+def ppo_learning(controllers: dict[str, dict], curves: dict[str, pd.DataFrame | None]) -> Figure:
+    """The PPO meta-controller's training: episode return against environment steps where the
+    controller stage wrote a learning curve, and the trained and random policies' returns on
+    nominal physics (``controller.json``), per deployment."""
+    names = list(controllers)
+    fig, axes = _grid(len(names), 3, 3.4, 2.6)
+    for ax, name in zip(axes, names, strict=False):
+        evaluation = controllers[name]["evaluation"]
+        curve = curves.get(name)
+        if curve is not None:
+            ax.plot(curve["timesteps"], curve["episode_return"], lw=0.8, label="training episodes")
+        else:
+            ax.text(
+                0.5,
+                0.5,
+                "no learning curve written\nby the controller stage",
+                ha="center",
+                va="center",
+                transform=ax.transAxes,
+                fontsize=7,
+            )
+        ax.axhline(evaluation["trained_return"], color="C2", label="trained (nominal)")
+        ax.axhline(evaluation["random_return"], color="C3", ls=":", label="random policy")
+        ax.set_title(f"{name}: PPO (SIMULATED)")
+        ax.set_xlabel("environment steps (GRPO steps)")
+        ax.set_ylabel("episode return")
+        ax.legend(frameon=False, fontsize=6)
+    fig.tight_layout()
+    return fig
+
+
+def throughput_violations(summary: pd.DataFrame) -> Figure:
+    """Throughput against violation rate per arm and deployment, with confidence intervals."""
+    deployments = list(dict.fromkeys(summary["deployment"]))
+    palette = arm_palette(summary["arm"])
+    fig, axes = _grid(len(deployments), 3, 3.5, 2.9)
+    for ax, deployment in zip(axes, deployments, strict=False):
+        sub = summary[summary["deployment"] == deployment]
+        for _, row in sub.iterrows():
+            x, y = 100 * row["violation_rate"], row["throughput"]
+            xerr = 100 * np.abs(
+                np.array([[row["violation_rate_ci_low"]], [row["violation_rate_ci_high"]]])
+                - row["violation_rate"]
+            )
+            yerr = np.abs(np.array([[row["throughput_ci_low"]], [row["throughput_ci_high"]]]) - y)
+            ax.errorbar(
+                x,
+                y,
+                xerr=np.nan_to_num(xerr),
+                yerr=np.nan_to_num(yerr),
+                fmt="o",
+                ms=4,
+                capsize=2,
+                color=palette[row["arm"]],
+                label=row["arm"],
+            )
+        ax.set_title(f"{deployment} ({data_label(sub['data'])})")
+        ax.set_xlabel("violation rate (% of samples above the cap)")
+        ax.set_ylabel("throughput (tokens/s)")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), frameon=False)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    return fig
+
+
+COST_METRICS = (
+    ("energy_usd_per_mtok", "energy cost ($ / M tokens)"),
+    ("carbon_kg_per_mtok", "carbon (kgCO2eq / M tokens)"),
+    ("gpu_usd_per_mtok", "GPU time ($ / M tokens)"),
+)
+
+
+def cost_carbon(arms: pd.DataFrame) -> Figure:
+    """Energy cost, carbon and GPU-time cost per million tokens per arm, with intervals; one
+    column per source and deployment."""
+    arms = arms.assign(panel=arms["deployment"] + " (" + arms["source"] + ")")
+    panels = list(dict.fromkeys(arms["panel"]))
+    fig, axes = plt.subplots(
+        len(COST_METRICS), len(panels), figsize=(2.6 * len(panels), 6.6), squeeze=False
+    )
+    for j, panel in enumerate(panels):
+        sub = arms[arms["panel"] == panel]
+        names = ordered_arms(sub["arm"])
+        sub = sub.set_index("arm").loc[names]
+        palette = arm_palette(names)
+        for i, (metric, label) in enumerate(COST_METRICS):
+            ax = axes[i, j]
+            low = (sub[metric] - sub[f"{metric}_ci_low"]).clip(lower=0).fillna(0)
+            high = (sub[f"{metric}_ci_high"] - sub[metric]).clip(lower=0).fillna(0)
+            ax.bar(
+                names, sub[metric], color=[palette[a] for a in names], yerr=[low, high], capsize=2
+            )
+            ax.tick_params(axis="x", rotation=60)
+            ax.set_ylabel(label if j == 0 else "")
+            if i == 0:
+                ax.set_title(f"{panel}\n{data_label(sub['data'])}")
+    fig.tight_layout()
+    return fig
+
+
+CAPTIONS = {
+    "power_traces": "Power of GPU 0 over time for each arm (columns) of each real run and "
+    "simulated deployment (rows), from the first training step; the dashed line is the per-GPU "
+    "cap. Real runs are tiny GRPO runs whose power comes from the simulated A100 model where "
+    "marked SIMULATED; simulator rows are the evaluate stage's first seed.",
+    "power_distributions": "Distribution of per-GPU power samples per arm (violins cut at the "
+    "observed range; lines: quartiles), evenly thinned to report.max_points per arm; the dashed "
+    "line is the cap.",
+    "exceedance_windows": "Share of sliding windows whose mean power is above the cap against the "
+    "window length: each real run (per-GPU windows pooled), the fleet (mean over Monte Carlo "
+    "draws), the simulator's uncontrolled arm at the evaluation window, and the study's 72B "
+    "figures (black crosses). Exceedance need not fall monotonically with the window.",
+    "authority": "Actuator authority per deployment: the change of mean per-GPU power between an "
+    "actuator's lowest and highest level, as a share of nameplate minus idle (left), and the "
+    "share of the single-GPU deployment's authority a sharded deployment retains (right), beside "
+    "the study's 17-22 % for concurrency on 72B.",
+    "fleet": "Fleet peak demand as a share of nameplate against the averaging window (left) and "
+    "the fleet size (middle), and the oversubscription factor nameplate / (peak x (1 + margin)) "
+    "against the fleet size (right), beside the study's 50-56 % and about 2x and the published "
+    "POLCA, Thunderbolt and Flex results.",
+    "ppo_learning": "Training of the PPO meta-controller per deployment in the simulator: episode "
+    "return against environment steps where the controller stage logged it, and the returns of "
+    "the trained and a random policy on nominal physics.",
+    "throughput_violations": "Throughput against violation rate per arm and deployment in the "
+    "simulator, means over seeds with confidence intervals (both axes).",
+    "cost_carbon": "Energy cost, location-based carbon and GPU-time cost per million completion "
+    "tokens per arm (means over seeds, confidence intervals), at the configured electricity "
+    "price, PUE, carbon region and GPU-hour price.",
+}

@@ -1,0 +1,142 @@
+"""What the report reads: the files earlier stages wrote, loaded into tidy tables.
+
+:class:`ReportInputs` names the files; the loaders turn them into long-format frames the
+figures and tables share. Every frame carries a ``data`` label (``simulated``, ``nvml``,
+``imported``) so nothing simulated is ever shown unlabelled. Power samples are thinned evenly to
+``max_points`` per panel and arm, and traces cut to ``trace_s`` seconds, so the report stays fast
+on long runs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from grpo_power.analysis.evaluate import RUN_METADATA_KEY
+from grpo_power.telemetry.store import read_trace
+from grpo_power.workload.steplog import read_step_log
+
+
+@dataclass(frozen=True)
+class ReportInputs:
+    """The stage outputs the report is built from."""
+
+    runs: list[Path]  # run-stage folders (trace.parquet, steps.parquet, manifest.json)
+    exceedance: list[Path]  # the windows stage's exceedance.csv of those runs
+    fleet: Path  # the fleet stage's folder
+    identify: Path  # the identify stage's folder (authority.csv)
+    controllers: list[Path]  # controller folders (controller.json, learning_curve.csv if any)
+    evaluate: Path  # the evaluate stage's study folder
+    economics: Path  # the economics stage's folder
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One real run: its manifest (without the resolved config), trace metadata, samples."""
+
+    folder: Path
+    manifest: dict[str, Any]
+    metadata: dict[str, Any]
+    samples: int
+
+
+def run_infos(folders: list[Path]) -> list[RunInfo]:
+    """Manifest and trace metadata of every run folder."""
+    infos = []
+    for folder in folders:
+        manifest = json.loads((folder / "manifest.json").read_text())
+        manifest.pop("config", None)
+        trace = read_trace(folder / "trace.parquet")
+        infos.append(RunInfo(folder, manifest, trace.metadata.describe(), len(trace.frame)))
+    return infos
+
+
+def _thin(frame: pd.DataFrame, max_points: int) -> pd.DataFrame:
+    """Every k-th row so that at most ``max_points`` remain."""
+    step = max(1, int(np.ceil(len(frame) / max_points)))
+    return frame.iloc[::step]
+
+
+def run_power(
+    folders: list[Path], trace_s: float, max_points: int
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Power of the real runs: (trace window, distribution sample).
+
+    The trace window starts at the first step (after model loading) and lasts ``trace_s``; it
+    shows GPU 0. Columns: ``panel, arm, t_s, power_w, cap_w, data``.
+    """
+    traces, samples = [], []
+    for folder in folders:
+        manifest = json.loads((folder / "manifest.json").read_text())
+        trace = read_trace(folder / "trace.parquet")
+        steps = read_step_log(folder / "steps.parquet")
+        start_s = float(steps["start_s"].min()) if len(steps) else 0.0
+        frame = trace.frame
+        info = {
+            "panel": f"{manifest['size']} (run)",
+            "arm": manifest["arm"],
+            "cap_w": float(manifest["config"]["cap_w"]),
+            "data": trace.metadata.source,
+        }
+        gpu0 = frame[frame["gpu"] == frame["gpu"].min()]
+        window = gpu0[(gpu0["t"] >= start_s) & (gpu0["t"] <= start_s + trace_s)]
+        traces.append(
+            pd.DataFrame({"t_s": window["t"] - start_s, "power_w": window["power_w"], **info})
+        )
+        samples.append(pd.DataFrame({"power_w": _thin(frame, max_points)["power_w"], **info}))
+    return _concat(traces), _concat(samples)
+
+
+def sim_power(
+    evaluate_dir: Path, trace_s: float, max_points: int
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Power of the simulated evaluation runs (the evaluate folder's
+    ``<deployment>/<arm>.samples.parquet``): (first seed's GPU 0 for ``trace_s``, a thinned
+    sample of every seed and GPU). Columns as :func:`run_power`."""
+    summary = json.loads((evaluate_dir / "summary.json").read_text())
+    traces, samples = [], []
+    for deployment, info in summary["deployments"].items():
+        for arm in info["arms"]:
+            table = pq.read_table(evaluate_dir / deployment / f"{arm}.samples.parquet")
+            meta = json.loads((table.schema.metadata or {})[RUN_METADATA_KEY])
+            frame = table.select(["seed", "gpu", "sample", "power_w"]).to_pandas()
+            labels = {
+                "panel": f"{deployment} (simulator)",
+                "arm": arm,
+                "cap_w": float(meta["cap_w"]),
+                "data": "simulated",
+            }
+            first = frame[(frame["seed"] == frame["seed"].min()) & (frame["gpu"] == 0)]
+            t_s = first["sample"].to_numpy(dtype=float) * float(meta["period_s"])
+            keep = t_s <= trace_s
+            traces.append(
+                pd.DataFrame(
+                    {"t_s": t_s[keep], "power_w": first["power_w"].to_numpy()[keep]}
+                ).assign(**labels)
+            )
+            samples.append(
+                pd.DataFrame({"power_w": _thin(frame, max_points)["power_w"]}).assign(**labels)
+            )
+    return _concat(traces), _concat(samples)
+
+
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def learning_curve(folder: Path) -> pd.DataFrame | None:
+    """A controller folder's ``learning_curve.csv`` (``timesteps``, ``episode_return``) when
+    the controller stage wrote one."""
+    path = folder / "learning_curve.csv"
+    return pd.read_csv(path) if path.exists() else None
+
+
+def controller_info(folder: Path) -> dict[str, Any]:
+    """A controller folder's ``controller.json``."""
+    return json.loads((folder / "controller.json").read_text())

@@ -1,0 +1,409 @@
+"""The report stage (stage 8): publication figures and ``index.html``, read top to bottom.
+
+Order of the page: the question; the setup (hardware, models, package versions from the run
+manifests, what was simulated); the study's findings and this run's side by side; the figures;
+the detailed tables; the economics; the cautions of DESIGN.md section 1 with this run's
+evidence. Every number comes from a file an earlier stage wrote (tables carry provenance, see
+:mod:`grpo_power.report.tables`); everything simulated says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from grpo_power import __version__
+from grpo_power.analysis.authority import STUDY_RETAINED_CONCURRENCY
+from grpo_power.analysis.io import write_text_atomic
+from grpo_power.config import Config
+from grpo_power.report import figures as fig
+from grpo_power.report import html
+from grpo_power.report import tables as tab
+from grpo_power.report.inputs import (
+    ReportInputs,
+    RunInfo,
+    controller_info,
+    learning_curve,
+    run_infos,
+    run_power,
+    sim_power,
+)
+
+FIGURES = (
+    ("power_traces", "Power traces of each arm against the cap"),
+    ("power_distributions", "Power distributions per arm"),
+    ("exceedance_windows", "Exceedance against averaging window, with the study's points"),
+    ("authority", "Actuator authority by deployment"),
+    ("fleet", "Fleet peak share and oversubscription against window and fleet size"),
+    ("ppo_learning", "PPO meta-controller training"),
+    ("throughput_violations", "Throughput against violations per arm"),
+    ("cost_carbon", "Cost and carbon per million tokens"),
+)
+QUESTION = (
+    "How much GPU power does GRPO post-training draw, and how does it swing? Can a "
+    "meta-controller that acts on generation occupancy keep it under a per-GPU cap while "
+    "producing more tokens per second and per joule than fixed settings? Which actuators keep "
+    "their authority when a model is sharded? How far can a fleet running GRPO be "
+    "oversubscribed, and what are the controller and the oversubscription worth in money and "
+    "carbon?"
+)
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    """What the report stage wrote."""
+
+    index: Path
+    figures: list[Path]
+    numbers: int  # traceable numbers in the page's tables
+
+
+def _exceedance_rows(paths: list[Path], infos: list[RunInfo]) -> pd.DataFrame:
+    """The windows stage's per-run (``run_pooled``) exceedance rows, with each run's arm.
+
+    Raises:
+        ValueError: an exceedance file belongs to none of the report's runs.
+    """
+    arms = {i.metadata["run_id"]: i.manifest["arm"] for i in infos}
+    frames = []
+    for path in paths:
+        frame = pd.read_csv(path)
+        frame = frame[frame["scope"] == "run_pooled"]
+        unknown = set(frame["run_id"]) - set(arms)
+        if unknown:
+            raise ValueError(f"{path}: run(s) {sorted(unknown)} are not among the report's runs")
+        frames.append(frame.assign(arm=frame["run_id"].map(arms)))
+    columns = ["run_id", "arm", "window_s", "exceedance", "data"]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+
+
+def make_figures(
+    config: Config, inputs: ReportInputs, infos: list[RunInfo], out: Path
+) -> list[tuple[str, str, str, Path, Path]]:
+    """Draw and save every figure; (name, title, caption, png, pdf) per figure."""
+    r = config.report
+    fig.apply_style()
+    run_traces, run_samples = run_power(inputs.runs, r.trace_s, r.max_points)
+    sim_traces, sim_samples = sim_power(inputs.evaluate, r.trace_s, r.max_points)
+    summary = pd.read_csv(inputs.evaluate / "summary.csv")
+    fleet_windows = pd.read_csv(inputs.fleet / "fleet_windows.csv")
+    authority = pd.read_csv(inputs.identify / "authority.csv")
+    controllers = {f.name: controller_info(f) for f in inputs.controllers}
+    curves = {f.name: learning_curve(f) for f in inputs.controllers}
+    exceedance = _exceedance_rows(inputs.exceedance, infos)
+    traces = pd.concat([run_traces, sim_traces])
+    samples = pd.concat([run_samples, sim_samples])
+    arms = pd.read_csv(inputs.economics / "arms.csv")
+    scaling = pd.read_csv(inputs.fleet / "scaling.csv")
+    # name -> (draw the figure, the data labels it shows)
+    drawn = {
+        "power_traces": (lambda: fig.power_traces(traces), traces["data"]),
+        "power_distributions": (lambda: fig.power_distributions(samples), samples["data"]),
+        "exceedance_windows": (
+            lambda: fig.exceedance_windows(
+                exceedance, fleet_windows, summary, config.evaluate.exceedance_window_s
+            ),
+            [*exceedance["data"], *fleet_windows["data"], *summary["data"]],
+        ),
+        "authority": (
+            lambda: fig.authority(
+                authority, config.authority.threshold, STUDY_RETAINED_CONCURRENCY
+            ),
+            authority["data"],
+        ),
+        "fleet": (
+            lambda: fig.fleet(fleet_windows, scaling, config.fleet.window_s),
+            [*fleet_windows["data"], *scaling["data"]],
+        ),
+        "ppo_learning": (
+            lambda: fig.ppo_learning(controllers, curves),
+            ["simulated" if c.get("simulated") else "measured" for c in controllers.values()],
+        ),
+        "throughput_violations": (lambda: fig.throughput_violations(summary), summary["data"]),
+        "cost_carbon": (lambda: fig.cost_carbon(arms), arms["data"]),
+    }
+    made = []
+    for name, title in FIGURES:
+        draw, data = drawn[name]
+        pdf, png = fig.save_figure(draw(), out / "figures", name, r.dpi)
+        made.append((name, title, f"{fig.data_label(data)}. {fig.CAPTIONS[name]}", png, pdf))
+    return made
+
+
+def _setup(infos: list[RunInfo], evaluate: tab.JsonFile, fleet: tab.JsonFile, out: Path) -> str:
+    """Hardware, models, versions and what was simulated."""
+    hardware = tab.Table(
+        "hardware",
+        "Real runs: hardware and telemetry (from the run manifests and trace metadata)",
+        [
+            "run",
+            "host",
+            "platform",
+            "CPUs",
+            "CUDA devices",
+            "GPU",
+            "power",
+            "period (s)",
+            "samples",
+        ],
+        sources=[i.folder / "manifest.json" for i in infos],
+    )
+    for i in infos:
+        hw = i.manifest.get("hardware", {})
+        hardware.rows.append(
+            [
+                i.metadata["run_id"],
+                i.metadata.get("host", ""),
+                hw.get("platform", ""),
+                str(hw.get("cpu_count", "")),
+                ", ".join(hw.get("cuda_devices", [])) or "none",
+                i.metadata["gpu_name"],
+                "SIMULATED" if i.metadata["source"] == "simulated" else i.metadata["source"],
+                f"{i.metadata['sample_period_s']:g}",
+                f"{i.samples:,}",
+            ]
+        )
+    versions: dict[str, set[str]] = {}
+    for i in infos:
+        for package, version in {
+            **i.manifest.get("packages", {}),
+            "python": i.manifest.get("python"),
+        }.items():
+            versions.setdefault(package, set()).add(str(version))
+    packages = tab.Table(
+        "packages",
+        "Package versions (from the run manifests)",
+        ["package", "version"],
+        [[p, ", ".join(sorted(v))] for p, v in sorted(versions.items())],
+        sources=hardware.sources,
+    )
+    deployments = tab.Table(
+        "deployments",
+        "Simulated deployments (SIMULATED; the evaluate stage's summary.json)",
+        ["deployment", "GPUs", "cap per GPU (W)", "time budget (s)", "seeds", "arms"],
+        sources=[evaluate.path],
+    )
+    for name, info in evaluate.get("deployments").items():
+        deployments.rows.append(
+            [
+                name,
+                evaluate.num(f"deployments.{name}.gpus", ",.0f"),
+                evaluate.num(f"deployments.{name}.cap_w", ",.0f"),
+                evaluate.num(f"deployments.{name}.budget_s", ",.0f"),
+                str(len(info["seeds"])),
+                ", ".join(info["arms"]),
+            ]
+        )
+    sizes = sorted({i.manifest["size"] for i in infos})
+    simulated = [
+        f"Real GRPO runs ({', '.join(sizes) or 'none'}) ran TRL on "
+        f"{', '.join(sorted({i.manifest['hardware'].get('platform', '?') for i in infos}))}; "
+        f"their power source: {', '.join(sorted({i.metadata['source'] for i in infos}))} "
+        "(simulated = the calibrated A100 power model driven by the run's real phases and "
+        "actuators).",
+        "The 7B/14B/72B deployments, the PPO controller's training and the arm evaluation are "
+        "SIMULATED (GRPO step simulator calibrated by the identify stage).",
+        f"The fleet is built by {fleet.get('alignment')} alignment of the runs' energy bins "
+        f"({fleet.get('data')} power); the scaling study is a Monte Carlo simulation.",
+        "Economics multiply these energies and throughputs by sourced constants; they inherit "
+        "every simulated label.",
+    ]
+    return html.section(
+        "Setup",
+        html.table_html(hardware, out),
+        html.table_html(packages, out),
+        html.table_html(deployments, out),
+        "<h3>What was simulated</h3>",
+        html.bullet_list(simulated, out, "simulated"),
+        key="setup",
+    )
+
+
+def _cautions(oversub: tab.CsvFile, fleet: tab.JsonFile, infos: list[RunInfo], out: Path) -> str:
+    """DESIGN.md section 1's cautions, each with this run's evidence."""
+    stage = oversub.select(scope="fleet stage").iloc[0]
+    scaling = oversub.select(scope="scaling study")
+    smallest, largest = scaling.iloc[0], scaling.iloc[-1]
+    periods = sorted({i.metadata["sample_period_s"] for i in infos})
+    items: list[tab.Cell] = [
+        [
+            "Published oversubscription results are far lower than about 2x: POLCA +30 % servers "
+            "(inference), Google Thunderbolt 9-25 %, Microsoft Flex up to 33 %. This run's "
+            "evidence: a fleet of ",
+            oversub.num("n_gpus", ",.0f", scope="fleet stage"),
+            " GPUs at the ",
+            oversub.num("window_s", "g", scope="fleet stage"),
+            " s window with margin ",
+            oversub.num("margin", "g", scope="fleet stage"),
+            f" ({stage['data']}) gives a factor of ",
+            oversub.num("factor", ".3f", scope="fleet stage"),
+            " x; across fleet sizes it goes from ",
+            oversub.num("factor", ".3f", scope="scaling study", n_gpus=smallest["n_gpus"]),
+            f" x at {int(smallest['n_gpus']):,} GPUs to ",
+            oversub.num("factor", ".3f", scope="scaling study", n_gpus=largest["n_gpus"]),
+            f" x at {int(largest['n_gpus']):,} GPUs (Monte Carlo, alignment "
+            f"{fleet.get('alignment')}).",
+        ],
+        "NVML semantics: nvmlDeviceGetPowerUsage is instantaneous on A100 (GA100) and a 1 s "
+        "average on H100 and newer; NVML_FI_DEV_POWER_INSTANT / NVML_FI_DEV_POWER_AVERAGE ask "
+        "for each explicitly. NVML samples only part of the runtime, so window means here come "
+        "from the total-energy counter (nvmlDeviceGetTotalEnergyConsumption) where the trace "
+        "has one, else from integrated power.",
+        f"Sampling: 0.5 s cannot see the 0.2-3 Hz swings of synchronous training; this run "
+        f"sampled every {', '.join(f'{p:g}' for p in periods) or 'n/a'} s.",
+        "Simulated is not measured: every number labelled SIMULATED comes from the power model "
+        "or the GRPO step simulator, whose parameters start from sourced ranges "
+        "(CALIBRATION.md) and are refitted from the tiny CPU runs; confirm on GPUs (see the "
+        "pilot) before acting on them.",
+    ]
+    return html.section("Cautions", html.bullet_list(items, out, "caution"), key="cautions")
+
+
+def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportResult:
+    """Draw the figures and write ``out/index.html`` (and ``out/figures/*.pdf|png``)."""
+    out = Path(out)
+    econ = config.economics
+    infos = run_infos(inputs.runs)
+    made = make_figures(config, inputs, infos, out)
+    ratios = tab.CsvFile(inputs.evaluate / "ratios.csv")
+    summary = tab.CsvFile(inputs.evaluate / "summary.csv")
+    evaluate_json = tab.JsonFile(inputs.evaluate / "summary.json")
+    authority = tab.CsvFile(inputs.identify / "authority.csv")
+    comparison = tab.CsvFile(inputs.fleet / "comparison.csv")
+    fleet_json = tab.JsonFile(inputs.fleet / "summary.json")
+    e = {
+        name: tab.CsvFile(inputs.economics / f"{name}.csv")
+        for name in ("constants", "arms", "savings", "oversubscription", "sensitivity", "pilot")
+    }
+    deployments = evaluate_json.get("deployments")
+    single = [n for n, d in deployments.items() if d["gpus"] == 1]
+    sharded = [n for n, d in deployments.items() if d["gpus"] > 1]
+    setup_text = (
+        f"{len(infos)} real tiny GRPO run(s) "
+        f"({', '.join(sorted({i.metadata['source'] for i in infos}))} power); "
+        f"{len(deployments)} SIMULATED deployments ({', '.join(deployments)})"
+    )
+    study = tab.study_table(
+        ratios,
+        authority,
+        comparison,
+        e["sensitivity"],
+        econ.controller_arm,
+        single[0] if single else next(iter(deployments)),
+        sharded[-1] if sharded else next(iter(deployments)),
+        setup_text,
+    )
+    controller_savings = e["savings"].select(arm=econ.controller_arm)
+    tables = [
+        tab.csv_table(
+            "evaluation",
+            "Arm evaluation per deployment (SIMULATED; 95 % intervals over seeds)",
+            summary,
+            tab.EVALUATION_COLS,
+            ["deployment", "arm"],
+        ),
+        tab.csv_table(
+            "ratios",
+            "The study's ratios with targets (SIMULATED)",
+            ratios,
+            tab.RATIO_COLS,
+            ["deployment", "controller", "comparison"],
+        ),
+        tab.csv_table(
+            "authority",
+            "Actuator authority (simulated rows are SIMULATED)",
+            authority,
+            tab.AUTHORITY_COLS,
+            ["data", "deployment", "actuator"],
+        ),
+        tab.csv_table(
+            "fleet",
+            "Fleet and windowed exceedance: reference figures vs this run",
+            comparison,
+            tab.COMPARISON_COLS,
+            ["reference", "quantity", "note"],
+        ),
+    ]
+    economics = [
+        tab.csv_table(
+            "constants",
+            "Constants, with source and year",
+            e["constants"],
+            tab.CONSTANT_COLS,
+            ["name"],
+        ),
+        tab.csv_table(
+            "costs",
+            "Energy, cost and carbon per arm (means over seeds, 95 % intervals)",
+            e["arms"],
+            tab.COST_COLS,
+            ["source", "deployment", "arm"],
+            note=f"Fleet-year: {econ.fleet_gpus:,} GPUs in {econ.year} at utilisation "
+            f"{econ.utilization:g}. Energy at the wall = GPU energy x PUE (host power not "
+            "measured, not counted).",
+        ),
+        tab.csv_table(
+            "savings",
+            f"Savings of {econ.controller_arm} against every other arm",
+            e["savings"],
+            tab.SAVINGS_COLS,
+            ["source", "deployment", "arm", "versus"],
+            controller_savings,
+            note="For the same work: the controller's fleet-year of tokens, made by either arm.",
+        ),
+        tab.csv_table(
+            "oversubscription",
+            "Oversubscription value: extra GPUs and capital avoided",
+            e["oversubscription"],
+            tab.OVERSUBSCRIPTION_COLS,
+            ["scope", "n_gpus"],
+            note="Host power per GPU is provisioned at nameplate (not oversubscribed); see the "
+            "constants.",
+        ),
+        tab.sensitivity_table(e["sensitivity"]),
+        tab.csv_table(
+            "pilot",
+            "Low-cost pilot: smallest deployment confirming the gain and the headroom",
+            e["pilot"],
+            tab.PILOT_COLS,
+            ["deployment"],
+            note=f"Confidence {econ.pilot.confidence:g}, power {econ.pilot.power:g}; sized to "
+            f"detect {econ.pilot.min_effect_share:g} of the simulated gain with the simulator's "
+            f"spread x {econ.pilot.sd_inflation:g}; headroom: no exceedance in enough "
+            f"independent {config.fleet.window_s:g} s windows to bound the rate below "
+            f"{econ.pilot.exceedance_target:g}.",
+        ),
+    ]
+    sections = [
+        html.section("The question", html.paragraph(QUESTION), key="question"),
+        _setup(infos, evaluate_json, fleet_json, out),
+        html.section("The study and this run", html.table_html(study, out), key="study"),
+        html.section(
+            "Figures",
+            *(
+                html.figure_html(title, caption, png, pdf, out)
+                for _, title, caption, png, pdf in made
+            ),
+            key="figures",
+        ),
+        html.section("Tables", *(html.table_html(t, out) for t in tables), key="tables"),
+        html.section("Economics", *(html.table_html(t, out) for t in economics), key="economics"),
+        _cautions(e["oversubscription"], fleet_json, infos, out),
+    ]
+    subtitle = (
+        f"grpo-power {__version__}. Every number below comes from a file an earlier stage wrote; "
+        "numbers labelled SIMULATED come from the power model or the GRPO step simulator."
+    )
+    index = write_text_atomic(
+        out / "index.html", html.page(config.report.title, subtitle, sections)
+    )
+    numbers = sum(
+        isinstance(part, tab.Num)
+        for t in [study, *tables, *economics]
+        for row in t.rows
+        for cell in row
+        for part in (cell if isinstance(cell, list) else [cell])
+    )
+    return ReportResult(index, [p for *_, png, pdf in made for p in (pdf, png)], numbers)

@@ -1,0 +1,413 @@
+"""Report tables whose every number knows the file, row and column it came from.
+
+A number in a table is a :class:`Num`: the value read from a stage's CSV or JSON, how it is
+shown (format spec and scale), and its provenance. The HTML writes the provenance into the
+number's element (``data-src``, ``data-col``, ``data-row``, ``data-spec``, ``data-scale``), so a
+reader or a test can trace any shown number back to the file a stage wrote. Study figures come
+from :mod:`grpo_power.analysis.reference`, the evaluate stage's ``study`` column and
+:data:`grpo_power.analysis.authority.STUDY_RETAINED_CONCURRENCY`; nothing is typed in.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from grpo_power.analysis.authority import STUDY_RETAINED_CONCURRENCY
+from grpo_power.analysis.reference import STUDY_SOURCE
+
+
+@dataclass(frozen=True)
+class Num:
+    """A number shown in a table, with the file, row and column it was read from.
+
+    ``row``: (key column, value as text) pairs that select exactly one CSV row; empty for JSON,
+    where ``column`` is a dotted key path. Shown as ``format(value * scale, spec)``.
+    """
+
+    value: float
+    src: Path
+    column: str
+    row: tuple[tuple[str, str], ...] = ()
+    spec: str = ",.1f"
+    scale: float = 1.0
+
+    def text(self) -> str:
+        """The number as shown, ``n/a`` when missing."""
+        if self.value is None or not math.isfinite(self.value):
+            return "n/a"
+        return format(self.value * self.scale, self.spec)
+
+
+Part = str | Num
+Cell = Part | list[Part]
+
+
+@dataclass
+class Table:
+    """A table of the report: a title, headers, rows of cells, and its source files."""
+
+    key: str
+    title: str
+    columns: list[str]
+    rows: list[list[Cell]] = field(default_factory=list)
+    sources: list[Path] = field(default_factory=list)
+    note: str = ""
+
+
+def _row_key(row: pd.Series, keys: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    return tuple((k, str(row[k])) for k in keys)
+
+
+class CsvFile:
+    """A CSV a stage wrote, read once; hands out :class:`Num` cells of its rows."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self.frame = pd.read_csv(self.path)
+
+    def select(self, **keys: Any) -> pd.DataFrame:
+        """The rows whose key columns equal ``keys`` (compared as text)."""
+        mask = pd.Series(True, index=self.frame.index)
+        for column, value in keys.items():
+            mask &= self.frame[column].astype(str) == str(value)
+        return self.frame[mask]
+
+    def num(self, column: str, spec: str = ",.1f", scale: float = 1.0, **keys: Any) -> Num:
+        """The number in ``column`` of the one row matching ``keys``.
+
+        Raises:
+            ValueError: no row, or several rows, match.
+        """
+        rows = self.select(**keys)
+        if len(rows) != 1:
+            raise ValueError(f"{self.path}: {len(rows)} rows match {keys}, expected one")
+        row = rows.iloc[0]
+        return Num(float(row[column]), self.path, column, _row_key(row, list(keys)), spec, scale)
+
+
+class JsonFile:
+    """A JSON file a stage wrote; hands out :class:`Num` cells of its keys."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self.data = json.loads(self.path.read_text())
+
+    def get(self, key: str) -> Any:
+        """The value at a dotted key path (``evaluation.trained_return``)."""
+        value: Any = self.data
+        for part in key.split("."):
+            value = value[part]
+        return value
+
+    def num(self, key: str, spec: str = ",.1f", scale: float = 1.0) -> Num:
+        value = self.get(key)
+        return Num(float("nan") if value is None else float(value), self.path, key, (), spec, scale)
+
+
+@dataclass(frozen=True)
+class Col:
+    """A column of a CSV-backed table: a header, the CSV column, and how to show it.
+
+    ``spec`` None: the value as text. ``ci``: append ``[low, high]`` from the columns
+    ``<ci_prefix>ci_low`` and ``<ci_prefix>ci_high`` (prefix default ``<column>_``).
+    """
+
+    header: str
+    column: str
+    spec: str | None = None
+    scale: float = 1.0
+    ci: bool = False
+    ci_prefix: str | None = None
+
+
+def csv_table(
+    key: str,
+    title: str,
+    source: CsvFile,
+    cols: Sequence[Col],
+    keys: Sequence[str],
+    rows: pd.DataFrame | None = None,
+    note: str = "",
+) -> Table:
+    """One table row per row of ``rows`` (default: every row of ``source``); ``keys``: the
+    columns that identify a row in ``source``."""
+    table = Table(key, title, [c.header for c in cols], sources=[source.path], note=note)
+    for _, row in (source.frame if rows is None else rows).iterrows():
+        ident = _row_key(row, keys)
+        cells: list[Cell] = []
+        for c in cols:
+            if c.spec is None:
+                cells.append(str(row[c.column]) if pd.notna(row[c.column]) else "")
+                continue
+            prefix = f"{c.column}_" if c.ci_prefix is None else c.ci_prefix
+            names = (c.column, f"{prefix}ci_low", f"{prefix}ci_high") if c.ci else (c.column,)
+            nums = [Num(float(row[n]), source.path, n, ident, c.spec, c.scale) for n in names]
+            cells.append([nums[0], " [", nums[1], ", ", nums[2], "]"] if c.ci else nums[0])
+        table.rows.append(cells)
+    return table
+
+
+def with_unit(num: Num, unit: str) -> list[Part]:
+    """A number followed by its unit; the unit is left out when the number is missing."""
+    return [num, f" {unit}"] if num.text() != "n/a" else [num]
+
+
+def _pct_change(file: CsvFile, deployment: str, controller: str, comparison: str) -> list[Cell]:
+    """This run's ratio (with interval) and the study's figure from the evaluate ratios."""
+    keys = {"deployment": deployment, "controller": controller, "comparison": comparison}
+    rows = file.select(**keys)
+    if rows.empty:
+        return ["not evaluated", "", ""]
+    value = file.num("value", "+,.1f", **keys)
+    low, high = file.num("ci_low", "+,.1f", **keys), file.num("ci_high", "+,.1f", **keys)
+    row = rows.iloc[0]
+    study = file.num("study", "+,.1f", **keys)
+    met = "met" if str(row["met"]) == "True" else "NOT met"
+    return [
+        with_unit(study, row["unit"]),
+        [*with_unit(value, row["unit"]), " [", low, ", ", high, "]"],
+        f"target {row['target']}: {met}",
+    ]
+
+
+def study_table(
+    ratios: CsvFile,
+    authority: CsvFile,
+    comparison: CsvFile,
+    headline: CsvFile,
+    controller: str,
+    single_gpu: str,
+    sharded: str,
+    setup: str,
+) -> Table:
+    """The study's findings (DESIGN.md section 1) and this run's, side by side.
+
+    Args:
+        ratios: the evaluate stage's ``ratios.csv``; authority: the identify stage's
+            ``authority.csv``; comparison: the fleet stage's ``comparison.csv``; headline: the
+            economics stage's ``sensitivity.csv`` (its base rows).
+        controller: the controller arm; single_gpu, sharded: the single-node deployment and the
+            sharded one the study's 72B rows compare with.
+        setup: what this run measured and simulated (text).
+    """
+    table = Table(
+        "study",
+        "The study's findings and this run's, side by side",
+        ["finding", "study", "this run", "note"],
+        sources=[ratios.path, authority.path, comparison.path, headline.path],
+        note=f"Study: {STUDY_SOURCE}. Simulator rows are SIMULATED; intervals are 95 % over "
+        "seeds. Differences are kept, not tuned away.",
+    )
+    table.rows.append(["GRPO runs", "7B, 14B, 72B on 1-4 A100s, power every 0.5 s", setup, ""])
+    for comparison_key, finding in (
+        ("violations_vs_fixed", f"cap violations, {controller} vs fixed ({single_gpu})"),
+        ("output_vs_fixed", f"tokens, {controller} vs fixed ({single_gpu})"),
+        ("tokens_per_mj_vs_fixed", f"tokens per MJ, {controller} vs fixed ({single_gpu})"),
+    ):
+        table.rows.append([finding, *_pct_change(ratios, single_gpu, controller, comparison_key)])
+    group = authority.select(data="simulated", deployment=sharded, actuator="num_generations")
+    concurrency = authority.select(data="simulated", deployment=sharded, actuator="concurrency")
+    if len(group) and len(concurrency):
+        keys = {"data": "simulated", "deployment": sharded}
+        table.rows.append(
+            [
+                f"group size (volume) authority, {sharded} sharded",
+                "loses its authority",
+                [
+                    authority.num("authority", ".3f", actuator="num_generations", **keys),
+                    " (retained ",
+                    authority.num(
+                        "retained_authority", ".0f", 100.0, actuator="num_generations", **keys
+                    ),
+                    " %)",
+                ],
+                "SIMULATED; authority as a share of nameplate - idle",
+            ]
+        )
+        low, high = STUDY_RETAINED_CONCURRENCY
+        table.rows.append(
+            [
+                f"concurrency alone, {sharded} sharded: retained authority",
+                f"{low:g}-{high:g} %",
+                [
+                    authority.num(
+                        "retained_authority", ".0f", 100.0, actuator="concurrency", **keys
+                    ),
+                    " %",
+                ],
+                "SIMULATED",
+            ]
+        )
+    for comparison_key, finding in (
+        ("output_vs_fixed_safe", f"output, {controller} vs fixed-safe ({sharded})"),
+        ("violations_vs_uncontrolled", f"violations, {controller} vs uncontrolled ({sharded})"),
+    ):
+        table.rows.append([finding, *_pct_change(ratios, sharded, controller, comparison_key)])
+    for _, row in comparison.select(reference="study").iterrows():
+        keys = {"reference": "study", "quantity": row["quantity"], "note": row["note"]}
+        spec = ".2f" if row["unit"] == "x" else ".1f"
+        table.rows.append(
+            [
+                row["quantity"],
+                str(row["reference_value"]),
+                with_unit(comparison.num("this_run", spec, **keys), row["unit"]),
+                f"{row['data']}; {row['note']}",
+            ]
+        )
+    for _, row in headline.select(parameter="base").iterrows():
+        if not row["quantity"].startswith(("energy $ saved", "carbon saved", "capital avoided")):
+            continue
+        keys = {
+            "parameter": "base",
+            "source": row["source"],
+            "deployment": row["deployment"],
+            "quantity": row["quantity"],
+        }
+        table.rows.append(
+            [
+                f"{row['quantity']} ({row['source']} {row['deployment']})",
+                "savings of the controller and of oversubscription",
+                with_unit(headline.num("value", ",.0f", **keys), row["unit"]),
+                f"{row['data']}; see the economics section for assumptions",
+            ]
+        )
+    return table
+
+
+EVALUATION_COLS = (
+    Col("deployment", "deployment"),
+    Col("arm", "arm"),
+    Col("seeds", "seeds"),
+    Col("violation rate %", "violation_rate", ".2f", 100.0, ci=True),
+    Col("exceedance %", "exceedance", ".2f", 100.0, ci=True),
+    Col("output (tokens)", "output_tokens", ",.0f", ci=True),
+    Col("throughput (tokens/s)", "throughput", ",.1f", ci=True),
+    Col("tokens per MJ", "tokens_per_mj", ",.0f", ci=True),
+)
+RATIO_COLS = (
+    Col("deployment", "deployment"),
+    Col("controller", "controller"),
+    Col("comparison", "comparison"),
+    Col("value", "value", "+,.1f", ci=True, ci_prefix=""),
+    Col("unit", "unit"),
+    Col("target", "target"),
+    Col("met", "met"),
+    Col("study", "study", "+,.1f"),
+)
+COMPARISON_COLS = (
+    Col("reference", "reference"),
+    Col("quantity", "quantity"),
+    Col("reference value", "reference_value"),
+    Col("this run", "this_run", ",.2f"),
+    Col("difference", "difference", "+,.2f"),
+    Col("unit", "unit"),
+    Col("data", "data"),
+    Col("note", "note"),
+)
+AUTHORITY_COLS = (
+    Col("data", "data"),
+    Col("deployment", "deployment"),
+    Col("GPUs", "gpus"),
+    Col("actuator", "actuator"),
+    Col("power at lowest level (W)", "power_low_w", ".1f"),
+    Col("power at highest level (W)", "power_high_w", ".1f"),
+    Col("authority", "authority", ".3f"),
+    Col("retained %", "retained_authority", ".0f", 100.0),
+    Col("selected", "selected"),
+)
+CONSTANT_COLS = (
+    Col("constant", "name"),
+    Col("value", "value", ",.8g"),
+    Col("unit", "unit"),
+    Col("source", "source"),
+    Col("year", "year"),
+)
+COST_COLS = (
+    Col("source", "source"),
+    Col("deployment", "deployment"),
+    Col("arm", "arm"),
+    Col("data", "data"),
+    Col("seeds", "seeds"),
+    Col("kWh per M tokens (wall)", "kwh_per_mtok", ",.2f"),
+    Col("energy $ per M tokens", "energy_usd_per_mtok", ",.3f", ci=True),
+    Col("kgCO2eq per M tokens", "carbon_kg_per_mtok", ",.3f", ci=True),
+    Col("GPU-time $ per M tokens", "gpu_usd_per_mtok", ",.2f", ci=True),
+    Col("fleet-year energy (MWh)", "annual_mwh", ",.0f"),
+    Col("fleet-year energy ($)", "annual_energy_usd", ",.0f"),
+    Col("fleet-year carbon (tCO2eq)", "annual_carbon_t", ",.0f"),
+)
+SAVINGS_COLS = (
+    Col("source", "source"),
+    Col("deployment", "deployment"),
+    Col("arm", "arm"),
+    Col("versus", "versus"),
+    Col("energy per token %", "energy_per_token_change_pct", "+,.1f"),
+    Col("throughput %", "throughput_change_pct", "+,.1f"),
+    Col("energy $ saved / fleet-year", "energy_usd_saved_per_year", ",.0f"),
+    Col("GPU-time $ saved / fleet-year", "gpu_usd_saved_per_year", ",.0f"),
+    Col("tCO2eq saved / fleet-year", "carbon_t_saved_per_year", ",.1f"),
+    Col("data", "data"),
+)
+OVERSUBSCRIPTION_COLS = (
+    Col("scope", "scope"),
+    Col("GPUs", "n_gpus", ",.0f"),
+    Col("factor from fleet of", "factor_from_gpus", ",.0f"),
+    Col("window (s)", "window_s", "g"),
+    Col("margin", "margin", "g"),
+    Col("peak share %", "peak_share", ".1f", 100.0),
+    Col("factor (x)", "factor", ".3f"),
+    Col("extra GPUs", "extra_gpus", ",.0f"),
+    Col("capacity avoided (MW)", "capacity_mw_avoided", ",.3f"),
+    Col("capital avoided ($)", "capital_usd_avoided", ",.0f"),
+    Col("data", "data"),
+    Col("note", "note"),
+)
+PILOT_COLS = (
+    Col("deployment", "deployment"),
+    Col("smallest", "smallest"),
+    Col("sized by", "sized_by"),
+    Col("simulated change %", "simulated_change_pct", "+,.1f"),
+    Col("detectable change %", "detectable_change_pct", "+,.1f"),
+    Col("seeds per arm", "seeds_per_arm", ",.0f"),
+    Col("nodes", "nodes", ",.0f"),
+    Col("GPUs", "gpus", ",.0f"),
+    Col("hours", "hours", ",.1f"),
+    Col("weeks", "weeks", ",.2f"),
+    Col("GPU-hours", "gpu_hours", ",.0f"),
+    Col("cost ($)", "cost_usd", ",.0f"),
+)
+
+
+def sensitivity_table(source: CsvFile) -> Table:
+    """The economics stage's ``sensitivity.csv`` pivoted: one row per headline quantity, one
+    column per setting (the base case, then each assumption at each end)."""
+    frame = source.frame
+    settings = list(dict.fromkeys(zip(frame["parameter"], frame["setting"], strict=True)))
+    quantities = frame[frame["parameter"] == "base"]
+    table = Table(
+        "sensitivity",
+        "Sensitivity of the headline to price, PUE, carbon intensity and capacity cost",
+        ["source", "deployment", "quantity", "unit", *(f"{p}: {s}" for p, s in settings)],
+        sources=[source.path],
+        note="One assumption changed at a time; the others as configured.",
+    )
+    for _, q in quantities.iterrows():
+        keys = {"source": q["source"], "deployment": q["deployment"], "quantity": q["quantity"]}
+        spec = ",.4f" if "per Mtok" in q["quantity"] else ",.0f"
+        row: list[Cell] = [q["source"], q["deployment"], q["quantity"], q["unit"]]
+        for parameter, setting in settings:
+            found = source.select(parameter=parameter, setting=setting, **keys)
+            row.append(
+                source.num("value", spec, parameter=parameter, setting=setting, **keys)
+                if len(found)
+                else ""
+            )
+        table.rows.append(row)
+    return table

@@ -1,0 +1,332 @@
+"""The report stage: every figure written, every number in the HTML traced back to the file a
+stage wrote, the page read in order, the Snakemake wiring, and a render in headless Chromium
+(Debian's ``chromium`` package) that checks that the page loads with no missing image.
+
+The inputs are the small study of ``test_economics.py``, written by the earlier stages' own
+code; the economics and report stages run through the CLI.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from grpo_power.cli import app
+from grpo_power.economics.stage import OUTPUTS
+from grpo_power.report.stage import FIGURES
+from tests.conftest import REPO
+from tests.test_economics import build_stage_outputs
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+]
+
+
+class Page(HTMLParser):
+    """The parts of index.html the tests look at: headings, images, traceable numbers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.headings: list[str] = []
+        self.images: list[str] = []
+        self.numbers: list[dict[str, str]] = []
+        self._open: dict[str, str] | None = None
+        self._in_h2 = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = {k: v or "" for k, v in attrs}
+        if tag == "img":
+            self.images.append(values["src"])
+        elif tag == "h2":
+            self._in_h2 = True
+        elif tag == "span" and values.get("class") == "num":
+            self._open = {**values, "text": ""}
+
+    def handle_data(self, data: str) -> None:
+        if self._open is not None:
+            self._open["text"] += data
+        if self._in_h2:
+            self.headings.append(data)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "span" and self._open is not None:
+            self.numbers.append(self._open)
+            self._open = None
+        elif tag == "h2":
+            self._in_h2 = False
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    root = tmp_path_factory.mktemp("report")
+    config, paths = build_stage_outputs(root)
+    config_file = root / "config.yaml"
+    config_file.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+    runs = [arg for folder in paths["runs"] for arg in ("--run", str(folder))]
+    runner = CliRunner()
+    done = runner.invoke(
+        app, ["economics", "--out", str(root / "economics"), *runs, "-c", str(config_file)]
+    )
+    assert done.exit_code == 0, done.output
+    exceedance = [arg for path in paths["exceedance"] for arg in ("--exceedance", str(path))]
+    controllers = [arg for path in paths["controllers"] for arg in ("--controller", str(path))]
+    done = runner.invoke(
+        app,
+        [
+            "report",
+            "--out",
+            str(root / "report"),
+            *runs,
+            *exceedance,
+            *controllers,
+            "-c",
+            str(config_file),
+        ],
+    )
+    assert done.exit_code == 0, done.output
+    page = Page()
+    page.feed((root / "report" / "index.html").read_text())
+    return {"root": root, "config": config, "page": page, "output": done.output}
+
+
+def test_every_figure_is_written_as_pdf_and_png(report: dict) -> None:
+    figures = report["root"] / "report" / "figures"
+    for name, _ in FIGURES:
+        pdf, png = figures / f"{name}.pdf", figures / f"{name}.png"
+        assert pdf.read_bytes()[:5] == b"%PDF-" and pdf.stat().st_size > 5_000, name
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5_000, name
+    assert f"{len(FIGURES)} figures" in report["output"]
+
+
+@functools.cache
+def _read(path: Path) -> pd.DataFrame | dict:
+    return json.loads(path.read_text()) if path.suffix == ".json" else pd.read_csv(path)
+
+
+def _source_value(path: Path, column: str, row: dict[str, str]) -> float:
+    """The number a span says it came from, read independently of the report's code."""
+    if path.suffix == ".json":
+        value = _read(path)
+        for part in column.split("."):
+            value = value[part]
+        return float("nan") if value is None else float(value)
+    frame = _read(path)
+    for key, text in row.items():
+        frame = frame[frame[key].astype(str) == text]
+    assert len(frame) == 1, (path, row)
+    return float(frame[column].iloc[0])
+
+
+def test_every_number_in_the_tables_traces_back_to_a_stage_file(report: dict) -> None:
+    index_dir = report["root"] / "report"
+    numbers = report["page"].numbers
+    assert len(numbers) > 300
+    sources = set()
+    for number in numbers:
+        path = (index_dir / number["data-src"]).resolve()
+        assert path.is_relative_to(report["root"]), path  # written by a stage of this study
+        sources.add(path.relative_to(report["root"]).as_posix())
+        value = _source_value(path, number["data-col"], json.loads(number["data-row"]))
+        shown = float(number["data-scale"]) * value
+        expected = "n/a" if not math.isfinite(shown) else format(shown, number["data-spec"])
+        assert number["text"] == expected, number
+    for stage_file in (
+        "evaluate/study/summary.csv",
+        "evaluate/study/ratios.csv",
+        "evaluate/study/summary.json",
+        "identify/authority.csv",
+        "fleet/comparison.csv",
+        "economics/arms.csv",
+        "economics/constants.csv",
+        "economics/oversubscription.csv",
+        "economics/pilot.csv",
+        "economics/sensitivity.csv",
+    ):
+        assert stage_file in sources, stage_file
+
+
+def test_a_few_numbers_against_their_source_files(report: dict) -> None:
+    root, numbers = report["root"], report["page"].numbers
+
+    def shown(src: str, column: str, **row: str) -> list[str]:
+        return [
+            n["text"]
+            for n in numbers
+            if n["data-src"].endswith(src)
+            and n["data-col"] == column
+            and all(json.loads(n["data-row"]).get(k) == v for k, v in row.items())
+        ]
+
+    assert "0.0806" in shown("economics/constants.csv", "value", name="electricity_price")
+    ratios = pd.read_csv(root / "evaluate" / "study" / "ratios.csv").set_index(
+        ["deployment", "comparison"]
+    )
+    output = ratios.loc[("7b", "output_vs_fixed"), "value"]
+    assert f"{output:+,.1f}" in shown("ratios.csv", "value", comparison="output_vs_fixed")
+    summary = pd.read_csv(root / "evaluate" / "study" / "summary.csv").set_index(
+        ["deployment", "arm"]
+    )
+    violations = 100 * summary.loc[("72b", "ppo"), "violation_rate"]
+    assert f"{violations:.2f}" in shown("summary.csv", "violation_rate", deployment="72b")
+    arms = pd.read_csv(root / "economics" / "arms.csv")
+    fixed = arms[(arms["source"] == "run") & (arms["arm"] == "fixed")].iloc[0]
+    cost = shown("arms.csv", "energy_usd_per_mtok", source="run", arm="fixed")
+    assert cost == [f"{fixed['energy_usd_per_mtok']:,.3f}"]
+
+
+def test_the_page_reads_top_to_bottom_and_labels_simulation(report: dict) -> None:
+    page = report["page"]
+    assert page.headings == [
+        "The question",
+        "Setup",
+        "The study and this run",
+        "Figures",
+        "Tables",
+        "Economics",
+        "Cautions",
+    ]
+    text = (report["root"] / "report" / "index.html").read_text()
+    assert text.count("SIMULATED") > 20
+    for caution in ("POLCA", "Thunderbolt", "Flex", "NVML_FI_DEV_POWER_INSTANT", "0.2-3 Hz"):
+        assert caution in text
+    assert "2.13.0+cpu" in text and "test-platform" in text  # versions and hardware
+
+
+def test_images_exist_beside_the_page(report: dict) -> None:
+    index_dir = report["root"] / "report"
+    assert len(report["page"].images) == len(FIGURES)
+    for src in report["page"].images:
+        assert not src.startswith(("/", "http")) and (index_dir / src).stat().st_size > 0
+
+
+LOAD_CHECK = """<script>
+window.addEventListener("load", () => {
+  const images = [...document.images];
+  const broken = images.filter((i) => !i.complete || i.naturalWidth === 0).map((i) => i.src);
+  const out = document.createElement("pre");
+  out.id = "load-check";
+  out.textContent = JSON.stringify({images: images.length, broken: broken});
+  document.body.appendChild(out);
+});
+</script>
+"""
+
+
+def _chromium(*args: str, profile: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(CHROMIUM), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+def test_report_renders_in_headless_chromium(report: dict, tmp_path: Path) -> None:
+    if not CHROMIUM.exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI needs Debian's chromium for the report test: apt-get install chromium")
+        pytest.skip(f"{CHROMIUM} missing: install Debian's chromium package to render the report")
+    index = report["root"] / "report" / "index.html"
+    # the same page with a script that lists images the browser could not load
+    checked = index.with_name("index.load-check.html")
+    checked.write_text(index.read_text().replace("</body>", LOAD_CHECK + "</body>"))
+    dom = _chromium(
+        "--virtual-time-budget=15000", "--dump-dom", checked.as_uri(), profile=tmp_path / "a"
+    )
+    found = re.search(r'<pre id="load-check">(.*?)</pre>', dom.stdout)
+    assert found, dom.stderr[-2000:]
+    loaded = json.loads(found.group(1).replace("&quot;", '"'))
+    assert loaded == {"images": len(FIGURES), "broken": []}
+    screenshot = tmp_path / "report.png"
+    shot = _chromium(
+        "--window-size=1400,5000",
+        "--virtual-time-budget=15000",
+        f"--screenshot={screenshot}",
+        index.as_uri(),
+        profile=tmp_path / "b",
+    )
+    assert screenshot.exists(), shot.stderr[-2000:]
+    from PIL import Image
+
+    image = Image.open(screenshot).convert("L")
+    assert image.size == (1400, 5000)
+    low, high = image.getextrema()
+    assert low < 100 and high > 200  # text and figures drawn, not a blank page
+
+
+def _literal(text: str, name: str) -> list[str]:
+    """The list literal assigned to ``name`` in a Snakemake file."""
+    match = re.search(rf"^{name} = (\[.*?\])$", text, re.S | re.M)
+    assert match, name
+    return ast.literal_eval(match.group(1))
+
+
+def test_snakemake_rules_list_every_output_and_caption() -> None:
+    common = (REPO / "workflow" / "rules" / "common.smk").read_text()
+    assert _literal(common, "REPORT_FIGURES") == [name for name, _ in FIGURES]
+    assert _literal(common, "ECONOMICS_OUTPUTS") == list(OUTPUTS)
+    captions = REPO / "workflow" / "report"
+    for name, _ in FIGURES:
+        assert (captions / f"figure_{name}.rst").read_text().strip(), name
+    for caption in ("index", "economics_costs", "economics_oversubscription", "economics_pilot"):
+        assert (captions / f"{caption}.rst").exists()
+
+
+@pytest.mark.slow
+def test_snakemake_dag_builds_the_report_on_the_default_config(tmp_path: Path) -> None:
+    snakemake = shutil.which("snakemake", path=str(Path(sys.executable).parent))
+    if snakemake is None:
+        pytest.skip("snakemake is not installed in this environment (the workflow extra)")
+    done = subprocess.run(
+        [
+            snakemake,
+            "-n",
+            "--directory",
+            str(REPO),
+            "--config",
+            f"results_dir={tmp_path}",
+            "--forceall",
+            "--quiet",
+            "rules",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.search(r"\beconomics\s+1\b", done.stdout) and re.search(
+        r"\breport\s+1\b", done.stdout
+    )
+
+
+def test_analysis_stages_never_import_torch_or_trl() -> None:
+    code = (
+        "import sys, grpo_power.economics.stage, grpo_power.report.stage, grpo_power.cli; "
+        "bad = [m for m in ('torch', 'trl', 'transformers') if m in sys.modules]; "
+        "assert not bad, bad"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
