@@ -19,7 +19,8 @@ ifeq ($(HAS_NVIDIA_GPU),yes)
 	$(BIN)/python -m pip install --quiet "torch==$(TORCH_VERSION)"
 else
 	@echo "no NVIDIA GPU: installing the CPU build of torch $(TORCH_VERSION) first"
-	$(BIN)/python -m pip install --quiet "torch==$(TORCH_VERSION)" --extra-index-url $(TORCH_CPU_INDEX)
+	$(BIN)/python -m pip install --quiet --retries 0 --timeout 15 "torch==$(TORCH_VERSION)" \
+		--extra-index-url $(TORCH_CPU_INDEX)
 endif
 	$(BIN)/python -m pip install --quiet -e ".[train,workflow,dev]"
 	touch $@
@@ -27,9 +28,12 @@ endif
 demo: $(BIN)/.installed
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores 2
 
+# As root (CI), a real single-node Slurm is started for the tests and stopped afterwards.
 test: $(BIN)/.installed
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest
+	@if [ "$$(id -u)" = 0 ]; then scripts/slurm/start.sh || echo "no test Slurm: its tests skip"; fi
+	status=0; PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest || status=$$?; \
+	if [ "$$(id -u)" = 0 ]; then scripts/slurm/stop.sh; fi; exit $$status
 
 bench: $(BIN)/.installed
 	$(BIN)/python -m benchmarks

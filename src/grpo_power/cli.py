@@ -29,6 +29,10 @@ telemetry_app = typer.Typer(
     help="Record, import and summarise GPU power traces.", no_args_is_help=True
 )
 app.add_typer(telemetry_app, name="telemetry")
+controller_app = typer.Typer(
+    help="Train the PPO meta-controller in the simulator.", no_args_is_help=True
+)
+app.add_typer(controller_app, name="controller")
 
 ConfigOption = Annotated[
     Path, typer.Option("--config", "-c", help="Config file (validated against the schema).")
@@ -41,11 +45,18 @@ def user_errors(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from grpo_power.launch.submit import JobFailed
         from grpo_power.telemetry.source import TelemetryUnavailable
 
         try:
             return func(*args, **kwargs)
-        except (ConfigError, ValueError, FileNotFoundError, TelemetryUnavailable) as error:
+        except (
+            ConfigError,
+            ValueError,
+            FileNotFoundError,
+            TelemetryUnavailable,
+            JobFailed,
+        ) as error:
             typer.echo(f"error: {error}", err=True)
             raise typer.Exit(2) from None
 
@@ -69,7 +80,19 @@ def calibrate(
 
     cfg = _config(config, {"workload": {"size": size}} if size else None)
     folder = cfg.results_dir / "calibration" / cfg.workload.size
-    result = calibrate_fixed_safe(cfg, folder, show_progress=sys.stderr.isatty())
+    run_candidate = None
+    if cfg.launch.launcher == "submitit":  # on a cluster each candidate is a GPU job
+        from grpo_power.launch.submit import submit_run
+
+        def run_candidate(concurrency: int, run_folder: Path) -> None:
+            candidate = cfg.model_copy(deep=True)
+            candidate.workload.concurrency = concurrency
+            steps = cfg.arms.fixed_safe.calibration_steps
+            submit_run(
+                candidate, config, "fixed", cfg.seed, run_folder.resolve(), typer.echo, steps
+            )
+
+    result = calibrate_fixed_safe(cfg, folder, sys.stderr.isatty(), run_candidate)
     label = " (SIMULATED power)" if result["simulated_power"] else ""
     typer.echo(
         f"fixed-safe concurrency for {cfg.workload.size}: {result['concurrency']}"
@@ -82,7 +105,8 @@ def calibrate(
 @user_errors
 def run(
     arm: Annotated[
-        str, typer.Option("--arm", help="uncontrolled | fixed | fixed-safe | threshold | hwcap")
+        str,
+        typer.Option("--arm", help="uncontrolled | fixed | fixed-safe | threshold | ppo | hwcap"),
     ],
     out: Annotated[Path, typer.Option("--out", "-o", help="Run folder (trace, steps, manifest).")],
     size: Annotated[
@@ -90,6 +114,15 @@ def run(
     ] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Seed (default: config).")] = None,
     steps: Annotated[int | None, typer.Option("--steps", help="Steps (default: config).")] = None,
+    launcher: Annotated[
+        str | None, typer.Option("--launcher", help="direct | submitit (default: config).")
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option("--concurrency", help="The fixed arm's concurrency (config).")
+    ] = None,
+    max_new_tokens: Annotated[
+        int | None, typer.Option("--max-new-tokens", help="The fixed arm's max new tokens.")
+    ] = None,
     config: ConfigOption = DEFAULT_CONFIG_PATH,
 ) -> None:
     """Stage 1: one GRPO run (size x arm x seed) with power telemetry, step log and manifest."""
@@ -100,14 +133,27 @@ def run(
         overrides["workload"]["size"] = size
     if steps is not None:
         overrides["workload"]["steps"] = steps
+    if concurrency is not None:
+        overrides["workload"]["concurrency"] = concurrency
+    if max_new_tokens is not None:
+        overrides["workload"]["max_new_tokens"] = max_new_tokens
+    if launcher is not None:
+        overrides["launch"] = {"launcher": launcher}
     cfg = _config(config, overrides)
-    if relaunch_needed(cfg.workload):
-        raise typer.Exit(relaunch_with_accelerate(cfg.workload, sys.argv[1:]))
+    seed = cfg.seed if seed is None else seed
+    if cfg.launch.launcher == "submitit":
+        from grpo_power.launch.submit import submit_run
+
+        manifest = submit_run(cfg, config, arm, seed, out.resolve(), log=typer.echo)
+        typer.echo(f"run {cfg.workload.size}/{arm}/seed{seed}: {manifest['status']} -> {out}")
+        return
+    run_size = cfg.run_size(cfg.workload.size)
+    if relaunch_needed(run_size):
+        raise typer.Exit(relaunch_with_accelerate(run_size, sys.argv[1:]))
 
     from grpo_power.workload.arms import controller_for_arm
     from grpo_power.workload.runner import run_grpo
 
-    seed = cfg.seed if seed is None else seed
     controller = controller_for_arm(arm, cfg, cfg.results_dir / "calibration" / cfg.workload.size)
     result = run_grpo(cfg, arm, seed, out, controller, show_progress=sys.stderr.isatty())
     if int(os.environ.get("RANK", "0")) == 0:
@@ -274,6 +320,248 @@ def fleet(
             "oversubscription factor (record longer runs, or set fleet.horizon_s)"
         )
     typer.echo(f"wrote {out}/fleet_windows.csv, scaling.csv, comparison.csv, comparison.md")
+
+
+@app.command("identify")
+@user_errors
+def identify(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")],
+    runs: Annotated[
+        list[Path] | None,
+        typer.Option("--run", help="A measured run folder to fit from (repeatable)."),
+    ] = None,
+    calibration: Annotated[
+        Path | None, typer.Option("--calibration", help="Calibration to start from.")
+    ] = None,
+    real_sweep_steps: Annotated[
+        int | None,
+        typer.Option("--real-sweep-steps", help="Steps per real sweep run; 0 = none (config)."),
+    ] = None,
+    config: ConfigOption = DEFAULT_CONFIG_PATH,
+) -> None:
+    """Stage 2: actuator sweeps, the authority table, and the simulator's calibration fit."""
+    from grpo_power.study import identify as run_identify
+
+    cfg = _config(config)
+    result = run_identify(cfg, out, calibration, runs, real_sweep_steps, log=typer.echo)
+    shown = result.authority[
+        ["data", "deployment", "actuator", "authority", "retained_authority", "selected"]
+    ]
+    typer.echo("actuator authority (simulated rows are SIMULATED):")
+    typer.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    if result.fit is not None:
+        for fit in result.fit["fits"]:
+            typer.echo(
+                f"fit {fit['target']}: {fit['points']} steps, relative RMS residual "
+                f"{fit['relative_rms']:.3f}; held at prior: {sorted(fit['held_at_prior']) or '-'}"
+            )
+    typer.echo(f"wrote {result.calibration_path}, {out}/authority.csv, authority.md, sweeps.csv")
+
+
+@controller_app.command("train")
+@user_errors
+def controller_train(
+    deployment: Annotated[str, typer.Option("--deployment", "-d", help="Deployment name.")],
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Controller folder (default: results).")
+    ] = None,
+    calibration: Annotated[
+        Path | None, typer.Option("--calibration", help="Calibration file (default: config).")
+    ] = None,
+    authority: Annotated[
+        Path | None,
+        typer.Option("--authority", help="authority.json (default: results/identify)."),
+    ] = None,
+    cap_w: Annotated[
+        float | None, typer.Option("--cap-w", help="Cap to train for, W (default: config).")
+    ] = None,
+    timesteps: Annotated[
+        int | None, typer.Option("--timesteps", help="PPO steps (default: config).")
+    ] = None,
+    config: ConfigOption = DEFAULT_CONFIG_PATH,
+) -> None:
+    """Stage 3: train a deployment's PPO meta-controller in the simulator (SIMULATED)."""
+    from grpo_power.control.ppo import controller_folder
+    from grpo_power.study import train
+
+    cfg = _config(config)
+    out = out or controller_folder(cfg, deployment)
+    authority = authority or cfg.results_dir / "identify" / "authority.json"
+    result = train(cfg, deployment, out, calibration, authority, cap_w, timesteps)
+    e = result.evaluation
+    typer.echo(
+        f"PPO controller for {deployment} (SIMULATED): drives {'+'.join(result.space.actuators)}"
+        f"{' (fallback: no actuator cleared the threshold)' if result.space.fallback else ''}; "
+        f"{result.timesteps} steps in {result.train_s:.1f} s"
+    )
+    typer.echo(
+        f"  nominal episodes: return {e['trained_return']:.2f} (random policy "
+        f"{e['random_return']:.2f}), violation rate {100 * e['trained_violation_rate']:.2f} % "
+        f"(random {100 * e['random_violation_rate']:.2f} %)"
+    )
+    typer.echo(f"wrote {out}/controller.json, policy.npz, policy.zip, vecnormalize.pkl")
+
+
+@app.command("evaluate")
+@user_errors
+def evaluate(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")],
+    controllers: Annotated[
+        Path | None,
+        typer.Option("--controllers", help="Trained controllers (default: results/controller)."),
+    ] = None,
+    calibration: Annotated[
+        Path | None, typer.Option("--calibration", help="Calibration file (default: config).")
+    ] = None,
+    cap_w: Annotated[
+        float | None, typer.Option("--cap-w", help="A cap for every deployment evaluated, W.")
+    ] = None,
+    scenario: Annotated[
+        str | None,
+        typer.Option("--scenario", help="A scenario of evaluate.scenarios (sets the others)."),
+    ] = None,
+    retrain: Annotated[
+        bool | None,
+        typer.Option(
+            "--retrain/--no-retrain",
+            help="Retrain PPO in the evaluated setting (default: when it is a scenario).",
+        ),
+    ] = None,
+    authority: Annotated[
+        Path | None,
+        typer.Option("--authority", help="authority.json (default: results/identify)."),
+    ] = None,
+    config: ConfigOption = DEFAULT_CONFIG_PATH,
+) -> None:
+    """Stage 4: every arm on every deployment over seeds, 95 % CIs and ratios (SIMULATED).
+
+    With --calibration F and/or --cap-w W (or --scenario NAME) the study's controllers are
+    evaluated as they are and after retraining in that scenario.
+    """
+    from grpo_power.study import evaluate as run_evaluate
+
+    cfg = _config(config)
+    deployments = None
+    if scenario is not None:
+        named = {s.name: s for s in cfg.evaluate.scenarios}
+        if scenario not in named:
+            raise ValueError(f"unknown scenario {scenario!r}; configured: {sorted(named)}")
+        chosen = named[scenario]
+        calibration = chosen.calibration or calibration
+        cap_w = chosen.cap_w if cap_w is None else cap_w
+        deployments = chosen.deployments
+        retrain = chosen.retrain if retrain is None else retrain
+    result = run_evaluate(
+        cfg,
+        out,
+        controllers or cfg.results_dir / "controller",
+        calibration,
+        cap_w,
+        deployments,
+        retrain,
+        authority or cfg.results_dir / "identify" / "authority.json",
+        log=typer.echo,
+    )
+    typer.echo(result.markdown)
+    met = int(result.ratios["met"].sum()) if len(result.ratios) else 0
+    typer.echo(f"targets met: {met} of {len(result.ratios)} (SIMULATED)")
+    typer.echo(f"wrote {out}/table.md, summary.csv, ratios.csv, metrics.csv, summary.json")
+
+
+@app.command("economics")
+@user_errors
+def economics(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")],
+    runs: Annotated[
+        list[Path] | None,
+        typer.Option("--run", help="A run folder to price (repeatable)."),
+    ] = None,
+    evaluate_dir: Annotated[
+        Path | None,
+        typer.Option("--evaluate", help="The evaluate stage's folder (default: results)."),
+    ] = None,
+    fleet_dir: Annotated[
+        Path | None, typer.Option("--fleet", help="The fleet stage's folder (default: results).")
+    ] = None,
+    config: ConfigOption = DEFAULT_CONFIG_PATH,
+) -> None:
+    """Stage 7: energy cost, carbon, oversubscription value and the pilot plan."""
+    from grpo_power.economics.stage import run_economics
+
+    cfg = _config(config)
+    result = run_economics(
+        cfg,
+        out,
+        runs or [],
+        evaluate_dir or cfg.results_dir / "evaluate" / "study",
+        fleet_dir or cfg.results_dir / "fleet",
+    )
+    s = result.summary
+    typer.echo(
+        f"economics ({', '.join(s['data'])} data): {s['fleet_gpus']} GPUs in {s['year']}, "
+        f"carbon {s['carbon_region']} {s['carbon_g_per_kwh']:g} g/kWh"
+    )
+    base = result.sensitivity[result.sensitivity["parameter"] == "base"]
+    shown = base[["source", "deployment", "quantity", "value", "unit"]]
+    typer.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    if s["pilot"]:
+        p = s["pilot"]
+        typer.echo(
+            f"smallest pilot: {p['deployment']}, {p['nodes']} node(s), {p['weeks']:.2f} weeks, "
+            f"${p['cost_usd']:,.0f} (sized by {p['sized_by']})"
+        )
+    typer.echo(f"wrote {out}/constants.csv, arms.csv, savings.csv, oversubscription.csv, ...")
+
+
+@app.command("report")
+@user_errors
+def report(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (index.html).")],
+    runs: Annotated[
+        list[Path] | None, typer.Option("--run", help="A run folder (repeatable).")
+    ] = None,
+    exceedance: Annotated[
+        list[Path] | None,
+        typer.Option("--exceedance", help="A run's exceedance.csv from `windows` (repeatable)."),
+    ] = None,
+    controllers: Annotated[
+        list[Path] | None,
+        typer.Option("--controller", help="A controller folder (default: every deployment's)."),
+    ] = None,
+    fleet_dir: Annotated[
+        Path | None, typer.Option("--fleet", help="The fleet stage's folder (default: results).")
+    ] = None,
+    identify_dir: Annotated[
+        Path | None, typer.Option("--identify", help="The identify stage's folder.")
+    ] = None,
+    evaluate_dir: Annotated[
+        Path | None, typer.Option("--evaluate", help="The evaluate stage's study folder.")
+    ] = None,
+    economics_dir: Annotated[
+        Path | None, typer.Option("--economics", help="The economics stage's folder.")
+    ] = None,
+    config: ConfigOption = DEFAULT_CONFIG_PATH,
+) -> None:
+    """Stage 8: publication figures (PDF + PNG) and the HTML report."""
+    from grpo_power.report.inputs import ReportInputs
+    from grpo_power.report.stage import run_report
+
+    cfg = _config(config)
+    results = cfg.results_dir
+    inputs = ReportInputs(
+        runs=runs or [],
+        exceedance=exceedance or [],
+        fleet=fleet_dir or results / "fleet",
+        identify=identify_dir or results / "identify",
+        controllers=controllers or [results / "controller" / d.name for d in cfg.sim.deployments],
+        evaluate=evaluate_dir or results / "evaluate" / "study",
+        economics=economics_dir or results / "economics",
+    )
+    result = run_report(cfg, inputs, out)
+    typer.echo(
+        f"report: {len(result.figures) // 2} figures (PDF + PNG), {result.numbers} traceable "
+        f"numbers -> {result.index}"
+    )
 
 
 def _print_summary(source: str, path: Path, table: Any) -> None:

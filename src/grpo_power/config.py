@@ -12,10 +12,17 @@ Simulator defaults cite the row of ``shared/CALIBRATION.md`` they come from in t
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 DEFAULT_CONFIG_PATH = Path("config/config.yaml")
 
@@ -299,12 +306,6 @@ class WorkloadConfig(_Strict):
         default_factory=lambda: ActuatorBounds(min=8, max=64)
     )
     learning_rate: PositiveFloat = 1e-5
-    processes: Annotated[int, Field(ge=1)] = Field(
-        1, description="Processes (GPUs) per run, launched with accelerate."
-    )
-    zero_stage: Literal[0, 3] = Field(
-        0, description="DeepSpeed ZeRO stage for multi-process runs (3 = sharded parameters)."
-    )
 
     @property
     def sequences_per_step(self) -> int:
@@ -356,7 +357,7 @@ class FixedSafeArmConfig(_Strict):
     """How the fixed-safe arm's static setting is calibrated."""
 
     calibration_steps: Annotated[int, Field(ge=1)] = Field(
-        3, description="GRPO steps measured per candidate setting."
+        10, description="GRPO steps measured per candidate setting."
     )
     percentile: Annotated[float, Field(gt=50, lt=100)] = Field(
         99.0, description="Power percentile that must stay under the cap."
@@ -378,6 +379,12 @@ class ArmsConfig(_Strict):
     )
     observation_window_s: PositiveFloat = Field(
         5.0, description="Power statistics a controller sees cover this many recent seconds."
+    )
+    staleness_s: PositiveFloat = Field(
+        2.0,
+        description="When the newest power sample is older than this (s), the controller is "
+        "bypassed and the run holds the fail-safe setting (the fixed-safe one) until fresh "
+        "samples return.",
     )
     threshold: ThresholdArmConfig = Field(default_factory=ThresholdArmConfig)
     fixed_safe: FixedSafeArmConfig = Field(default_factory=FixedSafeArmConfig)
@@ -401,12 +408,14 @@ class DeploymentConfig(_Strict):
         description="workload.size presets this deployment stands for: a real run of one of "
         "these sizes loads this deployment's trained controller (the ppo arm).",
     )
+    cap_w: PositiveFloat | None = Field(
+        None,
+        description="Per-GPU cap of this deployment, W; null = the top-level cap_w. A sharded "
+        "deployment draws about half of nameplate, far below a cap meant for one GPU.",
+    )
     budget_s: PositiveFloat = Field(
         description="Simulated time budget of one evaluation run, s ('output in a fixed time "
         "budget')."
-    )
-    episode_s: PositiveFloat = Field(
-        description="Simulated length of one PPO training episode, s."
     )
 
     @model_validator(mode="after")
@@ -425,7 +434,6 @@ def _default_deployments() -> list[DeploymentConfig]:
             params_b=7.6,
             sizes=["tiny", "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-7b"],
             budget_s=900.0,
-            episode_s=240.0,
         ),
         DeploymentConfig(
             name="14b",
@@ -433,8 +441,8 @@ def _default_deployments() -> list[DeploymentConfig]:
             zero_stage=3,
             params_b=14.8,
             sizes=["qwen2.5-14b"],
+            cap_w=240.0,
             budget_s=1800.0,
-            episode_s=480.0,
         ),
         DeploymentConfig(
             name="72b",
@@ -442,8 +450,8 @@ def _default_deployments() -> list[DeploymentConfig]:
             zero_stage=3,
             params_b=72.7,
             sizes=["qwen2.5-72b"],
-            budget_s=7200.0,
-            episode_s=2400.0,
+            cap_w=220.0,
+            budget_s=3600.0,
         ),
     ]
 
@@ -476,6 +484,9 @@ class SimConfig(_Strict):
     sweep_s: PositiveFloat = Field(
         600.0, description="Simulated seconds measured per actuator level in authority sweeps."
     )
+    sweep_min_steps: Annotated[int, Field(ge=1)] = Field(
+        4, description="Steps measured at least per sweep level (slow levels outlast sweep_s)."
+    )
 
     @model_validator(mode="after")
     def _unique_names(self) -> SimConfig:
@@ -505,12 +516,20 @@ class AuthorityConfig(_Strict):
     reference: str = Field(
         "7b", description="Single-GPU deployment that retained authority is relative to."
     )
+    real_sweep_steps: Annotated[int, Field(ge=0)] = Field(
+        3,
+        description="Steps of each real-workload sweep run (every actuator at its bounds) that "
+        "identify measures and fits from; 0 = simulated sweeps only.",
+    )
 
 
 class RewardConfig(_Strict):
-    """Reward of the PPO meta-controller; an episode's return is
-    ``tokens_weight * output / reference output - violation_weight * violation rate
-    - energy_weight * energy / reference energy`` (references: the fixed arm's expected rates)."""
+    """Reward of the PPO meta-controller, scored on a step's rates against the fixed arm's::
+
+        tokens_weight * tokens_per_s / fixed tokens_per_s - violation_weight * violation rate
+        - energy_weight * power / fixed power
+
+    The oracle maximises the same reward over static settings (``control/env.py``)."""
 
     tokens_weight: Annotated[float, Field(ge=0)] = 1.0
     violation_weight: Annotated[float, Field(ge=0)] = Field(
@@ -524,15 +543,24 @@ class ControllerConfig(_Strict):
 
     reward: RewardConfig = Field(default_factory=RewardConfig)
     total_timesteps: Annotated[int, Field(ge=64)] = Field(
-        24_000, description="Environment steps (GRPO steps) of PPO training per deployment."
+        40_000, description="Environment steps (GRPO steps) of PPO training per deployment."
+    )
+    episode_steps: Annotated[int, Field(ge=2)] = Field(
+        64,
+        description="GRPO steps per training episode (rewards are rates, so every step "
+        "weighs the same whatever its length).",
     )
     n_envs: Annotated[int, Field(ge=1)] = Field(8, description="Vectorised environments.")
     n_steps: Annotated[int, Field(ge=2)] = Field(64, description="Steps per env per update.")
     batch_size: Annotated[int, Field(ge=2)] = 128
     n_epochs: Annotated[int, Field(ge=1)] = 8
     learning_rate: PositiveFloat = 1e-3
-    gamma: Annotated[float, Field(gt=0, le=1)] = 0.9
+    gamma: Annotated[float, Field(gt=0, le=1)] = 0.5
     net_arch: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [32, 32])
+    log_std_init: float = Field(
+        -1.0, description="Initial log standard deviation of the Gaussian policy's actions."
+    )
+    ent_coef: Annotated[float, Field(ge=0)] = 0.0
     domain_randomization: bool = Field(
         True, description="Draw the physics from the calibration's ranges every episode."
     )
@@ -543,9 +571,7 @@ class ControllerConfig(_Strict):
     seed: Annotated[int, Field(ge=0)] | None = Field(None, description="null = top-level seed.")
 
 
-SimArmName = Literal[
-    "uncontrolled", "fixed", "fixed-safe", "threshold", "ppo", "hwcap", "oracle"
-]
+SimArmName = Literal["uncontrolled", "fixed", "fixed-safe", "threshold", "ppo", "hwcap", "oracle"]
 
 
 class ThresholdTuningConfig(_Strict):
@@ -567,7 +593,12 @@ class ScenarioConfig(_Strict):
 
     name: str
     calibration: Path | None = Field(None, description="Another calibration; null = the study's.")
-    cap_w: PositiveFloat | None = Field(None, description="Another cap, W; null = cap_w.")
+    cap_w: PositiveFloat | None = Field(
+        None, description="Another cap for every deployment evaluated, W; null = their caps."
+    )
+    deployments: list[str] | None = Field(
+        None, description="Deployments evaluated in the scenario; null = all."
+    )
     retrain: bool = Field(True, description="Also retrain PPO in the scenario and report both.")
 
 
@@ -581,7 +612,13 @@ class EvaluateConfig(_Strict):
     )
     arms: list[SimArmName] = Field(
         default_factory=lambda: [
-            "uncontrolled", "fixed", "fixed-safe", "threshold", "ppo", "hwcap", "oracle"
+            "uncontrolled",
+            "fixed",
+            "fixed-safe",
+            "threshold",
+            "ppo",
+            "hwcap",
+            "oracle",
         ],
         min_length=1,
     )
@@ -601,9 +638,321 @@ class EvaluateConfig(_Strict):
     )
     threshold_grid: ThresholdTuningConfig = Field(default_factory=ThresholdTuningConfig)
     scenarios: list[ScenarioConfig] = Field(
-        default_factory=lambda: [ScenarioConfig(name="cap-290w", cap_w=290.0)],
+        default_factory=lambda: [
+            ScenarioConfig(name="7b-cap-305w", cap_w=305.0, deployments=["7b"])
+        ],
         description="Scenarios evaluated besides the study's (as is, and after retraining).",
     )
+
+
+class RunSize(_Strict):
+    """A model size the study runs for real, and on how many processes (GPUs) it runs."""
+
+    size: ModelSize
+    processes: Annotated[int, Field(ge=1)] = Field(
+        1, description="Processes (GPUs) per run, launched with accelerate."
+    )
+    zero_stage: Literal[0, 3] = Field(
+        0, description="DeepSpeed ZeRO stage for multi-process runs (3 = sharded parameters)."
+    )
+
+
+def _check_carbon_region(region: str) -> str:
+    """``region`` when CodeCarbon's data has its intensity; else ValueError with suggestions."""
+    from grpo_power.economics.carbon import carbon_intensity
+
+    carbon_intensity(region)  # UnknownRegion is a ValueError: pydantic reports it on the field
+    return region
+
+
+class SourcedValue(_Strict):
+    """A constant with where it comes from and the year it describes (the report lists both)."""
+
+    unit: ClassVar[str] = ""
+    value: float
+
+    source: str = Field(min_length=1, description="Publication or table the value comes from.")
+    year: Annotated[int, Field(ge=1990, le=2100)] = Field(description="Year the value describes.")
+
+
+class ElectricityPrice(SourcedValue):
+    """Electricity price paid by the datacenter, $/kWh (not cents)."""
+
+    unit: ClassVar[str] = "$/kWh"
+
+    value: PositiveFloat = Field(description="$/kWh (0.0806, not 8.06 cents).")
+
+    @field_validator("value")
+    @classmethod
+    def _not_cents(cls, value: float) -> float:
+        if value > 2:
+            raise ValueError(
+                f"{value:g} $/kWh is implausible (above 2 $/kWh): is it in cents? "
+                f"{value:g} c/kWh is {value / 100:g} $/kWh"
+            )
+        return value
+
+
+class PowerUsageEffectiveness(SourcedValue):
+    """Power usage effectiveness: facility energy / IT energy (1.0 = no overhead)."""
+
+    unit: ClassVar[str] = "facility / IT energy"
+
+    value: Annotated[float, Field(ge=1, le=3)] = Field(description="PUE, at least 1.")
+
+
+class CapacityCost(SourcedValue):
+    """Capital cost of one MW of datacenter critical (IT) capacity, $/MW."""
+
+    unit: ClassVar[str] = "$/MW"
+
+    value: PositiveFloat = Field(description="$ per MW of critical load (11.7e6, not 11.7).")
+
+    @field_validator("value")
+    @classmethod
+    def _whole_dollars(cls, value: float) -> float:
+        if not 1e5 <= value <= 1e9:
+            raise ValueError(
+                f"{value:g} $/MW is implausible (outside 1e5-1e9 $/MW): write dollars, e.g. "
+                "11.7e6 for $11.7 million per MW"
+            )
+        return value
+
+
+class HostPower(SourcedValue):
+    """Provisioned non-GPU IT power per GPU (CPUs, memory, network, fans of its server), W."""
+
+    unit: ClassVar[str] = "W per GPU"
+
+    value: Annotated[float, Field(ge=0, le=5000)] = Field(description="W per GPU; 0 = GPUs only.")
+
+
+class GpuHourPrice(SourcedValue):
+    """Rental price of one GPU for one hour, $."""
+
+    unit: ClassVar[str] = "$ per GPU-hour"
+
+    value: Annotated[float, Field(gt=0, le=100)] = Field(description="$ per GPU-hour.")
+
+
+class Range(_Strict):
+    """A low and a high value a headline number is recomputed at (sensitivity)."""
+
+    low: float
+    high: float
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Range:
+        if self.low > self.high:
+            raise ValueError(f"low ({self.low}) must not exceed high ({self.high})")
+        return self
+
+
+class SensitivityConfig(_Strict):
+    """One-at-a-time sensitivity of the headline economics to price, PUE and carbon intensity."""
+
+    electricity_usd_per_kwh: Range = Field(
+        default_factory=lambda: Range(low=0.0575, high=0.1864),
+        description="$/kWh. US EIA, Electric Power Annual 2023 (released 2024), average revenue "
+        "per kWh from industrial customers by state: lowest New Mexico 5.75 c, California "
+        "18.64 c (2023).",
+    )
+    pue: Range = Field(
+        default_factory=lambda: Range(low=1.10, high=2.0),
+        description="PUE. Low: Google's fleet-wide trailing-twelve-month PUE, about 1.10 "
+        "(Google 2024 Environmental Report, 2023 data); high: an assumption for older "
+        "air-cooled enterprise rooms.",
+    )
+    capacity_usd_per_mw: Range = Field(
+        default_factory=lambda: Range(low=9.3e6, high=15.0e6),
+        description="$/MW. Cushman & Wakefield, Data Center Development Cost Guide 2025 (2024 "
+        "data): the cheapest (San Antonio) and dearest (Reno) of 19 US markets.",
+    )
+    carbon_regions: list[str] = Field(
+        default_factory=lambda: ["FRA", "IND"],
+        min_length=1,
+        description="Carbon regions (same forms as carbon_region) the carbon figures are "
+        "recomputed at: default a low-carbon grid (France) and a coal-heavy one (India).",
+    )
+
+    @model_validator(mode="after")
+    def _valid(self) -> SensitivityConfig:
+        if self.electricity_usd_per_kwh.low <= 0:
+            raise ValueError("electricity_usd_per_kwh.low must be above 0 $/kWh")
+        if self.capacity_usd_per_mw.low <= 0:
+            raise ValueError("capacity_usd_per_mw.low must be above 0 $/MW")
+        if self.pue.low < 1:
+            raise ValueError(f"pue.low ({self.pue.low}) must be at least 1")
+        return self
+
+    @field_validator("carbon_regions")
+    @classmethod
+    def _known_regions(cls, regions: list[str]) -> list[str]:
+        return [_check_carbon_region(region) for region in regions]
+
+
+class PilotConfig(_Strict):
+    """The low-cost pilot that would confirm the controller's gain and the oversubscription
+    headroom on real hardware (``economics/pilot.py``)."""
+
+    gpus_per_node: Annotated[int, Field(ge=1)] = Field(
+        8, description="GPUs per node (NVIDIA DGX/HGX A100: 8)."
+    )
+    run_steps: Annotated[int, Field(ge=1)] = Field(
+        500, description="GRPO steps per pilot run (the study's runs: 500 steps)."
+    )
+    confidence: Annotated[float, Field(gt=0.5, lt=1)] = Field(
+        0.95, description="Confidence of the pilot's conclusions (two-sided for the gain)."
+    )
+    power: Annotated[float, Field(gt=0.5, lt=1)] = Field(
+        0.8, description="Probability that the pilot detects the gain when it is there."
+    )
+    min_effect_share: Annotated[float, Field(gt=0, le=1)] = Field(
+        0.5,
+        description="The pilot is sized to detect a gain this share of the simulated one "
+        "(the real gain may be smaller than the simulator's).",
+    )
+    sd_inflation: Annotated[float, Field(ge=1)] = Field(
+        2.0,
+        description="Seed-to-seed spread of real runs relative to the simulator's (an "
+        "assumption: the simulator's noise is narrower than a real cluster's).",
+    )
+    min_seeds: Annotated[int, Field(ge=2)] = Field(
+        3, description="Seeds per arm at least, whatever the power calculation says."
+    )
+    exceedance_target: Annotated[float, Field(gt=0, lt=1)] = Field(
+        0.001,
+        description="Fleet exceedance rate at fleet.window_s the pilot must bound: with no "
+        "exceedance in n independent windows, the rate is below -ln(1 - confidence) / n.",
+    )
+
+
+class EconomicsConfig(_Strict):
+    """Energy cost, carbon, oversubscription value and the pilot (the economics stage).
+
+    Every constant carries its source and year; the carbon intensity is looked up offline in
+    CodeCarbon's packaged data (location-based), never defaulted to a world average.
+    """
+
+    electricity_price: ElectricityPrice = Field(
+        default_factory=lambda: ElectricityPrice(
+            value=0.0806,
+            source="US EIA, Electric Power Annual 2023 (released October 2024): average retail "
+            "price to industrial customers, US, 8.06 c/kWh",
+            year=2023,
+        )
+    )
+    pue: PowerUsageEffectiveness = Field(
+        default_factory=lambda: PowerUsageEffectiveness(
+            value=1.58,
+            source="Uptime Institute Global Data Center Survey 2023: industry average PUE",
+            year=2023,
+        )
+    )
+    carbon_region: str = Field(
+        "USA",
+        description="Where the fleet draws power: an ISO 3166 alpha-3 country code (CodeCarbon's "
+        "global_energy_mix.json: Our World in Data / Ember, the year per country) or "
+        "'<provider>:<region>' for a cloud region (CodeCarbon's cloud/impact.csv, the "
+        "provider's published figure), e.g. 'gcp:us-central1'. Location-based intensity.",
+    )
+    capacity_cost: CapacityCost = Field(
+        default_factory=lambda: CapacityCost(
+            value=11.7e6,
+            source="Cushman & Wakefield, Data Center Development Cost Guide 2025: average cost "
+            "to develop 1 MW of critical load across 19 US markets ($9.3M-$15.0M), data "
+            "through October 2024",
+            year=2024,
+        )
+    )
+    host_power: HostPower = Field(
+        default_factory=lambda: HostPower(
+            value=412.5,
+            source="NVIDIA DGX A100 datasheet: 6.5 kW maximum system power for 8 A100 "
+            "(8 x 400 W on GPUs) -> (6500 - 3200) / 8 W per GPU, provisioned at nameplate",
+            year=2020,
+        )
+    )
+    gpu_hour: GpuHourPrice = Field(
+        description="What a GPU-hour costs: prices the GPU time a token takes and the pilot.",
+        default_factory=lambda: GpuHourPrice(
+            value=4.10,
+            source="AWS EC2 p4d.24xlarge (8x A100 40 GB) on-demand, us-east-1: "
+            "$32.77 per hour / 8 GPUs",
+            year=2024,
+        ),
+    )
+    fleet_gpus: Annotated[int, Field(ge=1)] = Field(
+        10_000, description="GPUs of the fleet the annual cost and carbon are scaled to."
+    )
+    year: Annotated[int, Field(ge=2000, le=2100)] = Field(
+        2025, description="Calendar year the annual figures cover (8784 h in leap years)."
+    )
+    utilization: Annotated[float, Field(gt=0, le=1)] = Field(
+        1.0, description="Share of the year's hours the fleet runs GRPO training."
+    )
+    controller_arm: SimArmName = Field(
+        "ppo", description="The arm whose savings the headline reports."
+    )
+    baseline_arm: SimArmName = Field(
+        "fixed", description="The arm the headline savings are measured against."
+    )
+    sensitivity: SensitivityConfig = Field(default_factory=SensitivityConfig)
+    pilot: PilotConfig = Field(default_factory=PilotConfig)
+
+    @field_validator("carbon_region")
+    @classmethod
+    def _known_region(cls, region: str) -> str:
+        return _check_carbon_region(region)
+
+    @model_validator(mode="after")
+    def _arms_differ(self) -> EconomicsConfig:
+        if self.controller_arm == self.baseline_arm:
+            raise ValueError(
+                f"controller_arm and baseline_arm are both {self.controller_arm!r}: the headline "
+                "compares two different arms"
+            )
+        return self
+
+
+class ReportConfig(_Strict):
+    """Figures and the HTML report (the report stage)."""
+
+    title: str = Field(
+        "GRPO power: measurement, control, fleet provisioning and economics",
+        description="Title of the HTML report.",
+    )
+    dpi: Annotated[int, Field(ge=50, le=600)] = Field(200, description="PNG resolution, dpi.")
+    trace_s: PositiveFloat = Field(
+        60.0, description="Seconds of each arm's power trace the trace figure shows."
+    )
+    max_points: Annotated[int, Field(ge=100)] = Field(
+        20_000,
+        description="Samples per arm and deployment drawn in distribution figures (evenly "
+        "thinned beyond this).",
+    )
+
+
+class LaunchConfig(_Strict):
+    """How runs are launched: directly, or as submitit jobs (Slurm on a cluster)."""
+
+    launcher: Literal["direct", "submitit"] = Field(
+        "direct",
+        description="direct: `grpo-power run` trains in its own process; submitit: it submits a "
+        "job and waits for it (the run rule stays a local rule on Slurm).",
+    )
+    cluster: Literal["auto", "slurm", "local", "debug"] = Field(
+        "auto", description="submitit cluster; auto = slurm where sbatch exists, else local."
+    )
+    slurm_partition: str | None = None
+    slurm_account: str | None = None
+    gpus_per_node: Annotated[int, Field(ge=0)] | None = Field(
+        None, description="GPUs per job; null = the run size's processes."
+    )
+    cpus_per_task: Annotated[int, Field(ge=1)] = 8
+    mem_gb: PositiveFloat = 64.0
+    timeout_min: Annotated[int, Field(ge=1)] = Field(240, description="Job time limit, min.")
+    poll_s: PositiveFloat = Field(10.0, description="How often a waiting job's state is read, s.")
 
 
 class Config(_Strict):
@@ -618,6 +967,12 @@ class Config(_Strict):
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
     arms: ArmsConfig = Field(default_factory=ArmsConfig)
+    launch: LaunchConfig = Field(default_factory=LaunchConfig)
+    run_sizes: list[RunSize] = Field(
+        default_factory=lambda: [RunSize(size="tiny")],
+        min_length=1,
+        description="Model sizes the run stage trains for real, each with its processes.",
+    )
     seeds: list[Annotated[int, Field(ge=0)]] = Field(
         default_factory=lambda: [0], min_length=1, description="Seeds each arm runs with."
     )
@@ -627,6 +982,22 @@ class Config(_Strict):
     authority: AuthorityConfig = Field(default_factory=AuthorityConfig)
     controller: ControllerConfig = Field(default_factory=ControllerConfig)
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
+    economics: EconomicsConfig = Field(default_factory=EconomicsConfig)
+    report: ReportConfig = Field(default_factory=ReportConfig)
+
+    def run_size(self, size: str) -> RunSize:
+        """How ``size`` runs: its ``run_sizes`` entry, or one process when it has none."""
+        for entry in self.run_sizes:
+            if entry.size == size:
+                return entry
+        return RunSize(size=size)  # type: ignore[arg-type]
+
+    @model_validator(mode="after")
+    def _run_sizes_unique(self) -> Config:
+        sizes = [entry.size for entry in self.run_sizes]
+        if len(set(sizes)) != len(sizes):
+            raise ValueError(f"run_sizes lists a size twice: {sizes}")
+        return self
 
     @model_validator(mode="after")
     def _cap_within_gpu_range(self) -> Config:
@@ -639,6 +1010,31 @@ class Config(_Strict):
             raise ValueError(
                 f"cap_w ({self.cap_w} W) must be above gpu.idle_w ({self.gpu.idle_w} W)"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _study_sections_consistent(self) -> Config:
+        names = [d.name for d in self.sim.deployments]
+        if self.authority.reference not in names:
+            raise ValueError(
+                f"authority.reference ({self.authority.reference!r}) must be one of the "
+                f"deployments {names}"
+            )
+        for d in self.sim.deployments:
+            if d.cap_w is not None and not self.gpu.idle_w < d.cap_w <= self.gpu.nameplate_w:
+                raise ValueError(
+                    f"deployment {d.name}: cap_w ({d.cap_w} W) must lie in (idle_w, nameplate_w]"
+                )
+        scenarios = [s.name for s in self.evaluate.scenarios]
+        if len(set(scenarios)) != len(scenarios):
+            raise ValueError(f"evaluate.scenarios need unique names, got {scenarios}")
+        for scenario in self.evaluate.scenarios:
+            unknown = sorted(set(scenario.deployments or []) - set(names))
+            if unknown:
+                raise ValueError(
+                    f"evaluate.scenarios {scenario.name}: unknown deployment(s) {unknown}; "
+                    f"configured: {names}"
+                )
         return self
 
     @model_validator(mode="after")

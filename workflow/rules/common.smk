@@ -1,4 +1,4 @@
-# Shared by every rule file: the validated config and the input functions.
+# Shared by every stage: the validated config and the input functions.
 from pathlib import Path
 
 from grpo_power.config import validate_config, write_resolved_config
@@ -17,9 +17,12 @@ def run_folder(size, arm, seed):
 
 
 def run_folders():
-    """Every run of the study: the configured size under each arm and seed."""
+    """Every run of the study: each run size under each arm and seed."""
     return [
-        run_folder(CFG.workload.size, arm, seed) for arm in CFG.arms.run for seed in CFG.seeds
+        run_folder(entry.size, arm, seed)
+        for entry in CFG.run_sizes
+        for arm in CFG.arms.run
+        for seed in CFG.seeds
     ]
 
 
@@ -29,10 +32,53 @@ def trace_files():
 
 
 def run_inputs(wildcards):
-    """A run's inputs: the fixed-safe arm needs its calibration first."""
+    """A run's inputs: the fixed-safe arm needs its calibration first, the ppo arm the trained
+    controller of the deployment its size stands for."""
     if wildcards.arm == "fixed-safe":
         return [RESULTS / "calibration" / wildcards.size / "fixed_safe.json"]
+    if wildcards.arm == "ppo":
+        return [RESULTS / "controller" / deployment_of_size(wildcards.size) / "controller.json"]
     return []
+
+
+def deployment_names():
+    """The simulated deployments (sim.deployments)."""
+    return [d.name for d in CFG.sim.deployments]
+
+
+def deployment_of_size(size):
+    """The simulated deployment whose controller a run of ``size`` uses (its ``sizes``)."""
+    for deployment in CFG.sim.deployments:
+        if size in deployment.sizes:
+            return deployment.name
+    raise ValueError(f"no sim.deployments entry lists size {size!r} in its sizes")
+
+
+def study_calibration_inputs():
+    """The calibration file identify starts from, when the config names one."""
+    return [CFG.sim.calibration] if CFG.sim.calibration else []
+
+
+def scenario_calibration_inputs(name):
+    """The calibration file an evaluation scenario uses, when it names one."""
+    scenario = next(s for s in CFG.evaluate.scenarios if s.name == name)
+    return [scenario.calibration] if scenario.calibration else []
+
+
+def controller_outputs():
+    """The trained controller of every deployment."""
+    return [RESULTS / "controller" / name / "controller.json" for name in deployment_names()]
+
+
+EVALUATE_TABLES = ["summary", "ratios", "metrics"]
+
+
+def evaluate_outputs():
+    """The study's evaluation and every scenario's."""
+    folders = [RESULTS / "evaluate" / "study"] + [
+        RESULTS / "evaluate" / "scenarios" / s.name for s in CFG.evaluate.scenarios
+    ]
+    return [folder / "table.md" for folder in folders]
 
 
 def trace_key(trace):
@@ -49,10 +95,49 @@ def windows_outputs(name):
 FLEET_OUTPUTS = ["fleet_windows.csv", "scaling.csv", "comparison.csv", "comparison.md"]
 
 
+def run_files(name):
+    """One file (e.g. "manifest.json") of every run folder."""
+    return [folder / name for folder in run_folders()]
+
+
+# The economics stage's outputs (grpo_power.economics.stage.OUTPUTS) and the report's figures
+# (grpo_power.report.stage.FIGURES), each a PDF and a PNG under RESULTS / "report" / "figures".
+ECONOMICS_OUTPUTS = [
+    "constants.csv",
+    "runs.csv",
+    "arms.csv",
+    "savings.csv",
+    "oversubscription.csv",
+    "pilot.csv",
+    "sensitivity.csv",
+    "summary.json",
+]
+REPORT_FIGURES = [
+    "power_traces",
+    "power_distributions",
+    "exceedance_windows",
+    "authority",
+    "fleet",
+    "ppo_learning",
+    "throughput_violations",
+    "cost_carbon",
+]
+
+
+def controller_folders():
+    """The controller folder of every deployment."""
+    return [RESULTS / "controller" / name for name in deployment_names()]
+
+
 def all_outputs():
     """Everything `rule all` builds; each stage adds its final outputs here."""
     return [
         *trace_files(),
         *windows_outputs("exceedance.csv"),
         *[RESULTS / "fleet" / name for name in FLEET_OUTPUTS],
+        RESULTS / "identify" / "authority.md",
+        *controller_outputs(),
+        *evaluate_outputs(),
+        RESULTS / "economics" / "summary.json",
+        RESULTS / "report" / "index.html",
     ]

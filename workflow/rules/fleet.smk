@@ -24,8 +24,10 @@ rule fleet:
         cap_w=CFG.cap_w,
         seed=CFG.seed,
         out=RESULTS / "fleet",
+    conda:
+        "../../envs/analysis.yaml"
     threads: 1
     resources:
         mem_mb=4000,
     shell:
-        "grpo-power fleet {input.bins} --out {params.out} --config {params.config} > {log} 2>&1"
+        "python -m grpo_power.cli fleet {input.bins} --out {params.out} --config {params.config} > {log} 2>&1"

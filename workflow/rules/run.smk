@@ -13,11 +13,13 @@ rule calibrate_fixed_safe:
         telemetry=CFG.telemetry.model_dump_json(),
         fixed_safe=CFG.arms.fixed_safe.model_dump_json(),
         cap_w=CFG.cap_w,
+    conda:
+        "../../envs/training.yaml"
     threads: 2
     resources:
         mem_mb=4000,
     shell:
-        "OMP_NUM_THREADS={threads} grpo-power calibrate --size {wildcards.size} "
+        "OMP_NUM_THREADS={threads} python -m grpo_power.cli calibrate --size {wildcards.size} "
         "--config {params.config} > {log} 2>&1"
 
 
@@ -41,9 +43,11 @@ rule run:
         cap_w=CFG.cap_w,
         out=lambda wildcards: run_folder(wildcards.size, wildcards.arm, wildcards.seed),
     # Whole-machine runs: arms never compete for cores, so their timings stay comparable.
+    conda:
+        "../../envs/training.yaml"
     threads: workflow.cores
     resources:
         mem_mb=8000,
     shell:
-        "OMP_NUM_THREADS={threads} grpo-power run --size {wildcards.size} --arm {wildcards.arm} "
+        "OMP_NUM_THREADS={threads} python -m grpo_power.cli run --size {wildcards.size} --arm {wildcards.arm} "
         "--seed {wildcards.seed} --out {params.out} --config {params.config} > {log} 2>&1"

@@ -16,15 +16,17 @@ rule windows:
         RESULTS / "logs" / "windows" / "{trace}.log",
     wildcard_constraints:
         # any trace under RESULTS except the outputs of this and later stages
-        trace=r"(?!windows/|fleet/|logs/)[^.]+",
+        trace=r"(?!windows/|fleet/|logs/|calibration/).+",
     params:
         config=RESOLVED_CONFIG,
         windows=CFG.windows.model_dump_json(),
         cap_w=CFG.cap_w,
         out=lambda wildcards: RESULTS / "windows" / wildcards.trace,
+    conda:
+        "../../envs/analysis.yaml"
     threads: 1
     resources:
         mem_mb=4000,
     shell:
-        "grpo-power windows {input.trace} --out {params.out} --config {params.config} "
+        "python -m grpo_power.cli windows {input.trace} --out {params.out} --config {params.config} "
         "> {log} 2>&1"

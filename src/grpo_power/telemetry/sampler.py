@@ -4,6 +4,10 @@ It runs in a daemon thread, keeps to its schedule with ``time.monotonic()`` (a l
 taken at once and the schedule moves on; missed slots are counted, never back-filled), makes rows
 durable every ``flush_s`` through a :class:`~grpo_power.telemetry.store.TraceWriter`, and keeps the
 last ``history_s`` seconds in memory for a controller (:meth:`PowerSampler.recent`).
+
+A failing read (an NVML error, a GPU lost) is counted and retried at the next slot; it never
+stops the sampler or the workload. :meth:`PowerSampler.age_s` tells a controller how old the
+newest sample is, so it can fall back to a safe setting while telemetry is stale.
 """
 
 from __future__ import annotations
@@ -58,7 +62,10 @@ class PowerSampler:
         self.origin_s = origin_s
         self.samples_taken = 0
         self.missed_slots = 0
-        self.error: BaseException | None = None
+        self.read_errors = 0
+        self.last_read_error: Exception | None = None
+        self.error: BaseException | None = None  # a fatal error that stopped the sampler
+        self._last_sample_s: float | None = None
         max_rows = int(history_s / period_s + 1) * max(1, len(source.gpus))
         self._history: deque[tuple[float, int, float]] = deque(maxlen=max_rows)
         self._lock = threading.Lock()
@@ -97,11 +104,22 @@ class PowerSampler:
         keep = data[:, 0] >= data[-1, 0] - window_s
         return RecentPower(data[keep, 0], data[keep, 1].astype(int), data[keep, 2])
 
+    def age_s(self) -> float:
+        """Seconds since the newest sample (since the start when there is none yet)."""
+        newest_s = self._last_sample_s if self._last_sample_s is not None else self.origin_s
+        return time.monotonic() - newest_s if newest_s is not None else float("inf")
+
     def _take(self, pending: list[Row]) -> None:
         now_s = time.monotonic()
         assert self.origin_s is not None
         t_s = now_s - self.origin_s
-        rows = self.source.read(now_s)
+        try:
+            rows = self.source.read(now_s)
+        except Exception as error:  # NVML errors, GPU lost: count, retry at the next slot
+            self.read_errors += 1
+            self.last_read_error = error
+            return
+        self._last_sample_s = now_s
         with self._lock:
             for row in rows:
                 row["t"] = t_s

@@ -6,6 +6,8 @@
 | fixed        | fixed at the workload's configured defaults                         |
 | fixed-safe   | fixed at the calibrated highest concurrency with p99 power < cap    |
 | threshold    | AIMD on concurrency from recent p95 power                           |
+| ppo          | the PPO meta-controller trained in the simulator for the deployment |
+|              | this workload size stands for (``sim.deployments[].sizes``)         |
 | hwcap        | uncontrolled settings, GPU power limit set to the cap through NVML  |
 """
 
@@ -17,14 +19,17 @@ from grpo_power.config import Config
 from grpo_power.control.controllers import Controller, FixedController, ThresholdController
 from grpo_power.workload.fixed_safe import calibrate_fixed_safe
 
-ARMS = ("uncontrolled", "fixed", "fixed-safe", "threshold", "hwcap")
+ARMS = ("uncontrolled", "fixed", "fixed-safe", "threshold", "ppo", "hwcap")
 
 
 def controller_for_arm(arm: str, config: Config, calibration_dir: Path) -> Controller:
     """The controller an arm runs with.
 
     Raises:
-        ValueError: an unknown arm, or ``hwcap`` without NVML telemetry.
+        ValueError: an unknown arm, ``hwcap`` without NVML telemetry, or ``ppo`` for a size no
+            simulated deployment stands for.
+        FileNotFoundError: ``ppo`` before its controller was trained (the message names the
+            file and the command that creates it).
     """
     w = config.workload
     if arm in ("uncontrolled", "hwcap"):
@@ -44,4 +49,13 @@ def controller_for_arm(arm: str, config: Config, calibration_dir: Path) -> Contr
         return ThresholdController(
             config.arms.threshold, w.concurrency_bounds, w.concurrency, w.max_new_tokens
         )
+    if arm == "ppo":
+        from grpo_power.control.ppo import (
+            PPOController,
+            controller_folder,
+            deployment_for_size,
+        )
+
+        deployment = deployment_for_size(config, w.size)
+        return PPOController.load(controller_folder(config, deployment))
     raise ValueError(f"unknown arm {arm!r}; expected one of {ARMS}")

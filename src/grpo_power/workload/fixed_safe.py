@@ -15,12 +15,14 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from grpo_power.config import Config
+from grpo_power.control.contract import Action
 from grpo_power.control.controllers import FixedController
 from grpo_power.telemetry.store import read_trace
 from grpo_power.workload.manifest import write_json_atomic
@@ -73,15 +75,38 @@ def steps_power_w(run_folder: Path) -> np.ndarray:
     return frame.loc[in_steps, "power_w"].to_numpy()
 
 
+CandidateRunner = Callable[[int, Path], None]
+
+
 def calibrate_fixed_safe(
-    config: Config, folder: Path, show_progress: bool = False
+    config: Config,
+    folder: Path,
+    show_progress: bool = False,
+    run_candidate: CandidateRunner | None = None,
 ) -> dict[str, Any]:
     """The fixed-safe setting for ``config``, measured in ``folder`` or reused from it.
+
+    Args:
+        run_candidate: runs the fixed arm at a concurrency into a folder (default: in this
+            process; the CLI passes a submitit launcher on clusters).
 
     Returns the saved calibration: the chosen concurrency, every candidate's measured percentile,
     and whether any candidate stayed under the cap.
     """
     from grpo_power.workload.runner import run_grpo  # the runner imports this module's callers
+
+    def run_here(concurrency: int, run_folder: Path) -> None:
+        run_grpo(
+            config,
+            "calibration",
+            config.seed,
+            run_folder,
+            FixedController(concurrency, config.workload.max_new_tokens),
+            steps=config.arms.fixed_safe.calibration_steps,
+            show_progress=show_progress,
+        )
+
+    run_candidate = run_candidate or run_here
 
     result_path = folder / "fixed_safe.json"
     key = _calibration_key(config)
@@ -95,15 +120,7 @@ def calibrate_fixed_safe(
     chosen = None
     for concurrency in candidate_concurrencies(bounds.min, bounds.max):
         run_folder = folder / f"concurrency-{concurrency}"
-        run_grpo(
-            config,
-            "calibration",
-            config.seed,
-            run_folder,
-            FixedController(concurrency, config.workload.max_new_tokens),
-            steps=settings.calibration_steps,
-            show_progress=show_progress,
-        )
+        run_candidate(concurrency, run_folder)
         power_w = steps_power_w(run_folder)
         bound_w = percentile_upper_bound(power_w, settings.percentile, settings.confidence)
         measured.append(
@@ -132,3 +149,15 @@ def calibrate_fixed_safe(
     }
     write_json_atomic(result_path, result)
     return result
+
+
+def failsafe_action(config: Config) -> Action:
+    """The setting a run holds while its telemetry is stale: the calibrated fixed-safe
+    concurrency where a calibration exists for this size, else the lowest concurrency."""
+    path = config.results_dir / "calibration" / config.workload.size / "fixed_safe.json"
+    concurrency = config.workload.concurrency_bounds.min
+    if path.exists():
+        saved = json.loads(path.read_text())
+        if saved.get("key") == _calibration_key(config):
+            concurrency = int(saved["concurrency"])
+    return Action(concurrency=concurrency, max_new_tokens=config.workload.max_new_tokens)

@@ -34,6 +34,9 @@ class ControllerCallback(TrainerCallback):
         actuators: applies them, within bounds, on every process alike.
         recent_power_w: returns the per-GPU power samples of the last N seconds (None: no
             telemetry on this process).
+        telemetry_age_s: returns the age of the newest sample, s (None: no telemetry here).
+        staleness_s: telemetry older than this bypasses the controller for ``failsafe``.
+        failsafe: the setting held while telemetry is stale (the fixed-safe one).
         cap_w: the power cap, W.
         window_s: how much recent telemetry an observation covers, s.
         step_log: where rows go (None on processes that do not write it).
@@ -47,6 +50,9 @@ class ControllerCallback(TrainerCallback):
         controller: Controller,
         actuators: Actuators,
         recent_power_w: PowerWindow | None,
+        telemetry_age_s: Callable[[], float] | None,
+        staleness_s: float,
+        failsafe: Action,
         cap_w: float,
         window_s: float,
         step_log: StepLogWriter | None,
@@ -57,6 +63,10 @@ class ControllerCallback(TrainerCallback):
         self.controller = controller
         self.actuators = actuators
         self.recent_power_w = recent_power_w
+        self.telemetry_age_s = telemetry_age_s
+        self.staleness_s = staleness_s
+        self.failsafe = failsafe
+        self.failsafe_steps = 0
         self.cap_w = cap_w
         self.window_s = window_s
         self.step_log = step_log
@@ -86,15 +96,22 @@ class ControllerCallback(TrainerCallback):
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         observation = self.observe()
-        decided: list[Action | None] = [
-            self.controller.decide(observation) if self.is_main else None
-        ]
+        decided: list[Any] = [None, False, 0.0]  # action, fail-safe, telemetry age (s)
+        if self.is_main:
+            age_s = self.telemetry_age_s() if self.telemetry_age_s else 0.0
+            stale = age_s > self.staleness_s  # a stale view must never push the GPU past its cap
+            action = self.failsafe if stale else self.controller.decide(observation)
+            decided = [action, stale, age_s]
         if self.trainer.accelerator.num_processes > 1:
             broadcast_object_list(decided, from_process=0)  # every rank acts alike
-        applied = self.actuators.apply(decided[0] or Action())
+        action, stale, age_s = decided
+        applied = self.actuators.apply(action or Action())
+        self.failsafe_steps += int(stale)
         self.trainer.step_stats = StepStats()
         self._row = {
             "step": state.global_step + 1,
+            "failsafe": stale,
+            "telemetry_age_s": age_s,
             "start_s": time.monotonic() - self.origin_s,
             "num_generations": self.trainer.num_generations,
             **applied.to_dict(),

@@ -26,6 +26,7 @@ from grpo_power.telemetry.sampler import PowerSampler
 from grpo_power.telemetry.signals import WorkloadSignal
 from grpo_power.telemetry.store import TraceWriter
 from grpo_power.workload.actuators import Actuators
+from grpo_power.workload.fixed_safe import failsafe_action
 from grpo_power.workload.hook import ControllerCallback
 from grpo_power.workload.manifest import RunManifest
 from grpo_power.workload.models import load_model
@@ -177,6 +178,9 @@ def run_grpo(
             controller,
             actuators,
             recent_power_w=(lambda window_s: sampler.recent(window_s).power_w) if sampler else None,
+            telemetry_age_s=sampler.age_s if sampler else None,
+            staleness_s=config.arms.staleness_s,
+            failsafe=failsafe_action(config),
             cap_w=config.cap_w,
             window_s=config.arms.observation_window_s,
             step_log=step_log,
@@ -200,6 +204,8 @@ def run_grpo(
     if manifest is not None:
         manifest.finish(
             "completed",
+            failsafe_steps=callback.failsafe_steps,
+            telemetry_read_errors=sampler.read_errors if sampler else None,
             steps_completed=steps,
             wall_s=wall_s,
             completion_tokens=callback.completion_tokens,

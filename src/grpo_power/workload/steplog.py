@@ -25,6 +25,9 @@ STEP_LOG_SCHEMA = pa.schema(
         ("tokens_per_s", pa.float64()),  # completion tokens / step wall time
         ("reward_mean", pa.float64()),
         ("num_generations", pa.int64()),
+        # telemetry health: a step taken in fail-safe held the fixed-safe setting
+        ("failsafe", pa.bool_()),
+        ("telemetry_age_s", pa.float64()),
         # actuators: requested by the controller, applied (after clamping), clamped or not
         ("action_concurrency", pa.int64()),
         ("concurrency", pa.int64()),

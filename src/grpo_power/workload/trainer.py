@@ -3,9 +3,13 @@
 TRL has no concurrency knob: :class:`PowerAwareGRPOTrainer` overrides the private
 ``_generate_single_turn`` (hence TRL is pinned in pyproject.toml) to generate each step's
 sequences in chunks of :attr:`concurrency`, read on every call. It also announces each phase to
-the workload signal (so the simulated GPU follows the real run): a forward hook tells a chunk's
-prefill (its first forward pass) from its decode steps. It times the phases and counts prompt and
-completion tokens exactly from the token ids.
+the workload signal (so the simulated GPU follows the real run), times the phases and counts
+prompt and completion tokens exactly from the token ids.
+
+A chunk is announced as decode at the chunk's occupancy (sequences) from start to end, its
+prefill included: on the CPU the prefill's share of a chunk depends on the machine's load (from a
+few percent to half under contention) and says nothing about an A100's, so prefill power is left
+to the simulator stage, which models it with GPU timings.
 """
 
 from __future__ import annotations
@@ -55,21 +59,6 @@ class PowerAwareGRPOTrainer(GRPOTrainer):
         self.concurrency = concurrency
         self.step_stats = StepStats()
         self._train_started_s: float | None = None
-        self._chunk_sequences = 0  # > 0 while a generation chunk runs
-        self._chunk_forwards = 0
-        self.model.register_forward_pre_hook(self._announce_generation_phase, with_kwargs=True)
-
-    def _announce_generation_phase(self, module: Any, args: Any, kwargs: dict) -> None:
-        """Forward pre-hook: a chunk's first forward is its prefill (all prompt tokens at once),
-        the following ones decode steps (one token per sequence)."""
-        if self._chunk_sequences:
-            if self._chunk_forwards == 0:
-                input_ids = kwargs.get("input_ids", args[0] if args else None)
-                tokens = int(input_ids.numel()) if input_ids is not None else self._chunk_sequences
-                self.signal.set("prefill", tokens)
-            elif self._chunk_forwards == 1:
-                self.signal.set("generate", self._chunk_sequences)
-            self._chunk_forwards += 1
 
     def _generate_single_turn(
         self,
@@ -86,13 +75,10 @@ class PowerAwareGRPOTrainer(GRPOTrainer):
         completion_ids: list[list[int]] = []
         for first in range(0, len(prompt_ids), chunk_size):
             chunk = prompt_ids[first : first + chunk_size]
-            self._chunk_sequences, self._chunk_forwards = len(chunk), 0
-            try:
-                ids, _ = super()._generate_single_turn(
-                    chunk, None, {}, num_generations, has_tool_images
-                )
-            finally:
-                self._chunk_sequences = 0
+            self.signal.set("generate", len(chunk))
+            ids, _ = super()._generate_single_turn(
+                chunk, None, {}, num_generations, has_tool_images
+            )
             completion_ids.extend(ids)
             self.step_stats.generate_calls += 1
         self.signal.set("score")

@@ -1,0 +1,1 @@
+"""Launch: run stages as jobs through submitit (Slurm on clusters, local processes elsewhere)."""

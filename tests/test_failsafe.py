@@ -1,0 +1,83 @@
+"""Telemetry faults: a stalled or failing sampler puts the run into the fail-safe setting within
+the staleness limit, and the run leaves it when fresh samples return."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from grpo_power.config import Config
+from grpo_power.control.controllers import FixedController
+from grpo_power.telemetry.sampler import PowerSampler
+from grpo_power.telemetry.signals import WorkloadSignal
+from grpo_power.telemetry.simulated import SimulatedA100Source
+from grpo_power.telemetry.store import read_trace
+from grpo_power.workload import runner
+from grpo_power.workload.steplog import read_step_log
+
+
+class StallingSource:
+    """Wraps a source; its reads fail (like an NVML error or a lost GPU) inside a time window."""
+
+    def __init__(self, source: SimulatedA100Source, stall_from_s: float, stall_to_s: float) -> None:
+        self.source, self.kind, self.gpus = source, source.kind, source.gpus
+        self.stall = (stall_from_s, stall_to_s)
+        self.first_read_s: float | None = None
+
+    def read(self, now_s: float) -> list[dict]:
+        self.first_read_s = self.first_read_s or now_s
+        if self.stall[0] <= now_s - self.first_read_s < self.stall[1]:
+            raise RuntimeError("NVML: GPU is lost")
+        return self.source.read(now_s)
+
+    def close(self) -> None:
+        self.source.close()
+
+
+def test_sampler_survives_read_errors_and_reports_its_age(config: Config) -> None:
+    inner = SimulatedA100Source(config.gpu, config.telemetry.simulated, WorkloadSignal(), [0])
+    sampler = PowerSampler(StallingSource(inner, 0.5, 1.5), writer=None, period_s=0.05)
+    ages = []
+    with sampler:
+        for _ in range(40):
+            time.sleep(0.05)
+            ages.append(sampler.age_s())
+    assert sampler.error is None and sampler.read_errors >= 15  # ~1 s of failed reads at 20 Hz
+    assert "GPU is lost" in str(sampler.last_read_error)
+    assert max(ages) > 0.8  # stale during the stall
+    assert ages[-1] < 0.2  # fresh again afterwards
+
+
+@pytest.mark.slow
+def test_run_holds_the_failsafe_setting_while_telemetry_is_stale(
+    config: Config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = config.model_copy(update={"results_dir": tmp_path})  # no calibration: lowest c
+    config.arms.staleness_s = 0.5
+    original = runner.open_source
+
+    def stalling_open_source(cfg: Config, signal: WorkloadSignal) -> StallingSource:
+        return StallingSource(original(cfg, signal), 3.0, 6.0)
+
+    monkeypatch.setattr(runner, "open_source", stalling_open_source)
+    result = runner.run_grpo(
+        config, "fixed", 0, tmp_path / "run", FixedController(32, 32), steps=20, show_progress=False
+    )
+    steps = read_step_log(result.paths.steps)
+    failsafe = steps[steps["failsafe"]]
+    assert len(failsafe) >= 1
+    assert (failsafe["telemetry_age_s"] > 0.5).all()
+    assert (failsafe["concurrency"] == config.workload.concurrency_bounds.min).all()
+    assert (steps.loc[~steps["failsafe"], "concurrency"] == 32).all()
+    assert not steps["failsafe"].iloc[-1]  # fresh samples returned: the controller is back
+    # Entered within the staleness limit: the first step that began more than 0.5 s into the
+    # stall is a fail-safe step.
+    trace = read_trace(result.paths.trace).frame
+    gap = np.diff(trace["t"].to_numpy())
+    assert gap.max() > 2.5  # the stall left a gap in the trace, never filled in
+    stall_start_s = trace["t"].to_numpy()[np.argmax(gap)]
+    late = steps[steps["start_s"] > stall_start_s + 0.5 + 0.1]
+    assert late["failsafe"].iloc[0]
