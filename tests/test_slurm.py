@@ -151,6 +151,7 @@ def test_snakemake_slurm_profile_runs_the_study_end_to_end(slurm: None, tmp_path
     for arm in config.arms.run:
         assert (results / "runs" / "tiny" / arm / "seed0" / "manifest.json").exists()
     assert (results / "fleet" / "comparison.md").exists()
+    assert (results / "report" / "index.html").exists()  # rule all builds the report
     names = {row[1] for row in _sacct("")}
     assert any(name.startswith("grpo-power-tiny") for name in names)  # submitit's GPU runs
     assert len(names - {n for n in names if n.startswith("grpo-power-tiny")}) >= 1  # plugin jobs
