@@ -24,9 +24,20 @@ def main() -> dict:
         out = Path(tmp) / "run"
         started = time.perf_counter()
         subprocess.run(
-            [sys.executable, "-m", "grpo_power.cli", "run", "--arm", "fixed", "--steps",
-             str(STEPS), "--out", str(out)],
-            check=True, capture_output=True,
+            [
+                sys.executable,
+                "-m",
+                "grpo_power.cli",
+                "run",
+                "--arm",
+                "fixed",
+                "--steps",
+                str(STEPS),
+                "--out",
+                str(out),
+            ],
+            check=True,
+            capture_output=True,
         )
         wall_s = time.perf_counter() - started
         steps = read_step_log(out / "steps.parquet")

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 from pathlib import Path
 from typing import Any
+
+from grpo_power.atomic import write_json_atomic
 
 RESULTS_DIR = Path("results/benchmarks")
 
@@ -14,9 +15,5 @@ RESULTS_DIR = Path("results/benchmarks")
 def save_result(name: str, result: dict[str, Any]) -> dict[str, Any]:
     """Write ``result`` (plus the machine it ran on) to results/benchmarks/NAME.json."""
     result = {**result, "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    path = RESULTS_DIR / f"{name}.json"
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(result, indent=2))
-    tmp.replace(path)
+    write_json_atomic(RESULTS_DIR / f"{name}.json", result)
     return result

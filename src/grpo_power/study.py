@@ -69,7 +69,7 @@ def identify(
         real_sweep_steps: overrides ``authority.real_sweep_steps``.
     """
     from grpo_power.analysis.authority import write_authority
-    from grpo_power.analysis.io import write_csv_atomic
+    from grpo_power.atomic import write_csv_atomic
     from grpo_power.sim.calibration import calibration_for, fit_from_runs, save_calibration
     from grpo_power.sim.grpo_sim import sweep_deployment
 

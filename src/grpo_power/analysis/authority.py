@@ -32,7 +32,7 @@ from typing import Any
 
 import pandas as pd
 
-from grpo_power.analysis.io import write_csv_atomic, write_json_atomic, write_text_atomic
+from grpo_power.atomic import write_csv_atomic, write_json_atomic, write_text_atomic
 
 ONLINE = {"concurrency": True, "max_new_tokens": True, "num_generations": False}
 STUDY_RETAINED_CONCURRENCY = (17.0, 22.0)  # %, DESIGN.md section 1 (72B, concurrency alone)

@@ -29,9 +29,9 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from grpo_power.analysis.io import write_csv_atomic, write_json_atomic, write_text_atomic
 from grpo_power.analysis.reference import STUDY_SOURCE
 from grpo_power.analysis.windows import gpu_window_counts, prepare_series
+from grpo_power.atomic import write_csv_atomic, write_json_atomic, write_text_atomic
 
 RUN_METADATA_KEY = b"grpo_power_sim_run"  # written by control/rollout.py
 METRICS = ("violation_rate", "exceedance", "output_tokens", "throughput", "tokens_per_mj")

@@ -721,7 +721,7 @@ def write_fleet(result: FleetResult, out_dir: Path | str) -> list[Path]:
     Files: ``fleet_windows.csv``/``.parquet``, ``scaling.csv``/``.parquet``,
     ``comparison.csv``, ``comparison.md`` and ``summary.json``.
     """
-    from grpo_power.analysis.io import (
+    from grpo_power.atomic import (
         write_csv_atomic,
         write_json_atomic,
         write_parquet_atomic,

@@ -808,7 +808,7 @@ def write_windows(result: WindowsResult, out_dir: Path | str) -> list[Path]:
     Files: ``exceedance.csv``/``.parquet``, ``gaps.csv``, ``bins.parquet`` (per-GPU energy per
     wall-clock bin, sorted by bin, for the fleet stage) and ``summary.json``.
     """
-    from grpo_power.analysis.io import (
+    from grpo_power.atomic import (
         write_csv_atomic,
         write_json_atomic,
         write_parquet_atomic,

@@ -22,7 +22,6 @@ actor network, take its mean action (deterministic), map it onto the actuators.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from grpo_power.atomic import write_atomic, write_text_atomic
 from grpo_power.config import Config
 from grpo_power.control.contract import Action, Observation
 from grpo_power.control.env import ControlSpace, GrpoPowerEnv, deployment_cap_w
@@ -51,17 +51,6 @@ def deployment_for_size(config: Config, size: str) -> str:
 def controller_folder(config: Config, deployment: str) -> Path:
     """Where ``grpo-power controller train`` saves a deployment's controller by default."""
     return config.results_dir / "controller" / deployment
-
-
-def _write_atomic(path: Path, write: Any) -> None:
-    """Call ``write(tmp)`` on a temporary name beside ``path``, then rename it onto ``path``."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def _actor_arrays(model: Any) -> dict[str, np.ndarray]:
@@ -214,10 +203,10 @@ def train_controller(
         with tmp.open("wb") as handle:
             np.savez(handle, **arrays)
 
-    _write_atomic(out / "policy.zip", save_model)
-    _write_atomic(out / "vecnormalize.pkl", venv.save)
-    _write_atomic(out / "policy.npz", save_arrays)
-    _write_atomic(
+    write_atomic(out / "policy.zip", save_model)
+    write_atomic(out / "vecnormalize.pkl", venv.save)
+    write_atomic(out / "policy.npz", save_arrays)
+    write_atomic(
         out / "learning_curve.csv",
         lambda tmp: pd.DataFrame(curve, columns=["timesteps", "episode_return"]).to_csv(
             tmp, index=False
@@ -256,13 +245,13 @@ def train_controller(
             "train_s": train_s,
         },
     }
-    _write_atomic(out / "controller.json", lambda tmp: tmp.write_text(json.dumps(meta, indent=2)))
+    write_text_atomic(out / "controller.json", json.dumps(meta, indent=2))
     controller = PPOController.load(out)
     evaluation = compare_with_random(
         config, calibration, deployment, space, cap_w, controller, eval_episodes, seed
     )
     meta["evaluation"] = evaluation
-    _write_atomic(out / "controller.json", lambda tmp: tmp.write_text(json.dumps(meta, indent=2)))
+    write_text_atomic(out / "controller.json", json.dumps(meta, indent=2))
     return TrainResult(out, space, timesteps, train_s, evaluation)
 
 

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,9 +44,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
+from grpo_power.atomic import write_json_atomic, write_parquet_atomic
 from grpo_power.config import Config, ThresholdArmConfig
 from grpo_power.control.controllers import Controller, FixedController, ThresholdController
 from grpo_power.control.env import deployment_cap_w, observe, step_reward
@@ -289,18 +287,6 @@ def arm_plans(
     return plans
 
 
-def _write_parquet(path: Path, frame: pd.DataFrame, metadata: dict[str, Any]) -> None:
-    table = pa.Table.from_pandas(frame, preserve_index=False)
-    table = table.replace_schema_metadata({RUN_METADATA_KEY: json.dumps(metadata).encode()})
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        pq.write_table(table, tmp, compression="zstd")
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
 def run_arm(
     plan: ArmPlan,
     physics: Physics,
@@ -357,8 +343,9 @@ def run_arm(
         "power_limit_w": plan.power_limit_w,
     }
     out.mkdir(parents=True, exist_ok=True)
-    _write_parquet(out / f"{plan.arm}.samples.parquet", pd.concat(sample_frames), metadata)
-    _write_parquet(out / f"{plan.arm}.steps.parquet", pd.concat(step_frames), metadata)
+    key_value = {RUN_METADATA_KEY: json.dumps(metadata).encode()}
+    write_parquet_atomic(out / f"{plan.arm}.samples.parquet", pd.concat(sample_frames), key_value)
+    write_parquet_atomic(out / f"{plan.arm}.steps.parquet", pd.concat(step_frames), key_value)
 
 
 def evaluate_deployment(
@@ -392,7 +379,5 @@ def evaluate_deployment(
         "calibration_origin": calibration.origin,
         "arms": {plan.arm: plan.settings for plan in plans},
     }
-    tmp = out / f".arms.json.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(info, indent=2, default=float))
-    os.replace(tmp, out / "arms.json")
+    write_json_atomic(out / "arms.json", info)
     return info

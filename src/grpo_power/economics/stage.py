@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from grpo_power.analysis.io import write_csv_atomic, write_json_atomic
+from grpo_power.atomic import write_csv_atomic, write_json_atomic
 from grpo_power.config import Config, SourcedValue
 from grpo_power.economics.cost import Assumptions, arm_costs, per_run, savings
 from grpo_power.economics.oversubscription import oversubscription_table

@@ -8,7 +8,6 @@ label, so a simulated panel always says so; captions (:data:`CAPTIONS`) say it a
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from grpo_power.analysis.reference import (
     STUDY_FLEET_PEAK,
     STUDY_OVERSUBSCRIPTION,
 )
+from grpo_power.atomic import write_atomic
 
 ARM_ORDER = ("uncontrolled", "fixed", "fixed-safe", "threshold", "ppo", "hwcap", "oracle")
 FORMATS = ("pdf", "png")
@@ -84,12 +84,7 @@ def save_figure(fig: Figure, folder: Path, name: str, dpi: int) -> list[Path]:
     paths = []
     for fmt in FORMATS:
         path = folder / f"{name}.{fmt}"
-        tmp = folder / f".{name}.{os.getpid()}.tmp.{fmt}"
-        try:
-            fig.savefig(tmp, format=fmt, dpi=dpi)
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        write_atomic(path, lambda tmp, fmt=fmt: fig.savefig(tmp, format=fmt, dpi=dpi))
         paths.append(path)
     plt.close(fig)
     return paths

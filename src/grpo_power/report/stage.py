@@ -16,7 +16,7 @@ import pandas as pd
 
 from grpo_power import __version__
 from grpo_power.analysis.authority import STUDY_RETAINED_CONCURRENCY
-from grpo_power.analysis.io import write_text_atomic
+from grpo_power.atomic import write_text_atomic
 from grpo_power.config import Config
 from grpo_power.report import figures as fig
 from grpo_power.report import html

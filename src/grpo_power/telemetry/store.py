@@ -5,14 +5,13 @@ See :mod:`grpo_power.journal` for why a killed recording still leaves a readable
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from grpo_power.atomic import write_parquet_atomic
 from grpo_power.journal import ROW_GROUP_ROWS, ParquetJournal, journal_path, read_journaled
 from grpo_power.telemetry.schema import TRACE_COLUMNS, TRACE_SCHEMA, TraceMetadata
 
@@ -58,13 +57,7 @@ def read_trace(path: Path | str) -> Trace:
 
 def write_trace(path: Path | str, frame: pd.DataFrame, metadata: TraceMetadata) -> Path:
     """Write a whole trace at once (importers, tests); atomic like :class:`TraceWriter`."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     table = pa.Table.from_pandas(
         frame[list(TRACE_COLUMNS)], schema=TRACE_SCHEMA, preserve_index=False
     )
-    table = table.replace_schema_metadata(metadata.to_schema().metadata)
-    tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(table, tmp, compression="zstd", row_group_size=ROW_GROUP_ROWS)
-    os.replace(tmp, path)
-    return path
+    return write_parquet_atomic(path, table, metadata.to_schema().metadata, ROW_GROUP_ROWS)

@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
+from grpo_power.atomic import write_json_atomic
 from grpo_power.config import Config
 from grpo_power.control.contract import Action
 from grpo_power.control.controllers import FixedController
 from grpo_power.telemetry.store import read_trace
-from grpo_power.workload.manifest import write_json_atomic
 from grpo_power.workload.steplog import read_step_log
 
 

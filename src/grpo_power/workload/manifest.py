@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import socket
@@ -11,6 +10,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from grpo_power.atomic import write_json_atomic
 from grpo_power.config import Config
 
 PACKAGES = ("grpo-power", "torch", "trl", "transformers", "accelerate", "deepspeed", "nvidia-ml-py")
@@ -25,14 +25,6 @@ def package_versions() -> dict[str, str | None]:
         except PackageNotFoundError:
             versions[name] = None
     return versions
-
-
-def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    """Write JSON to a temporary name and rename it, so a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str))
-    os.replace(tmp, path)
 
 
 class RunManifest:

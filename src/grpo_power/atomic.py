@@ -1,6 +1,5 @@
-"""Atomic writers: every output is written to a temporary name beside it and renamed.
-
-A reader (or a Snakemake job killed half-way) therefore never sees a half-written file.
+"""Atomic writers, shared by every stage: each output is written to a temporary name beside it
+and renamed, so a reader (or a job killed half-way) never sees a half-written file.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 
-def _atomic(path: Path | str, write: Callable[[Path], None]) -> Path:
+def write_atomic(path: Path | str, write: Callable[[Path], Any]) -> Path:
     """Call ``write(tmp)`` then rename ``tmp`` onto ``path``; remove ``tmp`` on failure."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -32,7 +31,7 @@ def _atomic(path: Path | str, write: Callable[[Path], None]) -> Path:
 
 def write_text_atomic(path: Path | str, text: str) -> Path:
     """Write ``text`` to ``path`` atomically."""
-    return _atomic(path, lambda tmp: tmp.write_text(text))
+    return write_atomic(path, lambda tmp: tmp.write_text(text))
 
 
 def write_json_atomic(path: Path | str, data: Any) -> Path:
@@ -43,7 +42,7 @@ def write_json_atomic(path: Path | str, data: Any) -> Path:
 
 def write_csv_atomic(path: Path | str, frame: pd.DataFrame) -> Path:
     """Write a table as CSV atomically (NaN written as an empty field)."""
-    return _atomic(path, lambda tmp: frame.to_csv(tmp, index=False, float_format="%.10g"))
+    return write_atomic(path, lambda tmp: frame.to_csv(tmp, index=False, float_format="%.10g"))
 
 
 def write_parquet_atomic(
@@ -57,7 +56,7 @@ def write_parquet_atomic(
         table = pa.Table.from_pandas(table, preserve_index=False)
     if metadata:
         table = table.replace_schema_metadata({**(table.schema.metadata or {}), **metadata})
-    return _atomic(
+    return write_atomic(
         path,
         lambda tmp: pq.write_table(table, tmp, compression="zstd", row_group_size=row_group_size),
     )
