@@ -13,7 +13,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 from transformers import PrinterCallback, set_seed
 from trl import GRPOConfig
@@ -213,7 +212,3 @@ def run_grpo(
         )
     return RunResult(paths, steps, callback.completion_tokens, wall_s)
 
-
-def power_percentile_w(trace_power_w: np.ndarray, percentile: float) -> float:
-    """A percentile of per-GPU power samples, W."""
-    return float(np.percentile(trace_power_w, percentile))
