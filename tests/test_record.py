@@ -99,6 +99,7 @@ def test_gpu_check_script_runs_its_steps_on_the_simulated_gpu(tmp_path: Path) ->
     env = {
         "GPU_CHECK_BUSY_S": "2",
         "GPU_CHECK_IDLE_S": "1",
+        "GPU_CHECK_STEPS": "3",
         "PATH": "/usr/bin:/bin",
         "GRPO_POWER_BIN": str(Path(sys.executable).parent),
     }
@@ -107,8 +108,12 @@ def test_gpu_check_script_runs_its_steps_on_the_simulated_gpu(tmp_path: Path) ->
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr
     assert "SIMULATED" in result.stdout
     assert "energy from counter" in (tmp_path / "energy_check.txt").read_text()
+    grpo = (tmp_path / "grpo_check.txt").read_text().splitlines()
+    assert [line.split(":")[0] for line in grpo] == ["concurrency 4", "concurrency 32"]
+    watts = [float(line.split("mean power ")[1].split(" W")[0]) for line in grpo]
+    assert watts[1] > watts[0]  # more sequences decoded together, more power
