@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from grpo_power.config import ConfigError, load_config, validate_config
+from grpo_power.config import ConfigError, deep_merge, load_config, validate_config
 from tests.conftest import REPO
 
 
@@ -50,7 +50,6 @@ def test_default_config_is_valid() -> None:
 )
 def test_bad_values_are_rejected_with_path_and_reason(overrides: dict, expected: str) -> None:
     base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    from grpo_power.config import deep_merge
 
     with pytest.raises(ConfigError) as error:
         validate_config(deep_merge(base, overrides), source="my.yaml")
@@ -80,3 +79,11 @@ def test_overrides_are_validated_too() -> None:
     cfg = load_config(REPO / "config" / "config.yaml", {"telemetry": {"period_s": 0.05}})
     assert cfg.telemetry.period_s == 0.05
     assert cfg.telemetry.source == "simulated"  # untouched keys keep the file's values
+
+
+@pytest.mark.parametrize("name", ["../escape", "/etc", "a/b", ".hidden", ""])
+def test_names_that_become_paths_cannot_escape_results(name: str) -> None:
+    base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    scenario = {"name": name, "cap_w": 300, "retrain": False}
+    with pytest.raises(ConfigError, match=r"evaluate\.scenarios\.0\.name: String should match"):
+        validate_config(deep_merge(base, {"evaluate": {"scenarios": [scenario]}}), "x.yaml")

@@ -28,6 +28,8 @@ DEFAULT_CONFIG_PATH = Path("config/config.yaml")
 
 PositiveFloat = Annotated[float, Field(gt=0)]
 Fraction = Annotated[float, Field(ge=0, le=1)]
+# A name that becomes a file or folder name under results/: no separators, no "..", no leading dot.
+PathName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$", max_length=64)]
 
 
 class ConfigError(ValueError):
@@ -397,7 +399,7 @@ class DeploymentConfig(_Strict):
     the deployment is and how long it runs in the simulator.
     """
 
-    name: str = Field(description="Deployment name, e.g. '7b' (used in file names).")
+    name: PathName = Field(description="Deployment name, e.g. '7b' (used in file names).")
     gpus: Annotated[int, Field(ge=1)] = Field(description="GPUs the model runs on.")
     zero_stage: Literal[0, 3] = Field(
         0, description="DeepSpeed ZeRO stage; 3 = parameters sharded and gathered per forward."
@@ -591,7 +593,7 @@ class ThresholdTuningConfig(_Strict):
 class ScenarioConfig(_Strict):
     """An evaluation scenario the controllers were not tuned on."""
 
-    name: str
+    name: PathName
     calibration: Path | None = Field(None, description="Another calibration; null = the study's.")
     cap_w: PositiveFloat | None = Field(
         None, description="Another cap for every deployment evaluated, W; null = their caps."

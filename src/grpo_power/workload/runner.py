@@ -211,4 +211,3 @@ def run_grpo(
             sampler_missed_slots=sampler.missed_slots if sampler else None,
         )
     return RunResult(paths, steps, callback.completion_tokens, wall_s)
-
