@@ -148,13 +148,15 @@ def test_arms_run_and_differ_as_they_should(config: Config, tmp_path: Path) -> N
         )
         power[arm] = _in_steps(result.paths.folder)
         concurrency[arm] = read_step_log(result.paths.steps)["concurrency"].tolist()
-    mean_w = {arm: p.mean() for arm, p in power.items()}
-    plateau_w = {arm: np.percentile(p, 90) for arm, p in power.items()}  # the decode level
-    # Highest occupancy, highest power. Uncontrolled and fixed share concurrency 32 and differ in
-    # max new tokens only, a volume actuator: it lengthens decode (so the mean may rise) but
-    # leaves the power level of decode where it was.
-    assert mean_w["uncontrolled"] > max(mean_w["fixed-safe"], mean_w["threshold"]) + 5.0
-    assert abs(plateau_w["uncontrolled"] - plateau_w["fixed"]) < 5.0
+    # The decode plateau (p90 of the samples) is the power level an arm's occupancy sets; means
+    # also weigh how long each phase lasts, which the CPU's timing moves.
+    plateau_w = {arm: np.percentile(p, 90) for arm, p in power.items()}
+    # Highest occupancy, highest power: uncontrolled tops every arm (fixed shares its concurrency
+    # 32, so it may come level within noise).
+    assert plateau_w["uncontrolled"] >= max(plateau_w.values()) - 3.0
+    assert plateau_w["uncontrolled"] > plateau_w["fixed-safe"] + 5.0
+    settled = power["threshold"][len(power["threshold"]) // 2 :]  # after it backed off
+    assert np.percentile(settled, 90) < plateau_w["uncontrolled"] - 5.0
     assert np.percentile(power["fixed-safe"], 99) < config.cap_w
     assert np.percentile(power["fixed"], 99) > config.cap_w  # the default setting violates
     calibration = json.loads((tmp_path / "calibration" / "fixed_safe.json").read_text())
