@@ -123,9 +123,20 @@ def run(
     max_new_tokens: Annotated[
         int | None, typer.Option("--max-new-tokens", help="The fixed arm's max new tokens.")
     ] = None,
+    fresh: Annotated[
+        bool,
+        typer.Option(
+            "--fresh", help="Discard an unfinished or other run in --out instead of resuming it."
+        ),
+    ] = False,
     config: ConfigOption = DEFAULT_CONFIG_PATH,
 ) -> None:
-    """Stage 1: one GRPO run (size x arm x seed) with power telemetry, step log and manifest."""
+    """Stage 1: one GRPO run (size x arm x seed) with power telemetry, step log and manifest.
+
+    A run stopped by SIGTERM, SIGUSR1 or SIGUSR2 saves a checkpoint at the end of its step and
+    exits with code 75; the same command resumes it, as it does after a kill (from the last
+    checkpoint, every `workload.checkpoint_every_steps` steps).
+    """
     from grpo_power.workload.distributed import relaunch_needed, relaunch_with_accelerate
 
     overrides: dict[str, Any] = {"workload": {}}
@@ -144,6 +155,10 @@ def run(
     if cfg.launch.launcher == "submitit":
         from grpo_power.launch.submit import submit_run
 
+        if fresh:
+            from grpo_power.workload.resume import RunPaths
+
+            RunPaths(out).clear()
         manifest = submit_run(cfg, config, arm, seed, out.resolve(), log=typer.echo)
         typer.echo(f"run {cfg.workload.size}/{arm}/seed{seed}: {manifest['status']} -> {out}")
         return
@@ -155,12 +170,25 @@ def run(
     from grpo_power.workload.runner import run_grpo
 
     controller = controller_for_arm(arm, cfg, cfg.results_dir / "calibration" / cfg.workload.size)
-    result = run_grpo(cfg, arm, seed, out, controller, show_progress=sys.stderr.isatty())
-    if int(os.environ.get("RANK", "0")) == 0:
+    result = run_grpo(
+        cfg, arm, seed, out, controller, show_progress=sys.stderr.isatty(), fresh=fresh
+    )
+    if int(os.environ.get("RANK", "0")) != 0:
+        return
+    label = f"run {cfg.workload.size}/{arm}/seed{seed}"
+    if result.status == "interrupted":
+        from grpo_power.workload.resume import EXIT_INTERRUPTED
+
         typer.echo(
-            f"run {cfg.workload.size}/{arm}/seed{seed}: {result.steps} steps, "
-            f"{result.completion_tokens} completion tokens in {result.wall_s:.1f} s -> {out}"
+            f"{label}: stopped by {result.stopped_by} after step {result.steps}, checkpoint "
+            f"saved; run the same command to resume -> {out}",
+            err=True,
         )
+        raise typer.Exit(EXIT_INTERRUPTED)
+    typer.echo(
+        f"{label}: {result.steps} steps, {result.completion_tokens} completion tokens in "
+        f"{result.wall_s:.1f} s -> {out}"
+    )
 
 
 @telemetry_app.command(
@@ -218,7 +246,7 @@ def telemetry_import(
     from grpo_power.telemetry.store import write_trace
 
     if fmt not in ("nvidia-smi", "dcgm"):
-        raise ValueError(f"--format must be 'nvidia-smi' or 'dcgm', got {fmt!r}")
+        raise ValueError(f"{log}: --format: expected 'nvidia-smi' or 'dcgm', got {fmt!r}")
     try:
         frame, metadata = import_log(log, fmt, nameplate_w=nameplate_w, gpu_name=gpu_name)  # type: ignore[arg-type]
     except ImportError_ as error:
@@ -244,7 +272,7 @@ def telemetry_summary(
 
     trace = read_trace(trace_file)
     if trace.frame.empty:
-        raise ValueError(f"{trace_file}: the trace has no samples")
+        raise ValueError(f"{trace_file}: the trace has no samples; expected at least one")
     _print_summary(trace.metadata.source, trace_file, summary_table(summarize_trace(trace)))
     if compare_energy:
         checks = check_energy(trace)
@@ -445,7 +473,10 @@ def evaluate(
     if scenario is not None:
         named = {s.name: s for s in cfg.evaluate.scenarios}
         if scenario not in named:
-            raise ValueError(f"unknown scenario {scenario!r}; configured: {sorted(named)}")
+            raise ValueError(
+                f"{config}: evaluate.scenarios: expected one of {sorted(named)} for --scenario, "
+                f"got {scenario!r}"
+            )
         chosen = named[scenario]
         calibration = chosen.calibration or calibration
         cap_w = chosen.cap_w if cap_w is None else cap_w

@@ -308,6 +308,11 @@ class WorkloadConfig(_Strict):
         default_factory=lambda: ActuatorBounds(min=8, max=64)
     )
     learning_rate: PositiveFloat = 1e-5
+    checkpoint_every_steps: Annotated[int, Field(ge=0)] = Field(
+        10,
+        description="Save the trainer and controller state every N steps, so a preempted, "
+        "requeued or killed run resumes from there (0: only when a stop signal arrives).",
+    )
 
     @property
     def sequences_per_step(self) -> int:
@@ -955,6 +960,15 @@ class LaunchConfig(_Strict):
     mem_gb: PositiveFloat = 64.0
     timeout_min: Annotated[int, Field(ge=1)] = Field(240, description="Job time limit, min.")
     poll_s: PositiveFloat = Field(10.0, description="How often a waiting job's state is read, s.")
+    checkpoint_grace_s: PositiveFloat = Field(
+        60.0,
+        description="On preemption or timeout (USR2), how long the job waits for the run to "
+        "save a checkpoint at the end of its current step, s; keep it below submitit's 90 s "
+        "signal delay.",
+    )
+    max_timeouts: Annotated[int, Field(ge=0)] = Field(
+        3, description="How often a timed-out run is requeued to resume (submitit)."
+    )
 
 
 class Config(_Strict):

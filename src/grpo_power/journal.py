@@ -6,16 +6,25 @@ therefore go to a journal beside it (``<file>.partial``, an Arrow IPC stream flu
 every :meth:`ParquetJournal.write`), which stays readable up to its last complete batch.
 :meth:`ParquetJournal.close` converts the journal into the Parquet file (row groups, written to a
 temporary name and renamed) and deletes it. :func:`read_journaled` reads either.
+
+A resumed run appends to the files of its earlier attempts. An IPC stream cannot be reopened
+for appending, so each attempt writes a journal of its own, merged into the Parquet file at
+close; the journal a killed attempt left is merged first by :func:`seal_journal`. Appended
+rows are keyed by a column that only grows (trace time, step number): a row whose key is not
+above the file's last is already there, so a merge interrupted by a kill and repeated never
+duplicates a row.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 ROW_GROUP_ROWS = 65_536
@@ -32,16 +41,22 @@ class ParquetJournal:
     Args:
         path: the final Parquet file.
         schema: its Arrow schema (with file metadata, if any).
+        append_key: a column that grows along the file; when given and the file exists (an
+            earlier attempt of a resumed run), rows are appended to it at close.
     """
 
-    def __init__(self, path: Path | str, schema: pa.Schema) -> None:
+    def __init__(self, path: Path | str, schema: pa.Schema, append_key: str | None = None) -> None:
         self.path = Path(path)
         self.schema = schema
+        self.append_key = append_key
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._journal = journal_path(self.path)
         self._sink = open(self._journal, "wb")  # noqa: SIM115 - closed in close()
         self._stream = pa.ipc.new_stream(self._sink, self.schema)
-        self._sink.flush()  # the schema first: an empty journal is still readable
+        # The stream writes its schema only with a batch: an empty one makes the journal of a
+        # writer killed before its first rows readable (no rows, but its columns and metadata).
+        self._stream.write_batch(pa.RecordBatch.from_pylist([], schema=self.schema))
+        self._sink.flush()
         self.rows_written = 0
         self.closed = False
 
@@ -55,24 +70,13 @@ class ParquetJournal:
         self.rows_written += batch.num_rows
 
     def close(self) -> Path:
-        """Finish the journal and turn it into the Parquet file. Idempotent."""
+        """Finish the journal and turn it into (or append it to) the Parquet file. Idempotent."""
         if self.closed:
             return self.path
         self._stream.close()
         self._sink.close()
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with pq.ParquetWriter(tmp, self.schema, compression="zstd") as parquet:
-            pending: list[pa.RecordBatch] = []
-            pending_rows = 0
-            for batch in _journal_batches(self._journal):
-                pending.append(batch)
-                pending_rows += batch.num_rows
-                if pending_rows >= ROW_GROUP_ROWS:
-                    parquet.write_table(pa.Table.from_batches(pending, self.schema))
-                    pending, pending_rows = [], 0
-            if pending or self.rows_written == 0:
-                parquet.write_table(pa.Table.from_batches(pending, self.schema))
-        os.replace(tmp, self.path)
+        key = self.append_key if self.append_key and self.path.exists() else None
+        _merge(self.path, self.schema, _journal_batches(self._journal), key)
         self._journal.unlink()
         self.closed = True
         return self.path
@@ -82,6 +86,91 @@ class ParquetJournal:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@dataclass(frozen=True)
+class Merged:
+    """What a merge kept: rows appended, and rows dropped as already in the file."""
+
+    rows_kept: int
+    rows_dropped: int
+
+
+def _conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """The batch with the file's column order and schema (metadata included)."""
+    columns = [
+        batch.column(name).cast(field.type)
+        for name, field in zip(schema.names, schema, strict=True)
+    ]
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _merge(
+    path: Path,
+    schema: pa.Schema,
+    batches: Iterable[pa.RecordBatch],
+    key: str | None,
+) -> Merged:
+    """Write ``path`` anew (temporary name, then rename): its own rows when ``key`` is given
+    and it exists, then the rows of ``batches`` whose ``key`` is above the file's last."""
+    existing = pq.ParquetFile(path) if key is not None and path.exists() else None
+    if existing is not None:
+        schema = existing.schema_arrow
+    tmp = path.with_name(path.name + ".tmp")
+    last: Any = None
+    kept = dropped = 0
+    with pq.ParquetWriter(tmp, schema, compression="zstd") as parquet:
+        pending: list[pa.RecordBatch] = []
+        pending_rows = 0
+
+        def add(batch: pa.RecordBatch) -> None:
+            nonlocal pending, pending_rows
+            pending.append(_conform(batch, schema))
+            pending_rows += batch.num_rows
+            if pending_rows >= ROW_GROUP_ROWS:
+                parquet.write_table(pa.Table.from_batches(pending, schema))
+                pending, pending_rows = [], 0
+
+        if existing is not None:
+            assert key is not None
+            for batch in existing.iter_batches():
+                add(batch)
+                if batch.num_rows:
+                    high = pc.max(batch.column(key)).as_py()
+                    last = high if last is None else max(last, high)
+        for batch in batches:
+            if last is not None:
+                assert key is not None
+                filtered = batch.filter(pc.greater(batch.column(key), last))
+                dropped += batch.num_rows - filtered.num_rows
+                batch = filtered
+            kept += batch.num_rows
+            add(batch)
+        if pending or pending_rows == 0:
+            parquet.write_table(pa.Table.from_batches(pending, schema))
+    os.replace(tmp, path)
+    return Merged(kept, dropped)
+
+
+def seal_journal(path: Path | str, key: str) -> Merged:
+    """Merge the journal a killed writer left into its Parquet file (created if absent).
+
+    Rows whose ``key`` is not above the file's last are already there and are dropped. Without
+    a journal this does nothing. Safe to repeat after a kill at any point.
+    """
+    path = Path(path)
+    journal = journal_path(path)
+    if not journal.exists():
+        return Merged(0, 0)
+    with open(journal, "rb") as source:
+        try:
+            schema = pa.ipc.open_stream(source).schema
+        except pa.ArrowInvalid:  # killed before its header: it holds no rows
+            journal.unlink()
+            return Merged(0, 0)
+    merged = _merge(path, schema, _journal_batches(journal), key)
+    journal.unlink()
+    return merged
 
 
 def _journal_batches(path: Path) -> Iterator[pa.RecordBatch]:

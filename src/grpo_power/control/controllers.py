@@ -1,13 +1,14 @@
 """Rule-based controllers: a fixed setting, and the classic threshold (AIMD) feedback peer.
 
 A controller is any object with ``decide(observation) -> Action``; the learned PPO controller
-implements the same method.
+implements the same method. A controller that keeps state between decisions also implements
+:class:`StatefulController`, so a resumed run continues where it stopped.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from grpo_power.config import ActuatorBounds, ThresholdArmConfig
 from grpo_power.control.contract import Action, Observation
@@ -17,6 +18,17 @@ class Controller(Protocol):
     """Chooses the actuator values of the next GRPO step."""
 
     def decide(self, observation: Observation) -> Action: ...
+
+
+@runtime_checkable
+class StatefulController(Protocol):
+    """A controller whose decisions depend on earlier ones; its state is JSON-like."""
+
+    def decide(self, observation: Observation) -> Action: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
 class FixedController:
@@ -58,3 +70,9 @@ class ThresholdController:
                 self.concurrency += s.increase_step
         self.concurrency = min(self.bounds.max, max(self.bounds.min, self.concurrency))
         return Action(concurrency=self.concurrency, max_new_tokens=self.max_new_tokens)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"concurrency": self.concurrency}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.concurrency = int(state["concurrency"])

@@ -4,13 +4,21 @@ A run is one job with one task per node; inside it ``grpo-power run`` relaunches
 ``accelerate`` when the workload has several processes. The submitit folder (sbatch script, logs,
 pickled results) lives inside the run's folder. While waiting, the job's state changes are
 written to the log (Snakemake's rule log); a failed job raises :class:`JobFailed` carrying the
-tail of the job's stderr. Commands are argument lists, never shell strings.
+tail of the job's stderr (credentials filtered out). Commands are argument lists, never shell
+strings.
+
+Preemption and timeouts: the job runs a :class:`RunJob`, which submitit checkpoints on its
+signal (USR2, sent ``signal_delay_s`` before the time limit and, with Slurm's
+``preempt_send_user_signal``, at preemption) and requeues; the requeued job resumes the run from
+its folder. A plain ``scontrol requeue`` never calls the checkpoint: the run resumes from its own
+last checkpoint (see :mod:`grpo_power.workload.resume`).
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -19,8 +27,11 @@ from pathlib import Path
 from typing import Any
 
 import submitit
+from submitit.helpers import Checkpointable, DelayedSubmission
 
 from grpo_power.config import Config, LaunchConfig
+from grpo_power.redact import redact_text
+from grpo_power.workload.resume import EXIT_INTERRUPTED
 
 STDERR_TAIL_CHARS = 3000
 
@@ -29,15 +40,55 @@ class JobFailed(RuntimeError):
     """A submitted job failed; the message holds its id, state and the tail of its stderr."""
 
 
-def run_job(command: list[str], run_folder: Path) -> dict[str, Any]:
-    """What a job runs: one ``grpo-power run`` command in the job's environment.
+def _ignore_checkpoint_signals() -> None:
+    """In the run's process before it starts: USR1/USR2 must not kill it while it imports;
+    it installs its own handlers once it can save a checkpoint."""
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
 
-    Returns the run's manifest (status, steps, tokens) so the submitter sees the result.
+
+class RunJob(Checkpointable):
+    """What a run's job executes: one ``grpo-power run`` command in a child process.
+
+    Args:
+        grace_s: on preemption or timeout, how long :meth:`checkpoint` waits for the run to save
+            a checkpoint at the end of its current step, s.
     """
-    completed = subprocess.run(command, check=False)
-    if completed.returncode != 0:
-        raise RuntimeError(f"`grpo-power run` exited with {completed.returncode}")
-    return json.loads((Path(run_folder) / "manifest.json").read_text())
+
+    REQUEUE_WAIT_S = 300.0  # after SIGTERM the run has stopped; Slurm kills the job by KillWait
+
+    def __init__(self, grace_s: float) -> None:
+        self.grace_s = grace_s
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def __call__(self, command: list[str], run_folder: Path) -> dict[str, Any]:
+        """Run the command; return the run's manifest (status, steps, tokens)."""
+        self._process = subprocess.Popen(command, preexec_fn=_ignore_checkpoint_signals)
+        returncode = self._process.wait()
+        if returncode == EXIT_INTERRUPTED:
+            # Stopped by SIGTERM (scontrol requeue, scancel, preemption): Slurm ends this job
+            # and requeues or cancels it; no result may be written meanwhile.
+            time.sleep(self.REQUEUE_WAIT_S)
+            raise RuntimeError(
+                "the run stopped for a signal with its checkpoint saved, but the job was not "
+                "requeued; submit it again to resume"
+            )
+        if returncode != 0:
+            raise RuntimeError(f"`grpo-power run` exited with {returncode}")
+        return json.loads((Path(run_folder) / "manifest.json").read_text())
+
+    def checkpoint(self, command: list[str], run_folder: Path) -> DelayedSubmission:
+        """Called by submitit on USR2: let the run save its state, then requeue the command."""
+        process = self._process
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGUSR2)  # stop after this step, with a checkpoint
+            deadline_s = time.monotonic() + self.grace_s
+            while process.poll() is None and time.monotonic() < deadline_s:
+                time.sleep(0.2)
+        return DelayedSubmission(RunJob(self.grace_s), command, run_folder)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"grace_s": self.grace_s, "_process": None}
 
 
 def resolve_cluster(launch: LaunchConfig) -> str:
@@ -50,7 +101,9 @@ def resolve_cluster(launch: LaunchConfig) -> str:
 def make_executor(config: Config, folder: Path) -> submitit.AutoExecutor:
     """A submitit executor with the resources of ``config.launch`` for one run."""
     launch = config.launch
-    executor = submitit.AutoExecutor(folder=folder, cluster=resolve_cluster(launch))
+    executor = submitit.AutoExecutor(
+        folder=folder, cluster=resolve_cluster(launch), slurm_max_num_timeout=launch.max_timeouts
+    )
     parameters: dict[str, Any] = {
         "name": f"grpo-power-{config.workload.size}",
         "timeout_min": launch.timeout_min,
@@ -87,7 +140,7 @@ def run_command(
 
 def _stderr_tail(job: submitit.Job) -> str:
     text = job.stderr() or ""
-    return text[-STDERR_TAIL_CHARS:]
+    return redact_text(text[-STDERR_TAIL_CHARS:])
 
 
 def wait(job: submitit.Job, poll_s: float, log: Callable[[str], None]) -> Any:
@@ -122,7 +175,7 @@ def submit_run(
     executor = make_executor(config, out / "submitit")
     command = run_command(config, config_file, arm, seed, out, steps)
     try:
-        job = executor.submit(run_job, command, out)
+        job = executor.submit(RunJob(config.launch.checkpoint_grace_s), command, out)
     except submitit.core.utils.FailedJobError as error:
         raise JobFailed(f"could not submit the run: {error}") from None
     log(
@@ -143,7 +196,8 @@ def submit_sweep(
     executor = make_executor(config, folder)
     commands = [run_command(config, config_file, arm, seed, out) for arm, seed, out in runs]
     try:
-        jobs = executor.map_array(run_job, commands, [out for _, _, out in runs])
+        job = RunJob(config.launch.checkpoint_grace_s)
+        jobs = executor.map_array(job, commands, [out for _, _, out in runs])
     except submitit.core.utils.FailedJobError as error:
         raise JobFailed(f"could not submit the job array: {error}") from None
     log(f"submitted {len(jobs)} runs as a job array ({resolve_cluster(config.launch)})")

@@ -66,6 +66,7 @@ class PowerSampler:
         self.last_read_error: Exception | None = None
         self.error: BaseException | None = None  # a fatal error that stopped the sampler
         self._last_sample_s: float | None = None
+        self._started_s: float | None = None
         max_rows = int(history_s / period_s + 1) * max(1, len(source.gpus))
         self._history: deque[tuple[float, int, float]] = deque(maxlen=max_rows)
         self._lock = threading.Lock()
@@ -73,8 +74,9 @@ class PowerSampler:
         self._thread = threading.Thread(target=self._loop, name="grpo-power-sampler", daemon=True)
 
     def start(self) -> PowerSampler:
+        self._started_s = time.monotonic()
         if self.origin_s is None:
-            self.origin_s = time.monotonic()
+            self.origin_s = self._started_s
         self._thread.start()
         return self
 
@@ -105,8 +107,8 @@ class PowerSampler:
         return RecentPower(data[keep, 0], data[keep, 1].astype(int), data[keep, 2])
 
     def age_s(self) -> float:
-        """Seconds since the newest sample (since the start when there is none yet)."""
-        newest_s = self._last_sample_s if self._last_sample_s is not None else self.origin_s
+        """Seconds since the newest sample (since :meth:`start` when there is none yet)."""
+        newest_s = self._last_sample_s if self._last_sample_s is not None else self._started_s
         return time.monotonic() - newest_s if newest_s is not None else float("inf")
 
     def _take(self, pending: list[Row]) -> None:

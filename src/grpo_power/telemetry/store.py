@@ -19,10 +19,14 @@ __all__ = ["Trace", "TraceWriter", "journal_path", "read_trace", "write_trace"]
 
 
 class TraceWriter(ParquetJournal):
-    """Append samples to a trace file; see :class:`grpo_power.journal.ParquetJournal`."""
+    """Append samples to a trace file; see :class:`grpo_power.journal.ParquetJournal`.
 
-    def __init__(self, path: Path | str, metadata: TraceMetadata) -> None:
-        super().__init__(path, metadata.to_schema())
+    With ``append`` (a resumed run) samples are added after those of the existing file, which
+    keeps its metadata; samples not later than its last are dropped.
+    """
+
+    def __init__(self, path: Path | str, metadata: TraceMetadata, append: bool = False) -> None:
+        super().__init__(path, metadata.to_schema(), append_key="t" if append else None)
         self.metadata = metadata
 
 
@@ -41,7 +45,8 @@ def read_trace(path: Path | str) -> Trace:
 
     Raises:
         FileNotFoundError: neither the trace nor its journal exists.
-        ValueError: the file is not a grpo-power trace or lacks columns (message names them).
+        ValueError: the file is not a grpo-power trace, lacks columns or has a non-numeric one
+            (the message names them).
     """
     path = Path(path)
     table, complete = read_journaled(path)
@@ -50,6 +55,13 @@ def read_trace(path: Path | str) -> Trace:
         raise ValueError(
             f"{path}: missing trace column(s) {missing}; expected {list(TRACE_COLUMNS)}"
         )
+    for name in TRACE_COLUMNS:
+        kind = table.schema.field(name).type
+        if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_null(kind)):
+            raise ValueError(
+                f"{path}: column '{name}': expected numbers "
+                f"({TRACE_SCHEMA.field(name).type}), got {kind}"
+            )
     metadata = TraceMetadata.from_schema(table.schema, str(path))
     frame = table.select(list(TRACE_COLUMNS)).to_pandas()
     return Trace(frame=frame, metadata=metadata, path=path, complete=complete)

@@ -26,6 +26,7 @@ from grpo_power.config import Config
 from grpo_power.control.contract import Action
 from grpo_power.control.controllers import FixedController
 from grpo_power.telemetry.store import read_trace
+from grpo_power.workload.resume import RunPaths
 from grpo_power.workload.steplog import read_step_log
 
 
@@ -120,6 +121,7 @@ def calibrate_fixed_safe(
     chosen = None
     for concurrency in candidate_concurrencies(bounds.min, bounds.max):
         run_folder = folder / f"concurrency-{concurrency}"
+        RunPaths(run_folder).clear()  # measured anew whenever the calibration is
         run_candidate(concurrency, run_folder)
         power_w = steps_power_w(run_folder)
         bound_w = percentile_upper_bound(power_w, settings.percentile, settings.confidence)

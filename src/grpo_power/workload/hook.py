@@ -1,4 +1,8 @@
-"""The controller hook: before each step, observe, decide, actuate; after it, log the step."""
+"""The controller hook: before each step, observe, decide, actuate; after it, log the step.
+
+It also stops the run at the end of a step when a stop signal arrived (after a checkpoint) and,
+after each checkpoint, writes the run's resume point (:mod:`grpo_power.workload.resume`).
+"""
 
 from __future__ import annotations
 
@@ -12,10 +16,12 @@ import torch
 from accelerate.utils import broadcast_object_list
 from tqdm import tqdm
 from transformers import TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from grpo_power.control.contract import Action, Observation, power_observation_fields
-from grpo_power.control.controllers import Controller
+from grpo_power.control.controllers import Controller, StatefulController
 from grpo_power.workload.actuators import Actuators
+from grpo_power.workload.resume import ResumePoint, RunPaths
 from grpo_power.workload.steplog import StepLogWriter
 from grpo_power.workload.trainer import PowerAwareGRPOTrainer, StepStats
 
@@ -42,6 +48,8 @@ class ControllerCallback(TrainerCallback):
         step_log: where rows go (None on processes that do not write it).
         origin_s: ``time.monotonic()`` of the run's t = 0 (shared with the trace).
         show_progress: draw a progress bar (steps, tokens/s, mean power vs cap).
+        stop_requested: returns the name of a stop signal received, or None (main process).
+        paths: the run folder, where the resume point is written (None: no resume point).
     """
 
     def __init__(
@@ -58,6 +66,8 @@ class ControllerCallback(TrainerCallback):
         step_log: StepLogWriter | None,
         origin_s: float,
         show_progress: bool,
+        stop_requested: Callable[[], str | None] = lambda: None,
+        paths: RunPaths | None = None,
     ) -> None:
         self.trainer = trainer
         self.controller = controller
@@ -74,6 +84,9 @@ class ControllerCallback(TrainerCallback):
         self.is_main = trainer.accelerator.is_main_process
         self.last_tokens_per_s = 0.0
         self.completion_tokens = 0
+        self.stop_requested = stop_requested
+        self.stopped_by: str | None = None  # the signal the run stopped for
+        self.paths = paths
         self._row: dict[str, Any] = {}
         self._bar = tqdm(
             total=trainer.args.max_steps,
@@ -81,6 +94,31 @@ class ControllerCallback(TrainerCallback):
             unit="step",
             disable=not (show_progress and self.is_main),
         )
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a resumed run needs to continue as if never stopped (JSON-like)."""
+        controller = self.controller
+        return {
+            "completion_tokens": self.completion_tokens,
+            "failsafe_steps": self.failsafe_steps,
+            "last_tokens_per_s": self.last_tokens_per_s,
+            "actuators": self.actuators.values(),
+            "controller": (
+                controller.state_dict() if isinstance(controller, StatefulController) else {}
+            ),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`state_dict` of an earlier attempt."""
+        self.completion_tokens = int(state["completion_tokens"])
+        self.failsafe_steps = int(state["failsafe_steps"])
+        self.last_tokens_per_s = float(state["last_tokens_per_s"])
+        self.actuators.apply(Action(**state["actuators"]))
+        if isinstance(self.controller, StatefulController):
+            self.controller.load_state_dict(state["controller"])
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._bar.update(state.global_step)  # a resumed run starts part-way
 
     def observe(self) -> Observation:
         """The observation the controller gets now."""
@@ -143,12 +181,32 @@ class ControllerCallback(TrainerCallback):
         }
         if self.step_log is not None:
             self.step_log.write([row])
+        self._stop_if_requested(control)
         power_w = self.recent_power_w(self.window_s) if self.recent_power_w else np.empty(0)
         self._bar.update(1)
         self._bar.set_postfix(
             tok_s=f"{self.last_tokens_per_s:.0f}",
             power=f"{power_w.mean():.0f}/{self.cap_w:.0f} W" if len(power_w) else "n/a",
         )
+
+    def _stop_if_requested(self, control: Any) -> None:
+        """After a stop signal, save a checkpoint now and end training (every rank alike)."""
+        request = [self.stop_requested() if self.is_main else None]
+        if self.trainer.accelerator.num_processes > 1:
+            broadcast_object_list(request, from_process=0)
+        if request[0] is not None:
+            self.stopped_by = request[0]
+            control.should_save = True
+            control.should_training_stop = True
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """The checkpoint of this step is complete: make it the run's resume point."""
+        if self.is_main and self.paths is not None:
+            ResumePoint(
+                step=state.global_step,
+                checkpoint=f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}",
+                hook=self.state_dict(),
+            ).save(self.paths)
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._bar.close()

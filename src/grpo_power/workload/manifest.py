@@ -1,7 +1,13 @@
-"""The run manifest (DESIGN.md section 7): resolved config, versions, hardware, outcome."""
+"""The run manifest (DESIGN.md section 7): resolved config, versions, hardware, attempts, outcome.
+
+A run that is preempted, requeued or killed and then resumed has several attempts; each is
+recorded (host, job ids, steps, how it ended). Everything written passes through
+:func:`grpo_power.redact.redact`, so no credential reaches the file.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import socket
@@ -12,8 +18,11 @@ from typing import Any
 
 from grpo_power.atomic import write_json_atomic
 from grpo_power.config import Config
+from grpo_power.redact import recorded_environment, redact
 
 PACKAGES = ("grpo-power", "torch", "trl", "transformers", "accelerate", "deepspeed", "nvidia-ml-py")
+# What makes two runs the same run: a folder resumes only a run with the same values.
+IDENTITY_FIELDS = ("arm", "size", "seed", "steps_planned", "config")
 
 
 def package_versions() -> dict[str, str | None]:
@@ -27,37 +36,120 @@ def package_versions() -> dict[str, str | None]:
     return versions
 
 
-class RunManifest:
-    """A manifest written at the start of a run and updated when it ends."""
+def _first_difference(old: Any, new: Any, where: str) -> str | None:
+    """The dotted path of the first value that differs between two JSON-like values."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in sorted(set(old) | set(new)):
+            found = _first_difference(old.get(key), new.get(key), f"{where}.{key}")
+            if found:
+                return found
+        return None
+    return None if old == new else f"{where} (was {old!r}, now {new!r})"
 
-    def __init__(
-        self, path: Path, config: Config, arm: str, seed: int, extra: dict[str, Any]
-    ) -> None:
+
+class RunManifest:
+    """The manifest of one run folder, rewritten atomically at each change."""
+
+    def __init__(self, path: Path, data: dict[str, Any]) -> None:
+        self.path = path
+        self.data = data
+
+    @classmethod
+    def create(
+        cls, path: Path, config: Config, arm: str, seed: int, extra: dict[str, Any]
+    ) -> RunManifest:
+        """A manifest for a run that starts from scratch."""
+        manifest = cls(
+            path,
+            {
+                "status": "running",
+                "arm": arm,
+                "size": config.workload.size,
+                "seed": seed,
+                "started_unix_s": time.time(),
+                "packages": package_versions(),
+                "python": platform.python_version(),
+                "config": config.model_dump(mode="json"),
+                "attempts": [],
+                **extra,
+            },
+        )
+        manifest.data = redact(manifest.data)
+        return manifest
+
+    @classmethod
+    def read(cls, path: Path) -> RunManifest | None:
+        """The manifest in ``path`` (None: there is none).
+
+        Raises:
+            ValueError: the file is not a JSON manifest (the message names it).
+        """
+        if not path.exists():
+            return None
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as error:
+            raise ValueError(f"{path}: not a readable run manifest ({error})") from None
+        if not isinstance(data, dict) or "status" not in data:
+            raise ValueError(f"{path}: not a run manifest (no 'status' field)")
+        data.setdefault("attempts", [])
+        return cls(path, data)
+
+    def same_run(self, other: RunManifest) -> str | None:
+        """None when ``other`` describes the same run, else the first field that differs."""
+        for name in IDENTITY_FIELDS:
+            found = _first_difference(self.data.get(name), other.data.get(name), name)
+            if found:
+                return found
+        return None
+
+    @property
+    def attempts(self) -> list[dict[str, Any]]:
+        return self.data["attempts"]
+
+    def begin_attempt(self, **fields: Any) -> int:
+        """Record a new attempt (this process, host, job ids) and return its number."""
         import torch
 
-        self.path = path
-        self.data: dict[str, Any] = {
-            "status": "running",
-            "arm": arm,
-            "size": config.workload.size,
-            "seed": seed,
-            "started_unix_s": time.time(),
-            "host": socket.gethostname(),
-            "hardware": {
-                "platform": platform.platform(),
-                "cpu_count": os.cpu_count(),
-                "cuda_devices": [
-                    torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())
-                ],
-            },
-            "packages": package_versions(),
-            "python": platform.python_version(),
-            "config": config.model_dump(mode="json"),
-            **extra,
-        }
-        write_json_atomic(self.path, self.data)
+        number = len(self.attempts) + 1
+        self.attempts.append(
+            {
+                "attempt": number,
+                "status": "running",
+                "started_unix_s": time.time(),
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "environment": recorded_environment(),
+                "hardware": {
+                    "platform": platform.platform(),
+                    "cpu_count": os.cpu_count(),
+                    "cuda_devices": [
+                        torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())
+                    ],
+                },
+                **fields,
+            }
+        )
+        self.data.update(status="running", host=socket.gethostname())
+        self.data["hardware"] = self.attempts[-1]["hardware"]
+        self.write()
+        return number
+
+    def end_attempt(self, status: str, **fields: Any) -> None:
+        """Record how the current attempt ended (``completed``, ``interrupted``, ``failed``)."""
+        self.attempts[-1].update(status=status, ended_unix_s=time.time(), **fields)
+        self.write()
+
+    def mark_lost_attempt(self, **fields: Any) -> None:
+        """The last attempt never recorded its end (SIGKILL, node failure): call it ``killed``."""
+        if self.attempts and self.attempts[-1]["status"] == "running":
+            self.attempts[-1].update(status="killed", ended_unix_s=None, **fields)
 
     def finish(self, status: str, **fields: Any) -> None:
-        """Record the outcome (``completed`` or ``failed``) and final figures."""
+        """Record the run's outcome (``completed``, ``interrupted`` or ``failed``) and figures."""
         self.data.update(status=status, ended_unix_s=time.time(), **fields)
+        self.write()
+
+    def write(self) -> None:
+        self.data = redact(self.data)
         write_json_atomic(self.path, self.data)

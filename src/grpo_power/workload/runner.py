@@ -1,7 +1,9 @@
 """One GRPO run (model size x arm x seed) with power telemetry, a step log and a manifest.
 
 Files written into the run folder:
-``trace.parquet`` (power samples), ``steps.parquet`` (one row per step), ``manifest.json``.
+``trace.parquet`` (power samples), ``steps.parquet`` (one row per step), ``manifest.json``;
+while the run is unfinished also ``trainer/checkpoint-<step>`` and ``resume.json``, from which
+a stopped, requeued or killed run resumes (:mod:`grpo_power.workload.resume`).
 On the CPU the power is the simulated A100's, driven by this run's real phases and actuator
 values: tokens and timings are measured, only the power is simulated (and labelled so).
 """
@@ -12,6 +14,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from transformers import PrinterCallback, set_seed
@@ -29,38 +32,22 @@ from grpo_power.workload.fixed_safe import failsafe_action
 from grpo_power.workload.hook import ControllerCallback
 from grpo_power.workload.manifest import RunManifest
 from grpo_power.workload.models import load_model
+from grpo_power.workload.resume import ResumePoint, RunPaths, StopSignals, start_or_resume
 from grpo_power.workload.steplog import StepLogWriter
 from grpo_power.workload.task import arithmetic_dataset, exact_answer_reward, format_reward
 from grpo_power.workload.trainer import PowerAwareGRPOTrainer
 
 
 @dataclass(frozen=True)
-class RunPaths:
-    """The files of one run folder."""
-
-    folder: Path
-
-    @property
-    def trace(self) -> Path:
-        return self.folder / "trace.parquet"
-
-    @property
-    def steps(self) -> Path:
-        return self.folder / "steps.parquet"
-
-    @property
-    def manifest(self) -> Path:
-        return self.folder / "manifest.json"
-
-
-@dataclass(frozen=True)
 class RunResult:
-    """Outcome of :func:`run_grpo` (main process)."""
+    """Outcome of :func:`run_grpo` (main process); totals over all attempts."""
 
     paths: RunPaths
-    steps: int
+    status: str  # completed | interrupted (a stop signal; rerun to resume)
+    steps: int  # steps completed
     completion_tokens: int
-    wall_s: float
+    wall_s: float  # time the attempts ran, without the gaps between them
+    stopped_by: str | None = None  # the signal an interrupted run stopped for
 
 
 def _grpo_args(
@@ -83,7 +70,10 @@ def _grpo_args(
         data_seed=seed,
         logging_steps=1,
         report_to="none",
-        save_strategy="no",
+        # Checkpoints to resume from; the last two are kept, one of them the resume point.
+        save_strategy="steps" if w.checkpoint_every_steps else "no",
+        save_steps=w.checkpoint_every_steps or None,
+        save_total_limit=2,
         disable_tqdm=True,
         use_cpu=device.type != "cuda",
         bf16=device.type == "cuda",
@@ -99,11 +89,15 @@ def run_grpo(
     controller: Controller,
     steps: int | None = None,
     show_progress: bool = True,
+    fresh: bool = False,
 ) -> RunResult:
     """Run GRPO under ``controller`` while sampling power; write trace, step log and manifest.
 
-    The sampler runs on local rank 0 of each node, for that node's GPUs; the step log and
-    manifest are written by the main process.
+    A folder holding an unfinished attempt of the same run is resumed from its last checkpoint
+    (``fresh`` discards it instead); one holding the same run, completed, is left as it is. A
+    stop signal ends the run after the current step with a checkpoint (status ``interrupted``).
+    The sampler runs on local rank 0 of each node, for that node's GPUs; the folder, step log
+    and manifest are handled by the main process.
     """
     set_seed(seed)
     paths = RunPaths(Path(out))
@@ -113,9 +107,32 @@ def run_grpo(
     is_main = int(os.environ.get("RANK", "0")) == 0
     device = torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu")
     run_id = f"{config.workload.size}-{arm}-seed{seed}"
+    simulated = config.telemetry.source == "simulated"
+
+    start = elapsed_s = None
+    if is_main:
+        new = RunManifest.create(
+            paths.manifest,
+            config,
+            arm,
+            seed,
+            {
+                "run_id": run_id,
+                "steps_planned": steps,
+                "power": "simulated" if simulated else "nvml",
+            },
+        )
+        start = start_or_resume(paths, new, fresh)
+        if start.completed:
+            return _result(paths, start.manifest)
+        # The trace's clock runs on across attempts: t is seconds since the run first started,
+        # and never goes back (another host's clock may lag).
+        elapsed_s = time.time() - start.manifest.data["started_unix_s"]
+        if start.trace_end_s is not None:
+            elapsed_s = max(elapsed_s, start.trace_end_s + config.telemetry.period_s)
+    origin_s = time.monotonic() - (elapsed_s or 0.0)
 
     signal = WorkloadSignal()
-    origin_s = time.monotonic()
     sampler: PowerSampler | None = None
     if local_rank == 0:
         source = open_source(config, signal)
@@ -131,83 +148,130 @@ def run_grpo(
         )
         sampler = PowerSampler(
             source,
-            TraceWriter(paths.trace, metadata),
+            TraceWriter(paths.trace, metadata, append=paths.trace.exists()),
             period_s=config.telemetry.period_s,
             flush_s=config.telemetry.flush_s,
             origin_s=origin_s,
         ).start()
     manifest = step_log = None
-    if is_main:
-        simulated = sampler is not None and sampler.source.kind == "simulated"
-        manifest = RunManifest(
-            paths.manifest,
-            config,
-            arm,
-            seed,
-            {
-                "run_id": run_id,
-                "steps_planned": steps,
-                "power": "simulated" if simulated else "nvml",
-            },
+    if start is not None:
+        manifest = start.manifest
+        manifest.begin_attempt(
+            t_start_s=elapsed_s,
+            resumed_from_step=start.resume.step if start.resume else 0,
+            steps_redone=start.steps_redone,
         )
-        step_log = StepLogWriter(paths.steps, run_id, simulated_power=simulated)
+        step_log = StepLogWriter(
+            paths.steps, run_id, simulated_power=simulated, append=paths.steps.exists()
+        )
     started_s = time.monotonic()
-    try:
-        model, tokenizer = load_model(config.workload, device)
-        dataset = arithmetic_dataset(steps * config.workload.prompts_per_step * 4, seed)
-        trainer = PowerAwareGRPOTrainer(
-            model=model,
-            reward_funcs=[exact_answer_reward, format_reward],
-            args=_grpo_args(config, paths.folder, seed, steps, device),
-            train_dataset=dataset,
-            processing_class=tokenizer,
-            signal=signal,
-            concurrency=config.workload.concurrency,
-        )
-        trainer.generation_config.max_new_tokens = config.workload.max_new_tokens
-        actuators = Actuators(
-            trainer,
-            {
-                "concurrency": config.workload.concurrency_bounds,
-                "max_new_tokens": config.workload.max_new_tokens_bounds,
-            },
-        )
-        callback = ControllerCallback(
-            trainer,
-            controller,
-            actuators,
-            recent_power_w=(lambda window_s: sampler.recent(window_s).power_w) if sampler else None,
-            telemetry_age_s=sampler.age_s if sampler else None,
-            staleness_s=config.arms.staleness_s,
-            failsafe=failsafe_action(config),
-            cap_w=config.cap_w,
-            window_s=config.arms.observation_window_s,
-            step_log=step_log,
-            origin_s=origin_s,
-            show_progress=show_progress,
-        )
-        trainer.add_callback(callback)
-        trainer.remove_callback(PrinterCallback)  # our progress bar replaces its per-step dicts
-        trainer.train()
-    except BaseException as error:
-        if manifest is not None:
-            manifest.finish("failed", error=f"{type(error).__name__}: {error}")
-        raise
-    finally:
-        signal.set("idle")
-        if step_log is not None:
-            step_log.close()
-        if sampler is not None:
-            sampler.stop()
-    wall_s = time.monotonic() - started_s
-    if manifest is not None:
-        manifest.finish(
-            "completed",
-            failsafe_steps=callback.failsafe_steps,
-            telemetry_read_errors=sampler.read_errors if sampler else None,
-            steps_completed=steps,
-            wall_s=wall_s,
-            completion_tokens=callback.completion_tokens,
-            sampler_missed_slots=sampler.missed_slots if sampler else None,
-        )
-    return RunResult(paths, steps, callback.completion_tokens, wall_s)
+    with StopSignals() as stop:
+        try:
+            model, tokenizer = load_model(config.workload, device)
+            dataset = arithmetic_dataset(steps * config.workload.prompts_per_step * 4, seed)
+            trainer = PowerAwareGRPOTrainer(
+                model=model,
+                reward_funcs=[exact_answer_reward, format_reward],
+                args=_grpo_args(config, paths.folder, seed, steps, device),
+                train_dataset=dataset,
+                processing_class=tokenizer,
+                signal=signal,
+                concurrency=config.workload.concurrency,
+            )
+            trainer.generation_config.max_new_tokens = config.workload.max_new_tokens
+            actuators = Actuators(
+                trainer,
+                {
+                    "concurrency": config.workload.concurrency_bounds,
+                    "max_new_tokens": config.workload.max_new_tokens_bounds,
+                },
+            )
+            callback = ControllerCallback(
+                trainer,
+                controller,
+                actuators,
+                recent_power_w=(
+                    (lambda window_s: sampler.recent(window_s).power_w) if sampler else None
+                ),
+                telemetry_age_s=sampler.age_s if sampler else None,
+                staleness_s=config.arms.staleness_s,
+                failsafe=failsafe_action(config),
+                cap_w=config.cap_w,
+                window_s=config.arms.observation_window_s,
+                step_log=step_log,
+                origin_s=origin_s,
+                show_progress=show_progress,
+                stop_requested=lambda: stop.received,
+                paths=paths if is_main else None,
+            )
+            trainer.add_callback(callback)
+            trainer.remove_callback(PrinterCallback)  # our progress bar replaces its dicts
+            trainer.accelerator.wait_for_everyone()  # the main process has prepared the folder
+            point = start.resume if start is not None else ResumePoint.load(paths)
+            if point is not None:
+                callback.load_state_dict(point.hook)
+            trainer.train(
+                resume_from_checkpoint=str(paths.checkpoints / point.checkpoint) if point else None
+            )
+        except BaseException as error:
+            if manifest is not None:
+                message = f"{type(error).__name__}: {error}"
+                manifest.end_attempt("failed", error=message, **_attempt_figures(sampler))
+                manifest.finish("failed", error=message)
+            raise
+        finally:
+            signal.set("idle")
+            if step_log is not None:
+                step_log.close()
+            if sampler is not None:
+                sampler.stop()
+    steps_done = trainer.state.global_step
+    status = "completed" if steps_done >= steps else "interrupted"
+    if manifest is None:
+        return RunResult(paths, status, steps_done, callback.completion_tokens, 0.0)
+    manifest.end_attempt(
+        status,
+        t_end_s=time.monotonic() - origin_s,
+        wall_s=time.monotonic() - started_s,
+        steps_done=steps_done,
+        stop_signal=callback.stopped_by,
+        **_attempt_figures(sampler),
+    )
+    attempts = manifest.attempts
+    manifest.finish(
+        status,
+        steps_completed=steps_done,
+        completion_tokens=callback.completion_tokens,
+        failsafe_steps=callback.failsafe_steps,
+        wall_s=sum(a["t_end_s"] - a["t_start_s"] for a in attempts if a.get("t_end_s")),
+        telemetry_read_errors=_total(attempts, "telemetry_read_errors"),
+        sampler_missed_slots=_total(attempts, "sampler_missed_slots"),
+        stop_signal=callback.stopped_by if status == "interrupted" else None,
+    )
+    if status == "completed":
+        paths.remove_checkpoints()
+    return _result(paths, manifest)
+
+
+def _attempt_figures(sampler: PowerSampler | None) -> dict[str, int | None]:
+    return {
+        "telemetry_read_errors": sampler.read_errors if sampler else None,
+        "sampler_missed_slots": sampler.missed_slots if sampler else None,
+    }
+
+
+def _total(attempts: list[dict[str, Any]], name: str) -> int | None:
+    values = [a[name] for a in attempts if a.get(name) is not None]
+    return sum(values) if values else None
+
+
+def _result(paths: RunPaths, manifest: RunManifest) -> RunResult:
+    data = manifest.data
+    return RunResult(
+        paths,
+        data["status"],
+        data["steps_completed"],
+        data["completion_tokens"],
+        data["wall_s"],
+        data.get("stop_signal"),
+    )

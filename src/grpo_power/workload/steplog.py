@@ -6,8 +6,11 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
-from grpo_power.journal import ParquetJournal, read_journaled
+from grpo_power.atomic import write_parquet_atomic
+from grpo_power.journal import ParquetJournal, read_journaled, seal_journal
 
 STEP_LOG_SCHEMA = pa.schema(
     [
@@ -51,11 +54,34 @@ STEP_LOG_COLUMNS = tuple(STEP_LOG_SCHEMA.names)
 
 
 class StepLogWriter(ParquetJournal):
-    """Appends step rows; a killed run keeps every step written before the kill."""
+    """Appends step rows; a killed run keeps every step written before the kill.
 
-    def __init__(self, path: Path | str, run_id: str, simulated_power: bool) -> None:
+    With ``append`` (a resumed run) rows are added to the log of the earlier attempts; a step
+    already there is not written twice.
+    """
+
+    def __init__(
+        self, path: Path | str, run_id: str, simulated_power: bool, append: bool = False
+    ) -> None:
         metadata = {b"run_id": run_id.encode(), b"simulated_power": str(simulated_power).encode()}
-        super().__init__(path, STEP_LOG_SCHEMA.with_metadata(metadata))
+        schema = STEP_LOG_SCHEMA.with_metadata(metadata)
+        super().__init__(path, schema, append_key="step" if append else None)
+
+
+def trim_step_log(path: Path, last_step: int) -> list[int]:
+    """Drop the rows of steps after ``last_step`` (a resumed run redoes them); return their
+    numbers. The journal of a killed attempt is merged first. Atomic; safe to repeat."""
+    seal_journal(path, key="step")
+    if not path.exists():
+        return []
+    table = pq.read_table(path)
+    steps = table.column("step")
+    later = pc.greater(steps, last_step)
+    dropped = table.filter(later).column("step").to_pylist()
+    if dropped:
+        kept = table.filter(pc.invert(later))
+        write_parquet_atomic(path, kept, table.schema.metadata)
+    return dropped
 
 
 def read_step_log(path: Path | str) -> pd.DataFrame:

@@ -54,24 +54,22 @@ def sweep_settings(config: Config) -> list[tuple[str, int, Config]]:
 
 def run_sweep(config: Config, out: Path, steps: int, seed: int) -> list[Path]:
     """Run every sweep setting for ``steps`` steps into ``out/<actuator>-<level>``; returns the
-    run folders (existing complete folders are reused)."""
+    run folders (a completed run there is reused, an unfinished one resumed)."""
     from grpo_power.workload.runner import run_grpo
 
     folders = []
     for actuator, level, run_config in sweep_settings(config):
         folder = Path(out) / f"{actuator}-{level}"
-        manifest = folder / "manifest.json"
-        if not (manifest.exists() and '"completed"' in manifest.read_text()):
-            w = run_config.workload
-            run_grpo(
-                run_config,
-                f"sweep-{actuator}-{level}",
-                seed,
-                folder,
-                FixedController(w.concurrency, w.max_new_tokens),
-                steps=steps,
-                show_progress=False,
-            )
+        w = run_config.workload
+        run_grpo(
+            run_config,
+            f"sweep-{actuator}-{level}",
+            seed,
+            folder,
+            FixedController(w.concurrency, w.max_new_tokens),
+            steps=steps,
+            show_progress=False,
+        )
         folders.append(folder)
     return folders
 

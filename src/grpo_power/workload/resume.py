@@ -1,0 +1,195 @@
+"""Resuming a run after a preemption, a timeout, a requeue or a kill.
+
+Checkpoints are the trainer's own (transformers: model, optimizer, scheduler, RNG and trainer
+state) in ``<run>/trainer/checkpoint-<step>``, saved every ``workload.checkpoint_every_steps``
+steps and when a stop signal arrives. A checkpoint folder is written in place, so a kill can cut
+it short; only once it is complete does the hook write ``resume.json`` (atomically): the step,
+the checkpoint's name and the hook's own state (tokens so far, controller state, actuator
+values). A new attempt trusts nothing else.
+
+A new attempt (:func:`start_or_resume`) merges the journals the last one left into the trace
+and the step log, drops the step rows after the resume point (those steps are redone, so each
+step appears once), records the lost attempt in the manifest and continues the trace's clock.
+
+Stop signals (:class:`StopSignals`): SIGTERM (``scontrol requeue``, ``scancel``, preemption
+without a user signal), SIGUSR1 and SIGUSR2 (submitit's timeout and preemption signal) ask the
+run to stop at the end of its current step, after a checkpoint. The command then exits with
+:data:`EXIT_INTERRUPTED`; the same command resumes it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from grpo_power.atomic import write_json_atomic
+from grpo_power.journal import journal_path, seal_journal
+from grpo_power.workload.manifest import RunManifest
+from grpo_power.workload.steplog import trim_step_log
+
+EXIT_INTERRUPTED = 75  # EX_TEMPFAIL: stopped by a signal with its state saved; rerun to resume
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """The files of one run folder."""
+
+    folder: Path
+
+    @property
+    def trace(self) -> Path:
+        return self.folder / "trace.parquet"
+
+    @property
+    def steps(self) -> Path:
+        return self.folder / "steps.parquet"
+
+    @property
+    def manifest(self) -> Path:
+        return self.folder / "manifest.json"
+
+    @property
+    def checkpoints(self) -> Path:
+        """The trainer's output folder, where its ``checkpoint-<step>`` folders go."""
+        return self.folder / "trainer"
+
+    @property
+    def resume(self) -> Path:
+        return self.folder / "resume.json"
+
+    def clear(self) -> None:
+        """Remove what an earlier run left in the folder (its submitit logs stay)."""
+        for path in (self.trace, self.steps, self.manifest):
+            path.unlink(missing_ok=True)
+            journal_path(path).unlink(missing_ok=True)
+        self.remove_checkpoints()
+
+    def remove_checkpoints(self) -> None:
+        """Remove the resume point and the checkpoints (a completed run needs neither)."""
+        self.resume.unlink(missing_ok=True)
+        shutil.rmtree(self.checkpoints, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """The last complete checkpoint of a run: its step, folder name and the hook's state."""
+
+    step: int
+    checkpoint: str
+    hook: dict[str, Any]
+
+    def save(self, paths: RunPaths) -> None:
+        write_json_atomic(paths.resume, asdict(self))
+
+    @classmethod
+    def load(cls, paths: RunPaths) -> ResumePoint | None:
+        """The resume point of a run folder (None: none was saved).
+
+        Raises:
+            ValueError: the file is unreadable or names a checkpoint that is not there.
+        """
+        if not paths.resume.exists():
+            return None
+        try:
+            point = cls(**json.loads(paths.resume.read_text()))
+        except (OSError, json.JSONDecodeError, TypeError) as error:
+            raise ValueError(
+                f"{paths.resume}: not a resume point (expected step, checkpoint and hook: {error})"
+            ) from None
+        if not (paths.checkpoints / point.checkpoint).is_dir():
+            raise ValueError(
+                f"{paths.resume}: names checkpoint {point.checkpoint!r}, which is not in "
+                f"{paths.checkpoints}"
+            )
+        return point
+
+
+class StopSignals:
+    """While entered, SIGTERM, SIGUSR1 and SIGUSR2 ask the run to stop after its current step.
+
+    Handlers are installed only in the main thread (Python allows no other); elsewhere the
+    object records nothing. The first signal is kept in :attr:`received`.
+    """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
+
+    def __init__(self) -> None:
+        self.received: str | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for signum in self.SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.received = self.received or signal.Signals(signum).name
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """Where an attempt starts: the manifest it records into and what it resumes."""
+
+    manifest: RunManifest
+    resume: ResumePoint | None
+    steps_redone: list[int]  # step rows of the last attempt dropped, to be run again
+    trace_end_s: float | None  # the trace's last sample time so far (None: no samples)
+    completed: bool  # the folder already holds this run, completed
+
+
+def _trace_end_s(paths: RunPaths) -> float | None:
+    if not paths.trace.exists():
+        return None
+    t_s = pq.read_table(paths.trace, columns=["t"]).column("t")
+    return None if len(t_s) == 0 else float(pc.max(t_s).as_py())
+
+
+def start_or_resume(paths: RunPaths, new: RunManifest, fresh: bool) -> RunStart:
+    """Prepare the run folder for an attempt of the run ``new`` describes.
+
+    An empty folder, or ``fresh``, starts the run from scratch (earlier files are removed). A
+    folder holding an unfinished attempt of the same run resumes it; one holding the same run,
+    completed, needs nothing.
+
+    Raises:
+        ValueError: the folder holds another run (the message names the first field that
+            differs), or its manifest or resume point is unreadable.
+    """
+    old = None if fresh else RunManifest.read(paths.manifest)
+    if old is None:
+        paths.clear()
+        return RunStart(new, None, [], None, completed=False)
+    difference = old.same_run(new)
+    if difference:
+        raise ValueError(
+            f"{paths.folder}: holds another run ({difference}); pass --fresh to discard it or "
+            "choose another --out"
+        )
+    if old.data["status"] == "completed":
+        paths.remove_checkpoints()  # in case the last attempt was killed before it did
+        return RunStart(old, None, [], None, completed=True)
+    point = ResumePoint.load(paths)
+    if paths.checkpoints.exists():  # only the resume point's checkpoint is known complete
+        for folder in paths.checkpoints.glob("checkpoint-*"):
+            if point is None or folder.name != point.checkpoint:
+                shutil.rmtree(folder)
+    seal_journal(paths.trace, key="t")
+    redone = trim_step_log(paths.steps, point.step if point else 0)
+    trace_end_s = _trace_end_s(paths)
+    old.mark_lost_attempt(t_end_s=trace_end_s)
+    return RunStart(old, point, redone, trace_end_s, completed=False)

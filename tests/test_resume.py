@@ -1,0 +1,200 @@
+"""Resuming runs: journals appended across attempts, stop signals, SIGKILL, credentials.
+
+The run tests start the real ``grpo-power run`` command (tiny model, TRL, simulated power) in a
+process of its own, interrupt it, and run the same command again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from grpo_power.config import load_config
+from grpo_power.journal import ParquetJournal, journal_path, read_journaled, seal_journal
+from grpo_power.redact import REDACTED, redact, redact_text
+from grpo_power.telemetry.store import read_trace
+from grpo_power.workload.manifest import RunManifest
+from grpo_power.workload.resume import EXIT_INTERRUPTED, RunPaths, start_or_resume
+from grpo_power.workload.steplog import read_step_log, trim_step_log
+from tests.conftest import REPO
+
+SCHEMA = pa.schema([("t", pa.float64()), ("gpu", pa.int64())])
+STEPS = 16
+SECRET = "hf_" + "a1B2c3D4" * 4  # shaped like a Hugging Face token
+
+
+def _rows(*t_s: float) -> list[dict[str, Any]]:
+    return [{"t": t, "gpu": 0} for t in t_s]
+
+
+def _t(path: Path) -> list[float]:
+    return read_journaled(path)[0].column("t").to_pylist()
+
+
+def test_attempts_append_and_a_repeated_merge_adds_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "trace.parquet"
+    with ParquetJournal(path, SCHEMA, append_key="t") as first:
+        first.write(_rows(0.0, 0.1))
+    killed = ParquetJournal(path, SCHEMA, append_key="t")  # a second attempt, then SIGKILL
+    killed.write(_rows(5.0, 5.1))
+    killed._sink.close()
+    assert seal_journal(path, key="t").rows_kept == 2
+    assert _t(path) == [0.0, 0.1, 5.0, 5.1]
+    # a kill between the rename and the journal's removal: the journal is merged again
+    journal_path(path).write_bytes(b"")
+    with ParquetJournal(path, SCHEMA, append_key="t") as again:
+        again.write(_rows(5.1, 9.0))  # 5.1 is already in the file
+    assert _t(path) == [0.0, 0.1, 5.0, 5.1, 9.0]
+    assert seal_journal(path, key="t").rows_kept == 0  # nothing left to seal
+
+
+def test_a_journal_cut_before_its_header_is_dropped(tmp_path: Path) -> None:
+    path = tmp_path / "trace.parquet"
+    journal_path(path).write_bytes(b"\xff\xff")
+    assert seal_journal(path, key="t").rows_kept == 0
+    assert not journal_path(path).exists() and not path.exists()
+
+
+def test_trim_step_log_drops_steps_after_the_resume_point(tmp_path: Path) -> None:
+    path = tmp_path / "steps.parquet"
+    schema = pa.schema([("step", pa.int64())])
+    pq.write_table(pa.table({"step": [1, 2, 3]}, schema=schema), path)
+    journal = ParquetJournal(path, schema, append_key="step")
+    journal.write([{"step": 4}, {"step": 5}])
+    journal._sink.close()
+    assert trim_step_log(path, last_step=4) == [5]
+    assert pq.read_table(path).column("step").to_pylist() == [1, 2, 3, 4]
+    assert trim_step_log(path, last_step=4) == []  # repeated: nothing changes
+
+
+def test_a_folder_of_another_run_is_refused_and_a_completed_run_kept(tmp_path: Path) -> None:
+    config = load_config(REPO / "config" / "config.yaml")
+    paths = RunPaths(tmp_path)
+    first = RunManifest.create(paths.manifest, config, "fixed", 0, {"steps_planned": 5})
+    first.write()
+    other = RunManifest.create(paths.manifest, config, "fixed", 1, {"steps_planned": 5})
+    with pytest.raises(ValueError, match=r"holds another run \(seed \(was 0, now 1\)\).*--fresh"):
+        start_or_resume(paths, other, fresh=False)
+    assert start_or_resume(paths, other, fresh=True).manifest is other
+    first.finish("completed")
+    assert start_or_resume(paths, first, fresh=False).completed
+
+
+def test_credentials_are_filtered_by_name_and_by_shape() -> None:
+    data = {
+        "HF_TOKEN": "anything",
+        "max_new_tokens": 32,
+        "authority": {"min": 0.1},
+        "note": f"HUB_TOKEN={SECRET} and WANDB_API_KEY=abc123 then ghp_{'x' * 36}",
+    }
+    clean = redact(data)
+    assert clean["HF_TOKEN"] == REDACTED and clean["max_new_tokens"] == 32
+    assert clean["authority"] == {"min": 0.1}
+    assert clean["note"] == f"HUB_TOKEN={REDACTED} and WANDB_API_KEY={REDACTED} then {REDACTED}"
+    assert redact_text(f"Authorization: Bearer {SECRET[3:]}") == f"Authorization: {REDACTED}"
+
+
+def _config_file(tmp_path: Path) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        f"results_dir: {tmp_path / 'results'}\nworkload:\n  checkpoint_every_steps: 2\n"
+    )
+    return path
+
+
+def _start_run(tmp_path: Path, out: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "HF_TOKEN": SECRET, "GRPO_SECRET_PASSWORD": "hunter2hunter2"}
+    command = [sys.executable, "-m", "grpo_power.cli", "run", "--arm", "threshold"]
+    command += ["--steps", str(STEPS), "--out", str(out), "--config", str(_config_file(tmp_path))]
+    return subprocess.Popen(command, env=env, stderr=subprocess.PIPE, start_new_session=True)
+
+
+def _wait_for_steps(process: subprocess.Popen[bytes], out: Path, steps: int) -> None:
+    """Until the run has logged ``steps`` steps and flushed some power samples."""
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.1)
+        try:
+            logged = len(read_step_log(out / "steps.parquet"))
+            sampled = len(read_trace(out / "trace.parquet").frame)
+        except (FileNotFoundError, ValueError):
+            continue
+        if logged >= steps and sampled > 0:
+            return
+    pytest.fail(f"the run never logged {steps} steps: {process.stderr.read().decode()[-2000:]}")
+
+
+def _assert_resumed_whole(out: Path, kept_t_s: np.ndarray) -> dict[str, Any]:
+    """Every step once, every sample of the earlier attempt kept, no overlap; the manifest."""
+    steps = read_step_log(out / "steps.parquet")
+    assert steps["step"].tolist() == list(range(1, STEPS + 1))
+    assert np.all(np.diff(steps["start_s"].to_numpy()) > 0)
+    trace = read_trace(out / "trace.parquet")
+    assert trace.complete
+    t_s = trace.frame["t"].to_numpy()
+    assert np.all(np.diff(t_s) > 0)  # one GPU: strictly increasing, so no sample twice
+    assert np.isin(kept_t_s, t_s).all()  # nothing written before the interruption is lost
+    manifest = json.loads((out / "manifest.json").read_text())
+    first, second = manifest["attempts"]
+    assert first["t_end_s"] <= second["t_start_s"]
+    assert t_s[t_s > first["t_end_s"]].min() >= second["t_start_s"]  # attempts never overlap
+    assert manifest["status"] == "completed" and manifest["steps_completed"] == STEPS
+    assert manifest["completion_tokens"] == int(steps["completion_tokens"].sum())
+    assert not (out / "trainer").exists() and not (out / "resume.json").exists()
+    everything = b"".join(p.read_bytes() for p in out.rglob("*") if p.is_file())
+    assert SECRET.encode() not in everything and b"hunter2hunter2" not in everything
+    return manifest
+
+
+def test_sigterm_stops_after_a_checkpoint_and_the_same_command_resumes(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    process = _start_run(tmp_path, out)
+    _wait_for_steps(process, out, 3)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == EXIT_INTERRUPTED, stderr.decode()[-2000:]
+    assert b"stopped by SIGTERM after step" in stderr and b"run the same command" in stderr
+    stopped = json.loads((out / "manifest.json").read_text())
+    stopped_at = stopped["steps_completed"]
+    assert stopped["status"] == "interrupted" and stopped["stop_signal"] == "SIGTERM"
+    assert json.loads((out / "resume.json").read_text())["step"] == stopped_at
+    kept_t_s = read_trace(out / "trace.parquet").frame["t"].to_numpy()
+    resumed = _start_run(tmp_path, out)
+    assert resumed.wait(timeout=300) == 0, resumed.stderr.read().decode()[-2000:]
+    manifest = _assert_resumed_whole(out, kept_t_s)
+    assert [a["status"] for a in manifest["attempts"]] == ["interrupted", "completed"]
+    assert manifest["attempts"][1]["resumed_from_step"] == stopped_at
+    assert manifest["attempts"][1]["steps_redone"] == []
+
+
+def test_sigkill_keeps_what_was_written_and_resumes_from_the_last_checkpoint(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "run"
+    process = _start_run(tmp_path, out)
+    _wait_for_steps(process, out, 5)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    steps_at_kill = read_step_log(out / "steps.parquet")["step"].tolist()
+    trace = read_trace(out / "trace.parquet")
+    assert not trace.complete and len(trace.frame) > 0
+    checkpoint_step = json.loads((out / "resume.json").read_text())["step"]
+    assert 2 <= checkpoint_step <= steps_at_kill[-1]
+    resumed = _start_run(tmp_path, out)
+    assert resumed.wait(timeout=300) == 0, resumed.stderr.read().decode()[-2000:]
+    manifest = _assert_resumed_whole(out, trace.frame["t"].to_numpy())
+    killed, completed = manifest["attempts"]
+    assert killed["status"] == "killed" and completed["status"] == "completed"
+    assert completed["resumed_from_step"] == checkpoint_step
+    assert completed["steps_redone"] == [s for s in steps_at_kill if s > checkpoint_step]
