@@ -42,7 +42,9 @@ def test_nvidia_smi_minimal_query_needs_a_nameplate() -> None:
 
 
 def test_dcgm_csv_counter_in_millijoules_becomes_joules_since_start() -> None:
-    with pytest.raises(ImportError_, match="DCGM_FI_DEV_POWER_USAGE' has \\[N/A\\] values"):
+    with pytest.raises(
+        ImportError_, match="DCGM_FI_DEV_POWER_USAGE': expected watts in every row, got \\[N/A\\]"
+    ):
         import_log(DATA / "dcgm-exporter-a100.csv", "dcgm", nameplate_w=400.0)
 
 

@@ -295,12 +295,18 @@ def test_empty_trace_is_an_error(tmp_path):
 
 def test_nan_power_is_an_error_naming_gpu_and_time():
     frame = trace_frame([0.0, 0.5, 1.0, 1.5], [100.0, np.nan, 120.0, np.nan], gpu=2)
-    with pytest.raises(ValueError, match=r"gpu 2: 2 sample\(s\) with NaN .* t = 0\.5 s"):
+    with pytest.raises(
+        ValueError,
+        match=r"x\.parquet: power_w: .* 2 sample\(s\) with NaN .* gpu 2 \(first at t = 0\.5 s",
+    ):
         series_from_frame(frame, 1.0, "x.parquet")
 
 
 def test_negative_power_is_an_error():
-    with pytest.raises(ValueError, match=r"negative power_w -5 W at t = 1 s"):
+    with pytest.raises(
+        ValueError,
+        match=r"power_w: expected watts >= 0, got negative power -5 W on gpu 0 at t = 1 s",
+    ):
         prepare_series(0, np.array([0.0, 0.5, 1.0]), np.array([1.0, 2.0, -5.0]), None, 1.0)
 
 

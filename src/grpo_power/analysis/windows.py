@@ -21,8 +21,9 @@ a 1 s period is over the cap in every 1 s window but in only some 0.5 s windows)
 assumes it is.
 
 Documented results for awkward input: a window longer than every segment gives ``windows = 0``
-and ``exceedance = NaN`` (with a note), never 0. An empty trace, NaN or negative power, and
-duplicated or decreasing timestamps are errors that name the file, the GPU and the row.
+and ``exceedance = NaN`` (with a note), never 0. An empty trace, NaN, negative or implausibly
+high power (above 3x the metadata's nameplate: milliwatts, see :mod:`grpo_power.telemetry.checks`)
+and duplicated or decreasing timestamps are errors that name the file, the GPU and the row.
 
 The per-run energy in wall-clock bins of ``bin_s`` (``bins.parquet``) is what the fleet stage
 sums across runs: bins lie on an absolute grid (``bin = floor(unix time / bin_s)``), so runs that
@@ -44,6 +45,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_power.config import Config
+from grpo_power.telemetry.checks import check_power
 from grpo_power.telemetry.store import Trace, read_trace
 
 BINS_METADATA_KEY = b"grpo_power_bins"
@@ -86,28 +88,30 @@ def prepare_series(
     counter_j: np.ndarray | None,
     max_gap_s: float,
     where: str = "<trace>",
+    nameplate_w: float | None = None,
 ) -> GpuSeries:
     """Check one GPU's samples and build its cumulative energy.
 
     Args:
         gpu: GPU index (for messages and results).
         t_s: sample times, s, in recording order; must increase strictly.
-        power_w: instantaneous power, W; finite and >= 0.
+        power_w: instantaneous power, W; finite, >= 0 and plausible for ``nameplate_w``.
         counter_j: cumulative energy counter, J (NaN where absent), or None.
         max_gap_s: an interval longer than this is a gap, s.
         where: the file name used in error messages.
+        nameplate_w: the GPU's nameplate, W, for the plausibility bound of
+            :func:`grpo_power.telemetry.checks.check_power` (None: no upper bound).
 
     Raises:
-        ValueError: NaN/negative power or duplicated/decreasing timestamps (message says which).
+        ValueError: NaN, negative or implausibly high power (milliwatts), or duplicated or
+            decreasing timestamps (the message says which).
     """
     t_s = np.ascontiguousarray(t_s, dtype=np.float64)
     power_w = np.ascontiguousarray(power_w, dtype=np.float64)
     n = len(t_s)
     if n == 0:
         raise ValueError(f"{where}: gpu {gpu}: no samples")
-    # Cheap whole-array checks first; the slow diagnosis runs only when one fails.
-    if not ((power_w >= 0).all() and np.isfinite(power_w.sum())):
-        _diagnose_power(gpu, t_s, power_w, where)
+    check_power(gpu, t_s, power_w, where, nameplate_w)
     dt_s = np.diff(t_s)
     if not (np.isfinite(t_s[0]) and np.isfinite(t_s[-1]) and (dt_s > 0).all()):
         _diagnose_time(gpu, t_s, dt_s, where)
@@ -158,23 +162,6 @@ def prepare_series(
     )
 
 
-def _diagnose_power(gpu: int, t_s: np.ndarray, power_w: np.ndarray, where: str) -> None:
-    """Raise the error that names the first bad power sample."""
-    bad = ~np.isfinite(power_w)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise ValueError(
-            f"{where}: gpu {gpu}: {int(bad.sum())} sample(s) with NaN or infinite power_w "
-            f"(first at t = {t_s[i]:.6g} s); power_w must be finite watts: drop or repair those "
-            "rows before windowing"
-        )
-    i = int(np.argmax(power_w < 0))
-    raise ValueError(
-        f"{where}: gpu {gpu}: negative power_w {power_w[i]:.6g} W at t = {t_s[i]:.6g} s; "
-        "expected watts >= 0"
-    )
-
-
 def _diagnose_time(gpu: int, t_s: np.ndarray, dt_s: np.ndarray, where: str) -> None:
     """Raise the error that names the first bad timestamp."""
     bad_t = ~np.isfinite(t_s)
@@ -192,11 +179,17 @@ def _diagnose_time(gpu: int, t_s: np.ndarray, dt_s: np.ndarray, where: str) -> N
 
 
 def series_from_frame(
-    frame: pd.DataFrame, max_gap_s: float, where: str = "<trace>"
+    frame: pd.DataFrame,
+    max_gap_s: float,
+    where: str = "<trace>",
+    nameplate_w: float | None = None,
 ) -> list[GpuSeries]:
-    """Split a trace frame into checked per-GPU series (rows keep their recorded order)."""
+    """Split a trace frame into checked per-GPU series (rows keep their recorded order).
+
+    ``nameplate_w`` (the trace metadata's) bounds plausible power, see :func:`prepare_series`.
+    """
     if frame.empty:
-        raise ValueError(f"{where}: the trace has no samples; nothing to window")
+        raise ValueError(f"{where}: the trace has no samples; expected at least one to window")
     for name in ("t", "gpu", "power_w"):
         if name not in frame.columns:
             raise ValueError(f"{where}: missing column '{name}' (expected a grpo-power trace)")
@@ -220,6 +213,7 @@ def series_from_frame(
                 None if c_cols is None else c_cols[k],
                 max_gap_s,
                 where,
+                nameplate_w,
             )
             for k, g in enumerate(ids)
         ]
@@ -242,6 +236,7 @@ def series_from_frame(
                 None if counter is None else counter[rows],
                 max_gap_s,
                 where,
+                nameplate_w,
             )
         )
     return out
@@ -605,7 +600,7 @@ def analyze_trace(trace: Trace, config: Config) -> WindowsResult:
     max_gap_s = cfg.gap_periods * period_s
     cap_w = config.cap_w
     windows_s = list(cfg.windows_s)
-    all_series = series_from_frame(trace.frame, max_gap_s, where)
+    all_series = series_from_frame(trace.frame, max_gap_s, where, meta.nameplate_w)
     label = _data_label(meta.simulated or meta.source == "simulated")
     common = {"run_id": meta.run_id, "cap_w": cap_w, "data": label}
 

@@ -21,6 +21,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from grpo_power.telemetry.checks import check_frame_power
 from grpo_power.telemetry.schema import TRACE_COLUMNS, TraceMetadata
 
 ImportFormat = Literal["nvidia-smi", "dcgm"]
@@ -63,19 +64,33 @@ class ImportError_(ValueError):
     """A log could not be imported; the message names the file, the column and the problem."""
 
 
-def _read_csv(path: Path) -> pd.DataFrame:
-    text = path.read_text()
+def _read_csv(path: Path, fmt: ImportFormat) -> pd.DataFrame:
+    expected = f"a comma-separated {fmt} log with a header line"
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ImportError_(f"{path}: no such file; expected {expected}") from None
+    except UnicodeDecodeError as error:
+        raise ImportError_(
+            f"{path}: expected {expected}, got bytes that are not text (byte {error.start})"
+        ) from None
     rows = [r for r in csv.reader(io.StringIO(text), skipinitialspace=True) if r]
     if not rows:
-        raise ImportError_(f"{path}: the file is empty")
+        raise ImportError_(f"{path}: expected {expected}, got an empty file")
     header = [h.strip() for h in rows[0]]
+    if len(header) == 1:
+        raise ImportError_(
+            f"{path}: header: expected {expected} (timestamp, index or gpu, power, ...), got one "
+            f"column {header[0][:60]!r}; is it separated by something other than commas?"
+        )
     # nvidia-smi -l repeats its header after a restart; drop every repeat of it.
     body = [r for r in rows[1:] if [c.strip() for c in r] != header]
-    bad = [i + 2 for i, r in enumerate(body) if len(r) != len(header)]
+    bad = [(i + 2, len(r)) for i, r in enumerate(body) if len(r) != len(header)]
     if bad:
+        line, fields = bad[0]
         raise ImportError_(
-            f"{path}: line {bad[0]} has a different number of fields than the header "
-            f"({len(header)}): a truncated or mixed log"
+            f"{path}: line {line} has a different number of fields than the header: expected "
+            f"{len(header)}, got {fields} (a truncated or mixed log)"
         )
     return pd.DataFrame(body, columns=header)
 
@@ -135,10 +150,12 @@ def import_log(
         run_id: the trace's run id (default: the file's stem).
 
     Raises:
-        ImportError_: a required column is missing or a value is unreadable.
+        ImportError_: the file is not a CSV log, a required column is missing, or a value is
+            unreadable or not a plausible power (NaN, negative, milliwatts: see
+            :mod:`grpo_power.telemetry.checks`).
     """
     path = Path(path)
-    raw = _read_csv(path)
+    raw = _read_csv(path, fmt)
     mapping = NVIDIA_SMI_COLUMNS if fmt == "nvidia-smi" else DCGM_COLUMNS
     renamed = {}
     for column in raw.columns:
@@ -151,25 +168,31 @@ def import_log(
     for name, shown in required.items():
         if name not in frame:
             raise ImportError_(
-                f"{path}: missing column '{shown}' ({fmt} format); found {list(raw.columns)}"
+                f"{path}: missing column '{shown}' (expected in every {fmt} log); "
+                f"found {list(raw.columns)}"
             )
     if power_column not in frame:
         expected = "power.draw" if fmt == "nvidia-smi" else "DCGM_FI_DEV_POWER_USAGE"
-        raise ImportError_(f"{path}: missing power column '{expected}'; found {list(raw.columns)}")
+        raise ImportError_(
+            f"{path}: missing power column '{expected}' (or its _INSTANT/.instant variant, "
+            f"expected in watts); found {list(raw.columns)}"
+        )
     if frame.empty:
-        raise ImportError_(f"{path}: the log has a header but no samples")
+        raise ImportError_(f"{path}: expected at least one sample, got a header and no rows")
 
     gpu = _numeric(path, frame["gpu"], "gpu")
     if gpu.isna().any():
-        raise ImportError_(f"{path}: the GPU index column has [N/A] values")
+        raise ImportError_(
+            f"{path}: column '{required['gpu']}': expected a GPU index in every row, got [N/A]"
+        )
     out = pd.DataFrame({"gpu": gpu.astype("int32")})
     original = {new: old for old, new in renamed.items()}
     out["t"], start_unix_s = _timestamps_s(path, frame["timestamp"])
     out["power_w"] = _numeric(path, frame[power_column], original[power_column])
     if out["power_w"].isna().any():
         raise ImportError_(
-            f"{path}: column '{original[power_column]}' has [N/A] values; "
-            "power is required in every row"
+            f"{path}: column '{original[power_column]}': expected watts in every row, got "
+            f"[N/A] in {int(out['power_w'].isna().sum())} row(s)"
         )
     for name in ("power_avg_w", "sm_util", "mem_util", "sm_clock_mhz", "temp_c", "power_limit_w"):
         out[name] = _numeric(path, frame[name], original[name]) if name in frame else np.nan
@@ -178,13 +201,18 @@ def import_log(
         out["energy_j"] = (energy_mj - energy_mj.groupby(out["gpu"]).transform("first")) / 1000.0
     else:
         out["energy_j"] = np.nan
+    nameplate_from = "--nameplate-w"
     if nameplate_w is None and "nameplate_w" in frame:
-        nameplate_w = float(_numeric(path, frame["nameplate_w"], original["nameplate_w"]).max())
+        nameplate_from = original["nameplate_w"]
+        nameplate_w = float(_numeric(path, frame["nameplate_w"], nameplate_from).max())
     if nameplate_w is None:
         raise ImportError_(
             f"{path}: no power.default_limit column; "
             "give the GPU's nameplate power with --nameplate-w"
         )
+    if not nameplate_w > 0:
+        raise ImportError_(f"{path}: {nameplate_from}: expected watts > 0, got {nameplate_w:g}")
+    check_frame_power(out, str(path), nameplate_w, original[power_column])
     if gpu_name is None:
         gpu_name = str(frame["gpu_name"].iloc[0]).strip() if "gpu_name" in frame else "unknown"
     out = out.sort_values(["t", "gpu"], kind="stable").reset_index(drop=True)

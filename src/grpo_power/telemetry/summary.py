@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
+from grpo_power.telemetry.checks import check_power
 from grpo_power.telemetry.store import Trace
 
 
@@ -53,12 +54,17 @@ def _mean_power_w(
 
 
 def summarize_trace(trace: Trace) -> list[GpuSummary]:
-    """One :class:`GpuSummary` per GPU of ``trace``."""
+    """One :class:`GpuSummary` per GPU of ``trace``.
+
+    Raises:
+        ValueError: NaN, negative or implausible power (see :mod:`grpo_power.telemetry.checks`).
+    """
     max_gap_s = 2.0 * trace.metadata.sample_period_s
     summaries = []
     for gpu, samples in trace.frame.sort_values("t").groupby("gpu", sort=True):
         t_s = samples["t"].to_numpy(dtype=float)
         power_w = samples["power_w"].to_numpy(dtype=float)
+        check_power(int(gpu), t_s, power_w, str(trace.path), trace.metadata.nameplate_w)
         counter = samples["energy_j"].to_numpy(dtype=float)
         covered_s = covered_seconds(t_s, max_gap_s)
         if len(counter) >= 2 and not np.isnan(counter).any():
