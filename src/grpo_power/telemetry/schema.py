@@ -63,9 +63,18 @@ class TraceMetadata(BaseModel):
                 "use `grpo-power telemetry import` for nvidia-smi or DCGM logs"
             )
         try:
-            return cls.model_validate(json.loads(raw))
-        except (json.JSONDecodeError, ValidationError) as error:
-            raise ValueError(f"{path}: trace metadata is invalid: {error}") from None
+            data = json.loads(raw)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}: trace metadata is not valid JSON: {error}") from None
+        try:
+            return cls.model_validate(data)
+        except ValidationError as error:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}"
+                + ("" if e["type"] == "missing" else f" (got {e.get('input')!r})")
+                for e in error.errors()
+            )
+            raise ValueError(f"{path}: trace metadata: {problems}") from None
 
     def describe(self) -> dict[str, Any]:
         """Metadata as a plain dict, for manifests and reports."""
