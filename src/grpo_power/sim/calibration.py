@@ -302,8 +302,12 @@ def default_calibration(config: Config) -> Calibration:
 
 def calibration_from_dict(data: dict[str, Any], where: str) -> Calibration:
     """Validate a calibration mapping; errors name the file and the parameter."""
-    if data.get("kind") != CALIBRATION_KIND:
-        raise ValueError(f"{where}: not a grpo-power calibration (kind {data.get('kind')!r})")
+    if not isinstance(data, dict) or data.get("kind") != CALIBRATION_KIND:
+        kind = data.get("kind") if isinstance(data, dict) else type(data).__name__
+        raise ValueError(
+            f"{where}: kind: expected {CALIBRATION_KIND!r}, got {kind!r}: not a grpo-power "
+            "calibration (write one with `grpo-power identify --out DIR`)"
+        )
     try:
         gpu = dict(data["gpu"])
         power = {
@@ -361,15 +365,61 @@ def save_calibration(calibration: Calibration, path: Path | str) -> Path:
     return path
 
 
+def check_calibration_matches(calibration: Calibration, config: Config, where: str) -> None:
+    """Refuse a calibration made for other deployments than the config's.
+
+    A calibration belongs to the GPU and the deployments it was identified on: its
+    ``gpu.nameplate_w`` must be the config's, and every deployment it shares by name with
+    ``sim.deployments`` must have the same GPUs, ZeRO stage and parameter count (its phase times
+    mean nothing for another shape). It must share at least one deployment name with the config.
+
+    Raises:
+        ValueError: naming the file, the field, the calibration's value and the config's.
+    """
+    hint = "use the calibration `grpo-power identify` wrote with this config, or rerun it"
+    nameplate_w = float(calibration.gpu["nameplate_w"])
+    if not math.isclose(nameplate_w, config.gpu.nameplate_w, rel_tol=1e-9):
+        raise ValueError(
+            f"{where}: gpu.nameplate_w: expected {config.gpu.nameplate_w:g} W (the config's "
+            f"{config.gpu.name}), got {nameplate_w:g} W (the calibration's "
+            f"{calibration.gpu.get('name', 'GPU')}): a calibration of another GPU; {hint}"
+        )
+    configured = {d.name: d for d in config.sim.deployments}
+    if not set(calibration.deployments) & set(configured):
+        raise ValueError(
+            f"{where}: deployments: expected at least one of the config's {sorted(configured)}, "
+            f"got {sorted(calibration.deployments)}: a calibration of other deployments; {hint}"
+        )
+    for name, entry in calibration.deployments.items():
+        if name not in configured:
+            continue
+        d = configured[name]
+        for key, want in (("gpus", d.gpus), ("zero_stage", d.zero_stage), ("params_b", d.params_b)):
+            if not math.isclose(float(entry[key]), float(want), rel_tol=1e-9):
+                raise ValueError(
+                    f"{where}: deployments.{name}.{key}: expected {want:g} (the config's "
+                    f"deployment {name}: {_shape(d.gpus, d.zero_stage, d.params_b)}), got "
+                    f"{float(entry[key]):g} (the calibration's deployment {name}: "
+                    f"{_shape(entry['gpus'], entry['zero_stage'], entry['params_b'])}): a "
+                    f"calibration of another deployment; {hint}"
+                )
+
+
+def _shape(gpus: int, zero_stage: int, params_b: float) -> str:
+    return f"{params_b:g}B on {gpus} GPU(s), ZeRO-{zero_stage}"
+
+
 def calibration_for(config: Config, path: Path | str | None = None) -> Calibration:
     """The calibration a command uses: ``path``, else ``sim.calibration``, else the defaults.
 
-    Deployments configured but absent from a file get their defaults.
+    A file must match the config's GPU and deployments (:func:`check_calibration_matches`);
+    deployments configured but absent from it get their defaults.
     """
     path = path if path is not None else config.sim.calibration
     if path is None:
         return default_calibration(config)
     calibration = load_calibration(path)
+    check_calibration_matches(calibration, config, str(path))
     defaults = default_calibration(config)
     for name, entry in defaults.deployments.items():
         calibration.deployments.setdefault(name, entry)
