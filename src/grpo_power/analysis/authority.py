@@ -25,7 +25,6 @@ own numbers beside that. Simulated rows are labelled ``simulated``.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from typing import Any
 import pandas as pd
 
 from grpo_power.atomic import write_csv_atomic, write_json_atomic, write_text_atomic
+from grpo_power.stage_files import read_json, require_keys
 
 ONLINE = {"concurrency": True, "max_new_tokens": True, "num_generations": False}
 STUDY_RETAINED_CONCURRENCY = (17.0, 22.0)  # %, DESIGN.md section 1 (72B, concurrency alone)
@@ -176,10 +176,22 @@ def write_authority(
 
 
 def read_authority(path: Path | str) -> list[dict[str, Any]]:
-    """Rows of an ``authority.json`` written by :func:`write_authority`."""
+    """Rows of an ``authority.json`` written by :func:`write_authority`.
+
+    Raises:
+        FileNotFoundError: no such file (the message names the command that writes it).
+        ValueError: not an authority table (the message names the file and the field).
+    """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(
             f"{path}: no authority table; write it with `grpo-power identify --out {path.parent}`"
         )
-    return list(json.loads(path.read_text())["rows"])
+    expected = f"an authority table written by `grpo-power identify --out {path.parent}`"
+    rows = read_json(path, expected, ("rows",))["rows"]
+    needed = ("deployment", "actuator", "data", "authority", "selected")
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise ValueError(f"{path}: rows: expected a list of table rows, got {type(rows).__name__}")
+    for i, row in enumerate(rows):
+        require_keys(row, needed, f"{path}: rows[{i}]", expected)
+    return rows

@@ -48,6 +48,7 @@ from grpo_power.analysis.windows import (
     window_bins_of,
 )
 from grpo_power.config import Config
+from grpo_power.stage_files import require_keys
 
 DIRECT_MAX_COPIES = 8  # above this many copies of one job in a draw, convolve by FFT
 DRAW_CHUNK = 1 << 20  # jobs drawn per random-number chunk (bounds memory for huge fleets)
@@ -110,7 +111,18 @@ def read_run_bins(path: Path | str) -> RunBins:
             f"{path}: not a windows-stage bins file (no '{BINS_METADATA_KEY.decode()}' "
             "metadata); expected the bins.parquet written by `grpo-power windows`"
         )
-    info = json.loads(raw)
+    expected = "the bins.parquet written by `grpo-power windows`"
+    try:
+        info = json.loads(raw)
+    except json.JSONDecodeError as error:
+        raise ValueError(
+            f"{path}: {BINS_METADATA_KEY.decode()} metadata: expected {expected}, got invalid "
+            f"JSON ({error.msg})"
+        ) from None
+    if not isinstance(info, dict):
+        raise ValueError(f"{path}: {BINS_METADATA_KEY.decode()} metadata: expected a JSON object")
+    required = ("run_id", "n_gpus", "nameplate_w", "bin_s")
+    require_keys(info, required, f"{path}: {BINS_METADATA_KEY.decode()} metadata", expected)
     missing = [n for n in ("bin", "gpu", "energy_j") if n not in schema.names]
     if missing:
         raise ValueError(f"{path}: missing column(s) {missing}; expected bin, gpu, energy_j")
@@ -618,8 +630,12 @@ def analyze_fleet(
     check_compatible(runs, config.windows.bin_s)
     ids = [r.run_id for r in runs]
     if len(set(ids)) != len(ids):
-        dup = sorted({i for i in ids if ids.count(i) > 1})
-        raise ValueError(f"the same run is given twice: {dup} (check the input files)")
+        dup = next(i for i in ids if ids.count(i) > 1)
+        files = [str(r.path) for r in runs if r.run_id == dup]
+        raise ValueError(
+            f"{files[-1]}: run_id: the same run is given twice ({dup!r}, also as "
+            f"{', '.join(files[:-1])}); expected each run's windows output once"
+        )
     if exceedance_files is None:
         exceedance_files = [r.path.with_name("exceedance.parquet") for r in runs]
     fc = config.fleet

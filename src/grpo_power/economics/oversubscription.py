@@ -15,13 +15,14 @@ not larger than it (the conservative choice).
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from grpo_power.economics.cost import Assumptions
+from grpo_power.stage_files import read_csv, read_json
 
 
 def extra_gpus(n_gpus: int, factor: float, nameplate_w: float, host_w: float) -> float:
@@ -60,6 +61,24 @@ def value_row(
     return row
 
 
+FLEET_FILE = "a fleet stage output, written by `grpo-power fleet --out DIR`"
+# Columns of the fleet stage's fleet_windows.csv and scaling.csv that a value row reads.
+FLEET_ROW_COLUMNS = (
+    "n_gpus",
+    "window_s",
+    "factor",
+    "margin",
+    "peak_quantile",
+    "peak_share_sizing",
+    "data",
+)
+
+
+def read_fleet_summary(fleet_dir: Path) -> dict[str, Any]:
+    """The fleet stage's ``summary.json`` (with the ``n_gpus`` and ``window_s`` read here)."""
+    return read_json(fleet_dir / "summary.json", FLEET_FILE, ("n_gpus", "window_s"))
+
+
 def _at_window(table: pd.DataFrame, window_s: float) -> pd.DataFrame:
     return table[(table["window_s"] - window_s).abs() <= 1e-9 * window_s]
 
@@ -73,10 +92,12 @@ def oversubscription_table(
 
     ``nameplate_w``: the GPU's board power, W (the power each GPU is provisioned at)."""
     fleet_dir = Path(fleet_dir)
-    summary = json.loads((fleet_dir / "summary.json").read_text())
+    summary = read_fleet_summary(fleet_dir)
     window_s = float(summary["window_s"])
-    fleet = _at_window(pd.read_csv(fleet_dir / "fleet_windows.csv"), window_s)
-    scaling = _at_window(pd.read_csv(fleet_dir / "scaling.csv"), window_s).sort_values("n_gpus")
+    columns = FLEET_ROW_COLUMNS
+    fleet = _at_window(read_csv(fleet_dir / "fleet_windows.csv", FLEET_FILE, columns), window_s)
+    scaling = _at_window(read_csv(fleet_dir / "scaling.csv", FLEET_FILE, columns), window_s)
+    scaling = scaling.sort_values("n_gpus")
     if fleet.empty or scaling.empty:
         raise ValueError(f"{fleet_dir}: no fleet rows at the fleet window {window_s:g} s")
     rows = [value_row("fleet stage", int(summary["n_gpus"]), fleet.iloc[0], nameplate_w, a)]

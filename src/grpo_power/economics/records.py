@@ -14,15 +14,17 @@ Nothing here imports torch or TRL: the step log and the trace are read with pyar
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
+from grpo_power.stage_files import read_csv, read_json
 from grpo_power.telemetry.store import read_trace
 from grpo_power.telemetry.summary import summarize_trace
 from grpo_power.workload.steplog import read_step_log
 
+RUN_FILE = "a run folder's manifest.json, written by `grpo-power run --out DIR`"
+METRICS_FILE = "the evaluate stage's metrics.csv, written by `grpo-power evaluate --out DIR`"
 RECORD_COLUMNS = (
     "source",  # "run" (the run stage) | "simulator" (the evaluate stage)
     "deployment",  # the run's model size, or the simulated deployment
@@ -44,7 +46,7 @@ def run_record(folder: Path | str) -> dict[str, object]:
         ValueError: the run did not complete, or its trace has no samples.
     """
     folder = Path(folder)
-    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest = read_json(folder / "manifest.json", RUN_FILE, ("status", "size", "arm", "seed"))
     if manifest.get("status") != "completed":
         raise ValueError(
             f"{folder}: run status is {manifest.get('status')!r}, not 'completed'; rerun it "
@@ -70,11 +72,8 @@ def run_record(folder: Path | str) -> dict[str, object]:
 
 def simulator_records(metrics_csv: Path | str) -> pd.DataFrame:
     """Records of the evaluate stage's simulated runs (its per-run ``metrics.csv``)."""
-    metrics = pd.read_csv(metrics_csv)
     needed = ["deployment", "arm", "seed", "gpus", "output_tokens", "energy_mj", "budget_s"]
-    missing = [c for c in needed if c not in metrics.columns]
-    if missing:
-        raise ValueError(f"{metrics_csv}: missing column(s) {missing} of the evaluate stage")
+    metrics = read_csv(metrics_csv, METRICS_FILE, needed)
     return pd.DataFrame(
         {
             "source": "simulator",

@@ -16,7 +16,6 @@ stage's folder) and writes into ``out``, atomically:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,10 +25,11 @@ import pandas as pd
 from grpo_power.atomic import write_csv_atomic, write_json_atomic
 from grpo_power.config import Config, SourcedValue
 from grpo_power.economics.cost import Assumptions, arm_costs, per_run, savings
-from grpo_power.economics.oversubscription import oversubscription_table
+from grpo_power.economics.oversubscription import oversubscription_table, read_fleet_summary
 from grpo_power.economics.pilot import pilot_plan
-from grpo_power.economics.records import all_records
+from grpo_power.economics.records import METRICS_FILE, all_records
 from grpo_power.economics.sensitivity import sensitivity
+from grpo_power.stage_files import read_csv
 
 OUTPUTS = (
     "constants.csv",
@@ -120,9 +120,9 @@ def run_economics(
         return oversubscription_table(fleet_dir, config.gpu.nameplate_w, assumptions)
 
     oversubscription = value_of(a)
-    fleet_summary = json.loads((fleet_dir / "summary.json").read_text())
+    fleet_summary = read_fleet_summary(fleet_dir)
     pilot = pilot_plan(
-        pd.read_csv(metrics_csv),
+        read_csv(metrics_csv, METRICS_FILE),
         economics.controller_arm,
         economics.baseline_arm,
         int(fleet_summary["n_gpus"]),

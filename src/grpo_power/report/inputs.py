@@ -19,8 +19,27 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from grpo_power.analysis.evaluate import RUN_METADATA_KEY
+from grpo_power.stage_files import read_csv, read_json
 from grpo_power.telemetry.store import read_trace
 from grpo_power.workload.steplog import read_step_log
+
+STAGE_COMMANDS = {
+    "run": "grpo-power run --out DIR",
+    "windows": "grpo-power windows TRACE --out DIR",
+    "fleet": "grpo-power fleet --out DIR",
+    "identify": "grpo-power identify --out DIR",
+    "controller": "grpo-power controller train --out DIR",
+    "evaluate": "grpo-power evaluate --out DIR",
+    "economics": "grpo-power economics --out DIR",
+}
+
+
+def written_by(stage: str, name: str) -> str:
+    """What a report input should be, for error messages: a stage's file and its command."""
+    return f"the {stage} stage's {name}, written by `{STAGE_COMMANDS[stage]}`"
+
+
+MANIFEST_KEYS = ("size", "arm", "config")
 
 
 @dataclass(frozen=True)
@@ -50,7 +69,9 @@ def run_infos(folders: list[Path]) -> list[RunInfo]:
     """Manifest and trace metadata of every run folder."""
     infos = []
     for folder in folders:
-        manifest = json.loads((folder / "manifest.json").read_text())
+        manifest = read_json(
+            folder / "manifest.json", written_by("run", "manifest.json"), MANIFEST_KEYS
+        )
         manifest.pop("config", None)
         trace = read_trace(folder / "trace.parquet")
         infos.append(RunInfo(folder, manifest, trace.metadata.describe(), len(trace.frame)))
@@ -73,7 +94,9 @@ def run_power(
     """
     traces, samples = [], []
     for folder in folders:
-        manifest = json.loads((folder / "manifest.json").read_text())
+        manifest = read_json(
+            folder / "manifest.json", written_by("run", "manifest.json"), MANIFEST_KEYS
+        )
         trace = read_trace(folder / "trace.parquet")
         steps = read_step_log(folder / "steps.parquet")
         start_s = float(steps["start_s"].min()) if len(steps) else 0.0
@@ -99,7 +122,9 @@ def sim_power(
     """Power of the simulated evaluation runs (the evaluate folder's
     ``<deployment>/<arm>.samples.parquet``): (first seed's GPU 0 for ``trace_s``, a thinned
     sample of every seed and GPU). Columns as :func:`run_power`."""
-    summary = json.loads((evaluate_dir / "summary.json").read_text())
+    summary = read_json(
+        evaluate_dir / "summary.json", written_by("evaluate", "summary.json"), ("deployments",)
+    )
     traces, samples = [], []
     for deployment, info in summary["deployments"].items():
         for arm in info["arms"]:
@@ -134,9 +159,10 @@ def learning_curve(folder: Path) -> pd.DataFrame | None:
     """A controller folder's ``learning_curve.csv`` (``timesteps``, ``episode_return``) when
     the controller stage wrote one."""
     path = folder / "learning_curve.csv"
-    return pd.read_csv(path) if path.exists() else None
+    expected = written_by("controller", "learning_curve.csv")
+    return read_csv(path, expected, ("timesteps", "episode_return")) if path.exists() else None
 
 
 def controller_info(folder: Path) -> dict[str, Any]:
     """A controller folder's ``controller.json``."""
-    return json.loads((folder / "controller.json").read_text())
+    return read_json(folder / "controller.json", written_by("controller", "controller.json"))

@@ -29,7 +29,9 @@ from grpo_power.report.inputs import (
     run_infos,
     run_power,
     sim_power,
+    written_by,
 )
+from grpo_power.stage_files import read_csv
 
 FIGURES = (
     ("power_traces", "Power traces of each arm against the cap"),
@@ -69,7 +71,8 @@ def _exceedance_rows(paths: list[Path], infos: list[RunInfo]) -> pd.DataFrame:
     arms = {i.metadata["run_id"]: i.manifest["arm"] for i in infos}
     frames = []
     for path in paths:
-        frame = pd.read_csv(path)
+        columns = ("scope", "run_id", "window_s", "exceedance", "data")
+        frame = read_csv(path, written_by("windows", "exceedance.csv"), columns)
         frame = frame[frame["scope"] == "run_pooled"]
         unknown = set(frame["run_id"]) - set(arms)
         if unknown:
@@ -87,16 +90,18 @@ def make_figures(
     fig.apply_style()
     run_traces, run_samples = run_power(inputs.runs, r.trace_s, r.max_points)
     sim_traces, sim_samples = sim_power(inputs.evaluate, r.trace_s, r.max_points)
-    summary = pd.read_csv(inputs.evaluate / "summary.csv")
-    fleet_windows = pd.read_csv(inputs.fleet / "fleet_windows.csv")
-    authority = pd.read_csv(inputs.identify / "authority.csv")
+    summary = read_csv(inputs.evaluate / "summary.csv", written_by("evaluate", "summary.csv"))
+    fleet_windows = read_csv(
+        inputs.fleet / "fleet_windows.csv", written_by("fleet", "fleet_windows.csv")
+    )
+    authority = read_csv(inputs.identify / "authority.csv", written_by("identify", "authority.csv"))
     controllers = {f.name: controller_info(f) for f in inputs.controllers}
     curves = {f.name: learning_curve(f) for f in inputs.controllers}
     exceedance = _exceedance_rows(inputs.exceedance, infos)
     traces = pd.concat([run_traces, sim_traces])
     samples = pd.concat([run_samples, sim_samples])
-    arms = pd.read_csv(inputs.economics / "arms.csv")
-    scaling = pd.read_csv(inputs.fleet / "scaling.csv")
+    arms = read_csv(inputs.economics / "arms.csv", written_by("economics", "arms.csv"))
+    scaling = read_csv(inputs.fleet / "scaling.csv", written_by("fleet", "scaling.csv"))
     # name -> (draw the figure, the data labels it shows)
     drawn = {
         "power_traces": (lambda: fig.power_traces(traces), traces["data"]),
@@ -266,15 +271,18 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
     out = Path(out)
     econ = config.economics
     infos = run_infos(inputs.runs)
-    made = make_figures(config, inputs, infos, out)
-    ratios = tab.CsvFile(inputs.evaluate / "ratios.csv")
-    summary = tab.CsvFile(inputs.evaluate / "summary.csv")
-    evaluate_json = tab.JsonFile(inputs.evaluate / "summary.json")
-    authority = tab.CsvFile(inputs.identify / "authority.csv")
-    comparison = tab.CsvFile(inputs.fleet / "comparison.csv")
-    fleet_json = tab.JsonFile(inputs.fleet / "summary.json")
+    ratios = tab.CsvFile(inputs.evaluate / "ratios.csv", written_by("evaluate", "ratios.csv"))
+    summary = tab.CsvFile(inputs.evaluate / "summary.csv", written_by("evaluate", "summary.csv"))
+    evaluate_json = tab.JsonFile(
+        inputs.evaluate / "summary.json", written_by("evaluate", "summary.json")
+    )
+    authority = tab.CsvFile(
+        inputs.identify / "authority.csv", written_by("identify", "authority.csv")
+    )
+    comparison = tab.CsvFile(inputs.fleet / "comparison.csv", written_by("fleet", "comparison.csv"))
+    fleet_json = tab.JsonFile(inputs.fleet / "summary.json", written_by("fleet", "summary.json"))
     e = {
-        name: tab.CsvFile(inputs.economics / f"{name}.csv")
+        name: tab.CsvFile(inputs.economics / f"{name}.csv", written_by("economics", f"{name}.csv"))
         for name in ("constants", "arms", "savings", "oversubscription", "sensitivity", "pilot")
     }
     deployments = evaluate_json.get("deployments")
@@ -376,6 +384,9 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
             f"{econ.pilot.exceedance_target:g}.",
         ),
     ]
+    # Every input is read and every table built before the first file is written: a bad input
+    # fails here and leaves no figures behind.
+    made = make_figures(config, inputs, infos, out)
     sections = [
         html.section("The question", html.paragraph(QUESTION), key="question"),
         _setup(infos, evaluate_json, fleet_json, out),

@@ -10,7 +10,6 @@ from :mod:`grpo_power.analysis.reference`, the evaluate stage's ``study`` column
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ import pandas as pd
 
 from grpo_power.analysis.authority import STUDY_RETAINED_CONCURRENCY
 from grpo_power.analysis.reference import STUDY_SOURCE
+from grpo_power.stage_files import read_csv, read_json
 
 
 @dataclass(frozen=True)
@@ -68,14 +68,19 @@ def _row_key(row: pd.Series, keys: Sequence[str]) -> tuple[tuple[str, str], ...]
 class CsvFile:
     """A CSV a stage wrote, read once; hands out :class:`Num` cells of its rows."""
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, expected: str | None = None) -> None:
         self.path = Path(path)
-        self.frame = pd.read_csv(self.path)
+        self.frame = read_csv(self.path, expected or f"an earlier stage's {self.path.name}")
 
     def select(self, **keys: Any) -> pd.DataFrame:
         """The rows whose key columns equal ``keys`` (compared as text)."""
         mask = pd.Series(True, index=self.frame.index)
         for column, value in keys.items():
+            if column not in self.frame.columns:
+                raise ValueError(
+                    f"{self.path}: {column}: expected a column of this name, got "
+                    f"{list(self.frame.columns)[:12]}"
+                )
             mask &= self.frame[column].astype(str) == str(value)
         return self.frame[mask]
 
@@ -95,14 +100,21 @@ class CsvFile:
 class JsonFile:
     """A JSON file a stage wrote; hands out :class:`Num` cells of its keys."""
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, expected: str | None = None) -> None:
         self.path = Path(path)
-        self.data = json.loads(self.path.read_text())
+        self.expected = expected or f"an earlier stage's {self.path.name}"
+        self.data = read_json(self.path, self.expected)
 
     def get(self, key: str) -> Any:
-        """The value at a dotted key path (``evaluation.trained_return``)."""
+        """The value at a dotted key path (``evaluation.trained_return``).
+
+        Raises:
+            ValueError: the file has no such key (the message names the file and the key).
+        """
         value: Any = self.data
         for part in key.split("."):
+            if not isinstance(value, dict) or part not in value:
+                raise ValueError(f"{self.path}: {key}: expected {self.expected} with this key")
             value = value[part]
         return value
 
@@ -139,6 +151,16 @@ def csv_table(
     """One table row per row of ``rows`` (default: every row of ``source``); ``keys``: the
     columns that identify a row in ``source``."""
     table = Table(key, title, [c.header for c in cols], sources=[source.path], note=note)
+    needed = list(keys)
+    for c in cols:
+        prefix = f"{c.column}_" if c.ci_prefix is None else c.ci_prefix
+        needed += [c.column, f"{prefix}ci_low", f"{prefix}ci_high"] if c.ci else [c.column]
+    missing = [n for n in needed if n not in source.frame.columns]
+    if missing:
+        raise ValueError(
+            f"{source.path}: {missing[0]}: expected the column(s) {missing} for the {key} table, "
+            f"got {list(source.frame.columns)[:12]}"
+        )
     for _, row in (source.frame if rows is None else rows).iterrows():
         ident = _row_key(row, keys)
         cells: list[Cell] = []
