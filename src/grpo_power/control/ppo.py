@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import time
+import zipfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,9 @@ from grpo_power.config import Config
 from grpo_power.control.contract import Action, Observation
 from grpo_power.control.env import ControlSpace, GrpoPowerEnv, deployment_cap_w
 from grpo_power.sim.calibration import Calibration
+from grpo_power.stage_files import read_json, require_keys
+
+CONTROLLER_KIND = "grpo-power PPO controller"
 
 
 def deployment_for_size(config: Config, size: str) -> str:
@@ -214,7 +218,7 @@ def train_controller(
     )
     stats = venv.obs_rms
     meta = {
-        "kind": "grpo-power PPO controller",
+        "kind": CONTROLLER_KIND,
         "simulated": True,
         "deployment": deployment,
         "cap_w": cap_w,
@@ -306,25 +310,51 @@ class PPOController:
         self._activation = activation
 
     @classmethod
-    def load(cls, folder: Path | str) -> PPOController:
+    def load(cls, folder: Path | str, deployment: str | None = None) -> PPOController:
         """Load a controller folder written by :func:`train_controller`.
+
+        Args:
+            folder: the controller folder.
+            deployment: the deployment it must have been trained for (None: any).
 
         Raises:
             FileNotFoundError: the folder lacks a file; the message names it and the command
                 that creates it.
+            ValueError: a file is not a controller's, or the controller was trained for
+                another deployment (the message names the file, the field and both values).
         """
         folder = Path(folder)
+        command = (
+            f"`grpo-power controller train --deployment {deployment or folder.name} --out {folder}`"
+        )
         for name in ("controller.json", "policy.npz"):
             if not (folder / name).exists():
-                deployment = folder.name
                 raise FileNotFoundError(
-                    f"no trained PPO controller at {folder / name}; create it with "
-                    f"`grpo-power controller train --deployment {deployment} --out {folder}` "
+                    f"no trained PPO controller at {folder / name}; create it with {command} "
                     f"(or `snakemake {folder / 'controller.json'}`)"
                 )
-        meta = json.loads((folder / "controller.json").read_text())
-        with np.load(folder / "policy.npz") as data:
-            arrays = {k: data[k] for k in data.files}
+        path = folder / "controller.json"
+        expected = f"a PPO controller's controller.json, written by {command}"
+        meta = read_json(path, expected, ("kind",))
+        if meta["kind"] != CONTROLLER_KIND:
+            raise ValueError(f"{path}: kind: expected {CONTROLLER_KIND!r}, got {meta['kind']!r}")
+        require_keys(meta, ("deployment", "space", "observation"), str(path), expected)
+        if deployment is not None and meta["deployment"] != deployment:
+            raise ValueError(
+                f"{path}: deployment: expected {deployment!r}, got {meta['deployment']!r}: this "
+                f"controller was trained for deployment {meta['deployment']!r}, not "
+                f"{deployment!r}; train one with {command}"
+            )
+        arrays_path = folder / "policy.npz"
+        try:
+            with np.load(arrays_path) as data:
+                arrays = {k: data[k] for k in data.files}
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
+            raise ValueError(
+                f"{arrays_path}: expected the actor's arrays written by {command}, got an "
+                f"unreadable file ({type(error).__name__})"
+            ) from None
+        require_keys(arrays, ("w0", "b0", "activations"), str(arrays_path), "the actor's arrays")
         return cls(meta, arrays)
 
     def action_vector(self, observation_array: np.ndarray) -> np.ndarray:

@@ -273,7 +273,7 @@ def arm_plans(
         elif arm == "ppo" or arm.startswith("ppo-"):
             if arm not in controllers:
                 raise ValueError(f"arm {arm!r} needs a trained controller folder")
-            controller = PPOController.load(controllers[arm])
+            controller = PPOController.load(controllers[arm], physics.name)
             settings = {
                 "folder": str(controllers[arm]),
                 "actuators": list(controller.space.actuators),

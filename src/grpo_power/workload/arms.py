@@ -57,5 +57,5 @@ def controller_for_arm(arm: str, config: Config, calibration_dir: Path) -> Contr
         )
 
         deployment = deployment_for_size(config, w.size)
-        return PPOController.load(controller_folder(config, deployment))
+        return PPOController.load(controller_folder(config, deployment), deployment)
     raise ValueError(f"unknown arm {arm!r}; expected one of {ARMS}")
