@@ -36,10 +36,12 @@ class IdentifyResult:
 
 def _run_data(folder: Path) -> Any:
     from grpo_power.sim.calibration import RunData
+    from grpo_power.telemetry.checks import check_frame_power
     from grpo_power.telemetry.store import read_trace
     from grpo_power.workload.steplog import read_step_log
 
     trace = read_trace(folder / "trace.parquet")
+    check_frame_power(trace.frame, str(trace.path), trace.metadata.nameplate_w)
     return RunData(
         run_id=trace.metadata.run_id,
         steps=read_step_log(folder / "steps.parquet"),
@@ -75,11 +77,11 @@ def identify(
 
     out = Path(out)
     calibration = calibration_for(config, calibration_path)
+    data = [_run_data(Path(f)) for f in runs or []]  # read first: a bad folder fails at once
     rows: list[dict[str, Any]] = []
     for deployment in config.sim.deployments:
         rows += sweep_deployment(calibration, deployment.name, config, config.seed)
     steps = config.authority.real_sweep_steps if real_sweep_steps is None else real_sweep_steps
-    folders = list(runs or [])
     fit: dict[str, Any] | None = None
     if steps > 0:
         from grpo_power.workload.sweep import measured_sweep_row, run_sweep, sweep_settings
@@ -89,15 +91,14 @@ def identify(
         label = f"{config.workload.size}-run"
         for (actuator, level, _), folder in zip(sweep_settings(config), sweep_folders, strict=True):
             rows.append(measured_sweep_row(folder, actuator, level, label, config))
-        folders += sweep_folders
-    if folders:
+        data += [_run_data(f) for f in sweep_folders]
+    if data:
         from grpo_power.control.ppo import deployment_for_size
 
         try:  # the fit starts from the deployment the runs' size stands for
             prior_name = deployment_for_size(config, config.workload.size)
         except ValueError:
             prior_name = config.authority.reference
-        data = [_run_data(f) for f in folders]
         fitted, fitted_power, summary, residuals = fit_from_runs(
             data,
             calibration.deployment_parameters(prior_name),
@@ -200,7 +201,7 @@ def evaluate(
     for name in names:
         cap = cap_w if cap_w is not None else deployment_cap_w(config, name)
         if "ppo" in arms:
-            meta = PPOController.load(folders[name]["ppo"]).meta
+            meta = PPOController.load(folders[name]["ppo"], name).meta
             scenario[name] = (
                 meta["calibration_digest"] != calibration.digest() or meta["cap_w"] != cap
             )
