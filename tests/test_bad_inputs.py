@@ -1,0 +1,1033 @@
+"""Bad input everywhere a user can give it, driven through the real CLI (issue 8, item 3).
+
+Each case builds one bad input in a fresh folder, runs one ``grpo-power`` command on it and
+checks that the command
+
+- exits non-zero through the CLI's error path (a one-line ``error: ...``, never a traceback);
+- names the file, the field and what was expected (the case's substrings, all present);
+- leaves nothing behind: the folder holds exactly the files it held before the command (no
+  output file or folder under its final name, no ``*.tmp`` leftover).
+
+The case table below is data: an id, what the input is, how to build it (a builder and its
+parameters, the builders follow the table), the command, and the substrings the message must
+contain. In commands and substrings ``{input}`` is the built input, ``{name}`` its file name,
+``{out}`` an output path that must not appear, ``{config}`` a valid config whose results folder
+is the case's own, and ``{dir}`` the case's folder.
+
+``python tests/test_bad_inputs.py`` runs every case and prints a markdown table
+(# | input | command | exit code | message) for the closing note.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from grpo_power.analysis.windows import BINS_METADATA_KEY, run_windows
+from grpo_power.cli import app
+from grpo_power.config import load_config
+from grpo_power.sim.calibration import default_calibration
+from grpo_power.telemetry.schema import METADATA_KEY, TRACE_COLUMNS, TraceMetadata
+from grpo_power.telemetry.store import write_trace
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One bad input: how to build it, the command, and what its message must say."""
+
+    id: str
+    input: str  # what the input is, in words
+    build: tuple[str, dict[str, Any]]  # (builder, its parameters)
+    command: list[str]
+    expect: list[str]  # substrings of the error message (after placeholders)
+
+
+NVSMI_HEADER = "timestamp, index, power.draw [W], power.default_limit [W]"
+DCGM_HEADER = "timestamp,gpu,modelName,DCGM_FI_DEV_POWER_USAGE"
+T0, T1 = "2025/03/04 10:15:30.000", "2025/03/04 10:15:30.500"
+IMPORT = ["telemetry", "import", "{input}", "--out", "{out}/trace.parquet"]
+WINDOWS = ["windows", "{input}", "--out", "{out}", "-c", "{config}"]
+SUMMARY = ["telemetry", "summary", "{input}"]
+FLEET = ["fleet", "{input}", "--out", "{out}", "-c", "{config}"]
+IDENTIFY = ["identify", "--out", "{out}", "--real-sweep-steps", "0", "-c", "{config}"]
+TRAIN = ["controller", "train", "--deployment", "7b", "--out", "{out}", "-c", "{config}"]
+EVALUATE = ["evaluate", "--out", "{out}", "-c", "{config}"]
+RUN = ["run", "--arm", "fixed", "--out", "{out}", "-c", "{input}"]
+SMI_EXPECTED = "expected a comma-separated nvidia-smi log with a header line"
+
+CASES: list[Case] = [
+    # --- telemetry import: nvidia-smi and DCGM logs -----------------------------------------
+    Case(
+        "import-missing-file",
+        "nvidia-smi log path that does not exist",
+        ("absent", {"name": "smi.csv"}),
+        IMPORT,
+        ["{name}", "no such file", SMI_EXPECTED],
+    ),
+    Case(
+        "import-empty-file",
+        "empty nvidia-smi log",
+        ("text", {"name": "smi.csv", "text": ""}),
+        IMPORT,
+        ["{name}", SMI_EXPECTED, "got an empty file"],
+    ),
+    Case(
+        "import-binary-garbage",
+        "binary bytes named .csv",
+        ("bytes", {"name": "smi.csv"}),
+        IMPORT,
+        ["{name}", SMI_EXPECTED, "got bytes that are not text"],
+    ),
+    Case(
+        "import-semicolons",
+        "nvidia-smi log separated by semicolons",
+        (
+            "text",
+            {"name": "smi.csv", "text": "timestamp;index;power.draw [W]\n" + T0 + ";0;250 W\n"},
+        ),
+        IMPORT,
+        ["{name}", "header", "got one column", "other than commas"],
+    ),
+    Case(
+        "import-no-power-column",
+        "nvidia-smi log without power.draw",
+        (
+            "text",
+            {
+                "name": "smi.csv",
+                "text": "timestamp, index, utilization.gpu [%]\n" + T0 + ", 0, 5 %\n",
+            },
+        ),
+        IMPORT,
+        ["{name}", "missing power column 'power.draw'", "expected in watts", "found"],
+    ),
+    Case(
+        "import-no-timestamp",
+        "nvidia-smi log without a timestamp column",
+        ("text", {"name": "smi.csv", "text": "index, power.draw [W]\n0, 250 W\n"}),
+        IMPORT,
+        ["{name}", "missing column 'timestamp'", "expected in every nvidia-smi log"],
+    ),
+    Case(
+        "import-power-all-na",
+        'nvidia-smi log whose power is "[N/A]" in every row',
+        (
+            "text",
+            {
+                "name": "smi.csv",
+                "text": f"{NVSMI_HEADER}\n{T0}, 0, [N/A], 400 W\n{T1}, 0, [N/A], 400 W\n",
+            },
+        ),
+        IMPORT,
+        ["{name}", "'power.draw [W]'", "expected watts in every row", "got [N/A] in 2 row(s)"],
+    ),
+    Case(
+        "import-non-numeric-power",
+        "nvidia-smi log with a word in the power column",
+        ("text", {"name": "smi.csv", "text": f"{NVSMI_HEADER}\n{T0}, 0, lots W, 400 W\n"}),
+        IMPORT,
+        ["{name}", "'power.draw [W]'", "non-numeric value 'lots'", "expected a number"],
+    ),
+    Case(
+        "import-truncated-row",
+        "nvidia-smi log whose last line was cut off",
+        ("text", {"name": "smi.csv", "text": f"{NVSMI_HEADER}\n{T0}, 0, 250 W, 400 W\n{T1}, 0\n"}),
+        IMPORT,
+        ["{name}", "line 3", "different number of fields than the header", "expected 4, got 2"],
+    ),
+    Case(
+        "import-bad-timestamp",
+        "nvidia-smi log with an unreadable timestamp",
+        ("text", {"name": "smi.csv", "text": f"{NVSMI_HEADER}\nyesterday, 0, 250 W, 400 W\n"}),
+        IMPORT,
+        ["{name}", "'timestamp'", "'yesterday'", "expected 'YYYY/MM/DD HH:MM:SS.mmm'"],
+    ),
+    Case(
+        "import-header-only",
+        "nvidia-smi log with a header and no samples",
+        ("text", {"name": "smi.csv", "text": NVSMI_HEADER + "\n"}),
+        IMPORT,
+        ["{name}", "expected at least one sample", "no rows"],
+    ),
+    Case(
+        "import-gpu-index-na",
+        'nvidia-smi log with "[N/A]" as the GPU index',
+        ("text", {"name": "smi.csv", "text": f"{NVSMI_HEADER}\n{T0}, [N/A], 250 W, 400 W\n"}),
+        IMPORT,
+        ["{name}", "'index'", "expected a GPU index in every row", "[N/A]"],
+    ),
+    Case(
+        "import-no-nameplate",
+        "minimal nvidia-smi query without power.default_limit nor --nameplate-w",
+        (
+            "text",
+            {"name": "smi.csv", "text": f"timestamp, index, power.draw [W]\n{T0}, 0, 250 W\n"},
+        ),
+        IMPORT,
+        ["{name}", "power.default_limit", "--nameplate-w"],
+    ),
+    Case(
+        "import-zero-nameplate",
+        "nvidia-smi log imported with --nameplate-w 0",
+        (
+            "text",
+            {"name": "smi.csv", "text": f"timestamp, index, power.draw [W]\n{T0}, 0, 250 W\n"},
+        ),
+        [*IMPORT, "--nameplate-w", "0"],
+        ["{name}", "--nameplate-w", "expected watts > 0", "got 0"],
+    ),
+    Case(
+        "import-negative-power",
+        "nvidia-smi log with negative power",
+        (
+            "text",
+            {
+                "name": "smi.csv",
+                "text": f"{NVSMI_HEADER}\n{T0}, 0, 250 W, 400 W\n{T1}, 0, -12 W, 400 W\n",
+            },
+        ),
+        IMPORT,
+        ["{name}", "power.draw [W]", "expected watts >= 0", "-12 W"],
+    ),
+    Case(
+        "import-dcgm-milliwatts",
+        "DCGM log with power in milliwatts (250000 on a 400 W A100)",
+        (
+            "text",
+            {"name": "dcgm.csv", "text": f"{DCGM_HEADER}\n0,0,A100,250000\n1,0,A100,262000\n"},
+        ),
+        [*IMPORT, "--format", "dcgm", "--nameplate-w", "400"],
+        [
+            "{name}",
+            "DCGM_FI_DEV_POWER_USAGE",
+            "expected watts at most 3 x the nameplate 400 W",
+            "looks like milliwatts",
+        ],
+    ),
+    Case(
+        "import-dcgm-no-gpu-column",
+        "DCGM log without its gpu column",
+        ("text", {"name": "dcgm.csv", "text": "timestamp,DCGM_FI_DEV_POWER_USAGE\n0,250\n"}),
+        [*IMPORT, "--format", "dcgm", "--nameplate-w", "400"],
+        ["{name}", "missing column 'gpu'", "expected in every dcgm log"],
+    ),
+    Case(
+        "import-unknown-format",
+        "a log imported with --format csv",
+        ("text", {"name": "smi.csv", "text": f"{NVSMI_HEADER}\n{T0}, 0, 250 W, 400 W\n"}),
+        [*IMPORT, "--format", "csv"],
+        ["{name}", "--format", "expected 'nvidia-smi' or 'dcgm'", "got 'csv'"],
+    ),
+    # --- telemetry summary -------------------------------------------------------------------
+    Case(
+        "summary-missing-file",
+        "trace path that does not exist",
+        ("absent", {"name": "trace.parquet"}),
+        SUMMARY,
+        ["{name}", "no such file"],
+    ),
+    Case(
+        "summary-csv-renamed",
+        "a CSV log renamed .parquet",
+        ("text", {"name": "trace.parquet", "text": f"{NVSMI_HEADER}\n{T0}, 0, 250 W, 400 W\n"}),
+        SUMMARY,
+        ["{name}", "not a readable Parquet file"],
+    ),
+    Case(
+        "summary-milliwatts",
+        "trace with power_w in milliwatts",
+        ("trace", {"scale": 1000.0}),
+        SUMMARY,
+        [
+            "{name}",
+            "power_w",
+            "expected watts at most 3 x the nameplate 400 W",
+            "looks like milliwatts",
+        ],
+    ),
+    Case(
+        "summary-nan-power",
+        "trace with NaN power",
+        ("trace", {"set_power": [[100, "nan"]]}),
+        SUMMARY,
+        ["{name}", "power_w", "expected finite watts", "NaN"],
+    ),
+    Case(
+        "summary-empty-trace",
+        "trace with no samples",
+        ("trace", {"rows": 0}),
+        SUMMARY,
+        ["{name}", "no samples", "expected at least one"],
+    ),
+    # --- windows -----------------------------------------------------------------------------
+    Case(
+        "windows-truncated-parquet",
+        "real trace file cut in half",
+        ("trace", {"cut": 0.5}),
+        WINDOWS,
+        ["{name}", "not a readable Parquet file"],
+    ),
+    Case(
+        "windows-missing-file",
+        "trace path that does not exist",
+        ("absent", {"name": "trace.parquet"}),
+        WINDOWS,
+        ["{name}", "no such file"],
+    ),
+    Case(
+        "windows-missing-column",
+        "Parquet with 'watts' instead of power_w",
+        ("trace", {"rename": {"power_w": "watts"}}),
+        WINDOWS,
+        ["{name}", "missing trace column(s) ['power_w']", "expected ["],
+    ),
+    Case(
+        "windows-power-as-text",
+        "trace whose power_w column holds strings",
+        ("trace", {"as_text": "power_w"}),
+        WINDOWS,
+        ["{name}", "column 'power_w'", "expected numbers (double)", "got string"],
+    ),
+    Case(
+        "windows-no-metadata",
+        "Parquet with the trace columns but no grpo-power metadata",
+        ("trace", {"metadata": None}),
+        WINDOWS,
+        ["{name}", "not a grpo-power trace", "no 'grpo_power' metadata", "telemetry import"],
+    ),
+    Case(
+        "windows-bad-metadata",
+        "trace whose metadata says nameplate_w 0",
+        ("trace", {"metadata": {"nameplate_w": 0}}),
+        WINDOWS,
+        ["{name}", "trace metadata: nameplate_w", "greater than 0", "got 0"],
+    ),
+    Case(
+        "windows-milliwatts",
+        "trace with power_w in milliwatts (250000 for a 400 W A100)",
+        ("trace", {"scale": 1000.0}),
+        WINDOWS,
+        [
+            "{name}",
+            "power_w",
+            "expected watts at most 3 x the nameplate 400 W",
+            "looks like milliwatts",
+        ],
+    ),
+    Case(
+        "windows-nan-power",
+        "trace with NaN power",
+        ("trace", {"set_power": [[100, "nan"], [101, "nan"]]}),
+        WINDOWS,
+        ["{name}", "power_w", "expected finite watts", "2 sample(s) with NaN", "t = 10 s"],
+    ),
+    Case(
+        "windows-negative-power",
+        "trace with a negative power sample",
+        ("trace", {"set_power": [[50, -3.0]]}),
+        WINDOWS,
+        ["{name}", "power_w", "expected watts >= 0", "-3 W", "t = 5 s"],
+    ),
+    Case(
+        "windows-decreasing-time",
+        "trace whose time goes backwards",
+        ("trace", {"swap_t": 200}),
+        WINDOWS,
+        ["{name}", "decreasing timestamp", "t must increase strictly"],
+    ),
+    Case(
+        "windows-duplicate-time",
+        "trace with a repeated timestamp",
+        ("trace", {"repeat_t": 200}),
+        WINDOWS,
+        ["{name}", "duplicated timestamp", "t must increase strictly"],
+    ),
+    Case(
+        "windows-empty-trace",
+        "trace with no samples",
+        ("trace", {"rows": 0}),
+        WINDOWS,
+        ["{name}", "no samples", "expected at least one"],
+    ),
+    # --- fleet -------------------------------------------------------------------------------
+    Case(
+        "fleet-missing-folder",
+        "windows output folder that does not exist",
+        ("absent", {"name": "windows-a"}),
+        FLEET,
+        ["bins.parquet", "no such file", "grpo-power windows"],
+    ),
+    Case(
+        "fleet-trace-not-bins",
+        "a trace given where bins.parquet is expected",
+        ("trace", {}),
+        FLEET,
+        ["{name}", "not a windows-stage bins file", "expected the bins.parquet"],
+    ),
+    Case(
+        "fleet-bins-truncated",
+        "bins.parquet cut in half",
+        ("bins", {"cut": 0.5}),
+        FLEET,
+        ["bins.parquet", "not a readable Parquet file"],
+    ),
+    Case(
+        "fleet-bins-metadata-missing-key",
+        "bins.parquet whose metadata lacks bin_s",
+        ("bins", {"drop_key": "bin_s"}),
+        FLEET,
+        ["bins.parquet", "bin_s", "expected the bins.parquet written by `grpo-power windows`"],
+    ),
+    Case(
+        "fleet-bin-width-mismatch",
+        "bins of 0.25 s for a config with windows.bin_s 0.5",
+        ("bins", {"set_key": {"bin_s": 0.25}}),
+        FLEET,
+        ["bins.parquet", "bins of 0.25 s", "windows.bin_s is 0.5 s"],
+    ),
+    Case(
+        "fleet-same-run-twice",
+        "one windows output given twice",
+        ("bins", {}),
+        ["fleet", "{input}", "{input}/bins.parquet", "--out", "{out}", "-c", "{config}"],
+        ["bins.parquet", "run_id", "the same run is given twice", "expected each run"],
+    ),
+    # --- identify ----------------------------------------------------------------------------
+    Case(
+        "identify-calibration-missing",
+        "--calibration path that does not exist",
+        ("absent", {"name": "calibration.json"}),
+        [*IDENTIFY, "--calibration", "{input}"],
+        ["{name}", "no calibration file", "grpo-power identify"],
+    ),
+    Case(
+        "identify-calibration-not-json",
+        "calibration file that is not JSON",
+        ("text", {"name": "calibration.json", "text": "gpu: A100\n"}),
+        [*IDENTIFY, "--calibration", "{input}"],
+        ["{name}", "not valid JSON"],
+    ),
+    Case(
+        "identify-calibration-wrong-kind",
+        "an authority table given as the calibration",
+        ("text", {"name": "calibration.json", "text": '{"rows": []}'}),
+        [*IDENTIFY, "--calibration", "{input}"],
+        ["{name}", "kind", "expected 'grpo-power simulator calibration'", "got None"],
+    ),
+    Case(
+        "identify-calibration-out-of-range",
+        "calibration whose decode time lies outside its own range",
+        ("calibration", {"edit": {"deployments.7b.parameters.decode_base_ms.value": 1e6}}),
+        [*IDENTIFY, "--calibration", "{input}"],
+        ["{name}", "deployments.7b.decode_base_ms", "lies outside"],
+    ),
+    Case(
+        "identify-calibration-other-deployment",
+        "calibration of a 7b deployment on 2 GPUs (config: 1 GPU)",
+        ("calibration", {"edit": {"deployments.7b.gpus": 2}}),
+        [*IDENTIFY, "--calibration", "{input}"],
+        [
+            "{name}",
+            "deployments.7b.gpus",
+            "expected 1 (the config's deployment 7b",
+            "got 2 (the calibration's deployment 7b",
+        ],
+    ),
+    Case(
+        "identify-run-without-trace",
+        "--run folder with no trace.parquet",
+        ("folder", {"name": "run-a"}),
+        [*IDENTIFY, "--run", "{input}"],
+        ["trace.parquet", "no such file"],
+    ),
+    Case(
+        "identify-run-milliwatts",
+        "--run folder whose trace is in milliwatts",
+        ("run", {"trace": {"scale": 1000.0}}),
+        [*IDENTIFY, "--run", "{input}"],
+        ["trace.parquet", "power_w", "looks like milliwatts"],
+    ),
+    # --- controller train --------------------------------------------------------------------
+    Case(
+        "train-authority-missing",
+        "--authority path that does not exist",
+        ("absent", {"name": "authority.json"}),
+        [*TRAIN, "--authority", "{input}"],
+        ["{name}", "no authority table", "grpo-power identify"],
+    ),
+    Case(
+        "train-authority-not-a-table",
+        "authority.json whose rows lack the table's columns",
+        ("text", {"name": "authority.json", "text": '{"rows": [{"x": 1}]}'}),
+        [*TRAIN, "--authority", "{input}"],
+        ["{name}", "rows[0]", "deployment", "expected an authority table"],
+    ),
+    Case(
+        "train-calibration-other-gpu",
+        "calibration of a 700 W GPU (config: 400 W A100)",
+        ("calibration", {"edit": {"gpu.nameplate_w": 700, "gpu.name": "NVIDIA H100 SXM5"}}),
+        [*TRAIN, "--calibration", "{input}"],
+        ["{name}", "gpu.nameplate_w", "expected 400 W", "got 700 W", "H100"],
+    ),
+    # --- evaluate ----------------------------------------------------------------------------
+    Case(
+        "evaluate-controller-missing",
+        "controllers folder without a trained controller",
+        ("folder", {"name": "controllers"}),
+        [*EVALUATE, "--controllers", "{input}"],
+        [
+            "controller.json",
+            "no trained PPO controller",
+            "grpo-power controller train --deployment 7b",
+        ],
+    ),
+    Case(
+        "evaluate-controller-not-a-controller",
+        "a calibration file saved as controller.json",
+        ("controller", {"meta": "calibration"}),
+        [*EVALUATE, "--controllers", "{input}"],
+        [
+            "controller.json",
+            "kind",
+            "expected 'grpo-power PPO controller'",
+            "got 'grpo-power simulator calibration'",
+        ],
+    ),
+    Case(
+        "evaluate-controller-not-json",
+        "controller.json that is not JSON",
+        ("controller", {"meta": "{"}),
+        [*EVALUATE, "--controllers", "{input}"],
+        ["controller.json", "expected a PPO controller's controller.json", "invalid JSON"],
+    ),
+    Case(
+        "evaluate-controller-other-deployment",
+        "a 14b controller in the 7b controller's folder",
+        ("controller", {"meta": {"deployment": "14b"}}),
+        [*EVALUATE, "--controllers", "{input}"],
+        ["controller.json", "deployment", "expected '7b'", "got '14b'"],
+    ),
+    Case(
+        "evaluate-policy-not-npz",
+        "policy.npz that is not a numpy archive",
+        ("controller", {"meta": {}, "npz": "garbage"}),
+        [*EVALUATE, "--controllers", "{input}"],
+        ["policy.npz", "expected the actor's arrays", "unreadable file"],
+    ),
+    Case(
+        "evaluate-calibration-other-deployments",
+        "calibration of deployments the config does not have (h100-8b)",
+        ("calibration", {"rename": {"7b": "h100-8b", "14b": "h100-16b", "72b": "h100-80b"}}),
+        [*EVALUATE, "--calibration", "{input}"],
+        [
+            "{name}",
+            "deployments",
+            "expected at least one of the config's ['14b', '72b', '7b']",
+            "got ['h100-16b', 'h100-80b', 'h100-8b']",
+        ],
+    ),
+    Case(
+        "evaluate-unknown-scenario",
+        "--scenario not in the config",
+        ("config", {}),
+        ["evaluate", "--out", "{out}", "-c", "{input}", "--scenario", "nope"],
+        ["{name}", "evaluate.scenarios", "expected one of ['7b-cap-305w']", "got 'nope'"],
+    ),
+    # --- economics ---------------------------------------------------------------------------
+    Case(
+        "economics-no-evaluate",
+        "no evaluate stage output (the default folder is empty)",
+        ("folder", {"name": "results"}),
+        ["economics", "--out", "{out}", "-c", "{config}"],
+        ["metrics.csv", "no such file", "grpo-power evaluate"],
+    ),
+    Case(
+        "economics-run-without-manifest",
+        "--run folder without manifest.json",
+        ("folder", {"name": "run-a"}),
+        ["economics", "--run", "{input}", "--out", "{out}", "-c", "{config}"],
+        ["manifest.json", "no such file", "grpo-power run"],
+    ),
+    Case(
+        "economics-manifest-not-json",
+        "--run folder whose manifest.json is not JSON",
+        ("run", {"manifest": "{oops"}),
+        ["economics", "--run", "{input}", "--out", "{out}", "-c", "{config}"],
+        ["manifest.json", "expected a run folder's manifest.json", "invalid JSON"],
+    ),
+    Case(
+        "economics-metrics-missing-column",
+        "evaluate metrics.csv without output_tokens",
+        ("metrics", {"drop": "output_tokens"}),
+        ["economics", "--evaluate", "{input}", "--out", "{out}", "-c", "{config}"],
+        ["metrics.csv", "output_tokens", "expected the evaluate stage's metrics.csv"],
+    ),
+    Case(
+        "economics-fleet-missing",
+        "valid evaluate metrics but no fleet stage output",
+        ("metrics", {}),
+        [
+            "economics",
+            "--evaluate",
+            "{input}",
+            "--fleet",
+            "{dir}/fleet",
+            "--out",
+            "{out}",
+            "-c",
+            "{config}",
+        ],
+        ["summary.json", "no such file", "grpo-power fleet"],
+    ),
+    # --- report ------------------------------------------------------------------------------
+    Case(
+        "report-no-evaluate",
+        "no evaluate stage output (the default folder is empty)",
+        ("folder", {"name": "results"}),
+        ["report", "--out", "{out}", "-c", "{config}"],
+        ["ratios.csv", "no such file", "grpo-power evaluate"],
+    ),
+    Case(
+        "report-run-without-manifest",
+        "--run folder without manifest.json",
+        ("folder", {"name": "run-a"}),
+        ["report", "--run", "{input}", "--out", "{out}", "-c", "{config}"],
+        ["manifest.json", "no such file", "grpo-power run"],
+    ),
+    # --- config (run, calibrate, windows) ----------------------------------------------------
+    Case(
+        "run-config-yaml-syntax",
+        "config with a YAML syntax error",
+        ("text", {"name": "bad.yaml", "text": "seed: [0\ncap_w: 320\n"}),
+        RUN,
+        ["{name}", "not valid YAML"],
+    ),
+    Case(
+        "run-config-wrong-type",
+        "config with seed: abc",
+        ("config", {"edit": {"seed": "abc"}}),
+        RUN,
+        ["{name}", "seed", "valid integer", "got 'abc'"],
+    ),
+    Case(
+        "run-config-out-of-range",
+        "config with telemetry.period_s: -1",
+        ("config", {"edit": {"telemetry.period_s": -1}}),
+        RUN,
+        ["{name}", "telemetry.period_s", "greater than 0", "got -1"],
+    ),
+    Case(
+        "run-config-unknown-key",
+        "config with a misspelt key telemetry.perod_s",
+        ("config", {"edit": {"telemetry.perod_s": 0.1}}),
+        RUN,
+        ["{name}", "telemetry.perod_s", "unknown key"],
+    ),
+    Case(
+        "calibrate-config-missing",
+        "config path that does not exist",
+        ("absent", {"name": "missing.yaml"}),
+        ["calibrate", "-c", "{input}"],
+        ["{name}", "cannot read the config file"],
+    ),
+    Case(
+        "calibrate-cap-above-nameplate",
+        "config with cap_w 500 on a 400 W GPU",
+        ("config", {"edit": {"cap_w": 500}}),
+        ["calibrate", "-c", "{input}"],
+        ["{name}", "cap_w", "above gpu.nameplate_w"],
+    ),
+    Case(
+        "windows-config-not-a-mapping",
+        "config that is a YAML list",
+        ("text", {"name": "bad.yaml", "text": "- seed\n- cap_w\n"}),
+        ["windows", "{dir}/trace.parquet", "--out", "{out}", "-c", "{input}"],
+        ["{name}", "expected a mapping of settings", "got list"],
+    ),
+]
+
+
+# --------------------------------------------------------------------------------------------
+# builders: (context, parameters) -> the input path
+
+
+@dataclass
+class Context:
+    """A case's folder, with a valid config whose results folder lies inside it."""
+
+    dir: Path
+    config: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        data = _default_config()
+        data["results_dir"] = str(self.dir / "results")
+        self.config = self.dir / "config.yaml"
+        self.config.write_text(yaml.safe_dump(data))
+
+
+def _default_config() -> dict[str, Any]:
+    return yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+
+
+def _set(data: dict[str, Any], dotted: str, value: Any) -> None:
+    *parents, last = dotted.split(".")
+    for key in parents:
+        data = data.setdefault(key, {})
+    data[last] = value
+
+
+def build_absent(ctx: Context, name: str) -> Path:
+    return ctx.dir / name
+
+
+def build_folder(ctx: Context, name: str) -> Path:
+    (ctx.dir / name).mkdir(parents=True, exist_ok=True)
+    return ctx.dir / name
+
+
+def build_text(ctx: Context, name: str, text: str) -> Path:
+    (ctx.dir / name).write_text(text)
+    return ctx.dir / name
+
+
+def build_bytes(ctx: Context, name: str) -> Path:
+    (ctx.dir / name).write_bytes(bytes(range(256)) * 8)
+    return ctx.dir / name
+
+
+def _trace_frame(rows: int = 600) -> pd.DataFrame:
+    """One A100 for 60 s at 0.1 s: 250 W with a slow swing."""
+    t_s = np.arange(rows) * 0.1
+    frame = pd.DataFrame({name: np.full(rows, np.nan) for name in TRACE_COLUMNS})
+    frame["t"] = t_s
+    frame["gpu"] = np.zeros(rows, dtype=np.int32)
+    frame["power_w"] = 250.0 + 50.0 * np.sin(t_s)
+    frame["power_limit_w"] = 400.0
+    return frame
+
+
+def _trace_metadata() -> TraceMetadata:
+    return TraceMetadata(
+        run_id="run-a",
+        source="nvml",
+        gpu_name="NVIDIA A100-SXM4-40GB",
+        nameplate_w=400.0,
+        sample_period_s=0.1,
+        host="test",
+        start_unix_s=1_700_000_000.0,
+    )
+
+
+def build_trace(
+    ctx: Context,
+    name: str = "trace.parquet",
+    rows: int = 600,
+    scale: float = 1.0,
+    set_power: list[list[Any]] | None = None,
+    swap_t: int | None = None,
+    repeat_t: int | None = None,
+    cut: float | None = None,
+    rename: dict[str, str] | None = None,
+    as_text: str | None = None,
+    metadata: Any = "valid",
+) -> Path:
+    """A trace written by the store (so a real trace file), then damaged as asked."""
+    path = ctx.dir / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame = _trace_frame(rows)
+    frame["power_w"] *= scale
+    if swap_t is not None:
+        t = frame["t"].to_numpy().copy()
+        t[swap_t], t[swap_t + 1] = t[swap_t + 1], t[swap_t]
+        frame["t"] = t
+    if repeat_t is not None:
+        frame.loc[repeat_t + 1, "t"] = frame.loc[repeat_t, "t"]
+    write_trace(path, frame, _trace_metadata())
+    if set_power or rename or as_text or metadata != "valid":
+        table = pq.read_table(path)
+        meta = json.loads(table.schema.metadata[METADATA_KEY])
+        if set_power:  # NaN kept as NaN, not null (the store would write null)
+            power = table.column("power_w").to_numpy().copy()
+            for index, value in set_power:
+                power[index] = float(value)
+            i = table.column_names.index("power_w")
+            table = table.set_column(i, table.schema.field(i), pa.array(power))
+        if rename:
+            table = table.rename_columns([rename.get(n, n) for n in table.column_names])
+        if as_text:
+            i = table.column_names.index(as_text)
+            text = pa.array([f"{v:.1f} W" for v in table.column(as_text).to_pylist()])
+            table = table.set_column(i, as_text, text)
+        meta.update(metadata if isinstance(metadata, dict) else {})
+        kept = {} if metadata is None else {METADATA_KEY: json.dumps(meta).encode()}
+        pq.write_table(table.replace_schema_metadata(kept), path)
+    if cut is not None:
+        data = path.read_bytes()
+        path.write_bytes(data[: int(len(data) * cut)])
+    return path
+
+
+def build_bins(
+    ctx: Context,
+    cut: float | None = None,
+    drop_key: str | None = None,
+    set_key: dict[str, Any] | None = None,
+) -> Path:
+    """A real windows-stage output folder (``windows-a/bins.parquet``), then damaged."""
+    trace = build_trace(ctx, name="run-a.parquet")
+    folder = ctx.dir / "windows-a"
+    run_windows(trace, folder, load_config(ctx.config))
+    bins = folder / "bins.parquet"
+    if drop_key or set_key:
+        table = pq.read_table(bins)
+        info = json.loads(table.schema.metadata[BINS_METADATA_KEY])
+        info.pop(drop_key, None)
+        info.update(set_key or {})
+        table = table.replace_schema_metadata({BINS_METADATA_KEY: json.dumps(info).encode()})
+        pq.write_table(table, bins)
+    if cut is not None:
+        data = bins.read_bytes()
+        bins.write_bytes(data[: int(len(data) * cut)])
+    return folder
+
+
+def _calibration_data(ctx: Context) -> dict[str, Any]:
+    return default_calibration(load_config(ctx.config)).to_dict()
+
+
+def build_calibration(
+    ctx: Context, edit: dict[str, Any] | None = None, rename: dict[str, str] | None = None
+) -> Path:
+    """The sourced default calibration of the config, edited."""
+    data = _calibration_data(ctx)
+    for dotted, value in (edit or {}).items():
+        _set(data, dotted, value)
+    for old, new in (rename or {}).items():
+        data["deployments"][new] = data["deployments"].pop(old)
+    path = ctx.dir / "calibration.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def build_config(ctx: Context, edit: dict[str, Any] | None = None) -> Path:
+    """The repository's default config with some values set (dotted keys)."""
+    data = _default_config()
+    data["results_dir"] = str(ctx.dir / "results")
+    for dotted, value in (edit or {}).items():
+        _set(data, dotted, value)
+    path = ctx.dir / "study.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def build_controller(ctx: Context, meta: Any, npz: str = "valid") -> Path:
+    """A controllers folder whose ``7b/`` holds the given controller.json and a policy.npz.
+
+    ``meta``: text, ``"calibration"`` (a calibration file's content), or a dict merged into a
+    minimal controller.json of deployment 7b.
+    """
+    folder = ctx.dir / "controllers" / "7b"
+    folder.mkdir(parents=True)
+    if meta == "calibration":
+        text = json.dumps(_calibration_data(ctx))
+    elif isinstance(meta, dict):
+        minimal = {"kind": "grpo-power PPO controller", "deployment": "7b"}
+        text = json.dumps({**minimal, "space": {}, "observation": {}, **meta})
+    else:
+        text = str(meta)
+    (folder / "controller.json").write_text(text)
+    if npz == "valid":
+        np.savez(folder / "policy.npz", w0=np.zeros((1, 7)), b0=np.zeros(1), activations=[])
+    else:
+        (folder / "policy.npz").write_bytes(b"not a numpy archive")
+    return folder.parent
+
+
+def build_run(
+    ctx: Context, trace: dict[str, Any] | None = None, manifest: str | None = None
+) -> Path:
+    """A run folder ``run-a/`` with a trace (damaged as ``trace`` says) and a manifest text."""
+    folder = ctx.dir / "run-a"
+    build_trace(ctx, name="run-a/trace.parquet", **(trace or {}))
+    if manifest is not None:
+        (folder / "manifest.json").write_text(manifest)
+    return folder
+
+
+def build_metrics(ctx: Context, drop: str | None = None) -> Path:
+    """An evaluate folder whose metrics.csv has two arms x two seeds of one deployment."""
+    rows = [
+        {
+            "deployment": "7b",
+            "arm": arm,
+            "seed": seed,
+            "gpus": 1,
+            "output_tokens": 1.0e5 + 1000 * seed + (5000 if arm == "ppo" else 0),
+            "energy_mj": 0.2,
+            "budget_s": 900.0,
+            "violation_rate": 0.01,
+            "exceedance": 0.0,
+        }
+        for arm in ("fixed", "ppo")
+        for seed in (0, 1)
+    ]
+    frame = pd.DataFrame(rows)
+    if drop:
+        frame = frame.drop(columns=[drop])
+    folder = ctx.dir / "evaluate"
+    folder.mkdir()
+    frame.to_csv(folder / "metrics.csv", index=False)
+    return folder
+
+
+BUILDERS = {
+    "absent": build_absent,
+    "folder": build_folder,
+    "text": build_text,
+    "bytes": build_bytes,
+    "trace": build_trace,
+    "bins": build_bins,
+    "calibration": build_calibration,
+    "config": build_config,
+    "controller": build_controller,
+    "run": build_run,
+    "metrics": build_metrics,
+}
+
+
+# --------------------------------------------------------------------------------------------
+# running a case
+
+
+@dataclass
+class Outcome:
+    """What a command did: exit code, its stderr, files it added, the expanded command."""
+
+    exit_code: int
+    message: str
+    exception: BaseException | None
+    added: list[str]
+    command: list[str]
+    expect: list[str]
+
+
+def _files(folder: Path) -> set[str]:
+    return {str(p.relative_to(folder)) for p in folder.rglob("*")}
+
+
+def run_case(case: Case, folder: Path) -> Outcome:
+    """Build the case's input in ``folder``, run its command in-process, report the outcome."""
+    folder.mkdir(parents=True, exist_ok=True)
+    ctx = Context(folder)
+    builder, params = case.build
+    path = BUILDERS[builder](ctx, **params)
+    values = {
+        "input": str(path),
+        "name": path.name,
+        "out": str(folder / "out"),
+        "config": str(ctx.config),
+        "dir": str(folder),
+    }
+    command = [part.format(**values) for part in case.command]
+    expect = [part.format(**values) for part in case.expect]
+    before = _files(folder)
+    result = CliRunner().invoke(app, command)
+    added = sorted(_files(folder) - before)
+    return Outcome(result.exit_code, result.stderr, result.exception, added, command, expect)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input_is_refused_clearly_and_leaves_nothing(case: Case, tmp_path: Path) -> None:
+    outcome = run_case(case, tmp_path / case.id)
+    assert outcome.exit_code != 0, outcome.message
+    assert outcome.exception is None or isinstance(outcome.exception, SystemExit), (
+        f"unhandled {outcome.exception!r}"
+    )
+    assert outcome.message.startswith("error: "), outcome.message
+    missing = [s for s in outcome.expect if s not in outcome.message]
+    assert not missing, f"{missing} not in: {outcome.message}"
+    assert not outcome.added, f"left behind: {outcome.added}"
+
+
+def test_catalog_is_broad() -> None:
+    """At least 30 distinct cases over every subcommand that reads user files."""
+    assert len(CASES) >= 30 and len({c.id for c in CASES}) == len(CASES)
+    commands = {
+        " ".join(c.command[:2]) if c.command[0] in ("telemetry", "controller") else c.command[0]
+        for c in CASES
+    }
+    assert commands >= {
+        "telemetry import",
+        "telemetry summary",
+        "windows",
+        "fleet",
+        "identify",
+        "controller train",
+        "evaluate",
+        "economics",
+        "report",
+        "run",
+        "calibrate",
+    }
+
+
+def test_the_console_entry_point_exits_2_with_the_message_on_stderr(tmp_path: Path) -> None:
+    """One case through ``python -m grpo_power.cli``: the real exit code and stream."""
+    ctx = Context(tmp_path)
+    cli = [sys.executable, "-m", "grpo_power.cli"]
+    path = build_trace(ctx, scale=1000.0)
+    result = subprocess.run(
+        [*cli, "windows", str(path), "--out", str(tmp_path / "o"), "-c", str(ctx.config)],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    assert "looks like milliwatts" in result.stderr and "Traceback" not in result.stderr
+    assert path.name in result.stderr
+    assert not (tmp_path / "o").exists()
+
+
+# --------------------------------------------------------------------------------------------
+# the closing note's table
+
+
+def _cell(text: str, root: Path) -> str:
+    text = text.strip().removeprefix("error: ").replace(str(root), "<dir>")
+    text = re.sub(r"\s+", " ", text)
+    return text.replace("|", "\\|")
+
+
+def markdown_table() -> str:
+    """Run every case; one markdown row per case with its exit code and message."""
+    lines = ["| # | input | command | exit code | message |", "|---|---|---|---|---|"]
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for number, case in enumerate(CASES, 1):
+            outcome = run_case(case, root / case.id)
+            shown = [p.replace(str(root / case.id), "<dir>") for p in outcome.command]
+            command = "grpo-power " + " ".join(shown)
+            lines.append(
+                f"| {number} | {case.input} (`{case.id}`) | `{_cell(command, root)}` | "
+                f"{outcome.exit_code} | {_cell(outcome.message, root / case.id)} |"
+            )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(markdown_table())
