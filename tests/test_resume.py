@@ -21,7 +21,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from grpo_power.config import load_config
-from grpo_power.journal import ParquetJournal, journal_path, read_journaled, seal_journal
+from grpo_power.journal import (
+    ParquetJournal,
+    earlier_path,
+    journal_path,
+    read_journaled,
+    seal_journal,
+)
 from grpo_power.redact import REDACTED, redact, redact_text
 from grpo_power.telemetry.store import read_trace
 from grpo_power.workload.manifest import RunManifest
@@ -44,37 +50,47 @@ def _t(path: Path) -> list[float]:
 
 def test_attempts_append_and_a_repeated_merge_adds_nothing(tmp_path: Path) -> None:
     path = tmp_path / "trace.parquet"
-    with ParquetJournal(path, SCHEMA, append_key="t") as first:
+    with ParquetJournal(path, SCHEMA, append_key="t") as first:  # stopped: rows kept aside
         first.write(_rows(0.0, 0.1))
+        first.close(complete=False)
+    assert not path.exists() and _t(path) == [0.0, 0.1]
     killed = ParquetJournal(path, SCHEMA, append_key="t")  # a second attempt, then SIGKILL
     killed.write(_rows(5.0, 5.1))
     killed._sink.close()
-    assert seal_journal(path, key="t").rows_kept == 2
-    assert _t(path) == [0.0, 0.1, 5.0, 5.1]
-    # a kill between the rename and the journal's removal: the journal is merged again
-    journal_path(path).write_bytes(b"")
-    with ParquetJournal(path, SCHEMA, append_key="t") as again:
-        again.write(_rows(5.1, 9.0))  # 5.1 is already in the file
-    assert _t(path) == [0.0, 0.1, 5.0, 5.1, 9.0]
-    assert seal_journal(path, key="t").rows_kept == 0  # nothing left to seal
+    assert _t(path) == [0.0, 0.1, 5.0, 5.1]  # readable before it is sealed
+    assert seal_journal(path, key="t").rows_kept == 4
+    assert seal_journal(path, key="t").rows_kept == 4  # repeated: the same rows, no more
+    with ParquetJournal(path, SCHEMA, append_key="t") as last:
+        last.write(_rows(5.1, 9.0))  # 5.1 is already there
+    assert read_journaled(path)[1] and _t(path) == [0.0, 0.1, 5.0, 5.1, 9.0]
+    assert not earlier_path(path).exists() and not journal_path(path).exists()
+
+
+def test_a_kill_right_after_completing_loses_nothing_on_resume(tmp_path: Path) -> None:
+    path = tmp_path / "trace.parquet"
+    with ParquetJournal(path, SCHEMA, append_key="t") as first:
+        first.write(_rows(0.0, 0.1))
+    earlier_path(path).write_bytes(path.read_bytes())  # as if killed before its removal
+    seal_journal(path, key="t")  # the run resumes: the whole file counts as earlier rows
+    assert not path.exists() and _t(path) == [0.0, 0.1]
 
 
 def test_a_journal_cut_before_its_header_is_dropped(tmp_path: Path) -> None:
     path = tmp_path / "trace.parquet"
     journal_path(path).write_bytes(b"\xff\xff")
     assert seal_journal(path, key="t").rows_kept == 0
-    assert not journal_path(path).exists() and not path.exists()
+    assert not journal_path(path).exists() and not earlier_path(path).exists()
 
 
 def test_trim_step_log_drops_steps_after_the_resume_point(tmp_path: Path) -> None:
     path = tmp_path / "steps.parquet"
     schema = pa.schema([("step", pa.int64())])
-    pq.write_table(pa.table({"step": [1, 2, 3]}, schema=schema), path)
+    pq.write_table(pa.table({"step": [1, 2, 3]}, schema=schema), earlier_path(path))
     journal = ParquetJournal(path, schema, append_key="step")
     journal.write([{"step": 4}, {"step": 5}])
     journal._sink.close()
     assert trim_step_log(path, last_step=4) == [5]
-    assert pq.read_table(path).column("step").to_pylist() == [1, 2, 3, 4]
+    assert read_journaled(path)[0].column("step").to_pylist() == [1, 2, 3, 4]
     assert trim_step_log(path, last_step=4) == []  # repeated: nothing changes
 
 
@@ -165,7 +181,8 @@ def test_sigterm_stops_after_a_checkpoint_and_the_same_command_resumes(tmp_path:
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == EXIT_INTERRUPTED, stderr.decode()[-2000:]
     assert b"stopped by SIGTERM after step" in stderr and b"run the same command" in stderr
-    stopped = json.loads((out / "manifest.json").read_text())
+    assert not (out / "manifest.json").exists() and not (out / "trace.parquet").exists()
+    stopped = json.loads((out / "manifest.json.partial").read_text())
     stopped_at = stopped["steps_completed"]
     assert stopped["status"] == "interrupted" and stopped["stop_signal"] == "SIGTERM"
     assert json.loads((out / "resume.json").read_text())["step"] == stopped_at

@@ -4,19 +4,22 @@ skip is a failure."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 
 from grpo_power.config import Config, deep_merge, validate_config
-from grpo_power.launch.submit import JobFailed, submit_run
+from grpo_power.launch.submit import JobFailed, start_run, submit_run, wait
 from grpo_power.telemetry.store import read_trace
+from grpo_power.workload.steplog import read_step_log
 from tests.conftest import REPO
 
 ACCOUNT, PARTITION = "grpo", "debug"  # made by scripts/slurm/start.sh
@@ -105,6 +108,100 @@ def test_a_failing_job_is_a_clear_failure_with_its_stderr(slurm: None, tmp_path:
     message = str(error.value)
     assert "failed" in message and "tail of the job's stderr" in message
     assert "arm 'hwcap' sets the GPU power limit through NVML" in message
+
+
+FAULT_STEPS = 16  # a tiny run of ~20 s of steps, checkpointed every 2
+
+
+def _run_with_fault(
+    tmp_path: Path, inject: Callable[[str], None], timeout_min: int
+) -> tuple[dict, Path]:
+    """Submit a tiny run, inject a fault once 3 steps are logged, wait for it to complete."""
+    config, config_file = _slurm_config(
+        tmp_path, workload={"checkpoint_every_steps": 2}, launch={"timeout_min": timeout_min}
+    )
+    out = tmp_path / "run"
+    job = start_run(config, config_file, "threshold", 0, out, steps=FAULT_STEPS)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        try:
+            if len(read_step_log(out / "steps.parquet")) >= 3:
+                break
+        except (FileNotFoundError, ValueError):
+            pass
+        time.sleep(0.2)
+    else:
+        pytest.fail(f"job {job.job_id} never logged 3 steps: {job.stderr()}")
+    inject(job.job_id)
+    return wait(job, poll_s=1, log=lambda _: None), out
+
+
+def _assert_resumed_once(manifest: dict, out: Path) -> list[dict]:
+    """The run completed over two or more attempts: every step once, no sample twice."""
+    assert manifest["status"] == "completed" and manifest["steps_completed"] == FAULT_STEPS
+    steps = read_step_log(out / "steps.parquet")
+    assert steps["step"].tolist() == list(range(1, FAULT_STEPS + 1))
+    t_s = read_trace(out / "trace.parquet").frame["t"].to_numpy()
+    assert (t_s[1:] > t_s[:-1]).all()  # one GPU: strictly increasing, no overlap
+    attempts = manifest["attempts"]
+    assert len(attempts) >= 2 and attempts[-1]["status"] == "completed"
+    for before, after in itertools.pairwise(attempts):
+        assert before["t_end_s"] <= after["t_start_s"]
+    restarts = [a["environment"].get("SLURM_RESTART_COUNT", "0") for a in attempts]
+    assert restarts[-1] != "0"  # the last attempt ran in the requeued job
+    assert len({a["environment"]["SLURM_JOB_ID"] for a in attempts}) == 1
+    return attempts
+
+
+def _submitit_log(out: Path) -> str:
+    return "".join(p.read_text() for p in (out / "submitit").glob("*_log.*"))
+
+
+def test_usr2_checkpoints_requeues_and_resumes(slurm: None, tmp_path: Path) -> None:
+    """The timeout path: with a 10 min limit submitit counts every USR2 as a timeout."""
+
+    def usr2(job_id: str) -> None:
+        subprocess.run(["scancel", "--signal=USR2", job_id], check=True)
+
+    manifest, out = _run_with_fault(tmp_path, usr2, timeout_min=10)
+    attempts = _assert_resumed_once(manifest, out)
+    assert attempts[0]["status"] == "interrupted" and attempts[0]["stop_signal"] == "SIGUSR2"
+    log = _submitit_log(out)
+    assert "this job is timed-out" in log and "Calling checkpoint method" in log
+
+
+def test_preemption_by_a_higher_priority_job_resumes(slurm: None, tmp_path: Path) -> None:
+    holder: list[str] = []
+
+    def preempt(job_id: str) -> None:
+        command = ["sbatch", "--parsable", "-p", "high", "-A", ACCOUNT, "--exclusive"]
+        submitted = subprocess.run(
+            [*command, "-J", "grpo-preemptor", "--wrap", "sleep 2"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        holder.append(submitted.stdout.strip())
+
+    manifest, out = _run_with_fault(tmp_path, preempt, timeout_min=15)
+    attempts = _assert_resumed_once(manifest, out)
+    assert attempts[0]["status"] == "interrupted" and attempts[0]["stop_signal"] == "SIGUSR2"
+    assert "this job is preempted" in _submitit_log(out)
+    states = {row[0]: row[2] for row in _sacct("grpo-preemptor")}
+    assert states[holder[0]] == "COMPLETED"  # the high-priority job ran in between
+
+
+def test_plain_requeue_resumes_from_the_runs_own_checkpoint(slurm: None, tmp_path: Path) -> None:
+    """``scontrol requeue`` sends SIGTERM and never calls submitit's checkpoint."""
+
+    def requeue(job_id: str) -> None:
+        subprocess.run(["scontrol", "requeue", job_id], check=True)
+
+    manifest, out = _run_with_fault(tmp_path, requeue, timeout_min=15)
+    attempts = _assert_resumed_once(manifest, out)
+    assert attempts[0]["status"] in ("interrupted", "killed")
+    assert attempts[1]["resumed_from_step"] >= 2
+    assert "Calling checkpoint method" not in _submitit_log(out)
 
 
 @pytest.mark.slow

@@ -7,12 +7,15 @@ every :meth:`ParquetJournal.write`), which stays readable up to its last complet
 :meth:`ParquetJournal.close` converts the journal into the Parquet file (row groups, written to a
 temporary name and renamed) and deletes it. :func:`read_journaled` reads either.
 
-A resumed run appends to the files of its earlier attempts. An IPC stream cannot be reopened
-for appending, so each attempt writes a journal of its own, merged into the Parquet file at
-close; the journal a killed attempt left is merged first by :func:`seal_journal`. Appended
-rows are keyed by a column that only grows (trace time, step number): a row whose key is not
-above the file's last is already there, so a merge interrupted by a kill and repeated never
-duplicates a row.
+A resumed run appends to the rows of its earlier attempts. An IPC stream cannot be reopened for
+appending, so each attempt writes a journal of its own. An attempt that ends unfinished (stopped,
+failed, or killed and then sealed by :func:`seal_journal`) moves its rows to ``<file>.earlier``
+(Parquet); only the attempt that completes writes ``<file>``, from the earlier rows and its own.
+The file itself therefore appears only when it is whole, and a workflow manager that deletes
+the outputs of a failed job (Snakemake does) never deletes the rows of earlier attempts.
+Appended rows are keyed by a column that only grows (trace time, step number): a row whose key
+is not above the last one kept is already there, so a merge interrupted by a kill and repeated
+never duplicates a row.
 """
 
 from __future__ import annotations
@@ -35,14 +38,19 @@ def journal_path(path: Path) -> Path:
     return path.with_name(path.name + ".partial")
 
 
+def earlier_path(path: Path) -> Path:
+    """Where the rows of a resumed file's unfinished earlier attempts are kept (Parquet)."""
+    return path.with_name(path.name + ".earlier")
+
+
 class ParquetJournal:
     """Append rows to a Parquet file; durable at every :meth:`write`, Parquet after :meth:`close`.
 
     Args:
         path: the final Parquet file.
         schema: its Arrow schema (with file metadata, if any).
-        append_key: a column that grows along the file; when given and the file exists (an
-            earlier attempt of a resumed run), rows are appended to it at close.
+        append_key: a column that grows along the file; when given, rows of earlier attempts
+            (``<file>.earlier``) come first at close, and rows not above them are dropped.
     """
 
     def __init__(self, path: Path | str, schema: pa.Schema, append_key: str | None = None) -> None:
@@ -69,17 +77,24 @@ class ParquetJournal:
         self._sink.flush()
         self.rows_written += batch.num_rows
 
-    def close(self) -> Path:
-        """Finish the journal and turn it into (or append it to) the Parquet file. Idempotent."""
+    def close(self, complete: bool = True) -> Path:
+        """Finish the journal; write the Parquet file, or with ``complete=False`` (an attempt
+        that stops unfinished) add the rows to the earlier ones. Idempotent."""
         if self.closed:
             return self.path
         self._stream.close()
         self._sink.close()
-        key = self.append_key if self.append_key and self.path.exists() else None
-        _merge(self.path, self.schema, _journal_batches(self._journal), key)
+        earlier = earlier_path(self.path)
+        parts = [_journal_batches(self._journal)]
+        if self.append_key is not None and earlier.exists():
+            parts.insert(0, pq.ParquetFile(earlier).iter_batches())
+        target = self.path if complete else earlier
+        _merge(target, _schema(earlier, self.schema), parts, self.append_key)
         self._journal.unlink()
+        if complete:
+            earlier.unlink(missing_ok=True)
         self.closed = True
-        return self.path
+        return self.path if complete else earlier
 
     def __enter__(self) -> ParquetJournal:
         return self
@@ -105,71 +120,70 @@ def _conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
+def _schema(earlier: Path, schema: pa.Schema) -> pa.Schema:
+    """The schema rows are merged under: the earlier attempts' (their metadata stays)."""
+    return pq.ParquetFile(earlier).schema_arrow if earlier.exists() else schema
+
+
 def _merge(
-    path: Path,
+    target: Path,
     schema: pa.Schema,
-    batches: Iterable[pa.RecordBatch],
+    parts: Iterable[Iterable[pa.RecordBatch]],
     key: str | None,
 ) -> Merged:
-    """Write ``path`` anew (temporary name, then rename): its own rows when ``key`` is given
-    and it exists, then the rows of ``batches`` whose ``key`` is above the file's last."""
-    existing = pq.ParquetFile(path) if key is not None and path.exists() else None
-    if existing is not None:
-        schema = existing.schema_arrow
-    tmp = path.with_name(path.name + ".tmp")
+    """Write ``target`` anew (temporary name, then rename) from the batches of ``parts`` in
+    order; with ``key``, rows whose key is not above the last one kept are dropped."""
+    tmp = target.with_name(target.name + ".tmp")
     last: Any = None
     kept = dropped = 0
     with pq.ParquetWriter(tmp, schema, compression="zstd") as parquet:
         pending: list[pa.RecordBatch] = []
         pending_rows = 0
-
-        def add(batch: pa.RecordBatch) -> None:
-            nonlocal pending, pending_rows
+        for batch in (batch for part in parts for batch in part):
+            if key is not None and last is not None:
+                filtered = batch.filter(pc.greater(batch.column(key), last))
+                dropped += batch.num_rows - filtered.num_rows
+                batch = filtered
+            if key is not None and batch.num_rows:
+                last = pc.max(batch.column(key)).as_py()
+            kept += batch.num_rows
             pending.append(_conform(batch, schema))
             pending_rows += batch.num_rows
             if pending_rows >= ROW_GROUP_ROWS:
                 parquet.write_table(pa.Table.from_batches(pending, schema))
                 pending, pending_rows = [], 0
-
-        if existing is not None:
-            assert key is not None
-            for batch in existing.iter_batches():
-                add(batch)
-                if batch.num_rows:
-                    high = pc.max(batch.column(key)).as_py()
-                    last = high if last is None else max(last, high)
-        for batch in batches:
-            if last is not None:
-                assert key is not None
-                filtered = batch.filter(pc.greater(batch.column(key), last))
-                dropped += batch.num_rows - filtered.num_rows
-                batch = filtered
-            kept += batch.num_rows
-            add(batch)
-        if pending or pending_rows == 0:
+        if pending or kept == 0:
             parquet.write_table(pa.Table.from_batches(pending, schema))
-    os.replace(tmp, path)
+    os.replace(tmp, target)
     return Merged(kept, dropped)
 
 
 def seal_journal(path: Path | str, key: str) -> Merged:
-    """Merge the journal a killed writer left into its Parquet file (created if absent).
+    """Add what an unfinished attempt left (its journal and, had it completed just before a
+    kill, the file itself) to the earlier rows (``<file>.earlier``), and delete it.
 
-    Rows whose ``key`` is not above the file's last are already there and are dropped. Without
-    a journal this does nothing. Safe to repeat after a kill at any point.
+    Rows whose ``key`` is not above the last one kept are already there and are dropped, so
+    this is safe to repeat after a kill at any point. Returns what the merge kept in all.
     """
     path = Path(path)
-    journal = journal_path(path)
-    if not journal.exists():
-        return Merged(0, 0)
-    with open(journal, "rb") as source:
-        try:
-            schema = pa.ipc.open_stream(source).schema
-        except pa.ArrowInvalid:  # killed before its header: it holds no rows
-            journal.unlink()
-            return Merged(0, 0)
-    merged = _merge(path, schema, _journal_batches(journal), key)
-    journal.unlink()
+    earlier, journal = earlier_path(path), journal_path(path)
+    parts: list[Iterable[pa.RecordBatch]] = []
+    schemas: list[pa.Schema] = []
+    for source in (earlier, path):
+        if source.exists():
+            parquet = pq.ParquetFile(source)
+            parts.append(parquet.iter_batches())
+            schemas.append(parquet.schema_arrow)
+    if journal.exists():
+        with open(journal, "rb") as stream:
+            try:
+                schemas.append(pa.ipc.open_stream(stream).schema)
+                parts.append(_journal_batches(journal))
+            except pa.ArrowInvalid:  # killed before its header: it holds no rows
+                pass
+    merged = _merge(earlier, schemas[0], parts, key) if schemas else Merged(0, 0)
+    journal.unlink(missing_ok=True)
+    path.unlink(missing_ok=True)
     return merged
 
 
@@ -190,24 +204,39 @@ def _journal_batches(path: Path) -> Iterator[pa.RecordBatch]:
 
 
 def read_journaled(path: Path | str) -> tuple[pa.Table, bool]:
-    """Read a Parquet file, or the journal a killed writer left; return (table, complete).
+    """Read a Parquet file, or what an unfinished writer left: the rows of earlier attempts and
+    the journal; return (table, complete).
 
     Raises:
-        FileNotFoundError: neither the file nor its journal exists.
-        ValueError: the file is not readable Parquet, or the journal holds no schema.
+        FileNotFoundError: neither the file nor an unfinished writer's rows exist.
+        ValueError: a file is not readable Parquet, or the journal holds no schema.
     """
     path = Path(path)
-    journal = journal_path(path)
+    earlier, journal = earlier_path(path), journal_path(path)
     if path.exists():
-        try:
-            return pq.read_table(path), True
-        except (pa.ArrowInvalid, OSError) as error:
-            raise ValueError(f"{path}: not a readable Parquet file ({error})") from None
+        return _read_parquet(path), True
+    tables = [_read_parquet(earlier)] if earlier.exists() else []
     if journal.exists():
         with open(journal, "rb") as source:
             try:
                 schema = pa.ipc.open_stream(source).schema
             except pa.ArrowInvalid:
-                raise ValueError(f"{journal}: the writer was killed before its header") from None
-        return pa.Table.from_batches(list(_journal_batches(journal)), schema), False
-    raise FileNotFoundError(f"{path}: no such file (nor a journal {journal.name})")
+                if not tables:
+                    raise ValueError(
+                        f"{journal}: the writer was killed before its header"
+                    ) from None
+                schema = None
+        if schema is not None:
+            tables.append(pa.Table.from_batches(list(_journal_batches(journal)), schema))
+    if not tables:
+        raise FileNotFoundError(f"{path}: no such file (nor a journal {journal.name})")
+    schema = tables[0].schema
+    batches = [_conform(batch, schema) for table in tables for batch in table.to_batches()]
+    return pa.Table.from_batches(batches, schema), False
+
+
+def _read_parquet(path: Path) -> pa.Table:
+    try:
+        return pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as error:
+        raise ValueError(f"{path}: not a readable Parquet file ({error})") from None

@@ -55,8 +55,6 @@ class RunJob(Checkpointable):
             a checkpoint at the end of its current step, s.
     """
 
-    REQUEUE_WAIT_S = 300.0  # after SIGTERM the run has stopped; Slurm kills the job by KillWait
-
     def __init__(self, grace_s: float) -> None:
         self.grace_s = grace_s
         self._process: subprocess.Popen[bytes] | None = None
@@ -64,15 +62,17 @@ class RunJob(Checkpointable):
     def __call__(self, command: list[str], run_folder: Path) -> dict[str, Any]:
         """Run the command; return the run's manifest (status, steps, tokens)."""
         self._process = subprocess.Popen(command, preexec_fn=_ignore_checkpoint_signals)
-        returncode = self._process.wait()
+        # Poll rather than wait(): a blocking wait() holds the Popen's lock, and submitit's signal
+        # handler, which runs on top of it, could then never see the run exit (checkpoint()).
+        while (returncode := self._process.poll()) is None:
+            time.sleep(0.5)
         if returncode == EXIT_INTERRUPTED:
-            # Stopped by SIGTERM (scontrol requeue, scancel, preemption): Slurm ends this job
-            # and requeues or cancels it; no result may be written meanwhile.
-            time.sleep(self.REQUEUE_WAIT_S)
-            raise RuntimeError(
-                "the run stopped for a signal with its checkpoint saved, but the job was not "
-                "requeued; submit it again to resume"
-            )
+            # Stopped by SIGTERM (scontrol requeue, scancel, preemption) with its checkpoint
+            # saved. Exit without a result: Slurm requeues the job (the same command resumes)
+            # or, if it was cancelled, the submitter reports the run's message.
+            print(f"grpo-power: the run stopped with its checkpoint saved (exit {returncode})",
+                  file=sys.stderr)  # fmt: skip
+            sys.exit(returncode)
         if returncode != 0:
             raise RuntimeError(f"`grpo-power run` exited with {returncode}")
         return json.loads((Path(run_folder) / "manifest.json").read_text())
@@ -113,6 +113,9 @@ def make_executor(config: Config, folder: Path) -> submitit.AutoExecutor:
         "mem_gb": launch.mem_gb,
         "gpus_per_node": launch.gpus_per_node or config.run_size(config.workload.size).processes,
     }
+    if resolve_cluster(launch) == "slurm":
+        # a requeued job appends to its logs, so every attempt's output is kept
+        parameters["slurm_additional_parameters"] = {"open-mode": "append"}
     if launch.slurm_partition:
         parameters["slurm_partition"] = launch.slurm_partition
     if launch.slurm_account:
@@ -162,6 +165,23 @@ def wait(job: submitit.Job, poll_s: float, log: Callable[[str], None]) -> Any:
         ) from None
 
 
+def start_run(
+    config: Config,
+    config_file: Path,
+    arm: str,
+    seed: int,
+    out: Path,
+    steps: int | None = None,
+) -> submitit.Job:
+    """Submit one run as a resumable job (:class:`RunJob`) and return it without waiting."""
+    executor = make_executor(config, out / "submitit")
+    command = run_command(config, config_file, arm, seed, out, steps)
+    try:
+        return executor.submit(RunJob(config.launch.checkpoint_grace_s), command, out)
+    except submitit.core.utils.FailedJobError as error:
+        raise JobFailed(f"could not submit the run: {error}") from None
+
+
 def submit_run(
     config: Config,
     config_file: Path,
@@ -171,13 +191,8 @@ def submit_run(
     log: Callable[[str], None] = print,
     steps: int | None = None,
 ) -> dict[str, Any]:
-    """Submit one run, wait for it and return its manifest."""
-    executor = make_executor(config, out / "submitit")
-    command = run_command(config, config_file, arm, seed, out, steps)
-    try:
-        job = executor.submit(RunJob(config.launch.checkpoint_grace_s), command, out)
-    except submitit.core.utils.FailedJobError as error:
-        raise JobFailed(f"could not submit the run: {error}") from None
+    """Submit one run, wait for it (across requeues) and return its manifest."""
+    job = start_run(config, config_file, arm, seed, out, steps)
     log(
         f"submitted {config.workload.size}/{arm}/seed{seed} as job {job.job_id} "
         f"({resolve_cluster(config.launch)})"

@@ -80,13 +80,14 @@ class PowerSampler:
         self._thread.start()
         return self
 
-    def stop(self) -> None:
-        """Stop sampling, write what is pending, and close the writer and the source."""
+    def stop(self, complete: bool = True) -> None:
+        """Stop sampling, write what is pending, and close the writer (``complete=False``: an
+        attempt of a resumable run that ends unfinished) and the source."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
         if self.writer is not None:
-            self.writer.close()
+            self.writer.close(complete)
         self.source.close()
 
     def __enter__(self) -> PowerSampler:

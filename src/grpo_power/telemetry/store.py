@@ -21,8 +21,8 @@ __all__ = ["Trace", "TraceWriter", "journal_path", "read_trace", "write_trace"]
 class TraceWriter(ParquetJournal):
     """Append samples to a trace file; see :class:`grpo_power.journal.ParquetJournal`.
 
-    With ``append`` (a resumed run) samples are added after those of the existing file, which
-    keeps its metadata; samples not later than its last are dropped.
+    With ``append`` (a resumable run) samples follow those of its earlier attempts, whose
+    metadata the file keeps; samples not later than theirs are dropped.
     """
 
     def __init__(self, path: Path | str, metadata: TraceMetadata, append: bool = False) -> None:

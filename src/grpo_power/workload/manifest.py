@@ -1,7 +1,9 @@
 """The run manifest (DESIGN.md section 7): resolved config, versions, hardware, attempts, outcome.
 
 A run that is preempted, requeued or killed and then resumed has several attempts; each is
-recorded (host, job ids, steps, how it ended). Everything written passes through
+recorded (host, job ids, steps, how it ended). Until the run completes the manifest is
+``manifest.json.partial``, so that, like the trace and the step log, ``manifest.json`` appears
+only when the run is whole (see :mod:`grpo_power.journal`). Everything written passes through
 :func:`grpo_power.redact.redact`, so no credential reaches the file.
 """
 
@@ -34,6 +36,11 @@ def package_versions() -> dict[str, str | None]:
         except PackageNotFoundError:
             versions[name] = None
     return versions
+
+
+def unfinished_path(path: Path) -> Path:
+    """Where the manifest of a run that has not completed is kept."""
+    return path.with_name(path.name + ".partial")
 
 
 def _first_difference(old: Any, new: Any, where: str) -> str | None:
@@ -79,19 +86,20 @@ class RunManifest:
 
     @classmethod
     def read(cls, path: Path) -> RunManifest | None:
-        """The manifest in ``path`` (None: there is none).
+        """The manifest of a completed run in ``path``, else of an unfinished one (None: none).
 
         Raises:
             ValueError: the file is not a JSON manifest (the message names it).
         """
-        if not path.exists():
+        source = path if path.exists() else unfinished_path(path)
+        if not source.exists():
             return None
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(source.read_text())
         except (OSError, json.JSONDecodeError) as error:
-            raise ValueError(f"{path}: not a readable run manifest ({error})") from None
+            raise ValueError(f"{source}: not a readable run manifest ({error})") from None
         if not isinstance(data, dict) or "status" not in data:
-            raise ValueError(f"{path}: not a run manifest (no 'status' field)")
+            raise ValueError(f"{source}: not a run manifest (no 'status' field)")
         data.setdefault("attempts", [])
         return cls(path, data)
 
@@ -151,5 +159,10 @@ class RunManifest:
         self.write()
 
     def write(self) -> None:
+        """Write ``manifest.json`` when the run has completed, else its unfinished file."""
         self.data = redact(self.data)
-        write_json_atomic(self.path, self.data)
+        if self.data["status"] == "completed":
+            write_json_atomic(self.path, self.data)
+            unfinished_path(self.path).unlink(missing_ok=True)
+        else:
+            write_json_atomic(unfinished_path(self.path), self.data)

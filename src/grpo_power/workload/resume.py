@@ -7,9 +7,11 @@ it short; only once it is complete does the hook write ``resume.json`` (atomical
 the checkpoint's name and the hook's own state (tokens so far, controller state, actuator
 values). A new attempt trusts nothing else.
 
-A new attempt (:func:`start_or_resume`) merges the journals the last one left into the trace
-and the step log, drops the step rows after the resume point (those steps are redone, so each
-step appears once), records the lost attempt in the manifest and continues the trace's clock.
+A new attempt (:func:`start_or_resume`) seals the journals the last one left (into the rows of
+earlier attempts, :mod:`grpo_power.journal`), drops the step rows after the resume point (those
+steps are redone, so each step appears once), records a lost attempt in the manifest and
+continues the trace's clock. The trace, step log and manifest appear under their own names only
+when the run completes.
 
 Stop signals (:class:`StopSignals`): SIGTERM (``scontrol requeue``, ``scancel``, preemption
 without a user signal), SIGUSR1 and SIGUSR2 (submitit's timeout and preemption signal) ask the
@@ -32,8 +34,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from grpo_power.atomic import write_json_atomic
-from grpo_power.journal import journal_path, seal_journal
-from grpo_power.workload.manifest import RunManifest
+from grpo_power.journal import earlier_path, journal_path, seal_journal
+from grpo_power.workload.manifest import RunManifest, unfinished_path
 from grpo_power.workload.steplog import trim_step_log
 
 EXIT_INTERRUPTED = 75  # EX_TEMPFAIL: stopped by a signal with its state saved; rerun to resume
@@ -68,9 +70,11 @@ class RunPaths:
 
     def clear(self) -> None:
         """Remove what an earlier run left in the folder (its submitit logs stay)."""
-        for path in (self.trace, self.steps, self.manifest):
-            path.unlink(missing_ok=True)
-            journal_path(path).unlink(missing_ok=True)
+        for path in (self.trace, self.steps):
+            for leftover in (path, journal_path(path), earlier_path(path)):
+                leftover.unlink(missing_ok=True)
+        self.manifest.unlink(missing_ok=True)
+        unfinished_path(self.manifest).unlink(missing_ok=True)
         self.remove_checkpoints()
 
     def remove_checkpoints(self) -> None:
@@ -153,9 +157,11 @@ class RunStart:
 
 
 def _trace_end_s(paths: RunPaths) -> float | None:
-    if not paths.trace.exists():
+    """The last sample time of the earlier attempts (after :func:`seal_journal`)."""
+    earlier = earlier_path(paths.trace)
+    if not earlier.exists():
         return None
-    t_s = pq.read_table(paths.trace, columns=["t"]).column("t")
+    t_s = pq.read_table(earlier, columns=["t"]).column("t")
     return None if len(t_s) == 0 else float(pc.max(t_s).as_py())
 
 

@@ -148,7 +148,7 @@ def run_grpo(
         )
         sampler = PowerSampler(
             source,
-            TraceWriter(paths.trace, metadata, append=paths.trace.exists()),
+            TraceWriter(paths.trace, metadata, append=True),
             period_s=config.telemetry.period_s,
             flush_s=config.telemetry.flush_s,
             origin_s=origin_s,
@@ -161,10 +161,9 @@ def run_grpo(
             resumed_from_step=start.resume.step if start.resume else 0,
             steps_redone=start.steps_redone,
         )
-        step_log = StepLogWriter(
-            paths.steps, run_id, simulated_power=simulated, append=paths.steps.exists()
-        )
+        step_log = StepLogWriter(paths.steps, run_id, simulated_power=simulated)
     started_s = time.monotonic()
+    complete = False  # the trace and step log become whole files only when the run completes
     with StopSignals() as stop:
         try:
             model, tokenizer = load_model(config.workload, device)
@@ -213,6 +212,7 @@ def run_grpo(
             trainer.train(
                 resume_from_checkpoint=str(paths.checkpoints / point.checkpoint) if point else None
             )
+            complete = trainer.state.global_step >= steps
         except BaseException as error:
             if manifest is not None:
                 message = f"{type(error).__name__}: {error}"
@@ -222,11 +222,11 @@ def run_grpo(
         finally:
             signal.set("idle")
             if step_log is not None:
-                step_log.close()
+                step_log.close(complete)
             if sampler is not None:
-                sampler.stop()
+                sampler.stop(complete)
     steps_done = trainer.state.global_step
-    status = "completed" if steps_done >= steps else "interrupted"
+    status = "completed" if complete else "interrupted"
     if manifest is None:
         return RunResult(paths, status, steps_done, callback.completion_tokens, 0.0)
     manifest.end_attempt(

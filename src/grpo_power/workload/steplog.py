@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from grpo_power.atomic import write_parquet_atomic
-from grpo_power.journal import ParquetJournal, read_journaled, seal_journal
+from grpo_power.journal import ParquetJournal, earlier_path, read_journaled, seal_journal
 
 STEP_LOG_SCHEMA = pa.schema(
     [
@@ -56,22 +56,20 @@ STEP_LOG_COLUMNS = tuple(STEP_LOG_SCHEMA.names)
 class StepLogWriter(ParquetJournal):
     """Appends step rows; a killed run keeps every step written before the kill.
 
-    With ``append`` (a resumed run) rows are added to the log of the earlier attempts; a step
-    already there is not written twice.
+    Rows follow those of the run's earlier attempts, if it was resumed; a step already there
+    is not written twice.
     """
 
-    def __init__(
-        self, path: Path | str, run_id: str, simulated_power: bool, append: bool = False
-    ) -> None:
+    def __init__(self, path: Path | str, run_id: str, simulated_power: bool) -> None:
         metadata = {b"run_id": run_id.encode(), b"simulated_power": str(simulated_power).encode()}
-        schema = STEP_LOG_SCHEMA.with_metadata(metadata)
-        super().__init__(path, schema, append_key="step" if append else None)
+        super().__init__(path, STEP_LOG_SCHEMA.with_metadata(metadata), append_key="step")
 
 
 def trim_step_log(path: Path, last_step: int) -> list[int]:
-    """Drop the rows of steps after ``last_step`` (a resumed run redoes them); return their
-    numbers. The journal of a killed attempt is merged first. Atomic; safe to repeat."""
+    """Seal what the last attempt left, then drop the rows of steps after ``last_step`` (a
+    resumed run redoes them); return their numbers. Atomic; safe to repeat."""
     seal_journal(path, key="step")
+    path = earlier_path(path)
     if not path.exists():
         return []
     table = pq.read_table(path)
