@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from grpo_power.config import load_config
+from grpo_power.control.contract import Action, Observation
 from grpo_power.journal import (
     ParquetJournal,
     earlier_path,
@@ -32,6 +33,7 @@ from grpo_power.redact import REDACTED, redact, redact_text
 from grpo_power.telemetry.store import read_trace
 from grpo_power.workload.manifest import RunManifest
 from grpo_power.workload.resume import EXIT_INTERRUPTED, RunPaths, start_or_resume
+from grpo_power.workload.runner import run_grpo
 from grpo_power.workload.steplog import read_step_log, trim_step_log
 from tests.conftest import REPO
 
@@ -215,3 +217,34 @@ def test_sigkill_keeps_what_was_written_and_resumes_from_the_last_checkpoint(
     assert killed["status"] == "killed" and completed["status"] == "completed"
     assert completed["resumed_from_step"] == checkpoint_step
     assert completed["steps_redone"] == [s for s in steps_at_kill if s > checkpoint_step]
+
+
+class FailingController:
+    """Holds concurrency 8, then raises at its ``fail_at``-th decision (a crashed run)."""
+
+    def __init__(self, fail_at: int) -> None:
+        self.fail_at, self.decisions = fail_at, 0
+
+    def decide(self, observation: Observation) -> Action:
+        self.decisions += 1
+        if self.decisions == self.fail_at:
+            raise RuntimeError("controller crashed")
+        return Action(concurrency=8, max_new_tokens=16)
+
+
+def test_a_crashed_run_closes_its_files_and_resumes(tmp_path: Path) -> None:
+    config = load_config(_config_file(tmp_path))
+    out = tmp_path / "run"
+    with pytest.raises(RuntimeError, match="controller crashed"):
+        run_grpo(config, "fixed", 0, out, FailingController(5), steps=6, show_progress=False)
+    trace = read_trace(out / "trace.parquet")  # closed properly: rows of the failed attempt
+    assert not trace.complete and len(trace.frame) > 0
+    assert not journal_path(out / "trace.parquet").exists()
+    failed = json.loads((out / "manifest.json.partial").read_text())
+    assert failed["status"] == "failed" and "controller crashed" in failed["error"]
+    result = run_grpo(config, "fixed", 0, out, FailingController(0), steps=6, show_progress=False)
+    assert result.status == "completed" and result.steps == 6
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [a["status"] for a in manifest["attempts"]] == ["failed", "completed"]
+    assert manifest["attempts"][1]["resumed_from_step"] == 4  # checkpointed every 2 steps
+    assert read_step_log(out / "steps.parquet")["step"].tolist() == list(range(1, 7))

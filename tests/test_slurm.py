@@ -176,7 +176,7 @@ def test_preemption_by_a_higher_priority_job_resumes(slurm: None, tmp_path: Path
     def preempt(job_id: str) -> None:
         command = ["sbatch", "--parsable", "-p", "high", "-A", ACCOUNT, "--exclusive"]
         submitted = subprocess.run(
-            [*command, "-J", "grpo-preemptor", "--wrap", "sleep 2"],
+            [*command, "-J", "grpo-preemptor", "-o", "/dev/null", "--wrap", "sleep 2"],
             capture_output=True,
             text=True,
             check=True,
