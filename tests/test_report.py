@@ -14,6 +14,7 @@ import json
 import math
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -295,16 +296,21 @@ def test_snakemake_rules_list_every_output_and_caption() -> None:
         assert (captions / f"{caption}.rst").exists()
 
 
-@pytest.mark.slow
-def test_snakemake_dag_builds_the_report_on_the_default_config(tmp_path: Path) -> None:
+def _snakemake() -> str:
+    """The snakemake beside this Python (skips outside CI when the workflow extra is absent)."""
     snakemake = shutil.which("snakemake", path=str(Path(sys.executable).parent))
     if snakemake is None:
         if os.environ.get("CI") == "true":
             pytest.fail("CI installs the workflow extra: snakemake must be beside this Python")
         pytest.skip("snakemake is not installed in this environment (the workflow extra)")
+    return snakemake
+
+
+@pytest.mark.slow
+def test_snakemake_dag_builds_the_report_on_the_default_config(tmp_path: Path) -> None:
     done = subprocess.run(
         [
-            snakemake,
+            _snakemake(),
             "-n",
             "--directory",
             str(REPO),
@@ -322,6 +328,26 @@ def test_snakemake_dag_builds_the_report_on_the_default_config(tmp_path: Path) -
     assert re.search(r"\beconomics\s+1\b", done.stdout) and re.search(
         r"\breport\s+1\b", done.stdout
     )
+
+
+def test_shell_commands_keep_config_paths_as_single_arguments(tmp_path: Path) -> None:
+    """A results folder with a space and shell syntax stays one argument in every command."""
+    hostile = tmp_path / "my results; touch PWNED $(id)"
+    command = [_snakemake(), "-n", "-p", "--directory", str(REPO), "--forceall"]
+    done = subprocess.run(
+        [*command, "--config", f"results_dir={hostile}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    output = (done.stdout + done.stderr).splitlines()
+    commands = [line for line in output if "grpo_power.cli" in line]
+    assert len(commands) >= 10
+    for command in commands:
+        words = shlex.split(command)
+        assert "touch" not in words and "PWNED" not in words, command
+        assert words[words.index("--config") + 1] == f"{hostile}/config.resolved.yaml"
 
 
 def test_analysis_stages_never_import_torch_or_trl() -> None:

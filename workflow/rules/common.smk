@@ -11,6 +11,15 @@ RESULTS = Path(CFG.results_dir)
 RESOLVED_CONFIG = str(write_resolved_config(CFG, RESULTS / "config.resolved.yaml"))
 
 
+def option_args(option, values):
+    """A repeated CLI option as an argument list, ``[option, value, option, value, ...]``.
+
+    Shell commands interpolate every value with ``{...:q}`` (each argument quoted), so no path
+    or name from the config is ever read as shell syntax.
+    """
+    return [str(arg) for value in values for arg in (option, value)]
+
+
 def run_folder(size, arm, seed):
     """The folder of one GRPO run: trace.parquet, steps.parquet, manifest.json."""
     return RESULTS / "runs" / size / arm / f"seed{seed}"

@@ -29,6 +29,6 @@ rule controller:
         mem_mb=2000,
     shell:
         "OMP_NUM_THREADS={threads} python -m grpo_power.cli controller train "
-        "--deployment {wildcards.deployment} --out {params.out} "
-        "--calibration {input.calibration} --authority {input.authority} "
-        "--config {params.config} > {log} 2>&1"
+        "--deployment {wildcards.deployment:q} --out {params.out:q} "
+        "--calibration {input.calibration:q} --authority {input.authority:q} "
+        "--config {params.config:q} > {log:q} 2>&1"

@@ -39,8 +39,8 @@ rule economics:
         economics=CFG.economics.model_dump_json(),
         gpu=CFG.gpu.model_dump_json(),
         confidence=CFG.evaluate.confidence,
-        runs=lambda wildcards, input: " ".join(
-            f"--run {Path(manifest).parent}" for manifest in input.manifests
+        runs=lambda wildcards, input: option_args(
+            "--run", [Path(manifest).parent for manifest in input.manifests]
         ),
         evaluate=RESULTS / "evaluate" / "study",
         fleet=RESULTS / "fleet",
@@ -51,5 +51,5 @@ rule economics:
     resources:
         mem_mb=2000,
     shell:
-        "python -m grpo_power.cli economics --out {params.out} {params.runs} "
-        "--evaluate {params.evaluate} --fleet {params.fleet} --config {params.config} > {log} 2>&1"
+        "python -m grpo_power.cli economics --out {params.out:q} {params.runs:q} "
+        "--evaluate {params.evaluate:q} --fleet {params.fleet:q} --config {params.config:q} > {log:q} 2>&1"

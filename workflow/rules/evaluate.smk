@@ -35,9 +35,9 @@ rule evaluate:
     resources:
         mem_mb=4000,
     shell:
-        "OMP_NUM_THREADS={threads} python -m grpo_power.cli evaluate --out {params.out} "
-        "--controllers {params.controllers} --calibration {input.calibration} "
-        "--authority {input.authority} --config {params.config} > {log} 2>&1"
+        "OMP_NUM_THREADS={threads} python -m grpo_power.cli evaluate --out {params.out:q} "
+        "--controllers {params.controllers:q} --calibration {input.calibration:q} "
+        "--authority {input.authority:q} --config {params.config:q} > {log:q} 2>&1"
 
 
 rule evaluate_scenario:
@@ -74,7 +74,7 @@ rule evaluate_scenario:
     resources:
         mem_mb=4000,
     shell:
-        "OMP_NUM_THREADS={threads} python -m grpo_power.cli evaluate --scenario {wildcards.scenario} "
-        "--out {params.out} --controllers {params.controllers} "
-        "--calibration {input.calibration} --authority {input.authority} "
-        "--config {params.config} > {log} 2>&1"
+        "OMP_NUM_THREADS={threads} python -m grpo_power.cli evaluate --scenario {wildcards.scenario:q} "
+        "--out {params.out:q} --controllers {params.controllers:q} "
+        "--calibration {input.calibration:q} --authority {input.authority:q} "
+        "--config {params.config:q} > {log:q} 2>&1"

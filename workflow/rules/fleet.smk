@@ -30,4 +30,4 @@ rule fleet:
     resources:
         mem_mb=4000,
     shell:
-        "python -m grpo_power.cli fleet {input.bins} --out {params.out} --config {params.config} > {log} 2>&1"
+        "python -m grpo_power.cli fleet {input.bins:q} --out {params.out:q} --config {params.config:q} > {log:q} 2>&1"

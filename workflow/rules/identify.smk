@@ -25,9 +25,7 @@ rule identify:
         workload=CFG.workload.model_dump_json(),
         telemetry=CFG.telemetry.model_dump_json(),
         reward=CFG.controller.reward.model_dump_json(),
-        calibration=lambda wildcards, input: (
-            f"--calibration {input.calibration}" if input.calibration else ""
-        ),
+        calibration=lambda wildcards, input: option_args("--calibration", input.calibration),
         out=RESULTS / "identify",
     conda:
         "../../envs/training.yaml"
@@ -35,5 +33,5 @@ rule identify:
     resources:
         mem_mb=4000,
     shell:
-        "OMP_NUM_THREADS={threads} python -m grpo_power.cli identify --out {params.out} "
-        "{params.calibration} --config {params.config} > {log} 2>&1"
+        "OMP_NUM_THREADS={threads} python -m grpo_power.cli identify --out {params.out:q} "
+        "{params.calibration:q} --config {params.config:q} > {log:q} 2>&1"

@@ -43,13 +43,11 @@ rule report:
         config=RESOLVED_CONFIG,
         report=CFG.report.model_dump_json(),
         economics=CFG.economics.model_dump_json(),
-        runs=lambda wildcards, input: " ".join(
-            f"--run {Path(manifest).parent}" for manifest in input.manifests
+        runs=lambda wildcards, input: option_args(
+            "--run", [Path(manifest).parent for manifest in input.manifests]
         ),
-        exceedance=lambda wildcards, input: " ".join(
-            f"--exceedance {path}" for path in input.exceedance
-        ),
-        controllers=" ".join(f"--controller {folder}" for folder in controller_folders()),
+        exceedance=lambda wildcards, input: option_args("--exceedance", input.exceedance),
+        controllers=option_args("--controller", controller_folders()),
         fleet=RESULTS / "fleet",
         identify=RESULTS / "identify",
         evaluate=RESULTS / "evaluate" / "study",
@@ -61,7 +59,7 @@ rule report:
     resources:
         mem_mb=4000,
     shell:
-        "python -m grpo_power.cli report --out {params.out} {params.runs} {params.exceedance} "
-        "{params.controllers} --fleet {params.fleet} --identify {params.identify} "
-        "--evaluate {params.evaluate} --economics {params.economics_dir} "
-        "--config {params.config} > {log} 2>&1"
+        "python -m grpo_power.cli report --out {params.out:q} {params.runs:q} {params.exceedance:q} "
+        "{params.controllers:q} --fleet {params.fleet:q} --identify {params.identify:q} "
+        "--evaluate {params.evaluate:q} --economics {params.economics_dir:q} "
+        "--config {params.config:q} > {log:q} 2>&1"

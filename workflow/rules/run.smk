@@ -19,8 +19,8 @@ rule calibrate_fixed_safe:
     resources:
         mem_mb=4000,
     shell:
-        "OMP_NUM_THREADS={threads} python -m grpo_power.cli calibrate --size {wildcards.size} "
-        "--config {params.config} > {log} 2>&1"
+        "OMP_NUM_THREADS={threads} python -m grpo_power.cli calibrate --size {wildcards.size:q} "
+        "--config {params.config:q} > {log:q} 2>&1"
 
 
 rule run:
@@ -49,5 +49,5 @@ rule run:
     resources:
         mem_mb=8000,
     shell:
-        "OMP_NUM_THREADS={threads} python -m grpo_power.cli run --size {wildcards.size} --arm {wildcards.arm} "
-        "--seed {wildcards.seed} --out {params.out} --config {params.config} > {log} 2>&1"
+        "OMP_NUM_THREADS={threads} python -m grpo_power.cli run --size {wildcards.size:q} --arm {wildcards.arm:q} "
+        "--seed {wildcards.seed:q} --out {params.out:q} --config {params.config:q} > {log:q} 2>&1"

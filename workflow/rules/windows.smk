@@ -28,5 +28,5 @@ rule windows:
     resources:
         mem_mb=4000,
     shell:
-        "python -m grpo_power.cli windows {input.trace} --out {params.out} --config {params.config} "
-        "> {log} 2>&1"
+        "python -m grpo_power.cli windows {input.trace:q} --out {params.out:q} --config {params.config:q} "
+        "> {log:q} 2>&1"
