@@ -3,6 +3,7 @@ the staleness limit, and the run leaves it when fresh samples return."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -81,3 +82,33 @@ def test_run_holds_the_failsafe_setting_while_telemetry_is_stale(
     stall_start_s = trace["t"].to_numpy()[np.argmax(gap)]
     late = steps[steps["start_s"] > stall_start_s + 0.5 + 0.1]
     assert late["failsafe"].iloc[0]
+
+
+def test_a_crashed_sampler_never_stops_the_run(
+    config: Config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trace writer fails for good (a full disk): the sampler stops, the run goes on in
+    fail-safe, completes, and its manifest names the sampler's error."""
+    config = config.model_copy(update={"results_dir": tmp_path})
+    config.arms.staleness_s = 0.5
+    config.telemetry.flush_s = 0.2
+    writes = {"n": 0}
+    original_write = runner.TraceWriter.write
+
+    def failing_write(self: runner.TraceWriter, rows: list[dict]) -> None:
+        writes["n"] += 1
+        if writes["n"] > 3:
+            raise OSError(28, "No space left on device")
+        original_write(self, rows)
+
+    monkeypatch.setattr(runner.TraceWriter, "write", failing_write)
+    result = runner.run_grpo(
+        config, "fixed", 0, tmp_path / "run", FixedController(32, 32), steps=12, show_progress=False
+    )
+    assert result.status == "completed" and result.steps == 12
+    steps = read_step_log(result.paths.steps)
+    assert steps["step"].tolist() == list(range(1, 13)) and steps["failsafe"].iloc[-1]
+    manifest = json.loads(result.paths.manifest.read_text())
+    assert "No space left on device" in manifest["attempts"][0]["sampler_error"]
+    assert manifest["failsafe_steps"] == int(steps["failsafe"].sum()) > 0
+    assert len(read_trace(result.paths.trace).frame) > 0  # what was written before is kept

@@ -150,6 +150,8 @@ class PowerSampler:
                     break
         except BaseException as error:  # the sampler must never take the workload down
             self.error = error
-        finally:
+        try:  # keep what was sampled since the last flush, if the writer still can
             if self.writer is not None:
                 self.writer.write(pending)
+        except BaseException as error:
+            self.error = self.error or error

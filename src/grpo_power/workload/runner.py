@@ -253,10 +253,15 @@ def run_grpo(
     return _result(paths, manifest)
 
 
-def _attempt_figures(sampler: PowerSampler | None) -> dict[str, int | None]:
+def _attempt_figures(sampler: PowerSampler | None) -> dict[str, int | str | None]:
+    """The sampler's health over one attempt: failed reads, missed slots, a fatal error."""
+    if sampler is None:
+        return {}
+    error = sampler.error
     return {
-        "telemetry_read_errors": sampler.read_errors if sampler else None,
-        "sampler_missed_slots": sampler.missed_slots if sampler else None,
+        "telemetry_read_errors": sampler.read_errors,
+        "sampler_missed_slots": sampler.missed_slots,
+        "sampler_error": f"{type(error).__name__}: {error}" if error else None,
     }
 
 
