@@ -43,6 +43,7 @@ from grpo_power.config import load_config
 from grpo_power.sim.calibration import default_calibration
 from grpo_power.telemetry.schema import METADATA_KEY, TRACE_COLUMNS, TraceMetadata
 from grpo_power.telemetry.store import write_trace
+from grpo_power.workload.manifest import RunManifest
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -69,6 +70,7 @@ IDENTIFY = ["identify", "--out", "{out}", "--real-sweep-steps", "0", "-c", "{con
 TRAIN = ["controller", "train", "--deployment", "7b", "--out", "{out}", "-c", "{config}"]
 EVALUATE = ["evaluate", "--out", "{out}", "-c", "{config}"]
 RUN = ["run", "--arm", "fixed", "--out", "{out}", "-c", "{input}"]
+RESUME = ["run", "--arm", "fixed", "--out", "{input}", "-c", "{config}"]
 SMI_EXPECTED = "expected a comma-separated nvidia-smi log with a header line"
 
 CASES: list[Case] = [
@@ -611,6 +613,28 @@ CASES: list[Case] = [
         ["manifest.json", "no such file", "grpo-power run"],
     ),
     # --- config (run, calibrate, windows) ----------------------------------------------------
+    # --- run folders: resuming (run) ------------------------------------------------------
+    Case(
+        "run-folder-of-another-run",
+        "--out folder holding an unfinished run of another seed",
+        ("unfinished_run", {"seed": 1}),
+        RESUME,
+        ["{input}", "holds another run", "seed (was 1, now 0)", "--fresh"],
+    ),
+    Case(
+        "run-resume-point-unreadable",
+        "unfinished run whose resume.json is not JSON",
+        ("unfinished_run", {"resume": "{not json"}),
+        RESUME,
+        ["{input}/resume.json", "not a resume point", "expected step, checkpoint and hook"],
+    ),
+    Case(
+        "run-resume-point-without-checkpoint",
+        "unfinished run whose resume.json names a checkpoint that is not there",
+        ("unfinished_run", {"resume": '{"step": 4, "checkpoint": "checkpoint-4", "hook": {}}'}),
+        RESUME,
+        ["{input}/resume.json", "names checkpoint 'checkpoint-4'", "which is not in"],
+    ),
     Case(
         "run-config-yaml-syntax",
         "config with a YAML syntax error",
@@ -870,6 +894,21 @@ def build_run(
     return folder
 
 
+def build_unfinished_run(ctx: Context, seed: int = 0, resume: str | None = None) -> Path:
+    """A folder ``run-fixed/`` with the unfinished manifest of a fixed-arm run of the case's
+    config and ``seed``, and a resume point with the text ``resume``."""
+    folder = ctx.dir / "run-fixed"
+    config = load_config(ctx.config)
+    manifest = RunManifest.create(
+        folder / "manifest.json", config, "fixed", seed, {"steps_planned": config.workload.steps}
+    )
+    folder.mkdir()
+    manifest.write()
+    if resume is not None:
+        (folder / "resume.json").write_text(resume)
+    return folder
+
+
 def build_metrics(ctx: Context, drop: str | None = None) -> Path:
     """An evaluate folder whose metrics.csv has two arms x two seeds of one deployment."""
     rows = [
@@ -907,6 +946,7 @@ BUILDERS = {
     "config": build_config,
     "controller": build_controller,
     "run": build_run,
+    "unfinished_run": build_unfinished_run,
     "metrics": build_metrics,
 }
 
