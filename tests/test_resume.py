@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -131,26 +132,46 @@ def _config_file(tmp_path: Path) -> Path:
     return path
 
 
-def _start_run(tmp_path: Path, out: Path) -> subprocess.Popen[bytes]:
+@dataclass
+class RunProcess:
+    """A ``grpo-power run`` in a session of its own; its stderr goes to a file, since a pipe
+    nobody reads blocks a run once full (a two-process run fills it fast)."""
+
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def stderr(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_for_steps(self, out: Path, steps: int) -> None:
+        """Until the run has logged ``steps`` steps and flushed some power samples."""
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and self.process.poll() is None:
+            time.sleep(0.1)
+            try:
+                logged = len(read_step_log(out / "steps.parquet"))
+                sampled = len(read_trace(out / "trace.parquet").frame)
+            except (FileNotFoundError, ValueError):
+                continue
+            if logged >= steps and sampled > 0:
+                return
+        pytest.fail(f"the run never logged {steps} steps: {self.stderr()[-2000:]}")
+
+    def finish(self, returncode: int = 0) -> str:
+        """Wait for the run to end with ``returncode``; return its stderr."""
+        assert self.process.wait(timeout=600) == returncode, self.stderr()[-3000:]
+        return self.stderr()
+
+
+def _start_run(tmp_path: Path, out: Path, config_file: Path | None = None) -> RunProcess:
     env = {**os.environ, "HF_TOKEN": SECRET, "GRPO_SECRET_PASSWORD": "hunter2hunter2"}
+    config_file = config_file or _config_file(tmp_path)
     command = [sys.executable, "-m", "grpo_power.cli", "run", "--arm", "threshold"]
-    command += ["--steps", str(STEPS), "--out", str(out), "--config", str(_config_file(tmp_path))]
-    return subprocess.Popen(command, env=env, stderr=subprocess.PIPE, start_new_session=True)
-
-
-def _wait_for_steps(process: subprocess.Popen[bytes], out: Path, steps: int) -> None:
-    """Until the run has logged ``steps`` steps and flushed some power samples."""
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and process.poll() is None:
-        time.sleep(0.1)
-        try:
-            logged = len(read_step_log(out / "steps.parquet"))
-            sampled = len(read_trace(out / "trace.parquet").frame)
-        except (FileNotFoundError, ValueError):
-            continue
-        if logged >= steps and sampled > 0:
-            return
-    pytest.fail(f"the run never logged {steps} steps: {process.stderr.read().decode()[-2000:]}")
+    command += ["--steps", str(STEPS), "--out", str(out), "--config", str(config_file)]
+    log = tmp_path / f"attempt-{len(list(tmp_path.glob('attempt-*.log'))) + 1}.log"
+    with open(log, "wb") as stderr:
+        process = subprocess.Popen(command, env=env, stderr=stderr, start_new_session=True)
+    return RunProcess(process, log)
 
 
 def _assert_resumed_whole(out: Path, kept_t_s: np.ndarray) -> dict[str, Any]:
@@ -177,20 +198,18 @@ def _assert_resumed_whole(out: Path, kept_t_s: np.ndarray) -> dict[str, Any]:
 
 def test_sigterm_stops_after_a_checkpoint_and_the_same_command_resumes(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    process = _start_run(tmp_path, out)
-    _wait_for_steps(process, out, 3)
-    process.send_signal(signal.SIGTERM)
-    _, stderr = process.communicate(timeout=120)
-    assert process.returncode == EXIT_INTERRUPTED, stderr.decode()[-2000:]
-    assert b"stopped by SIGTERM after step" in stderr and b"run the same command" in stderr
+    run = _start_run(tmp_path, out)
+    run.wait_for_steps(out, 3)
+    run.process.send_signal(signal.SIGTERM)
+    stderr = run.finish(EXIT_INTERRUPTED)
+    assert "stopped by SIGTERM after step" in stderr and "run the same command" in stderr
     assert not (out / "manifest.json").exists() and not (out / "trace.parquet").exists()
     stopped = json.loads((out / "manifest.json.partial").read_text())
     stopped_at = stopped["steps_completed"]
     assert stopped["status"] == "interrupted" and stopped["stop_signal"] == "SIGTERM"
     assert json.loads((out / "resume.json").read_text())["step"] == stopped_at
     kept_t_s = read_trace(out / "trace.parquet").frame["t"].to_numpy()
-    resumed = _start_run(tmp_path, out)
-    assert resumed.wait(timeout=300) == 0, resumed.stderr.read().decode()[-2000:]
+    _start_run(tmp_path, out).finish()
     manifest = _assert_resumed_whole(out, kept_t_s)
     assert [a["status"] for a in manifest["attempts"]] == ["interrupted", "completed"]
     assert manifest["attempts"][1]["resumed_from_step"] == stopped_at
@@ -201,17 +220,16 @@ def test_sigkill_keeps_what_was_written_and_resumes_from_the_last_checkpoint(
     tmp_path: Path,
 ) -> None:
     out = tmp_path / "run"
-    process = _start_run(tmp_path, out)
-    _wait_for_steps(process, out, 5)
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
+    run = _start_run(tmp_path, out)
+    run.wait_for_steps(out, 5)
+    os.killpg(run.process.pid, signal.SIGKILL)
+    run.process.wait()
     steps_at_kill = read_step_log(out / "steps.parquet")["step"].tolist()
     trace = read_trace(out / "trace.parquet")
     assert not trace.complete and len(trace.frame) > 0
     checkpoint_step = json.loads((out / "resume.json").read_text())["step"]
     assert 2 <= checkpoint_step <= steps_at_kill[-1]
-    resumed = _start_run(tmp_path, out)
-    assert resumed.wait(timeout=300) == 0, resumed.stderr.read().decode()[-2000:]
+    _start_run(tmp_path, out).finish()
     manifest = _assert_resumed_whole(out, trace.frame["t"].to_numpy())
     killed, completed = manifest["attempts"]
     assert killed["status"] == "killed" and completed["status"] == "completed"
@@ -248,3 +266,21 @@ def test_a_crashed_run_closes_its_files_and_resumes(tmp_path: Path) -> None:
     assert [a["status"] for a in manifest["attempts"]] == ["failed", "completed"]
     assert manifest["attempts"][1]["resumed_from_step"] == 4  # checkpointed every 2 steps
     assert read_step_log(out / "steps.parquet")["step"].tolist() == list(range(1, 7))
+
+
+@pytest.mark.slow
+def test_a_two_process_zero3_run_stops_on_sigterm_and_resumes(tmp_path: Path) -> None:
+    """SIGTERM to the relaunching process reaches both ZeRO-3 ranks through accelerate's
+    launcher; they stop after a step with a checkpoint and the same command resumes."""
+    config_file = _config_file(tmp_path)
+    sizes = "run_sizes:\n  - {size: tiny, processes: 2, zero_stage: 3}\n"
+    config_file.write_text(config_file.read_text() + sizes)
+    out = tmp_path / "run"
+    run = _start_run(tmp_path, out, config_file)
+    run.wait_for_steps(out, 3)
+    run.process.send_signal(signal.SIGTERM)  # this process only: it passes the signal on
+    run.finish(EXIT_INTERRUPTED)
+    kept_t_s = read_trace(out / "trace.parquet").frame["t"].to_numpy()
+    _start_run(tmp_path, out, config_file).finish()
+    manifest = _assert_resumed_whole(out, kept_t_s)
+    assert [a["status"] for a in manifest["attempts"]] == ["interrupted", "completed"]

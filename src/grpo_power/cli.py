@@ -164,7 +164,7 @@ def run(
         return
     run_size = cfg.run_size(cfg.workload.size)
     if relaunch_needed(run_size):
-        raise typer.Exit(relaunch_with_accelerate(run_size, sys.argv[1:]))
+        raise typer.Exit(relaunch_with_accelerate(run_size, sys.argv[1:], out))
 
     from grpo_power.workload.arms import controller_for_arm
     from grpo_power.workload.runner import run_grpo

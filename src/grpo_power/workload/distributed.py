@@ -3,15 +3,27 @@
 When the run size has several processes (``run_sizes`` in the config) the command starts one
 process per GPU (DeepSpeed ZeRO-3 when its ``zero_stage`` is 3); inside the launch ``WORLD_SIZE``
 is set and the run proceeds. The command is an argument list, never a shell string.
+
+Stop signals: every rank stops after its current step with a checkpoint on SIGTERM, SIGUSR1 or
+SIGUSR2 (:mod:`grpo_power.workload.resume`). Under Slurm every process of the job gets the
+signal; elsewhere the relaunching process passes one it receives on to the launcher as SIGTERM,
+which hands it to the ranks. Either way a run that stopped with its checkpoint saved exits with
+:data:`~grpo_power.workload.resume.EXIT_INTERRUPTED`, as a single-process run does.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
+from types import FrameType
 
 from grpo_power.config import RunSize
+from grpo_power.workload.manifest import RunManifest
+from grpo_power.workload.resume import EXIT_INTERRUPTED, StopSignals
 
 
 def relaunch_needed(run_size: RunSize) -> bool:
@@ -35,6 +47,23 @@ def accelerate_command(run_size: RunSize, cli_args: list[str]) -> list[str]:
     return [*command, "-m", "grpo_power.cli", *cli_args]
 
 
-def relaunch_with_accelerate(run_size: RunSize, cli_args: list[str]) -> int:
-    """Run the command under accelerate and return its exit code."""
-    return subprocess.run(accelerate_command(run_size, cli_args), check=False).returncode
+def relaunch_with_accelerate(run_size: RunSize, cli_args: list[str], run_folder: Path) -> int:
+    """Run the command under accelerate and return its exit code (see the module's note on
+    stop signals)."""
+    process = subprocess.Popen(accelerate_command(run_size, cli_args))
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        if "SLURM_JOB_ID" not in os.environ and process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+
+    previous = {signum: signal.signal(signum, forward) for signum in StopSignals.SIGNALS}
+    try:
+        while (returncode := process.poll()) is None:  # poll: handlers run between polls
+            time.sleep(0.5)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    manifest = RunManifest.read(run_folder / "manifest.json")
+    if returncode != 0 and manifest is not None and manifest.data["status"] == "interrupted":
+        return EXIT_INTERRUPTED
+    return returncode
