@@ -184,6 +184,7 @@ def _assert_resumed_whole(out: Path, kept_t_s: np.ndarray) -> dict[str, Any]:
     t_s = trace.frame["t"].to_numpy()
     assert np.all(np.diff(t_s) > 0)  # one GPU: strictly increasing, so no sample twice
     assert np.isin(kept_t_s, t_s).all()  # nothing written before the interruption is lost
+    assert np.all(np.diff(trace.frame["energy_j"].to_numpy()) >= 0)  # one counter, run-long
     manifest = json.loads((out / "manifest.json").read_text())
     first, second = manifest["attempts"]
     assert first["t_end_s"] <= second["t_start_s"]

@@ -42,6 +42,8 @@ class PowerSampler:
         flush_s: rows are written to ``writer`` at least this often, s.
         history_s: how much recent history :meth:`recent` can return, s.
         origin_s: ``time.monotonic()`` value that is ``t = 0`` (default: when started).
+        energy_offset_j: added to each GPU's energy counter (by GPU index), J: a resumed run's
+            counters continue from its earlier attempts.
     """
 
     def __init__(
@@ -52,6 +54,7 @@ class PowerSampler:
         flush_s: float = 2.0,
         history_s: float = 300.0,
         origin_s: float | None = None,
+        energy_offset_j: dict[int, float] | None = None,
     ) -> None:
         if period_s <= 0:
             raise ValueError(f"period_s must be positive, got {period_s}")
@@ -60,6 +63,7 @@ class PowerSampler:
         self.period_s = period_s
         self.flush_s = flush_s
         self.origin_s = origin_s
+        self.energy_offset_j = energy_offset_j or {}
         self.samples_taken = 0
         self.missed_slots = 0
         self.read_errors = 0
@@ -126,6 +130,8 @@ class PowerSampler:
         with self._lock:
             for row in rows:
                 row["t"] = t_s
+                if row.get("energy_j") is not None:
+                    row["energy_j"] += self.energy_offset_j.get(row["gpu"], 0.0)
                 self._history.append((t_s, row["gpu"], row["power_w"]))
         pending.extend(rows)
         self.samples_taken += 1

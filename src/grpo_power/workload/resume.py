@@ -10,8 +10,8 @@ values). A new attempt trusts nothing else.
 A new attempt (:func:`start_or_resume`) seals the journals the last one left (into the rows of
 earlier attempts, :mod:`grpo_power.journal`), drops the step rows after the resume point (those
 steps are redone, so each step appears once), records a lost attempt in the manifest and
-continues the trace's clock. The trace, step log and manifest appear under their own names only
-when the run completes.
+continues the trace's clock and energy counters. The trace, step log and manifest appear under
+their own names only when the run completes.
 
 Stop signals (:class:`StopSignals`): SIGTERM (``scontrol requeue``, ``scancel``, preemption
 without a user signal), SIGUSR1 and SIGUSR2 (submitit's timeout and preemption signal) ask the
@@ -30,7 +30,6 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from grpo_power.atomic import write_json_atomic
@@ -153,16 +152,21 @@ class RunStart:
     resume: ResumePoint | None
     steps_redone: list[int]  # step rows of the last attempt dropped, to be run again
     trace_end_s: float | None  # the trace's last sample time so far (None: no samples)
+    energy_j: dict[int, float]  # each GPU's energy counter at the end of the earlier attempts
     completed: bool  # the folder already holds this run, completed
 
 
-def _trace_end_s(paths: RunPaths) -> float | None:
-    """The last sample time of the earlier attempts (after :func:`seal_journal`)."""
+def _trace_end(paths: RunPaths) -> tuple[float | None, dict[int, float]]:
+    """The last sample time and each GPU's last energy counter value of the earlier attempts
+    (after :func:`seal_journal`)."""
     earlier = earlier_path(paths.trace)
     if not earlier.exists():
-        return None
-    t_s = pq.read_table(earlier, columns=["t"]).column("t")
-    return None if len(t_s) == 0 else float(pc.max(t_s).as_py())
+        return None, {}
+    samples = pq.read_table(earlier, columns=["t", "gpu", "energy_j"]).to_pandas()
+    if samples.empty:
+        return None, {}
+    energy = samples.dropna(subset=["energy_j"]).groupby("gpu")["energy_j"].max()
+    return float(samples["t"].max()), {int(gpu): float(j) for gpu, j in energy.items()}
 
 
 def start_or_resume(paths: RunPaths, new: RunManifest, fresh: bool) -> RunStart:
@@ -179,7 +183,7 @@ def start_or_resume(paths: RunPaths, new: RunManifest, fresh: bool) -> RunStart:
     old = None if fresh else RunManifest.read(paths.manifest)
     if old is None:
         paths.clear()
-        return RunStart(new, None, [], None, completed=False)
+        return RunStart(new, None, [], None, {}, completed=False)
     difference = old.same_run(new)
     if difference:
         raise ValueError(
@@ -188,7 +192,7 @@ def start_or_resume(paths: RunPaths, new: RunManifest, fresh: bool) -> RunStart:
         )
     if old.data["status"] == "completed":
         paths.remove_checkpoints()  # in case the last attempt was killed before it did
-        return RunStart(old, None, [], None, completed=True)
+        return RunStart(old, None, [], None, {}, completed=True)
     point = ResumePoint.load(paths)
     if paths.checkpoints.exists():  # only the resume point's checkpoint is known complete
         for folder in paths.checkpoints.glob("checkpoint-*"):
@@ -196,6 +200,6 @@ def start_or_resume(paths: RunPaths, new: RunManifest, fresh: bool) -> RunStart:
                 shutil.rmtree(folder)
     seal_journal(paths.trace, key="t")
     redone = trim_step_log(paths.steps, point.step if point else 0)
-    trace_end_s = _trace_end_s(paths)
+    trace_end_s, energy_j = _trace_end(paths)
     old.mark_lost_attempt(t_end_s=trace_end_s)
-    return RunStart(old, point, redone, trace_end_s, completed=False)
+    return RunStart(old, point, redone, trace_end_s, energy_j, completed=False)

@@ -152,6 +152,7 @@ def run_grpo(
             period_s=config.telemetry.period_s,
             flush_s=config.telemetry.flush_s,
             origin_s=origin_s,
+            energy_offset_j=start.energy_j if start is not None else None,
         ).start()
     manifest = step_log = None
     if start is not None:
