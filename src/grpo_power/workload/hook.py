@@ -181,7 +181,10 @@ class ControllerCallback(TrainerCallback):
         }
         if self.step_log is not None:
             self.step_log.write([row])
-        self._stop_if_requested(control)
+        if state.global_step >= state.max_steps:
+            control.should_save = False  # a completed run deletes its checkpoints: skip the last
+        else:
+            self._stop_if_requested(control)
         power_w = self.recent_power_w(self.window_s) if self.recent_power_w else np.empty(0)
         self._bar.update(1)
         self._bar.set_postfix(

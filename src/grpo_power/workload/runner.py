@@ -228,30 +228,41 @@ def run_grpo(
                 sampler.stop(complete)
     steps_done = trainer.state.global_step
     status = "completed" if complete else "interrupted"
+    if manifest is not None:
+        manifest.end_attempt(
+            status,
+            t_end_s=time.monotonic() - origin_s,
+            wall_s=time.monotonic() - started_s,
+            steps_done=steps_done,
+            stop_signal=callback.stopped_by,
+            **_attempt_figures(sampler),
+        )
+        attempts = manifest.attempts
+        manifest.finish(
+            status,
+            steps_completed=steps_done,
+            completion_tokens=callback.completion_tokens,
+            failsafe_steps=callback.failsafe_steps,
+            wall_s=sum(a["t_end_s"] - a["t_start_s"] for a in attempts if a.get("t_end_s")),
+            telemetry_read_errors=_total(attempts, "telemetry_read_errors"),
+            sampler_missed_slots=_total(attempts, "sampler_missed_slots"),
+            stop_signal=callback.stopped_by if status == "interrupted" else None,
+        )
+        if status == "completed":
+            paths.remove_checkpoints()
+    _leave_together(trainer)
     if manifest is None:
         return RunResult(paths, status, steps_done, callback.completion_tokens, 0.0)
-    manifest.end_attempt(
-        status,
-        t_end_s=time.monotonic() - origin_s,
-        wall_s=time.monotonic() - started_s,
-        steps_done=steps_done,
-        stop_signal=callback.stopped_by,
-        **_attempt_figures(sampler),
-    )
-    attempts = manifest.attempts
-    manifest.finish(
-        status,
-        steps_completed=steps_done,
-        completion_tokens=callback.completion_tokens,
-        failsafe_steps=callback.failsafe_steps,
-        wall_s=sum(a["t_end_s"] - a["t_start_s"] for a in attempts if a.get("t_end_s")),
-        telemetry_read_errors=_total(attempts, "telemetry_read_errors"),
-        sampler_missed_slots=_total(attempts, "sampler_missed_slots"),
-        stop_signal=callback.stopped_by if status == "interrupted" else None,
-    )
-    if status == "completed":
-        paths.remove_checkpoints()
     return _result(paths, manifest)
+
+
+def _leave_together(trainer: PowerAwareGRPOTrainer) -> None:
+    """The ranks of a multi-process run wait for the main one to write the run's files, then
+    close their process group: a rank that exits while another still holds the group can abort
+    the launch (seen once as SIGABRT after a final ZeRO-3 checkpoint)."""
+    if trainer.accelerator.num_processes > 1:
+        trainer.accelerator.wait_for_everyone()
+        torch.distributed.destroy_process_group()
 
 
 def _attempt_figures(sampler: PowerSampler | None) -> dict[str, int | str | None]:
