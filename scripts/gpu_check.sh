@@ -64,9 +64,13 @@ for concurrency in sys.argv[2:]:
     steps = read_step_log(run / "steps.parquet")
     trace = read_trace(run / "trace.parquet")
     t0, t1 = steps["start_s"].min(), steps["end_s"].max()
-    frame = trace.frame[(trace.frame["t"] >= t0) & (trace.frame["t"] <= t1)]
+    t_s = trace.frame["t"]
+    frame = trace.frame[(t_s >= t0) & (t_s <= t1)]
+    # each step generates first: [start_s, start_s + generate_s] is its generation phase
+    generating = sum(((t_s >= a) & (t_s <= a + g)) for a, g in zip(steps["start_s"], steps["generate_s"]))
     label = " (SIMULATED)" if trace.metadata.simulated else ""
     print(f"concurrency {concurrency}: mean power {frame['power_w'].mean():.1f} W per GPU{label}, "
+          f"generation {trace.frame.loc[generating > 0, 'power_w'].mean():.1f} W, "
           f"{steps['completion_tokens'].sum() / (t1 - t0):.0f} completion tokens/s "
           f"over {len(steps)} steps ({trace.metadata.gpu_name})")
 PY

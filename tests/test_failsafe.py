@@ -65,7 +65,7 @@ def test_run_holds_the_failsafe_setting_while_telemetry_is_stale(
 
     monkeypatch.setattr(runner, "open_source", stalling_open_source)
     result = runner.run_grpo(
-        config, "fixed", 0, tmp_path / "run", FixedController(32, 32), steps=20, show_progress=False
+        config, "fixed", 0, tmp_path / "run", FixedController(32, 32), steps=60, show_progress=False
     )
     steps = read_step_log(result.paths.steps)
     failsafe = steps[steps["failsafe"]]
