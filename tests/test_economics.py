@@ -30,9 +30,10 @@ from grpo_power.economics.carbon import UnknownRegion, carbon_intensity, carbon_
 from grpo_power.economics.cost import Assumptions, arm_costs, hours_in_year, per_run, savings
 from grpo_power.economics.oversubscription import extra_gpus, oversubscription_table
 from grpo_power.economics.pilot import headroom_windows, pilot_plan
+from grpo_power.economics.records import run_record
 from grpo_power.economics.stage import OUTPUTS, run_economics
 from grpo_power.telemetry.schema import TraceMetadata
-from grpo_power.telemetry.store import write_trace
+from grpo_power.telemetry.store import read_trace, write_trace
 from grpo_power.workload.steplog import STEP_LOG_SCHEMA
 
 RUN_ARMS = ("uncontrolled", "fixed", "threshold")
@@ -385,6 +386,21 @@ def test_bad_economics_settings_are_rejected(economics: dict, expected: str) -> 
     with pytest.raises(ConfigError) as error:
         validate_config({"economics": economics})
     assert expected in str(error.value)
+
+
+def test_a_resumed_runs_wall_time_leaves_out_the_time_between_attempts(tmp_path: Path) -> None:
+    folder = write_run(tmp_path / "run", small_config(tmp_path), "fixed", 300.0, 100)
+    plain = run_record(folder)
+    trace = read_trace(folder / "trace.parquet")
+    frame = trace.frame.copy()
+    frame.loc[frame["t"] > 15.01, "t"] += 100.0  # attempt 2 starts 100 s after attempt 1 ended
+    write_trace(folder / "trace.parquet", frame, trace.metadata)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["attempts"] = [{"t_start_s": 0.0, "t_end_s": 15.0}, {"t_start_s": 115.1}]
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    resumed = run_record(folder)
+    assert plain["wall_s"] == pytest.approx(30.0)
+    assert resumed["wall_s"] == pytest.approx(29.9)  # 130 s of trace less the 100.1 s between
 
 
 def test_config_yaml_documents_the_schema_defaults(config: Config) -> None:

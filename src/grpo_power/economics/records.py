@@ -14,7 +14,9 @@ Nothing here imports torch or TRL: the step log and the trace are read with pyar
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -65,9 +67,20 @@ def run_record(folder: Path | str) -> dict[str, object]:
         "gpus": len(gpus),
         "tokens": float(steps["completion_tokens"].sum()),
         "energy_j": float(sum(g.energy_j for g in gpus)),
-        "wall_s": float(max(g.duration_s for g in gpus)),
+        "wall_s": float(max(g.duration_s for g in gpus)) - _between_attempts_s(manifest),
         "data": trace.metadata.source,
     }
+
+
+def _between_attempts_s(manifest: dict[str, Any]) -> float:
+    """Time between the attempts of a resumed run, s (trace clock): in the trace's span, but
+    not time the run ran."""
+    attempts = manifest.get("attempts") or []
+    return sum(
+        max(0.0, after["t_start_s"] - before["t_end_s"])
+        for before, after in itertools.pairwise(attempts)
+        if before.get("t_end_s") is not None and after.get("t_start_s") is not None
+    )
 
 
 def simulator_records(metrics_csv: Path | str) -> pd.DataFrame:
