@@ -207,7 +207,11 @@ def test_plain_requeue_resumes_from_the_runs_own_checkpoint(slurm: None, tmp_pat
 @pytest.mark.slow
 def test_snakemake_slurm_profile_runs_the_study_end_to_end(slurm: None, tmp_path: Path) -> None:
     config, config_file = _slurm_config(
-        tmp_path, workload={"steps": 6}, arms={"fixed_safe": {"calibration_steps": 4}}
+        # 15-step runs (a few seconds) so every trace holds whole 0.5 s bins for the windows
+        # stage even when start-up starves the sampler once; 6 steps (1.5 s) sometimes did not
+        tmp_path,
+        workload={"steps": 15},
+        arms={"fixed_safe": {"calibration_steps": 4}},
     )
     profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
     profile["default-resources"].update(
