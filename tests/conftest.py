@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -15,3 +16,11 @@ DATA = Path(__file__).resolve().parent / "data"
 @pytest.fixture
 def config() -> Config:
     return load_config(REPO / "config" / "config.yaml")
+
+
+def missing_requirement(reason: str) -> None:
+    """A test needs something this machine lacks (Slurm, chromium, snakemake): under CI=true,
+    where `.ci/run` installs all of it, that is a failure; elsewhere a skip giving ``reason``."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI must provide this: {reason}")
+    pytest.skip(reason)

@@ -12,7 +12,6 @@ import ast
 import functools
 import json
 import math
-import os
 import re
 import shlex
 import shutil
@@ -29,7 +28,7 @@ from typer.testing import CliRunner
 from grpo_power.cli import app
 from grpo_power.economics.stage import OUTPUTS
 from grpo_power.report.stage import FIGURES
-from tests.conftest import REPO
+from tests.conftest import REPO, missing_requirement
 from tests.test_economics import build_stage_outputs
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -247,9 +246,7 @@ def _chromium(*args: str, profile: Path) -> subprocess.CompletedProcess[str]:
 
 def test_report_renders_in_headless_chromium(report: dict, tmp_path: Path) -> None:
     if not CHROMIUM.exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail("CI needs Debian's chromium for the report test: apt-get install chromium")
-        pytest.skip(f"{CHROMIUM} missing: install Debian's chromium package to render the report")
+        missing_requirement(f"{CHROMIUM} missing: apt-get install chromium to render the report")
     index = report["root"] / "report" / "index.html"
     # the same page with a script that lists images the browser could not load
     checked = index.with_name("index.load-check.html")
@@ -300,9 +297,7 @@ def _snakemake() -> str:
     """The snakemake beside this Python (skips outside CI when the workflow extra is absent)."""
     snakemake = shutil.which("snakemake", path=str(Path(sys.executable).parent))
     if snakemake is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("CI installs the workflow extra: snakemake must be beside this Python")
-        pytest.skip("snakemake is not installed in this environment (the workflow extra)")
+        missing_requirement("snakemake is not beside this Python (install the workflow extra)")
     return snakemake
 
 

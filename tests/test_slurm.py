@@ -20,7 +20,7 @@ from grpo_power.config import Config, deep_merge, validate_config
 from grpo_power.launch.submit import JobFailed, start_run, submit_run, wait
 from grpo_power.telemetry.store import read_trace
 from grpo_power.workload.steplog import read_step_log
-from tests.conftest import REPO
+from tests.conftest import REPO, missing_requirement
 
 ACCOUNT, PARTITION = "grpo", "debug"  # made by scripts/slurm/start.sh
 
@@ -40,9 +40,7 @@ def _slurm_problem() -> str | None:
 def slurm() -> None:
     problem = _slurm_problem()
     if problem:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI needs the test Slurm: {problem}")
-        pytest.skip(problem)
+        missing_requirement(f"the test Slurm: {problem}")
 
 
 def _slurm_config(tmp_path: Path, **overrides: object) -> tuple[Config, Path]:
