@@ -70,8 +70,8 @@ class RunJob(Checkpointable):
             # Stopped by SIGTERM (scontrol requeue, scancel, preemption) with its checkpoint
             # saved. Exit without a result: Slurm requeues the job (the same command resumes)
             # or, if it was cancelled, the submitter reports the run's message.
-            print(f"grpo-power: the run stopped with its checkpoint saved (exit {returncode})",
-                  file=sys.stderr)  # fmt: skip
+            message = f"grpo-power: the run stopped with its checkpoint saved (exit {returncode})"
+            print(message, file=sys.stderr)
             sys.exit(returncode)
         if returncode != 0:
             raise RuntimeError(f"`grpo-power run` exited with {returncode}")

@@ -65,24 +65,21 @@ class RunManifest:
     def create(
         cls, path: Path, config: Config, arm: str, seed: int, extra: dict[str, Any]
     ) -> RunManifest:
-        """A manifest for a run that starts from scratch."""
-        manifest = cls(
-            path,
-            {
-                "status": "running",
-                "arm": arm,
-                "size": config.workload.size,
-                "seed": seed,
-                "started_unix_s": time.time(),
-                "packages": package_versions(),
-                "python": platform.python_version(),
-                "config": config.model_dump(mode="json"),
-                "attempts": [],
-                **extra,
-            },
-        )
-        manifest.data = redact(manifest.data)
-        return manifest
+        """A manifest for a run that starts from scratch (filtered already, so that it compares
+        with a written one in :meth:`same_run`)."""
+        data = {
+            "status": "running",
+            "arm": arm,
+            "size": config.workload.size,
+            "seed": seed,
+            "started_unix_s": time.time(),
+            "packages": package_versions(),
+            "python": platform.python_version(),
+            "config": config.model_dump(mode="json"),
+            "attempts": [],
+            **extra,
+        }
+        return cls(path, redact(data))
 
     @classmethod
     def read(cls, path: Path) -> RunManifest | None:
