@@ -3,16 +3,19 @@
 Each case builds one bad input in a fresh folder, runs one ``grpo-power`` command on it and
 checks that the command
 
-- exits non-zero through the CLI's error path (a one-line ``error: ...``, never a traceback);
+- exits with the case's exit code: 2 through the CLI's data-error path (a one-line
+  ``error: ...``, never a traceback), or 64 for a usage error (click's ``Usage: ...`` and
+  ``Error: ...``, e.g. an invalid choice);
 - names the file, the field and what was expected (the case's substrings, all present);
 - leaves nothing behind: the folder holds exactly the files it held before the command (no
   output file or folder under its final name, no ``*.tmp`` leftover).
 
 The case table below is data: an id, what the input is, how to build it (a builder and its
-parameters, the builders follow the table), the command, and the substrings the message must
-contain. In commands and substrings ``{input}`` is the built input, ``{name}`` its file name,
-``{out}`` an output path that must not appear, ``{config}`` a valid config whose results folder
-is the case's own, and ``{dir}`` the case's folder.
+parameters, the builders follow the table), the command, the substrings the message must
+contain, and the exit code when it is not 2. In commands and substrings ``{input}`` is the
+built input, ``{name}`` its file name, ``{out}`` an output path that must not appear,
+``{config}`` a valid config whose results folder is the case's own, and ``{dir}`` the case's
+folder.
 
 ``python tests/test_bad_inputs.py`` runs every case and prints a markdown table
 (# | input | command | exit code | message) for the closing note.
@@ -38,7 +41,7 @@ import yaml
 from typer.testing import CliRunner
 
 from grpo_power.analysis.windows import BINS_METADATA_KEY, run_windows
-from grpo_power.cli import app
+from grpo_power.cli import EXIT_DATA, EXIT_USAGE, app
 from grpo_power.config import load_config
 from grpo_power.sim.calibration import default_calibration
 from grpo_power.telemetry.schema import METADATA_KEY, TRACE_COLUMNS, TraceMetadata
@@ -57,6 +60,7 @@ class Case:
     build: tuple[str, dict[str, Any]]  # (builder, its parameters)
     command: list[str]
     expect: list[str]  # substrings of the error message (after placeholders)
+    exit_code: int = EXIT_DATA  # EXIT_USAGE: refused by the command line's parser
 
 
 NVSMI_HEADER = "timestamp, index, power.draw [W], power.default_limit [W]"
@@ -234,7 +238,8 @@ CASES: list[Case] = [
         "a log imported with --format csv",
         ("text", {"name": "smi.csv", "text": f"{NVSMI_HEADER}\n{T0}, 0, 250 W, 400 W\n"}),
         [*IMPORT, "--format", "csv"],
-        ["{name}", "--format", "expected 'nvidia-smi' or 'dcgm'", "got 'csv'"],
+        ["Invalid value for '--format'", "'csv' is not one of 'nvidia-smi', 'dcgm'"],
+        EXIT_USAGE,
     ),
     # --- telemetry summary -------------------------------------------------------------------
     Case(
@@ -995,11 +1000,14 @@ def run_case(case: Case, folder: Path) -> Outcome:
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_bad_input_is_refused_clearly_and_leaves_nothing(case: Case, tmp_path: Path) -> None:
     outcome = run_case(case, tmp_path / case.id)
-    assert outcome.exit_code != 0, outcome.message
+    assert outcome.exit_code == case.exit_code, outcome.message
     assert outcome.exception is None or isinstance(outcome.exception, SystemExit), (
         f"unhandled {outcome.exception!r}"
     )
-    assert outcome.message.startswith("error: "), outcome.message
+    if case.exit_code == EXIT_USAGE:
+        assert outcome.message.startswith("Usage: ") and "\nError: " in outcome.message
+    else:
+        assert outcome.message.startswith("error: "), outcome.message
     missing = [s for s in outcome.expect if s not in outcome.message]
     assert not missing, f"{missing} not in: {outcome.message}"
     assert not outcome.added, f"left behind: {outcome.added}"

@@ -3,6 +3,27 @@
 Each subcommand loads the config through :func:`grpo_power.config.load_config`, calls one
 package, and turns expected errors (bad config, bad input file, missing hardware) into a message
 on stderr and a non-zero exit, never a traceback.
+
+``--config`` defaults to ``config/config.yaml`` in the working folder when it exists, else to the
+packaged default (the same file, shipped in the package; a note on stderr says so). A ``--config``
+given explicitly must exist.
+
+Exit codes (the same through ``grpo-power``, ``python -m grpo_power.cli`` and ``CliRunner``):
+
+====  =========================================================================================
+0     success; also ``--help`` and ``--version``
+2     data or config error: bad config value, bad or missing input file, telemetry unavailable
+      (one line ``error: ...`` on stderr, never a traceback)
+3     a submitted run job (submitit / Slurm) failed (``JobFailed``; its id, state, stderr tail)
+64    usage error (sysexits EX_USAGE): unknown option or command, invalid choice, missing
+      argument or option; also a command group given no arguments (it prints its help)
+75    a run stopped by SIGTERM, SIGUSR1 or SIGUSR2 with its checkpoint saved (EX_TEMPFAIL);
+      the same command resumes it
+130   interrupted (Ctrl-C) or aborted
+====  =========================================================================================
+
+``telemetry record`` exits with the recorded command's own exit code when the recording itself
+succeeded.
 """
 
 from __future__ import annotations
@@ -13,14 +34,77 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import typer
+from typer.core import TyperGroup
 
-from grpo_power.config import DEFAULT_CONFIG_PATH, Config, ConfigError, load_config
+from grpo_power import __version__
+from grpo_power.config import (
+    DEFAULT_CONFIG_PATH,
+    ArmName,
+    Config,
+    ConfigError,
+    LauncherName,
+    TelemetrySource,
+    default_config_path,
+    load_config,
+    packaged_config_path,
+)
+
+try:  # typer >= 0.2x carries its own copy of click
+    from typer._click import exceptions as click_exceptions
+except ImportError:  # pragma: no cover - typer on top of the click package
+    from click import exceptions as click_exceptions  # type: ignore[no-redef]
+
+EXIT_DATA = 2  # a bad config or input file, missing hardware (the `user_errors` path)
+EXIT_JOB_FAILED = 3  # a submitted run job failed
+EXIT_USAGE = 64  # sysexits EX_USAGE: the command line itself is wrong
+EXIT_ABORTED = 130  # Ctrl-C, or an aborted prompt
+# EXIT_INTERRUPTED = 75 (EX_TEMPFAIL) lives in grpo_power.workload.resume.
+
+# Log formats of `telemetry import` (grpo_power.telemetry.importers.ImportFormat; not imported
+# from there because that module loads pandas, and every command line would pay for it).
+ImportFormat = Literal["nvidia-smi", "dcgm"]
+
+
+class ExitCodeGroup(TyperGroup):
+    """The top-level command: runs the app with ``standalone_mode=False`` and maps the outcome to
+    the exit codes of the module docstring (click's own default for usage errors is 2, which this
+    command line keeps for data errors).
+
+    It lives on the group, not only in :func:`main`, so that in-process runs (``CliRunner``, the
+    tests) see the same exit codes as ``grpo-power`` and ``python -m grpo_power.cli``.
+    """
+
+    def main(
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            # Returns the exit code of a typer.Exit (ctx.exit for --help / --version: 0).
+            result = super().main(args, prog_name, complete_var, False, **extra)
+        except click_exceptions.UsageError as error:  # BadParameter, MissingParameter, ...
+            error.show()
+            sys.exit(EXIT_USAGE)
+        except click_exceptions.ClickException as error:
+            error.show()
+            sys.exit(error.exit_code)
+        except typer.Abort:
+            typer.echo("Aborted!", err=True)
+            sys.exit(EXIT_ABORTED)
+        sys.exit(result if isinstance(result, int) else 0)
+
 
 app = typer.Typer(
     name="grpo-power",
+    cls=ExitCodeGroup,
     help="Measure, cap and provision the GPU power of GRPO post-training runs.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -34,14 +118,56 @@ controller_app = typer.Typer(
 )
 app.add_typer(controller_app, name="controller")
 
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"grpo-power {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print the version and exit.", callback=_show_version, is_eager=True
+        ),
+    ] = False,
+) -> None:
+    pass
+
+
+def _config_default(ctx: typer.Context, param: typer.CallbackParam, value: Path) -> Path:
+    """``--config`` not given: ``config/config.yaml`` here when it exists, else the packaged
+    default, with a note on stderr. A path given explicitly is kept (a missing one is an error)."""
+    source = ctx.get_parameter_source(param.name or "config")
+    if ctx.resilient_parsing or getattr(source, "name", None) != "DEFAULT":
+        return value
+    path = default_config_path()
+    if path == packaged_config_path():
+        typer.echo(
+            f"note: no {DEFAULT_CONFIG_PATH} in {Path.cwd()}: using the packaged default config "
+            f"{path}",
+            err=True,
+        )
+    return path
+
+
 ConfigOption = Annotated[
-    Path, typer.Option("--config", "-c", help="Config file (validated against the schema).")
+    Path,
+    typer.Option(
+        "--config",
+        "-c",
+        help="Config file, validated against the schema (no config/config.yaml here: the "
+        "packaged default).",
+        callback=_config_default,
+    ),
 ]
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def user_errors(func: F) -> F:
-    """Report expected errors as one clear message and exit code 2."""
+    """Report expected errors as one clear message: exit code 2, or 3 for a failed job."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -50,15 +176,17 @@ def user_errors(func: F) -> F:
 
         try:
             return func(*args, **kwargs)
+        except JobFailed as error:
+            typer.echo(f"error: {error}", err=True)
+            raise typer.Exit(EXIT_JOB_FAILED) from None
         except (
             ConfigError,
             ValueError,
             FileNotFoundError,
             TelemetryUnavailable,
-            JobFailed,
         ) as error:
             typer.echo(f"error: {error}", err=True)
-            raise typer.Exit(2) from None
+            raise typer.Exit(EXIT_DATA) from None
 
     return wrapper  # type: ignore[return-value]
 
@@ -104,10 +232,7 @@ def calibrate(
 @app.command("run", context_settings={"allow_extra_args": False})
 @user_errors
 def run(
-    arm: Annotated[
-        str,
-        typer.Option("--arm", help="uncontrolled | fixed | fixed-safe | threshold | ppo | hwcap"),
-    ],
+    arm: Annotated[ArmName, typer.Option("--arm", help="The arm: which controller, if any.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Run folder (trace, steps, manifest).")],
     size: Annotated[
         str | None, typer.Option("--size", help="Model preset (default: config).")
@@ -115,7 +240,8 @@ def run(
     seed: Annotated[int | None, typer.Option("--seed", help="Seed (default: config).")] = None,
     steps: Annotated[int | None, typer.Option("--steps", help="Steps (default: config).")] = None,
     launcher: Annotated[
-        str | None, typer.Option("--launcher", help="direct | submitit (default: config).")
+        LauncherName | None,
+        typer.Option("--launcher", help="In this process, or as a job (default: config)."),
     ] = None,
     concurrency: Annotated[
         int | None, typer.Option("--concurrency", help="The fixed arm's concurrency (config).")
@@ -202,7 +328,10 @@ def telemetry_record(
     ] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Trace file (.parquet).")] = None,
     source: Annotated[
-        str | None, typer.Option("--source", help="simulated | nvml | auto (default: config).")
+        TelemetrySource | None,
+        typer.Option(
+            "--source", help="auto: NVML when there is an NVIDIA GPU, else simulated (config)."
+        ),
     ] = None,
     config: ConfigOption = DEFAULT_CONFIG_PATH,
 ) -> None:
@@ -218,7 +347,20 @@ def telemetry_record(
         overrides["telemetry"]["source"] = source
     cfg = _config(config, overrides)
     out = out or cfg.results_dir / "telemetry" / f"record-{time.strftime('%Y%m%d-%H%M%S')}.parquet"
-    recording = record_command(command, out, cfg, show_progress=sys.stderr.isatty())
+
+    def say_source(opened: Any) -> None:
+        if opened.kind == "nvml":
+            n = len(opened.gpus)
+            reason = f"{n} GPU{'s' if n != 1 else ''}"
+        elif cfg.telemetry.source == "auto":
+            reason = "no NVIDIA GPU found"
+        else:
+            reason = "--source simulated" if source else "telemetry.source: simulated"
+        typer.echo(f"power source: {opened.kind} ({reason})", err=True)
+
+    recording = record_command(
+        command, out, cfg, show_progress=sys.stderr.isatty(), on_source=say_source
+    )
     trace = read_trace(recording.trace_path)
     _print_summary(
         trace.metadata.source, recording.trace_path, summary_table(summarize_trace(trace))
@@ -234,7 +376,7 @@ def telemetry_record(
 @user_errors
 def telemetry_import(
     log: Annotated[Path, typer.Argument(help="nvidia-smi CSV or DCGM CSV log.")],
-    fmt: Annotated[str, typer.Option("--format", help="nvidia-smi | dcgm")] = "nvidia-smi",
+    fmt: Annotated[ImportFormat, typer.Option("--format", help="The log's format.")] = "nvidia-smi",
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Trace file (.parquet).")] = None,
     nameplate_w: Annotated[
         float | None, typer.Option("--nameplate-w", help="GPU board power, W, if not in the log.")
@@ -245,10 +387,8 @@ def telemetry_import(
     from grpo_power.telemetry.importers import ImportError_, import_log
     from grpo_power.telemetry.store import write_trace
 
-    if fmt not in ("nvidia-smi", "dcgm"):
-        raise ValueError(f"{log}: --format: expected 'nvidia-smi' or 'dcgm', got {fmt!r}")
     try:
-        frame, metadata = import_log(log, fmt, nameplate_w=nameplate_w, gpu_name=gpu_name)  # type: ignore[arg-type]
+        frame, metadata = import_log(log, fmt, nameplate_w=nameplate_w, gpu_name=gpu_name)
     except ImportError_ as error:
         raise ValueError(str(error)) from None
     out = out or log.with_suffix(".parquet")
@@ -616,8 +756,13 @@ def _print_summary(source: str, path: Path, table: Any) -> None:
 
 
 def main() -> None:  # pragma: no cover - console entry point
+    """The console entry point: ``grpo-power`` and ``python -m grpo_power.cli`` (the Snakefile).
+
+    The exit codes of the module docstring come from :class:`ExitCodeGroup`, which runs the app
+    with ``standalone_mode=False``.
+    """
     app()
 
 
 if __name__ == "__main__":  # pragma: no cover
-    app()
+    main()

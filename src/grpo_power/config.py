@@ -11,8 +11,9 @@ Simulator defaults cite the row of ``shared/CALIBRATION.md`` they come from in t
 
 from __future__ import annotations
 
+from importlib.resources import files
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 import yaml
 from pydantic import (
@@ -25,6 +26,9 @@ from pydantic import (
 )
 
 DEFAULT_CONFIG_PATH = Path("config/config.yaml")
+# The same file, shipped inside the package: src/grpo_power/default_config.yaml is a symbolic link
+# to the repository's config/config.yaml (a wheel holds its content; see pyproject.toml).
+PACKAGED_CONFIG_NAME = "default_config.yaml"
 
 PositiveFloat = Annotated[float, Field(gt=0)]
 Fraction = Annotated[float, Field(ge=0, le=1)]
@@ -120,10 +124,13 @@ class SimulatedPowerConfig(_Strict):
     sm_clock_max_mhz: PositiveFloat = Field(1410.0, description="A100 maximum SM boost clock, MHz.")
 
 
+TelemetrySource = Literal["simulated", "nvml", "auto"]
+
+
 class TelemetryConfig(_Strict):
     """How power is sampled and stored."""
 
-    source: Literal["simulated", "nvml", "auto"] = Field(
+    source: TelemetrySource = Field(
         "simulated",
         description="simulated: the A100 power model driven by the workload's phases; nvml: real "
         "GPUs through pynvml; auto: nvml when NVML and a GPU are present, else simulated.",
@@ -374,7 +381,9 @@ class FixedSafeArmConfig(_Strict):
     )
 
 
+# The arms of a real run (`grpo-power run --arm`): the one list of their names.
 ArmName = Literal["uncontrolled", "fixed", "fixed-safe", "threshold", "ppo", "hwcap"]
+ARM_NAMES: tuple[str, ...] = get_args(ArmName)
 
 
 class ArmsConfig(_Strict):
@@ -578,7 +587,8 @@ class ControllerConfig(_Strict):
     seed: Annotated[int, Field(ge=0)] | None = Field(None, description="null = top-level seed.")
 
 
-SimArmName = Literal["uncontrolled", "fixed", "fixed-safe", "threshold", "ppo", "hwcap", "oracle"]
+# The simulator's arms: the real ones and the oracle (a simulator-only upper bound).
+SimArmName = Literal[ArmName, "oracle"]
 
 
 class ThresholdTuningConfig(_Strict):
@@ -940,10 +950,13 @@ class ReportConfig(_Strict):
     )
 
 
+LauncherName = Literal["direct", "submitit"]
+
+
 class LaunchConfig(_Strict):
     """How runs are launched: directly, or as submitit jobs (Slurm on a cluster)."""
 
-    launcher: Literal["direct", "submitit"] = Field(
+    launcher: LauncherName = Field(
         "direct",
         description="direct: `grpo-power run` trains in its own process; submitit: it submits a "
         "job and waits for it (the run rule stays a local rule on Slurm).",
@@ -1082,6 +1095,18 @@ def validate_config(data: dict[str, Any], source: str = "<config>") -> Config:
         return Config.model_validate(data)
     except ValidationError as error:
         raise ConfigError(_format_errors(source, error)) from None
+
+
+def packaged_config_path() -> Path:
+    """The default config shipped in the package: the repository's ``config/config.yaml``."""
+    return Path(str(files("grpo_power").joinpath(PACKAGED_CONFIG_NAME)))
+
+
+def default_config_path(folder: Path | str | None = None) -> Path:
+    """``config/config.yaml`` in ``folder`` (default: the working folder) when it exists, else
+    the packaged default (:func:`packaged_config_path`)."""
+    local = DEFAULT_CONFIG_PATH if folder is None else Path(folder) / DEFAULT_CONFIG_PATH
+    return local if local.is_file() else packaged_config_path()
 
 
 def load_config(

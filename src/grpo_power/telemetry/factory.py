@@ -6,14 +6,15 @@ from grpo_power.config import Config
 from grpo_power.telemetry.nvml import NvmlSource, visible_gpu_ids
 from grpo_power.telemetry.signals import WorkloadSignal
 from grpo_power.telemetry.simulated import SimulatedA100Source
-from grpo_power.telemetry.source import PowerSource, TelemetryUnavailable
+from grpo_power.telemetry.source import NoNvidiaGpu, PowerSource
 
 
 def open_source(config: Config, signal: WorkloadSignal) -> PowerSource:
     """The source ``config.telemetry.source`` names, sampling ``config.telemetry.gpus``.
 
-    ``auto`` falls back to the simulated A100 only when NVML itself is missing, never when it is
-    present but failing (that error is raised so it is seen).
+    ``auto`` falls back to the simulated A100 only when the machine has no NVIDIA GPU (no NVML
+    library or driver, or no device), never when NVML is present but failing (that error is
+    raised so it is seen).
     """
     telemetry = config.telemetry
     requested = telemetry.gpus
@@ -21,8 +22,8 @@ def open_source(config: Config, signal: WorkloadSignal) -> PowerSource:
         try:
             ids = None if requested is None else [str(i) for i in requested]
             return NvmlSource(ids)
-        except TelemetryUnavailable as error:
-            if telemetry.source == "nvml" or "not found" not in str(error):
+        except NoNvidiaGpu:
+            if telemetry.source == "nvml":
                 raise
     if requested is not None:
         indices = requested

@@ -14,7 +14,7 @@ import os
 from types import ModuleType
 from typing import Any
 
-from grpo_power.telemetry.source import GpuInfo, Row, TelemetryUnavailable
+from grpo_power.telemetry.source import GpuInfo, NoNvidiaGpu, Row, TelemetryUnavailable
 
 NVML_SUCCESS = 0
 
@@ -63,16 +63,22 @@ class NvmlSource:
         try:
             self.nvml.nvmlInit()
         except self.nvml.NVMLError_LibraryNotFound:
-            raise TelemetryUnavailable(
+            raise NoNvidiaGpu(
                 "NVML library (libnvidia-ml.so.1) not found: this machine has no NVIDIA driver. "
                 "Use `telemetry: {source: simulated}` in the config (or --source simulated), "
                 "or import traces recorded elsewhere with `grpo-power telemetry import`."
             ) from None
         except self.nvml.NVMLError as error:
-            raise TelemetryUnavailable(f"NVML failed to initialise: {error}") from None
+            # The library without a loaded driver: no NVIDIA GPU here (auto falls back).
+            no_driver = isinstance(error, getattr(self.nvml, "NVMLError_DriverNotLoaded", ()))
+            unavailable = NoNvidiaGpu if no_driver else TelemetryUnavailable
+            raise unavailable(f"NVML failed to initialise: {error}") from None
         ids = gpu_ids if gpu_ids is not None else visible_gpu_ids()
         if ids is None:
             ids = [str(i) for i in range(self.nvml.nvmlDeviceGetCount())]
+            if not ids:
+                self.nvml.nvmlShutdown()
+                raise NoNvidiaGpu("NVML found no NVIDIA GPU on this machine")
         if not ids:
             self.nvml.nvmlShutdown()
             raise TelemetryUnavailable("no GPU to sample: CUDA_VISIBLE_DEVICES is empty")

@@ -8,6 +8,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,13 +52,18 @@ class Recording:
 
 
 def record_command(
-    command: list[str], out: Path, config: Config, show_progress: bool = True
+    command: list[str],
+    out: Path,
+    config: Config,
+    show_progress: bool = True,
+    on_source: Callable[[PowerSource], None] | None = None,
 ) -> Recording:
     """Run ``command`` (an argument list, never a shell string) while sampling power into ``out``.
 
     The command can drive the simulated GPU through the signal file named in the
     ``GRPO_POWER_SIGNAL_FILE`` environment variable (see :mod:`grpo_power.telemetry.signals`).
     Ctrl-C is passed on to the command; the trace is closed properly in every case.
+    ``on_source`` is called with the opened power source before the command starts.
     """
     if not command:
         raise ValueError("no command to record: put it after `--`, e.g. `-- python train.py`")
@@ -66,6 +72,8 @@ def record_command(
         signal_file = Path(tmp) / "signal.json"
         workload_signal = WorkloadSignal(signal_file)
         source = open_source(config, workload_signal)
+        if on_source is not None:
+            on_source(source)
         metadata = trace_metadata(
             source, run_id=f"record-{uuid.uuid4().hex[:8]}", period_s=period_s, command=command
         )

@@ -12,6 +12,11 @@ class TelemetryUnavailable(RuntimeError):
     """The requested telemetry source cannot run on this machine; the message says what to do."""
 
 
+class NoNvidiaGpu(TelemetryUnavailable):
+    """This machine has no NVIDIA GPU to sample (no NVML library, no driver, or no device):
+    ``telemetry.source: auto`` falls back to the simulated A100 on this error only."""
+
+
 @dataclass(frozen=True)
 class GpuInfo:
     """One sampled GPU: its index (NVML numbering), model name and nameplate power, W."""

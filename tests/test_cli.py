@@ -1,0 +1,268 @@
+"""The command line's ecosystem habits: --version, the --config default, choices listed in
+--help, the power source it says it used, and distinct exit codes (see grpo_power.cli)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from importlib.metadata import version
+from pathlib import Path
+from typing import get_args
+
+import pytest
+import typer
+from typer.testing import CliRunner, Result
+
+from grpo_power import cli
+from grpo_power.cli import EXIT_DATA, EXIT_JOB_FAILED, EXIT_USAGE, ExitCodeGroup, app
+from grpo_power.config import (
+    ARM_NAMES,
+    DEFAULT_CONFIG_PATH,
+    Config,
+    default_config_path,
+    load_config,
+    packaged_config_path,
+)
+from tests.conftest import REPO
+
+CLI = [sys.executable, "-m", "grpo_power.cli"]
+WIDE = {"COLUMNS": "250"}  # help tables unwrapped, so each choice list reads in one piece
+
+
+def invoke(*args: str) -> Result:
+    return CliRunner().invoke(app, list(args), env=WIDE)
+
+
+def test_version_is_the_installed_distributions() -> None:
+    result = invoke("--version")
+    assert result.exit_code == 0
+    assert result.output == f"grpo-power {version('grpo-power')}\n"
+
+
+# --------------------------------------------------------------------------------------------
+# the --config default
+
+
+def test_the_packaged_default_config_is_the_repositorys_file() -> None:
+    packaged = packaged_config_path()
+    repo_file = REPO / "config" / "config.yaml"
+    assert packaged.read_bytes() == repo_file.read_bytes()
+    if packaged.is_relative_to(REPO / "src"):  # a source checkout: the link, not a copy
+        assert packaged.is_symlink() and packaged.samefile(repo_file)
+    assert load_config(packaged) == load_config(repo_file)
+
+
+def test_default_config_path_prefers_the_working_folders(tmp_path: Path) -> None:
+    assert default_config_path(tmp_path) == packaged_config_path()
+    local = tmp_path / DEFAULT_CONFIG_PATH
+    local.parent.mkdir()
+    local.write_text("seed: 1\n")
+    assert default_config_path(tmp_path) == local
+
+
+def test_a_stage_runs_from_another_folder_on_the_packaged_default(tmp_path: Path) -> None:
+    """`--source auto` here also says which source it used: NVML where there is a GPU."""
+    result = subprocess.run(
+        [*CLI, "telemetry", "record", "--source", "auto", "--out", "t.parquet", "--", "true"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    notes = [line for line in result.stderr.splitlines() if "packaged default" in line]
+    assert len(notes) == 1 and str(packaged_config_path()) in notes[0]
+    sources = [line for line in result.stderr.splitlines() if line.startswith("power source:")]
+    assert len(sources) == 1, result.stderr
+    assert re.fullmatch(
+        r"power source: (nvml \(\d+ GPUs?\)|simulated \(no NVIDIA GPU found\))", sources[0]
+    )
+    assert (tmp_path / "t.parquet").exists()
+
+
+def test_the_working_folders_config_is_used_without_a_note(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A data error (exit 2) that names the config file the default chose."""
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "config.yaml").write_text("telemetry: {period_s: -1}\n")
+    monkeypatch.chdir(tmp_path)
+    result = invoke("windows", "t.parquet", "--out", "w")
+    assert result.exit_code == EXIT_DATA
+    assert result.stderr.startswith("error: config/config.yaml: 1 invalid setting(s)")
+    assert "telemetry.period_s" in result.stderr
+    assert "packaged default" not in result.output
+
+
+def test_an_explicit_config_that_does_not_exist_is_an_error(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.yaml"
+    result = invoke("windows", "absent.parquet", "--out", str(tmp_path / "w"), "-c", str(missing))
+    assert result.exit_code == EXIT_DATA
+    assert f"{missing}: cannot read the config file" in result.stderr
+    assert "packaged default" not in result.output
+
+
+# --------------------------------------------------------------------------------------------
+# choices
+
+
+def test_help_lists_the_choices() -> None:
+    assert ARM_NAMES == ("uncontrolled", "fixed", "fixed-safe", "threshold", "ppo", "hwcap")
+    run_help = invoke("run", "--help")
+    assert run_help.exit_code == 0
+    assert f"<{'|'.join(ARM_NAMES)}>" in run_help.output
+    assert "<direct|submitit>" in run_help.output
+    assert "<nvidia-smi|dcgm>" in invoke("telemetry", "import", "--help").output
+    assert "<simulated|nvml|auto>" in invoke("telemetry", "record", "--help").output
+
+
+def test_the_import_formats_are_the_importers() -> None:
+    from grpo_power.telemetry.importers import ImportFormat
+
+    assert get_args(cli.ImportFormat) == get_args(ImportFormat)
+
+
+@pytest.mark.parametrize(
+    ("args", "option", "valid"),
+    [
+        (["run", "--arm", "pid", "--out", "o"], "--arm", ARM_NAMES),
+        (
+            ["run", "--arm", "fixed", "--launcher", "slurm", "--out", "o"],
+            "--launcher",
+            ("direct", "submitit"),
+        ),
+        (
+            ["telemetry", "record", "--source", "rapl", "--", "true"],
+            "--source",
+            ("simulated", "nvml", "auto"),
+        ),
+        (["telemetry", "import", "log.csv", "--format", "csv"], "--format", ("nvidia-smi", "dcgm")),
+    ],
+    ids=["arm", "launcher", "source", "format"],
+)
+def test_a_bad_choice_is_a_usage_error_naming_the_valid_values(
+    args: list[str], option: str, valid: tuple[str, ...]
+) -> None:
+    result = invoke(*args)
+    assert result.exit_code == EXIT_USAGE == 64, result.output
+    assert result.stderr.startswith("Usage: ")
+    assert f"Invalid value for '{option}'" in result.stderr
+    assert all(repr(value) in result.stderr for value in valid), result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["windows", "t.parquet", "--out", "o", "--no-such-option"],
+        ["windows", "t.parquet"],  # a required option missing
+        ["windows"],  # a required argument missing
+        ["no-such-stage"],
+    ],
+    ids=["unknown-option", "missing-option", "missing-argument", "unknown-command"],
+)
+def test_other_usage_errors_exit_64(args: list[str]) -> None:
+    result = invoke(*args)
+    assert result.exit_code == EXIT_USAGE, result.output
+    assert "Error: " in result.stderr and "Traceback" not in result.output
+
+
+def test_no_arguments_prints_the_help() -> None:
+    result = invoke()
+    assert result.exit_code == EXIT_USAGE
+    assert "Usage: " in result.output and "telemetry" in result.output
+
+
+def test_the_console_entry_point_exits_64_on_a_usage_error(tmp_path: Path) -> None:
+    """Through ``python -m grpo_power.cli`` (how the Snakefile runs it): the real exit code."""
+    result = subprocess.run(
+        [*CLI, "telemetry", "import", "log.csv", "--format", "csv"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 64 and result.stdout == ""
+    assert "Invalid value for '--format'" in result.stderr and "'nvidia-smi'" in result.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# the other exit codes
+
+
+def test_a_failed_job_exits_3() -> None:
+    from grpo_power.launch.submit import JobFailed
+
+    @cli.user_errors
+    def stage() -> None:
+        raise JobFailed("job 42 FAILED")
+
+    with pytest.raises(typer.Exit) as exit_:
+        stage()
+    assert exit_.value.exit_code == EXIT_JOB_FAILED == 3
+
+
+def test_exit_codes_pass_through_and_abort_is_130() -> None:
+    from grpo_power.workload.resume import EXIT_INTERRUPTED
+
+    tiny = typer.Typer(cls=ExitCodeGroup)
+
+    @tiny.command()
+    def interrupted() -> None:
+        raise typer.Exit(EXIT_INTERRUPTED)
+
+    @tiny.command()
+    def aborted() -> None:
+        raise typer.Abort()
+
+    assert CliRunner().invoke(tiny, ["interrupted"]).exit_code == 75
+    assert CliRunner().invoke(tiny, ["aborted"]).exit_code == 130
+
+
+def test_the_exit_codes_are_documented() -> None:
+    documented = {int(m) for m in re.findall(r"^(\d+) ", cli.__doc__ or "", re.MULTILINE)}
+    assert documented == {0, 2, 3, 64, 75, 130}
+
+
+# --------------------------------------------------------------------------------------------
+# telemetry.source: auto
+
+
+def test_auto_falls_back_to_simulated_only_without_an_nvidia_gpu(
+    monkeypatch: pytest.MonkeyPatch, config: Config
+) -> None:
+    from grpo_power.telemetry import factory
+    from grpo_power.telemetry.signals import WorkloadSignal
+    from grpo_power.telemetry.source import NoNvidiaGpu, TelemetryUnavailable
+
+    signal = WorkloadSignal(Path("unused-signal.json"))
+    config.telemetry.source = "auto"
+
+    def no_gpu(ids: object) -> None:
+        raise NoNvidiaGpu("NVML found no NVIDIA GPU on this machine")
+
+    monkeypatch.setattr(factory, "NvmlSource", no_gpu)
+    assert factory.open_source(config, signal).kind == "simulated"
+    config.telemetry.source = "nvml"
+    with pytest.raises(NoNvidiaGpu):
+        factory.open_source(config, signal)
+
+    def failing(ids: object) -> None:
+        raise TelemetryUnavailable("NVML failed to initialise: Insufficient Permissions")
+
+    monkeypatch.setattr(factory, "NvmlSource", failing)
+    config.telemetry.source = "auto"
+    with pytest.raises(TelemetryUnavailable, match="Insufficient Permissions"):
+        factory.open_source(config, signal)
+
+
+def test_nvml_without_devices_is_no_nvidia_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    from grpo_power.telemetry.nvml import NvmlSource
+    from grpo_power.telemetry.source import NoNvidiaGpu
+    from tests.test_nvml import fake_nvml
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    with pytest.raises(NoNvidiaGpu, match="no NVIDIA GPU"):
+        NvmlSource(nvml=fake_nvml([]))
+    with pytest.raises(NoNvidiaGpu, match="not found"):
+        NvmlSource(nvml=fake_nvml([], library_present=False))
