@@ -24,3 +24,36 @@ def missing_requirement(reason: str) -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI must provide this: {reason}")
     pytest.skip(reason)
+
+
+def checkout_copy(folder: Path) -> Path:
+    """A copy of this checkout in ``folder`` (the files git tracks, and those it does not ignore),
+    modification times kept, with ``.venv`` linked to this checkout's: a clean clone, where a
+    user types the README's commands."""
+    import shutil
+    import subprocess
+
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\0")
+    for name in filter(None, listed):
+        source = REPO / name
+        if not source.exists() and not source.is_symlink():
+            continue  # deleted in the working tree
+        target = folder / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target, follow_symlinks=False)
+    if (REPO / ".venv").exists():
+        (folder / ".venv").symlink_to(REPO / ".venv")
+    return folder
+
+
+def user_env() -> dict[str, str]:
+    """The environment of a user who ran `make test`: this Python's bin folder first on PATH."""
+    import sys
+
+    return dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")

@@ -5,8 +5,10 @@ skip is a failure."""
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -17,10 +19,11 @@ import pytest
 import yaml
 
 from grpo_power.config import Config, deep_merge, validate_config
-from grpo_power.launch.submit import JobFailed, start_run, submit_run, wait
+from grpo_power.launch.batch import run_spec, start_batch, submit_batch, wait_batch
+from grpo_power.launch.submit import JobFailed
 from grpo_power.telemetry.store import read_trace
 from grpo_power.workload.steplog import read_step_log
-from tests.conftest import REPO, missing_requirement
+from tests.conftest import REPO, checkout_copy, missing_requirement, user_env
 
 ACCOUNT, PARTITION = "grpo", "debug"  # made by scripts/slurm/start.sh
 
@@ -54,10 +57,8 @@ def _slurm_config(tmp_path: Path, **overrides: object) -> tuple[Config, Path]:
                 "cluster": "slurm",
                 "slurm_partition": PARTITION,
                 "slurm_account": ACCOUNT,
-                "cpus_per_task": 2,
-                "mem_gb": 4,
+                "job": {"cpus_per_task": 1, "mem_gb": 3, "timeout_min": 15},
                 "poll_s": 1,
-                "timeout_min": 15,
             },
             **overrides,
         },
@@ -83,10 +84,12 @@ def test_submitit_job_with_a_fake_gpu_runs_a_tiny_grpo_run(slurm: None, tmp_path
     config, config_file = _slurm_config(tmp_path)
     out = tmp_path / "run"
     log: list[str] = []
-    manifest = submit_run(config, config_file, "fixed", 0, out, log=log.append, steps=3)
+    spec = run_spec(config, config_file, "fixed", 0, out, steps=3)
+    [manifest] = submit_batch(config, [spec], out / "submitit", "grpo-power-tiny-fixed", log.append)
     assert manifest["status"] == "completed" and manifest["steps_completed"] == 3
-    job_id = log[0].split("job ")[1].split(" ")[0]
-    assert any(line.startswith(f"job {job_id}: ") for line in log[1:])  # states were streamed
+    job_id = json.loads((out / "job.json").read_text())["job_id"]  # the folder records its job
+    assert f"tiny/fixed/seed0: job {job_id}" in log
+    assert any(line.startswith(f"tiny/fixed/seed0: job {job_id}: ") for line in log)  # states
     for _ in range(60):  # the result is back before Slurm records the job's end
         rows = {row[0]: row for row in _sacct("grpo-power")}
         if rows[job_id][2] != "RUNNING":
@@ -101,8 +104,9 @@ def test_submitit_job_with_a_fake_gpu_runs_a_tiny_grpo_run(slurm: None, tmp_path
 
 def test_a_failing_job_is_a_clear_failure_with_its_stderr(slurm: None, tmp_path: Path) -> None:
     config, config_file = _slurm_config(tmp_path)
+    spec = run_spec(config, config_file, "hwcap", 0, tmp_path / "bad", steps=2)
     with pytest.raises(JobFailed) as error:  # hwcap needs NVML: the job fails on the node
-        submit_run(config, config_file, "hwcap", 0, tmp_path / "bad", log=lambda _: None, steps=2)
+        submit_batch(config, [spec], tmp_path / "jobs", "grpo-power-test", lambda _: None)
     message = str(error.value)
     assert "failed" in message and "tail of the job's stderr" in message
     assert "arm 'hwcap' sets the GPU power limit through NVML" in message
@@ -116,10 +120,14 @@ def _run_with_fault(
 ) -> tuple[dict, Path]:
     """Submit a tiny run, inject a fault once 3 steps are logged, wait for it to complete."""
     config, config_file = _slurm_config(
-        tmp_path, workload={"checkpoint_every_steps": 2}, launch={"timeout_min": timeout_min}
+        tmp_path,
+        workload={"checkpoint_every_steps": 2},
+        launch={"job": {"cpus_per_task": 1, "mem_gb": 3, "timeout_min": timeout_min}},
     )
     out = tmp_path / "run"
-    job = start_run(config, config_file, "threshold", 0, out, steps=FAULT_STEPS)
+    specs = [run_spec(config, config_file, "threshold", 0, out, steps=FAULT_STEPS)]
+    handles = start_batch(config, specs, out / "submitit", "grpo-power-tiny-threshold", print)
+    job = handles[0]
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         try:
@@ -131,7 +139,7 @@ def _run_with_fault(
     else:
         pytest.fail(f"job {job.job_id} never logged 3 steps: {job.stderr()}")
     inject(job.job_id)
-    return wait(job, poll_s=1, log=lambda _: None), out
+    return wait_batch(config, specs, handles, lambda _: None)[0], out
 
 
 def _assert_resumed_once(manifest: dict, out: Path) -> list[dict]:
@@ -202,55 +210,130 @@ def test_plain_requeue_resumes_from_the_runs_own_checkpoint(slurm: None, tmp_pat
     assert "Calling checkpoint method" not in _submitit_log(out)
 
 
+# The README's commands for a longer run of one arm on the test cluster, with Ctrl-C's two modes.
+LONG_RUN = (
+    "snakemake results/runs/tiny/uncontrolled/seed0/trace.parquet --profile profiles/slurm "
+    "--configfile config/slurm-test.yaml --config workload='{steps: 60}'"
+)
+LONG_RUN_KEEP = f"{LONG_RUN} launch='{{on_interrupt: keep}}'"
+LONG_STEPS = 60
+
+
+def _start_snakemake(command: str, checkout: Path, log: Path) -> subprocess.Popen[bytes]:
+    """The command typed in a terminal: its own process group, as a shell's foreground job."""
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            command, shell=True, cwd=checkout, env=user_env(), stdout=out, stderr=out,
+            start_new_session=True,
+        )  # fmt: skip
+
+
+def _ctrl_c_after_steps(process: subprocess.Popen[bytes], run: Path, steps: int) -> None:
+    """Ctrl-C (SIGINT to the whole process group) once the run has logged ``steps`` steps."""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            if len(read_step_log(run / "steps.parquet")) >= steps:
+                os.killpg(process.pid, signal.SIGINT)
+                process.wait(timeout=200)
+                return
+        except (FileNotFoundError, ValueError):
+            pass
+        time.sleep(0.2)
+    pytest.fail(f"{run} never logged {steps} steps (snakemake exit {process.poll()})")
+
+
+def _assert_whole_run(run: Path, samples_before: int) -> None:
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "completed"
+    steps = read_step_log(run / "steps.parquet")
+    assert steps["step"].tolist() == list(range(1, LONG_STEPS + 1))  # every step once
+    t_s = read_trace(run / "trace.parquet").frame["t"].to_numpy()
+    assert (t_s[1:] > t_s[:-1]).all()  # no sample twice
+    assert len(t_s) >= samples_before  # no sample lost
+
+
+def _samples_so_far(run: Path) -> int:
+    return len(read_trace(run / "trace.parquet").frame)
+
+
+def _jobs_named(name: str, since: str) -> dict[str, str]:
+    out = subprocess.run(
+        ["sacct", "-n", "-P", "-X", "-S", since, "--name", name, "-o", "JobID,State"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    return dict(line.split("|") for line in out.splitlines() if line)
+
+
 @pytest.mark.slow
-def test_snakemake_slurm_profile_runs_the_study_end_to_end(slurm: None, tmp_path: Path) -> None:
-    config, config_file = _slurm_config(
-        # 15-step runs (a few seconds) so every trace holds whole 0.5 s bins for the windows
-        # stage even when start-up starves the sampler once; 6 steps (1.5 s) sometimes did not
-        tmp_path,
-        workload={"steps": 15},
-        arms={"fixed_safe": {"calibration_steps": 4}},
-    )
-    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
-    profile["default-resources"].update(
-        slurm_partition=PARTITION, slurm_account=ACCOUNT, mem_mb=2000, cpus_per_task=1, runtime=15
-    )
-    for resources in profile["set-resources"].values():
-        resources.update(mem_mb=2000, cpus_per_task=1)
-    profile.update(
-        {
-            "slurm-init-seconds-before-status-checks": 2,
-            "seconds-between-status-checks": 2,
-            "jobs": 4,
-        }
-    )
-    profile_dir = tmp_path / "profile"
-    profile_dir.mkdir()
-    (profile_dir / "config.yaml").write_text(yaml.safe_dump(profile))
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    done = subprocess.run(
-        [
-            "snakemake",
-            "--profile",
-            str(profile_dir),
-            "--configfile",
-            str(config_file),
-            "--directory",
-            str(REPO),
-            "--cores",
-            "2",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=1500,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    results = Path(config.results_dir)
-    for arm in config.arms.run:
-        assert (results / "runs" / "tiny" / arm / "seed0" / "manifest.json").exists()
-    assert (results / "fleet" / "comparison.md").exists()
-    assert (results / "report" / "index.html").exists()  # rule all builds the report
-    names = {row[1] for row in _sacct("")}
-    assert any(name.startswith("grpo-power-tiny") for name in names)  # submitit's GPU runs
-    assert len(names - {n for n in names if n.startswith("grpo-power-tiny")}) >= 1  # plugin jobs
+def test_ctrl_c_cancels_the_jobs_and_the_same_command_resumes(slurm: None, tmp_path: Path) -> None:
+    checkout = checkout_copy(tmp_path / "checkout")
+    run = checkout / "results" / "runs" / "tiny" / "uncontrolled" / "seed0"
+    since = time.strftime("%Y-%m-%dT%H:%M:%S")
+    log = tmp_path / "snakemake.log"
+    first = _start_snakemake(LONG_RUN, checkout, log)
+    _ctrl_c_after_steps(first, run, 3)
+    jobs = _jobs_named("grpo-power-tiny-uncontrolled", since)
+    assert jobs and all(state.startswith("CANCELLED") for state in jobs.values()), jobs
+    assert (run / "resume.json").exists()  # the cancelled run saved its checkpoint
+    before = _samples_so_far(run)
+    steps_before = len(read_step_log(run / "steps.parquet"))
+    assert 3 <= steps_before < LONG_STEPS
+    second = _start_snakemake(LONG_RUN, checkout, log)
+    assert second.wait(timeout=600) == 0, log.read_text()[-4000:]
+    _assert_whole_run(run, before)
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert len(manifest["attempts"]) == 2 and manifest["attempts"][0]["status"] == "interrupted"
+    print(f"cancel: jobs {jobs}, then {_jobs_named('grpo-power-tiny-uncontrolled', since)}; "
+          f"{steps_before} steps and {before} samples before Ctrl-C, {LONG_STEPS} steps and "
+          f"{_samples_so_far(run)} samples at the end")  # fmt: skip
+
+
+@pytest.mark.slow
+def test_ctrl_c_with_keep_leaves_the_jobs_and_a_restart_reattaches(
+    slurm: None, tmp_path: Path
+) -> None:
+    checkout = checkout_copy(tmp_path / "checkout")
+    run = checkout / "results" / "runs" / "tiny" / "uncontrolled" / "seed0"
+    since = time.strftime("%Y-%m-%dT%H:%M:%S")
+    log = tmp_path / "snakemake.log"
+    first = _start_snakemake(LONG_RUN_KEEP, checkout, log)
+    _ctrl_c_after_steps(first, run, 3)
+    jobs = _jobs_named("grpo-power-tiny-uncontrolled", since)
+    assert any(state == "RUNNING" for state in jobs.values()), jobs  # left running
+    second = _start_snakemake(LONG_RUN_KEEP, checkout, log)
+    assert second.wait(timeout=600) == 0, log.read_text()[-4000:]
+    rule_log = (checkout / "results" / "logs" / "runs" / "tiny" / "uncontrolled.log").read_text()
+    assert "reattached to job" in rule_log or "already completed" in rule_log, rule_log
+    after = _jobs_named("grpo-power-tiny-uncontrolled", since)
+    assert after.keys() == jobs.keys()  # no second job: one job per run, both seeds
+    assert all(state == "COMPLETED" for state in after.values()), after
+    _assert_whole_run(run, 0)
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert len(manifest["attempts"]) == 1  # the one job ran the run from start to end
+    how = "reattached" if "reattached to job" in rule_log else "found it completed"
+    print(f"keep: jobs {after}; the restart {how}; {_samples_so_far(run)} samples, one attempt")
+
+
+def test_a_second_attempt_at_a_live_run_folder_is_refused_naming_it(tmp_path: Path) -> None:
+    """Two writers of one run folder: the second is refused with the first's host and pid."""
+    config = tmp_path / "study.yaml"
+    config.write_text(yaml.safe_dump({"results_dir": str(tmp_path / "results")}))
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "grpo_power.cli", "run", "--arm", "fixed", "--steps", "200",
+               "--out", str(out), "--config", str(config)]  # fmt: skip
+    first = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        lock = out / ".lock"
+        while not (lock.exists() and lock.stat().st_size) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        second = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        assert second.returncode == 2, second.stderr
+        assert f"another attempt is writing this run (host {os.uname().nodename}" in second.stderr
+        assert f"pid {first.pid}" in second.stderr
+        assert len(second.stderr.strip().splitlines()) == 1
+    finally:
+        first.terminate()
+        first.wait(timeout=120)
+    assert not (out / ".lock").exists()  # the first let go as it ended

@@ -2,7 +2,7 @@
 # Start a real single-node Slurm 22.05 (with accounting) on this machine, for the test suite.
 # Needs root and Debian's packages (installed here when missing): slurm-wlm, slurmdbd, munge,
 # mariadb-server. Idempotent: a running cluster is left as it is. Stop it with stop.sh.
-# No systemd: the daemons are started directly. One fake GPU is a gres whose File= is a symlink
+# No systemd: the daemons are started directly. Two fake GPUs are a gres whose File= are symlinks
 # to /dev/null (Slurm refuses regular files), so jobs asking for a GPU are scheduled.
 set -euo pipefail
 [ "$(id -u)" = 0 ] || { echo "start.sh: needs root" >&2; exit 1; }
@@ -60,7 +60,7 @@ mariadb -e "CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'slurm';
 
 cpus=$(nproc)
 mem_mb=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 - 1024 ))
-ln -sf /dev/null /dev/grpo-fake-gpu0
+ln -sf /dev/null /dev/grpo-fake-gpu0; ln -sf /dev/null /dev/grpo-fake-gpu1
 
 cat > /etc/slurm/slurmdbd.conf <<CONF
 AuthType=auth/munge
@@ -107,12 +107,12 @@ JobCompType=jobcomp/none
 PreemptType=preempt/partition_prio
 PreemptMode=REQUEUE
 SlurmctldParameters=preempt_send_user_signal
-NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem_mb Gres=gpu:1 State=UNKNOWN
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem_mb Gres=gpu:2 State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP PriorityTier=1 GraceTime=10
 PartitionName=high Nodes=ALL MaxTime=INFINITE State=UP PriorityTier=10 PreemptMode=OFF
 CONF
 cat > /etc/slurm/gres.conf <<CONF
-NodeName=$host Name=gpu File=/dev/grpo-fake-gpu0
+NodeName=$host Name=gpu File=/dev/grpo-fake-gpu[0-1]
 CONF
 rm -f /etc/slurm/cgroup.conf  # proctrack/linuxproc and task/none need no cgroups
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -50,6 +51,7 @@ from grpo_power.config import (
     default_config_path,
     load_config,
     packaged_config_path,
+    write_resolved_config,
 )
 
 try:  # typer >= 0.2x carries its own copy of click
@@ -195,6 +197,33 @@ def _config(path: Path, overrides: dict[str, Any] | None = None) -> Config:
     return load_config(path, overrides)
 
 
+def _fresh_spec(
+    cfg: Config, config_file: Path, arm: str, seed: int, out: Path, steps: int, label: str
+) -> Any:
+    """The batch spec of a measurement run (calibration candidate, sweep run) that is measured
+    anew: its folder is cleared unless a live job of this batch still writes it (a restart)."""
+    from grpo_power.launch.batch import live_job, run_spec
+    from grpo_power.workload.resume import RunPaths
+
+    if live_job(out) is None:
+        RunPaths(out).clear()
+    return run_spec(cfg, config_file, arm, seed, out, steps, label)
+
+
+def _submit(cfg: Config, specs: list[Any], jobs_folder: Path, what: str) -> list[dict[str, Any]]:
+    """Submit a batch of runs (one job array, named ``grpo-power-<size>-<what>``) and wait;
+    an interrupt exits with code 75."""
+    from grpo_power.launch.batch import RunsInterrupted, submit_batch
+    from grpo_power.workload.resume import EXIT_INTERRUPTED
+
+    try:
+        name = f"grpo-power-{cfg.workload.size}-{what}"
+        return submit_batch(cfg, specs, jobs_folder, name, log=typer.echo)
+    except RunsInterrupted as stop:
+        typer.echo(str(stop), err=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
 @app.command("calibrate")
 @user_errors
 def calibrate(
@@ -208,19 +237,21 @@ def calibrate(
 
     cfg = _config(config, {"workload": {"size": size}} if size else None)
     folder = cfg.results_dir / "calibration" / cfg.workload.size
-    run_candidate = None
-    if cfg.launch.launcher == "submitit":  # on a cluster each candidate is a GPU job
-        from grpo_power.launch.submit import submit_run
+    run_candidates = None
+    if cfg.launch.launcher == "submitit":  # on a cluster the candidates are one job array
 
-        def run_candidate(concurrency: int, run_folder: Path) -> None:
-            candidate = cfg.model_copy(deep=True)
-            candidate.workload.concurrency = concurrency
+        def run_candidates(candidates: list[tuple[int, Path]]) -> None:
             steps = cfg.arms.fixed_safe.calibration_steps
-            submit_run(
-                candidate, config, "fixed", cfg.seed, run_folder.resolve(), typer.echo, steps
-            )
+            specs = []
+            for concurrency, run_folder in candidates:
+                candidate = cfg.model_copy(deep=True)
+                candidate.workload.concurrency = concurrency
+                label = f"{cfg.workload.size}/calibration/concurrency-{concurrency}"
+                spec = _fresh_spec(candidate, config, "fixed", cfg.seed, run_folder, steps, label)
+                specs.append(spec)
+            _submit(cfg, specs, folder / "submitit", "calibration")
 
-    result = calibrate_fixed_safe(cfg, folder, sys.stderr.isatty(), run_candidate)
+    result = calibrate_fixed_safe(cfg, folder, sys.stderr.isatty(), run_candidates)
     label = " (SIMULATED power)" if result["simulated_power"] else ""
     typer.echo(
         f"fixed-safe concurrency for {cfg.workload.size}: {result['concurrency']}"
@@ -237,7 +268,13 @@ def run(
     size: Annotated[
         str | None, typer.Option("--size", help="Model preset (default: config).")
     ] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Seed (default: config).")] = None,
+    seeds: Annotated[
+        list[int] | None,
+        typer.Option(
+            "--seed",
+            help="Seed (default: config); repeat it for several runs, with {seed} in --out.",
+        ),
+    ] = None,
     steps: Annotated[int | None, typer.Option("--steps", help="Steps (default: config).")] = None,
     launcher: Annotated[
         LauncherName | None,
@@ -277,17 +314,36 @@ def run(
     if launcher is not None:
         overrides["launch"] = {"launcher": launcher}
     cfg = _config(config, overrides)
-    seed = cfg.seed if seed is None else seed
+    seeds = seeds or [cfg.seed]
+    if len(seeds) > 1 and "{seed}" not in str(out):
+        raise typer.BadParameter("several --seed values need {seed} in --out", param_hint="--out")
+    outs = [Path(str(out).replace("{seed}", str(s))) for s in seeds]
     if cfg.launch.launcher == "submitit":
-        from grpo_power.launch.submit import submit_run
+        from grpo_power.launch.batch import run_spec
+        from grpo_power.workload.resume import RunPaths
 
         if fresh:
-            from grpo_power.workload.resume import RunPaths
-
-            RunPaths(out).clear()
-        manifest = submit_run(cfg, config, arm, seed, out.resolve(), log=typer.echo)
-        typer.echo(f"run {cfg.workload.size}/{arm}/seed{seed}: {manifest['status']} -> {out}")
+            for folder in outs:
+                RunPaths(folder).clear()
+        specs = [run_spec(cfg, config, arm, s, o) for s, o in zip(seeds, outs, strict=True)]
+        # one run: its submitit folder is in the run folder; an array: beside the run folders
+        jobs = outs[0] / "submitit" if len(outs) == 1 else outs[0].parent / f"submitit-{arm}"
+        manifests = _submit(cfg, specs, jobs, arm)
+        for spec, manifest in zip(specs, manifests, strict=True):
+            typer.echo(f"run {spec.label}: {manifest['status']} -> {spec.folder}")
         return
+    if len(seeds) > 1:  # one after another, each as its own `grpo-power run`
+        given = {"--size": size, "--steps": steps, "--concurrency": concurrency}
+        given["--max-new-tokens"] = max_new_tokens
+        options = [str(arg) for name, v in given.items() if v is not None for arg in (name, v)]
+        for s, folder in zip(seeds, outs, strict=True):
+            command = [sys.executable, "-m", "grpo_power.cli", "run", "--arm", arm]
+            command += [*options, *(["--fresh"] if fresh else []), "--launcher", "direct"]
+            command += ["--seed", str(s), "--out", str(folder), "--config", str(config)]
+            if (code := subprocess.call(command)) != 0:
+                raise typer.Exit(code)
+        return
+    seed, out = seeds[0], outs[0]
     run_size = cfg.run_size(cfg.workload.size)
     if relaunch_needed(run_size):
         raise typer.Exit(relaunch_with_accelerate(run_size, sys.argv[1:], out))
@@ -490,6 +546,39 @@ def fleet(
     typer.echo(f"wrote {out}/fleet_windows.csv, scaling.csv, comparison.csv, comparison.md")
 
 
+@app.command("sweep")
+@user_errors
+def sweep(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (one run each).")],
+    steps: Annotated[
+        int | None, typer.Option("--steps", help="Steps per run (default: config).")
+    ] = None,
+    config: ConfigOption = DEFAULT_CONFIG_PATH,
+) -> None:
+    """Stage 2a: the real-workload actuator sweep (GRPO runs at each actuator's bounds) for
+    `identify --sweep`; on a cluster (launch.launcher: submitit) one GPU job array."""
+    from grpo_power.workload.sweep import run_sweep
+
+    cfg = _config(config)
+    steps = cfg.authority.real_sweep_steps if steps is None else steps
+    if steps < 1:
+        raise ValueError(f"{config}: authority.real_sweep_steps: expected >= 1 for a sweep, got 0")
+    run_all = None
+    if cfg.launch.launcher == "submitit":
+
+        def run_all(runs: list[tuple[str, int, Config, Path]]) -> None:
+            specs = []
+            for actuator, level, run_config, folder in runs:
+                run_file = write_resolved_config(run_config, out / "configs")
+                label = f"{cfg.workload.size}/sweep/{actuator}-{level}"
+                spec = _fresh_spec(run_config, run_file, "fixed", cfg.seed, folder, steps, label)
+                specs.append(spec)
+            _submit(cfg, specs, out / "submitit", "sweep")
+
+    folders = run_sweep(cfg, out, steps, cfg.seed, run_all)
+    typer.echo(f"sweep: {len(folders)} runs of {steps} steps -> {out}/sweep.json")
+
+
 @app.command("identify")
 @user_errors
 def identify(
@@ -505,13 +594,19 @@ def identify(
         int | None,
         typer.Option("--real-sweep-steps", help="Steps per real sweep run; 0 = none (config)."),
     ] = None,
+    sweep_dir: Annotated[
+        Path | None,
+        typer.Option("--sweep", help="A sweep run by `grpo-power sweep` (instead of running one)."),
+    ] = None,
     config: ConfigOption = DEFAULT_CONFIG_PATH,
 ) -> None:
     """Stage 2: actuator sweeps, the authority table, and the simulator's calibration fit."""
     from grpo_power.study import identify as run_identify
 
     cfg = _config(config)
-    result = run_identify(cfg, out, calibration, runs, real_sweep_steps, log=typer.echo)
+    result = run_identify(
+        cfg, out, calibration, runs, real_sweep_steps, log=typer.echo, sweep=sweep_dir
+    )
     shown = result.authority[
         ["data", "deployment", "actuator", "authority", "retained_authority", "selected"]
     ]

@@ -662,6 +662,40 @@ class EvaluateConfig(_Strict):
     )
 
 
+class JobResources(_Strict):
+    """What one GPU job asks Slurm for (submitit's parameters). ``launch.job`` holds the defaults
+    and each ``run_sizes`` entry's ``job`` overrides them; a field left null takes the value
+    from the level above (``launch.job``, then submitit's own default)."""
+
+    gpus: Annotated[int, Field(ge=0)] | None = Field(
+        None, description="GPUs per job (gpus_per_node); null = the run size's processes."
+    )
+    gpu_type: str | None = Field(
+        None, description="GPU type for the gres request (gpu:TYPE:N), e.g. a100; null = any."
+    )
+    cpus_per_task: Annotated[int, Field(ge=1)] | None = None
+    mem_gb: PositiveFloat | None = None
+    timeout_min: Annotated[int, Field(ge=1)] | None = Field(None, description="Time limit, min.")
+    qos: str | None = Field(None, description="Slurm quality of service (--qos).")
+    constraint: str | None = Field(None, description="Slurm node features (--constraint).")
+    setup: list[str] | None = Field(
+        None,
+        description="Shell lines run in the job before the run (module load, conda activate); "
+        "they replace, not extend, the level above.",
+    )
+    additional_parameters: dict[str, str | int] | None = Field(
+        None,
+        description="Other sbatch options, passed through as they are (submitit's "
+        "slurm_additional_parameters), e.g. {reservation: study, exclude: node07}.",
+    )
+
+    def over(self, base: JobResources) -> JobResources:
+        """These resources with every null field taken from ``base``."""
+        return JobResources.model_validate(
+            {**base.model_dump(), **self.model_dump(exclude_none=True)}
+        )
+
+
 class RunSize(_Strict):
     """A model size the study runs for real, and on how many processes (GPUs) it runs."""
 
@@ -671,6 +705,10 @@ class RunSize(_Strict):
     )
     zero_stage: Literal[0, 3] = Field(
         0, description="DeepSpeed ZeRO stage for multi-process runs (3 = sharded parameters)."
+    )
+    job: JobResources = Field(
+        default_factory=JobResources,
+        description="This size's job resources; null fields come from launch.job.",
     )
 
 
@@ -954,24 +992,39 @@ LauncherName = Literal["direct", "submitit"]
 
 
 class LaunchConfig(_Strict):
-    """How runs are launched: directly, or as submitit jobs (Slurm on a cluster)."""
+    """How runs are launched: directly, or as submitit jobs (Slurm on a cluster). The Slurm
+    account and partitions are written here once; the workflow's analysis jobs read them too."""
 
     launcher: LauncherName = Field(
         "direct",
         description="direct: `grpo-power run` trains in its own process; submitit: it submits a "
-        "job and waits for it (the run rule stays a local rule on Slurm).",
+        "job (an array for several seeds) and waits for it (a local rule on Slurm).",
     )
     cluster: Literal["auto", "slurm", "local", "debug"] = Field(
         "auto", description="submitit cluster; auto = slurm where sbatch exists, else local."
     )
-    slurm_partition: str | None = None
-    slurm_account: str | None = None
-    gpus_per_node: Annotated[int, Field(ge=0)] | None = Field(
-        None, description="GPUs per job; null = the run size's processes."
+    slurm_account: str | None = Field(None, description="Account of every job (GPU and CPU).")
+    slurm_partition: str | None = Field(
+        None, description="Partition of the GPU jobs (runs, calibration, sweeps)."
     )
-    cpus_per_task: Annotated[int, Field(ge=1)] = 8
-    mem_gb: PositiveFloat = 64.0
-    timeout_min: Annotated[int, Field(ge=1)] = Field(240, description="Job time limit, min.")
+    analysis_partition: str | None = Field(
+        None,
+        description="Partition of the workflow's CPU-only analysis jobs (windows, fleet, "
+        "identify, controller, evaluate, economics, report); null = the cluster's default.",
+    )
+    job: JobResources = Field(
+        default_factory=lambda: JobResources(cpus_per_task=8, mem_gb=64.0, timeout_min=240),
+        description="Resources of a GPU job, unless its run size overrides them.",
+    )
+    array_parallelism: Annotated[int, Field(ge=1)] = Field(
+        256, description="At most this many tasks of one job array run at once."
+    )
+    on_interrupt: Literal["cancel", "keep"] = Field(
+        "cancel",
+        description="When the waiting `grpo-power run` (Snakemake's job) is interrupted "
+        "(Ctrl-C, SIGTERM): cancel its Slurm jobs (they checkpoint first), or keep them "
+        "running; a restarted workflow reattaches to a job that is still alive either way.",
+    )
     poll_s: PositiveFloat = Field(10.0, description="How often a waiting job's state is read, s.")
     checkpoint_grace_s: PositiveFloat = Field(
         60.0,
@@ -1020,6 +1073,15 @@ class Config(_Strict):
             if entry.size == size:
                 return entry
         return RunSize(size=size)  # type: ignore[arg-type]
+
+    def job_resources(self, size: str) -> JobResources:
+        """The resources of a GPU job of ``size``: its ``run_sizes`` entry over ``launch.job``,
+        with the GPUs defaulting to the size's processes."""
+        entry = self.run_size(size)
+        resources = entry.job.over(self.launch.job)
+        if resources.gpus is None:
+            resources.gpus = entry.processes
+        return resources
 
     @model_validator(mode="after")
     def _run_sizes_unique(self) -> Config:
@@ -1142,13 +1204,20 @@ def deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any
     return merged
 
 
-def write_resolved_config(config: Config, path: Path | str) -> Path:
-    """Write the validated config as YAML, only when it differs from what is there (keeps mtime)."""
-    path = Path(path)
+def write_resolved_config(config: Config, folder: Path | str) -> Path:
+    """Write the validated config as YAML into ``folder``, named by its content
+    (``config-<sha256 prefix>.yaml``); an existing file of the same content is left as it is.
+
+    Returns the file's path. Two configs never share a file, so writing one (a dry run with
+    another config, say) never changes the file a running workflow's jobs read.
+    """
+    import hashlib
+
+    from grpo_power.atomic import write_text_atomic
+
     text = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
-    if not path.exists() or path.read_text() != text:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    path = Path(folder) / f"config-{digest}.yaml"
+    if not path.exists():
+        write_text_atomic(path, text)
     return path

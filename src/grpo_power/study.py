@@ -58,6 +58,7 @@ def identify(
     runs: list[Path] | None = None,
     real_sweep_steps: int | None = None,
     log: Log = print,
+    sweep: Path | None = None,
 ) -> IdentifyResult:
     """The identify stage: sweeps, authority table and calibration file in ``out``.
 
@@ -69,6 +70,8 @@ def identify(
             sourced defaults).
         runs: extra measured run folders (trace + step log) to fit from.
         real_sweep_steps: overrides ``authority.real_sweep_steps``.
+        sweep: a real-workload sweep already run (``grpo-power sweep --out DIR``): its runs are
+            read instead of running one here.
     """
     from grpo_power.analysis.authority import write_authority
     from grpo_power.atomic import write_csv_atomic
@@ -83,15 +86,17 @@ def identify(
         rows += sweep_deployment(calibration, deployment.name, config, config.seed)
     steps = config.authority.real_sweep_steps if real_sweep_steps is None else real_sweep_steps
     fit: dict[str, Any] | None = None
-    if steps > 0:
-        from grpo_power.workload.sweep import measured_sweep_row, run_sweep, sweep_settings
+    from grpo_power.workload.sweep import measured_sweep_row, read_sweep_index, run_sweep
 
-        log(f"real-workload sweep: {len(sweep_settings(config))} runs of {steps} steps")
-        sweep_folders = run_sweep(config, out / "real-sweep", steps, config.seed)
+    if sweep is None and steps > 0:
+        log(f"real-workload sweep: runs of {steps} steps")
+        run_sweep(config, out / "real-sweep", steps, config.seed)
+        sweep = out / "real-sweep"
+    if sweep is not None:
         label = f"{config.workload.size}-run"
-        for (actuator, level, _), folder in zip(sweep_settings(config), sweep_folders, strict=True):
+        for actuator, level, folder in read_sweep_index(sweep):
             rows.append(measured_sweep_row(folder, actuator, level, label, config))
-        data += [_run_data(f) for f in sweep_folders]
+            data.append(_run_data(folder))
     if data:
         from grpo_power.control.ppo import deployment_for_size
 

@@ -1,14 +1,36 @@
 # Shared by every stage: the validated config and the input functions.
 from pathlib import Path
 
-from grpo_power.config import validate_config, write_resolved_config
+from grpo_power.config import ARM_NAMES, validate_config, write_resolved_config
+from grpo_power.workflow_params import calibration_settings, real_sweep_settings, run_settings
 
 # The same pydantic schema as the CLI: a bad config stops the workflow before any job runs.
 CFG = validate_config(config, source="Snakemake config")
 RESULTS = Path(CFG.results_dir)
-# Rules hand this file to the CLI; it is rewritten only when the config changes, and each rule's
-# params hold the settings it depends on, so a change reruns only the rules it concerns.
-RESOLVED_CONFIG = str(write_resolved_config(CFG, RESULTS / "config.resolved.yaml"))
+# Rules hand this file to the CLI. It is named by the config's content (so a dry run with another
+# config never rewrites the file a running workflow reads) and is no param: each rule's params
+# hold the settings its outputs depend on, so a change reruns only the rules it concerns.
+RESOLVED_CONFIG = str(write_resolved_config(CFG, RESULTS / "configs"))
+
+
+def analysis_resources():
+    """Slurm account and partition of an analysis (CPU-only) job, from the config's launch
+    section, where they are written once; the workflow profile (profiles/default) holds the
+    memory, time and CPUs of each rule."""
+    resources = {
+        "slurm_account": CFG.launch.slurm_account,
+        "slurm_partition": CFG.launch.analysis_partition,
+    }
+    return {name: value for name, value in resources.items() if value}
+
+
+def submitter_threads():
+    """Threads of a rule that runs GRPO: 1 where it only submits GPU jobs and waits for them
+    (launch.launcher: submitit); else the whole machine (--cores), so arms never compete for
+    cores and their timings stay comparable."""
+    if CFG.launch.launcher == "submitit":
+        return 1
+    return workflow.resource_settings.cores or 1
 
 
 def option_args(option, values):
@@ -23,6 +45,11 @@ def option_args(option, values):
 def run_folder(size, arm, seed):
     """The folder of one GRPO run: trace.parquet, steps.parquet, manifest.json."""
     return RESULTS / "runs" / size / arm / f"seed{seed}"
+
+
+def seed_outputs(name):
+    """One file of every seed's run folder, with {size} and {arm} left as wildcards."""
+    return [f"{RESULTS}/runs/{{size}}/{{arm}}/seed{seed}/{name}" for seed in CFG.seeds]
 
 
 def run_folders():
@@ -61,6 +88,13 @@ def deployment_of_size(size):
         if size in deployment.sizes:
             return deployment.name
     raise ValueError(f"no sim.deployments entry lists size {size!r} in its sizes")
+
+
+def sweep_inputs():
+    """The real-workload sweep's index, when identify sweeps the real workload."""
+    if CFG.authority.real_sweep_steps > 0:
+        return [RESULTS / "identify" / "real-sweep" / "sweep.json"]
+    return []
 
 
 def study_calibration_inputs():

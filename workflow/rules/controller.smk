@@ -16,7 +16,6 @@ rule controller:
     wildcard_constraints:
         deployment="|".join(deployment_names()),
     params:
-        config=RESOLVED_CONFIG,
         controller=CFG.controller.model_dump_json(),
         sim=CFG.sim.model_dump_json(),
         workload=CFG.workload.model_dump_json(),
@@ -26,9 +25,9 @@ rule controller:
         "../../envs/training.yaml"
     threads: 1
     resources:
-        mem_mb=2000,
+        **analysis_resources(),
     shell:
         "OMP_NUM_THREADS={threads} python -m grpo_power.cli controller train "
         "--deployment {wildcards.deployment:q} --out {params.out:q} "
         "--calibration {input.calibration:q} --authority {input.authority:q} "
-        "--config {params.config:q} > {log:q} 2>&1"
+        "--config {RESOLVED_CONFIG:q} > {log:q} 2>&1"

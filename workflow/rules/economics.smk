@@ -35,7 +35,6 @@ rule economics:
     log:
         RESULTS / "logs" / "economics.log",
     params:
-        config=RESOLVED_CONFIG,
         economics=CFG.economics.model_dump_json(),
         gpu=CFG.gpu.model_dump_json(),
         confidence=CFG.evaluate.confidence,
@@ -49,7 +48,7 @@ rule economics:
         "../../envs/analysis.yaml"
     threads: 1
     resources:
-        mem_mb=2000,
+        **analysis_resources(),
     shell:
         "python -m grpo_power.cli economics --out {params.out:q} {params.runs:q} "
-        "--evaluate {params.evaluate:q} --fleet {params.fleet:q} --config {params.config:q} > {log:q} 2>&1"
+        "--evaluate {params.evaluate:q} --fleet {params.fleet:q} --config {RESOLVED_CONFIG:q} > {log:q} 2>&1"

@@ -22,7 +22,6 @@ rule evaluate:
     log:
         RESULTS / "logs" / "evaluate" / "study.log",
     params:
-        config=RESOLVED_CONFIG,
         evaluate=CFG.evaluate.model_dump_json(exclude={"scenarios"}),
         sim=CFG.sim.model_dump_json(),
         arms=CFG.arms.model_dump_json(),
@@ -33,11 +32,11 @@ rule evaluate:
         "../../envs/training.yaml"
     threads: 1
     resources:
-        mem_mb=4000,
+        **analysis_resources(),
     shell:
         "OMP_NUM_THREADS={threads} python -m grpo_power.cli evaluate --out {params.out:q} "
         "--controllers {params.controllers:q} --calibration {input.calibration:q} "
-        "--authority {input.authority:q} --config {params.config:q} > {log:q} 2>&1"
+        "--authority {input.authority:q} --config {RESOLVED_CONFIG:q} > {log:q} 2>&1"
 
 
 rule evaluate_scenario:
@@ -62,7 +61,6 @@ rule evaluate_scenario:
     wildcard_constraints:
         scenario="|".join(s.name for s in CFG.evaluate.scenarios) or "(?!)",
     params:
-        config=RESOLVED_CONFIG,
         evaluate=CFG.evaluate.model_dump_json(),
         sim=CFG.sim.model_dump_json(),
         controller=CFG.controller.model_dump_json(),
@@ -72,9 +70,9 @@ rule evaluate_scenario:
         "../../envs/training.yaml"
     threads: 1
     resources:
-        mem_mb=4000,
+        **analysis_resources(),
     shell:
         "OMP_NUM_THREADS={threads} python -m grpo_power.cli evaluate --scenario {wildcards.scenario:q} "
         "--out {params.out:q} --controllers {params.controllers:q} "
         "--calibration {input.calibration:q} --authority {input.authority:q} "
-        "--config {params.config:q} > {log:q} 2>&1"
+        "--config {RESOLVED_CONFIG:q} > {log:q} 2>&1"

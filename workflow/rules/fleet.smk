@@ -18,7 +18,6 @@ rule fleet:
     log:
         RESULTS / "logs" / "fleet.log",
     params:
-        config=RESOLVED_CONFIG,
         fleet=CFG.fleet.model_dump_json(),
         windows=CFG.windows.model_dump_json(),
         cap_w=CFG.cap_w,
@@ -28,6 +27,6 @@ rule fleet:
         "../../envs/analysis.yaml"
     threads: 1
     resources:
-        mem_mb=4000,
+        **analysis_resources(),
     shell:
-        "python -m grpo_power.cli fleet {input.bins:q} --out {params.out:q} --config {params.config:q} > {log:q} 2>&1"
+        "python -m grpo_power.cli fleet {input.bins:q} --out {params.out:q} --config {RESOLVED_CONFIG:q} > {log:q} 2>&1"

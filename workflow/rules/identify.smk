@@ -1,11 +1,30 @@
-# Identify: actuator sweeps on every simulated deployment and on the real workload (short tiny
-# runs at each actuator's bounds), the authority table (DESIGN.md section 2), and the simulator's
-# calibration file (sourced defaults plus a fit of the real runs, with residuals).
+# Identify: actuator sweeps on every simulated deployment and on the real workload (short runs at
+# each actuator's bounds), the authority table (docs: authority), and the simulator's calibration
+# file (sourced defaults plus a fit of the real runs, with residuals). The real-workload sweep
+# runs GRPO, so it is its own rule: a local rule that submits its runs as one GPU job array on a
+# cluster (launch.launcher: submitit); identify itself is a CPU-only analysis job.
+
+
+rule sweep:
+    output:
+        index=RESULTS / "identify" / "real-sweep" / "sweep.json",
+    log:
+        RESULTS / "logs" / "sweep.log",
+    params:
+        settings=lambda wildcards: real_sweep_settings(CFG),
+        out=RESULTS / "identify" / "real-sweep",
+    conda:
+        "../../envs/training.yaml"
+    threads: submitter_threads()
+    shell:
+        "OMP_NUM_THREADS={threads} python -m grpo_power.cli sweep --out {params.out:q} "
+        "--config {RESOLVED_CONFIG:q} > {log:q} 2>&1"
 
 
 rule identify:
     input:
         calibration=study_calibration_inputs(),
+        sweep=sweep_inputs(),
     output:
         calibration=RESULTS / "identify" / "calibration.json",
         authority=RESULTS / "identify" / "authority.json",
@@ -19,19 +38,22 @@ rule identify:
     log:
         RESULTS / "logs" / "identify.log",
     params:
-        config=RESOLVED_CONFIG,
         sim=CFG.sim.model_dump_json(),
         authority=CFG.authority.model_dump_json(),
-        workload=CFG.workload.model_dump_json(),
-        telemetry=CFG.telemetry.model_dump_json(),
+        workload=CFG.workload.model_dump_json(exclude={"cache_dir", "checkpoint_every_steps"}),
+        gpu=CFG.gpu.model_dump_json(),
+        cap_w=CFG.cap_w,
         reward=CFG.controller.reward.model_dump_json(),
         calibration=lambda wildcards, input: option_args("--calibration", input.calibration),
+        sweep=lambda wildcards, input: option_args(
+            "--sweep", [Path(index).parent for index in input.sweep]
+        ),
         out=RESULTS / "identify",
     conda:
         "../../envs/training.yaml"
     threads: 2
     resources:
-        mem_mb=4000,
+        **analysis_resources(),
     shell:
         "OMP_NUM_THREADS={threads} python -m grpo_power.cli identify --out {params.out:q} "
-        "{params.calibration:q} --config {params.config:q} > {log:q} 2>&1"
+        "{params.calibration:q} {params.sweep:q} --config {RESOLVED_CONFIG:q} > {log:q} 2>&1"

@@ -40,7 +40,6 @@ rule report:
     log:
         RESULTS / "logs" / "report.log",
     params:
-        config=RESOLVED_CONFIG,
         report=CFG.report.model_dump_json(),
         economics=CFG.economics.model_dump_json(),
         runs=lambda wildcards, input: option_args(
@@ -57,9 +56,9 @@ rule report:
         "../../envs/analysis.yaml"
     threads: 1
     resources:
-        mem_mb=4000,
+        **analysis_resources(),
     shell:
         "python -m grpo_power.cli report --out {params.out:q} {params.runs:q} {params.exceedance:q} "
         "{params.controllers:q} --fleet {params.fleet:q} --identify {params.identify:q} "
         "--evaluate {params.evaluate:q} --economics {params.economics_dir:q} "
-        "--config {params.config:q} > {log:q} 2>&1"
+        "--config {RESOLVED_CONFIG:q} > {log:q} 2>&1"

@@ -1,5 +1,7 @@
-# Run: one GRPO run (size x arm x seed) with power telemetry, a step log and a manifest.
-# The fixed-safe arm's static setting is calibrated once per size, before its runs.
+# Run: the GRPO runs of one size and arm, every seed (trace, step log, manifest per seed); on a
+# cluster one submitit job array over the seeds. The fixed-safe arm's static setting is
+# calibrated once per size before its runs, its candidates measured as one job array too.
+# Both rules run GRPO on GPUs: they are local rules that submit GPU jobs and wait (Snakefile).
 
 
 rule calibrate_fixed_safe:
@@ -8,46 +10,34 @@ rule calibrate_fixed_safe:
     log:
         RESULTS / "logs" / "calibration" / "{size}.log",
     params:
-        config=RESOLVED_CONFIG,
-        workload=CFG.workload.model_dump_json(),
-        telemetry=CFG.telemetry.model_dump_json(),
-        fixed_safe=CFG.arms.fixed_safe.model_dump_json(),
-        cap_w=CFG.cap_w,
+        settings=lambda wildcards: calibration_settings(CFG),
     conda:
         "../../envs/training.yaml"
-    threads: 2
-    resources:
-        mem_mb=4000,
+    threads: submitter_threads()
     shell:
         "OMP_NUM_THREADS={threads} python -m grpo_power.cli calibrate --size {wildcards.size:q} "
-        "--config {params.config:q} > {log:q} 2>&1"
+        "--config {RESOLVED_CONFIG:q} > {log:q} 2>&1"
 
 
 rule run:
     input:
         run_inputs,
     output:
-        trace=RESULTS / "runs" / "{size}" / "{arm}" / "seed{seed}" / "trace.parquet",
-        steps=RESULTS / "runs" / "{size}" / "{arm}" / "seed{seed}" / "steps.parquet",
-        manifest=RESULTS / "runs" / "{size}" / "{arm}" / "seed{seed}" / "manifest.json",
+        traces=seed_outputs("trace.parquet"),
+        steps=seed_outputs("steps.parquet"),
+        manifests=seed_outputs("manifest.json"),
     log:
-        RESULTS / "logs" / "runs" / "{size}" / "{arm}" / "seed{seed}.log",
+        RESULTS / "logs" / "runs" / "{size}" / "{arm}.log",
     wildcard_constraints:
-        arm="|".join(["uncontrolled", "fixed", "fixed-safe", "threshold", "ppo", "hwcap"]),
-        seed=r"\d+",
+        arm="|".join(ARM_NAMES),
     params:
-        config=RESOLVED_CONFIG,
-        workload=CFG.workload.model_dump_json(),
-        telemetry=CFG.telemetry.model_dump_json(),
-        arms=CFG.arms.model_dump_json(),
-        cap_w=CFG.cap_w,
-        out=lambda wildcards: run_folder(wildcards.size, wildcards.arm, wildcards.seed),
-    # Whole-machine runs: arms never compete for cores, so their timings stay comparable.
+        settings=lambda wildcards: run_settings(CFG, wildcards.arm),
+        seeds=option_args("--seed", CFG.seeds),
+        out=lambda wildcards: RESULTS / "runs" / wildcards.size / wildcards.arm / "seed{seed}",
     conda:
         "../../envs/training.yaml"
-    threads: workflow.cores
-    resources:
-        mem_mb=8000,
+    threads: submitter_threads()
     shell:
-        "OMP_NUM_THREADS={threads} python -m grpo_power.cli run --size {wildcards.size:q} --arm {wildcards.arm:q} "
-        "--seed {wildcards.seed:q} --out {params.out:q} --config {params.config:q} > {log:q} 2>&1"
+        "OMP_NUM_THREADS={threads} python -m grpo_power.cli run --size {wildcards.size:q} "
+        "--arm {wildcards.arm:q} {params.seeds:q} --out {params.out:q} "
+        "--config {RESOLVED_CONFIG:q} > {log:q} 2>&1"

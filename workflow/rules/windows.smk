@@ -18,7 +18,6 @@ rule windows:
         # any trace under RESULTS except the outputs of this and later stages
         trace=r"(?!windows/|fleet/|logs/|calibration/).+",
     params:
-        config=RESOLVED_CONFIG,
         windows=CFG.windows.model_dump_json(),
         cap_w=CFG.cap_w,
         out=lambda wildcards: RESULTS / "windows" / wildcards.trace,
@@ -26,7 +25,7 @@ rule windows:
         "../../envs/analysis.yaml"
     threads: 1
     resources:
-        mem_mb=4000,
+        **analysis_resources(),
     shell:
-        "python -m grpo_power.cli windows {input.trace:q} --out {params.out:q} --config {params.config:q} "
+        "python -m grpo_power.cli windows {input.trace:q} --out {params.out:q} --config {RESOLVED_CONFIG:q} "
         "> {log:q} 2>&1"

@@ -1,11 +1,10 @@
-"""Submit GRPO runs as submitit jobs and wait for them.
+"""The submitit side of a GPU run: the job it executes, the executor that submits it.
 
 A run is one job with one task per node; inside it ``grpo-power run`` relaunches itself under
-``accelerate`` when the workload has several processes. The submitit folder (sbatch script, logs,
-pickled results) lives inside the run's folder. While waiting, the job's state changes are
-written to the log (Snakemake's rule log); a failed job raises :class:`JobFailed` carrying the
-tail of the job's stderr (credentials filtered out). Commands are argument lists, never shell
-strings.
+``accelerate`` when the workload has several processes. The executor asks for the resources of
+the run's size (``run_sizes[].job`` over ``launch.job``) with the account and GPU partition of
+``launch``. :mod:`grpo_power.launch.batch` submits, records, reattaches to and waits for the
+jobs. Commands are argument lists, never shell strings.
 
 Preemption and timeouts: the job runs a :class:`RunJob`, which submitit checkpoints on its
 signal (USR2, sent ``signal_delay_s`` before the time limit and, with Slurm's
@@ -22,7 +21,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -98,28 +96,43 @@ def resolve_cluster(launch: LaunchConfig) -> str:
     return "slurm" if shutil.which("sbatch") else "local"
 
 
-def make_executor(config: Config, folder: Path) -> submitit.AutoExecutor:
-    """A submitit executor with the resources of ``config.launch`` for one run."""
+def make_executor(config: Config, folder: Path, name: str) -> submitit.AutoExecutor:
+    """A submitit executor for GPU jobs of ``config.workload.size`` named ``name``: the size's
+    resources (:meth:`Config.job_resources`), the account and GPU partition of ``config.launch``.
+    """
     launch = config.launch
+    cluster = resolve_cluster(launch)
+    resources = config.job_resources(config.workload.size)
     executor = submitit.AutoExecutor(
-        folder=folder, cluster=resolve_cluster(launch), slurm_max_num_timeout=launch.max_timeouts
+        folder=folder, cluster=cluster, slurm_max_num_timeout=launch.max_timeouts
     )
     parameters: dict[str, Any] = {
-        "name": f"grpo-power-{config.workload.size}",
-        "timeout_min": launch.timeout_min,
+        "name": name,
         "nodes": 1,
         "tasks_per_node": 1,  # one task per node: accelerate starts the per-GPU processes
-        "cpus_per_task": launch.cpus_per_task,
-        "mem_gb": launch.mem_gb,
-        "gpus_per_node": launch.gpus_per_node or config.run_size(config.workload.size).processes,
     }
-    if resolve_cluster(launch) == "slurm":
-        # a requeued job appends to its logs, so every attempt's output is kept
-        parameters["slurm_additional_parameters"] = {"open-mode": "append"}
-    if launch.slurm_partition:
-        parameters["slurm_partition"] = launch.slurm_partition
-    if launch.slurm_account:
-        parameters["slurm_account"] = launch.slurm_account
+    for name in ("timeout_min", "cpus_per_task", "mem_gb"):
+        if getattr(resources, name) is not None:
+            parameters[name] = getattr(resources, name)
+    if resources.gpu_type and cluster == "slurm":
+        parameters["slurm_gres"] = f"gpu:{resources.gpu_type}:{resources.gpus}"
+    else:
+        parameters["gpus_per_node"] = resources.gpus
+    if cluster == "slurm":
+        slurm: dict[str, Any] = {
+            "partition": launch.slurm_partition,
+            "account": launch.slurm_account,
+            "qos": resources.qos,
+            "constraint": resources.constraint,
+            "setup": resources.setup,
+            "array_parallelism": launch.array_parallelism,
+            # a requeued job appends to its logs, so every attempt's output is kept
+            "additional_parameters": {
+                "open-mode": "append",
+                **(resources.additional_parameters or {}),
+            },
+        }
+        parameters.update({f"slurm_{k}": v for k, v in slurm.items() if v is not None})
     executor.update_parameters(**parameters)
     return executor
 
@@ -141,79 +154,7 @@ def run_command(
     ]  # fmt: skip
 
 
-def _stderr_tail(job: submitit.Job) -> str:
+def stderr_tail(job: submitit.Job) -> str:
+    """The end of a job's stderr, credentials filtered out."""
     text = job.stderr() or ""
     return redact_text(text[-STDERR_TAIL_CHARS:])
-
-
-def wait(job: submitit.Job, poll_s: float, log: Callable[[str], None]) -> Any:
-    """Wait for a job, logging each state change; return its result or raise :class:`JobFailed`."""
-    last_state = None
-    while not job.done():
-        state = job.state
-        if state != last_state:
-            log(f"job {job.job_id}: {state}")
-            last_state = state
-        time.sleep(poll_s)
-    log(f"job {job.job_id}: {job.state}")
-    try:
-        return job.result()
-    except Exception as error:  # submitit raises FailedJobError / UncompletedJobError
-        raise JobFailed(
-            f"job {job.job_id} failed ({job.state}): {str(error).splitlines()[0]}\n"
-            f"--- tail of the job's stderr ---\n{_stderr_tail(job)}"
-        ) from None
-
-
-def start_run(
-    config: Config,
-    config_file: Path,
-    arm: str,
-    seed: int,
-    out: Path,
-    steps: int | None = None,
-) -> submitit.Job:
-    """Submit one run as a resumable job (:class:`RunJob`) and return it without waiting."""
-    executor = make_executor(config, out / "submitit")
-    command = run_command(config, config_file, arm, seed, out, steps)
-    try:
-        return executor.submit(RunJob(config.launch.checkpoint_grace_s), command, out)
-    except submitit.core.utils.FailedJobError as error:
-        raise JobFailed(f"could not submit the run: {error}") from None
-
-
-def submit_run(
-    config: Config,
-    config_file: Path,
-    arm: str,
-    seed: int,
-    out: Path,
-    log: Callable[[str], None] = print,
-    steps: int | None = None,
-) -> dict[str, Any]:
-    """Submit one run, wait for it (across requeues) and return its manifest."""
-    job = start_run(config, config_file, arm, seed, out, steps)
-    log(
-        f"submitted {config.workload.size}/{arm}/seed{seed} as job {job.job_id} "
-        f"({resolve_cluster(config.launch)})"
-    )
-    return wait(job, config.launch.poll_s, log)
-
-
-def submit_sweep(
-    config: Config,
-    config_file: Path,
-    runs: Sequence[tuple[str, int, Path]],
-    folder: Path,
-    log: Callable[[str], None] = print,
-) -> list[dict[str, Any]]:
-    """Submit several runs (arm, seed, folder) as one job array (``map_array``) and wait."""
-    executor = make_executor(config, folder)
-    commands = [run_command(config, config_file, arm, seed, out) for arm, seed, out in runs]
-    try:
-        job = RunJob(config.launch.checkpoint_grace_s)
-        jobs = executor.map_array(job, commands, [out for _, _, out in runs])
-    except submitit.core.utils.FailedJobError as error:
-        raise JobFailed(f"could not submit the job array: {error}") from None
-    log(f"submitted {len(jobs)} runs as a job array ({resolve_cluster(config.launch)})")
-    return [wait(job, config.launch.poll_s, log) for job in jobs]

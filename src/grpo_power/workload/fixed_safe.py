@@ -26,6 +26,7 @@ from grpo_power.config import Config
 from grpo_power.control.contract import Action
 from grpo_power.control.controllers import FixedController
 from grpo_power.telemetry.store import read_trace
+from grpo_power.workflow_params import calibration_settings
 from grpo_power.workload.resume import RunPaths
 from grpo_power.workload.steplog import read_step_log
 
@@ -42,14 +43,7 @@ def candidate_concurrencies(low: int, high: int) -> list[int]:
 
 
 def _calibration_key(config: Config) -> str:
-    relevant = {
-        "cap_w": config.cap_w,
-        "gpu": config.gpu.model_dump(mode="json"),
-        "telemetry": config.telemetry.model_dump(mode="json"),
-        "workload": config.workload.model_dump(mode="json"),
-        "fixed_safe": config.arms.fixed_safe.model_dump(mode="json"),
-    }
-    return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]
+    return hashlib.sha256(calibration_settings(config).encode()).hexdigest()[:16]
 
 
 def percentile_upper_bound(values: np.ndarray, percentile: float, confidence: float) -> float:
@@ -76,20 +70,21 @@ def steps_power_w(run_folder: Path) -> np.ndarray:
     return frame.loc[in_steps, "power_w"].to_numpy()
 
 
-CandidateRunner = Callable[[int, Path], None]
+CandidatesRunner = Callable[[list[tuple[int, Path]]], None]
 
 
 def calibrate_fixed_safe(
     config: Config,
     folder: Path,
     show_progress: bool = False,
-    run_candidate: CandidateRunner | None = None,
+    run_candidates: CandidatesRunner | None = None,
 ) -> dict[str, Any]:
     """The fixed-safe setting for ``config``, measured in ``folder`` or reused from it.
 
     Args:
-        run_candidate: runs the fixed arm at a concurrency into a folder (default: in this
-            process; the CLI passes a submitit launcher on clusters).
+        run_candidates: measures the fixed arm anew at each (concurrency, folder), all at
+            once (the CLI passes one that submits them as one job array on clusters). Without
+            it the candidates run in this process, highest first, until one stays under the cap.
 
     Returns the saved calibration: the chosen concurrency, every candidate's measured percentile,
     and whether any candidate stayed under the cap.
@@ -107,8 +102,6 @@ def calibrate_fixed_safe(
             show_progress=show_progress,
         )
 
-    run_candidate = run_candidate or run_here
-
     result_path = folder / "fixed_safe.json"
     key = _calibration_key(config)
     if result_path.exists():
@@ -119,10 +112,15 @@ def calibrate_fixed_safe(
     bounds = config.workload.concurrency_bounds
     measured: list[dict[str, float]] = []
     chosen = None
-    for concurrency in candidate_concurrencies(bounds.min, bounds.max):
-        run_folder = folder / f"concurrency-{concurrency}"
-        RunPaths(run_folder).clear()  # measured anew whenever the calibration is
-        run_candidate(concurrency, run_folder)
+    candidates = [
+        (c, folder / f"concurrency-{c}") for c in candidate_concurrencies(bounds.min, bounds.max)
+    ]
+    if run_candidates is not None:
+        run_candidates(candidates)
+    for concurrency, run_folder in candidates:
+        if run_candidates is None:
+            RunPaths(run_folder).clear()  # measured anew whenever the calibration is
+            run_here(concurrency, run_folder)
         power_w = steps_power_w(run_folder)
         bound_w = percentile_upper_bound(power_w, settings.percentile, settings.confidence)
         measured.append(

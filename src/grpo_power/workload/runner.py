@@ -30,6 +30,7 @@ from grpo_power.telemetry.store import TraceWriter
 from grpo_power.workload.actuators import Actuators
 from grpo_power.workload.fixed_safe import failsafe_action
 from grpo_power.workload.hook import ControllerCallback
+from grpo_power.workload.lock import RunLock
 from grpo_power.workload.manifest import RunManifest
 from grpo_power.workload.models import load_model
 from grpo_power.workload.resume import ResumePoint, RunPaths, StopSignals, start_or_resume
@@ -96,9 +97,27 @@ def run_grpo(
     A folder holding an unfinished attempt of the same run is resumed from its last checkpoint
     (``fresh`` discards it instead); one holding the same run, completed, is left as it is. A
     stop signal ends the run after the current step with a checkpoint (status ``interrupted``).
-    The sampler runs on local rank 0 of each node, for that node's GPUs; the folder, step log
-    and manifest are handled by the main process.
+    The main process holds the folder's lock (:class:`RunLock`) throughout: a second attempt
+    at the same folder is refused naming this one (:class:`RunFolderBusy`).
     """
+    if int(os.environ.get("RANK", "0")) != 0:
+        return _run_grpo(config, arm, seed, out, controller, steps, show_progress, fresh)
+    with RunLock(Path(out)):
+        return _run_grpo(config, arm, seed, out, controller, steps, show_progress, fresh)
+
+
+def _run_grpo(
+    config: Config,
+    arm: str,
+    seed: int,
+    out: Path,
+    controller: Controller,
+    steps: int | None = None,
+    show_progress: bool = True,
+    fresh: bool = False,
+) -> RunResult:
+    """:func:`run_grpo` without the lock. The sampler runs on local rank 0 of each node, for
+    that node's GPUs; the folder, step log and manifest are handled by the main process."""
     set_seed(seed)
     paths = RunPaths(Path(out))
     paths.folder.mkdir(parents=True, exist_ok=True)

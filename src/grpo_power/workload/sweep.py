@@ -9,11 +9,14 @@ their mean power into authority-table rows.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from grpo_power.atomic import write_json_atomic
 from grpo_power.config import Config
 from grpo_power.control.controllers import FixedController
 from grpo_power.telemetry.store import read_trace
@@ -52,26 +55,68 @@ def sweep_settings(config: Config) -> list[tuple[str, int, Config]]:
     return out
 
 
-def run_sweep(config: Config, out: Path, steps: int, seed: int) -> list[Path]:
-    """Run every sweep setting for ``steps`` steps into ``out/<actuator>-<level>``; returns the
-    run folders (a completed run there is reused, an unfinished one resumed)."""
-    from grpo_power.workload.runner import run_grpo
+SWEEP_INDEX = "sweep.json"
+SweepRunner = Callable[[list[tuple[str, int, Config, Path]]], None]
 
-    folders = []
-    for actuator, level, run_config in sweep_settings(config):
-        folder = Path(out) / f"{actuator}-{level}"
-        w = run_config.workload
-        run_grpo(
-            run_config,
-            f"sweep-{actuator}-{level}",
-            seed,
-            folder,
-            FixedController(w.concurrency, w.max_new_tokens),
-            steps=steps,
-            show_progress=False,
+
+def run_sweep(
+    config: Config, out: Path, steps: int, seed: int, run_all: SweepRunner | None = None
+) -> list[Path]:
+    """Run every sweep setting for ``steps`` steps into ``out/<actuator>-<level>`` and write
+    the index ``out/sweep.json`` (actuator, level and folder of each run) last.
+
+    Args:
+        run_all: runs every (actuator, level, run config, folder) at once (the CLI passes one
+            that submits them as one job array on clusters); default: one after another in
+            this process (a completed run is reused, an unfinished one resumed).
+
+    Returns the run folders, in the order of :func:`sweep_settings`.
+    """
+    runs = [
+        (actuator, level, run_config, Path(out) / f"{actuator}-{level}")
+        for actuator, level, run_config in sweep_settings(config)
+    ]
+    if run_all is not None:
+        run_all(runs)
+    else:
+        from grpo_power.workload.runner import run_grpo
+
+        for actuator, level, run_config, folder in runs:
+            w = run_config.workload
+            run_grpo(
+                run_config,
+                f"sweep-{actuator}-{level}",
+                seed,
+                folder,
+                FixedController(w.concurrency, w.max_new_tokens),
+                steps=steps,
+                show_progress=False,
+            )
+    index = [{"actuator": a, "level": lv, "folder": f.name} for a, lv, _, f in runs]
+    write_json_atomic(Path(out) / SWEEP_INDEX, {"steps": steps, "seed": seed, "runs": index})
+    return [folder for *_, folder in runs]
+
+
+def read_sweep_index(folder: Path) -> list[tuple[str, int, Path]]:
+    """(actuator, level, run folder) of each run of the sweep in ``folder`` (its sweep.json).
+
+    Raises:
+        FileNotFoundError / ValueError: no index, or not one written by :func:`run_sweep`.
+    """
+    path = Path(folder) / SWEEP_INDEX
+    if not path.exists():
+        raise FileNotFoundError(
+            f"{path}: no such file; expected the sweep index written by `grpo-power sweep "
+            f"--out {folder}`"
         )
-        folders.append(folder)
-    return folders
+    try:
+        runs = json.loads(path.read_text())["runs"]
+        return [(r["actuator"], int(r["level"]), Path(folder) / r["folder"]) for r in runs]
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
+        raise ValueError(
+            f"{path}: expected the sweep index written by `grpo-power sweep` (runs with "
+            f"actuator, level and folder), got {type(error).__name__}: {error}"
+        ) from None
 
 
 def measured_sweep_row(

@@ -1,0 +1,292 @@
+"""A batch of GPU runs as Slurm jobs: one job, or one submitit job array, waited for together.
+
+:func:`submit_batch` is what ``grpo-power run --launcher submitit`` (and the fixed-safe
+calibration and the identify sweep) call with the runs they need:
+
+- a run folder that already holds its completed run needs no job;
+- a run folder whose ``job.json`` names a job that Slurm still runs (or has queued) is
+  reattached to (``submitit.SlurmJob(folder, job_id)``) instead of submitting a second one, so
+  a restarted workflow picks up the jobs a stopped one left;
+- the rest are submitted at once, as one job array (``map_array``, at most
+  ``launch.array_parallelism`` tasks at a time) when there are several, and each run folder
+  records its job in ``job.json``;
+- the batch is waited for as a whole: every job's state change is logged, and failures are
+  reported together, each with its job's stderr tail.
+
+Interrupts: SIGINT (Ctrl-C of Snakemake reaches its whole process group) or SIGTERM while
+waiting cancels the batch's jobs (``launch.on_interrupt: cancel``; Slurm's SIGTERM makes each
+run save a checkpoint) and waits until their runs have let go of their folders, or leaves them
+running (``keep``); either way :class:`RunsInterrupted` says which, and running the same
+command again resumes or reattaches.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import submitit
+
+from grpo_power.atomic import write_json_atomic
+from grpo_power.config import Config
+from grpo_power.launch.submit import (
+    JobFailed,
+    RunJob,
+    make_executor,
+    resolve_cluster,
+    run_command,
+    stderr_tail,
+)
+from grpo_power.workload.lock import lock_holder
+
+JOB_RECORD = "job.json"
+# sacct/squeue states of a job that is queued or still running (it may still write its folder)
+LIVE_STATES = frozenset(
+    {
+        "PENDING", "RUNNING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING",
+        "COMPLETING", "SUSPENDED", "RESIZING", "SIGNALING", "STAGE_OUT", "RESV_DEL_HOLD",
+    }
+)  # fmt: skip
+RELEASE_MARGIN_S = 60.0  # beyond launch.checkpoint_grace_s, for Slurm's kill wait
+
+Log = Callable[[str], None]
+
+
+class RunsInterrupted(RuntimeError):
+    """The wait was interrupted; the message says which jobs were cancelled or left running."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of a batch: a label for the log, its ``grpo-power run`` command, its folder."""
+
+    label: str
+    command: list[str]
+    folder: Path
+
+
+def run_spec(
+    config: Config,
+    config_file: Path,
+    arm: str,
+    seed: int,
+    out: Path,
+    steps: int | None = None,
+    label: str | None = None,
+) -> RunSpec:
+    """The spec of one run of ``config.workload`` (its size, fixed setting, steps)."""
+    out = Path(out).resolve()
+    label = label or f"{config.workload.size}/{arm}/seed{seed}"
+    return RunSpec(label, run_command(config, config_file, arm, seed, out, steps), out)
+
+
+def _completed_manifest(folder: Path) -> dict[str, Any] | None:
+    path = folder / "manifest.json"
+    if not path.exists():
+        return None
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return manifest if manifest.get("status") == "completed" else None
+
+
+def live_job(folder: Path) -> submitit.Job | None:
+    """The Slurm job ``folder/job.json`` names, when Slurm still has it queued or running."""
+    path = Path(folder) / JOB_RECORD
+    if not path.exists():
+        return None
+    try:
+        record = json.loads(path.read_text())
+        if record.get("cluster") != "slurm":
+            return None  # local jobs end with the process that started them
+        job = submitit.SlurmJob(Path(record["submitit_folder"]), str(record["job_id"]))
+    except (OSError, json.JSONDecodeError, KeyError, TypeError):
+        return None
+    return job if job.state in LIVE_STATES else None
+
+
+def _record(spec: RunSpec, job: submitit.Job, cluster: str, folder: Path) -> None:
+    spec.folder.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(
+        spec.folder / JOB_RECORD,
+        {
+            "job_id": job.job_id,
+            "cluster": cluster,
+            "submitit_folder": str(folder.resolve()),
+            "submitted_unix_s": time.time(),
+            "label": spec.label,
+        },
+    )
+
+
+def _wait_for_release(folders: Sequence[Path], timeout_s: float, poll_s: float) -> None:
+    """Wait until no attempt holds these run folders (a cancelled job saving its checkpoint)."""
+    deadline = time.monotonic() + timeout_s
+    for folder in folders:
+        while (holder := lock_holder(folder)) is not None:
+            if time.monotonic() > deadline:
+                job = holder.get("slurm_job_id") or f"pid {holder.get('pid')}"
+                raise JobFailed(
+                    f"{folder}: another attempt ({job} on {holder.get('host')}) still writes this "
+                    f"run after {timeout_s:g} s; cancel it, then run the same command again"
+                )
+            time.sleep(min(poll_s, 1.0))
+
+
+class _Stop(Exception):
+    """A stop signal arrived while the batch was waited for."""
+
+
+@contextmanager
+def _stop_on_signals() -> Iterator[None]:
+    """While entered (main thread only), SIGINT and SIGTERM raise :class:`_Stop`."""
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise _Stop(signal.Signals(signum).name)
+
+    try:
+        previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:  # not the main thread: the process keeps its own handlers
+        previous = {}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def start_batch(
+    config: Config, specs: Sequence[RunSpec], submitit_folder: Path, name: str, log: Log = print
+) -> dict[int, Any]:
+    """Reattach or submit every run of ``specs`` without waiting; new jobs are named ``name``
+    (``grpo-power-<size>-<arm>`` and the like, what ``sacct`` shows).
+
+    Returns, per index of ``specs``, the completed run's manifest or its job.
+    """
+    handles: dict[int, Any] = {}
+    pending: list[int] = []
+    for index, spec in enumerate(specs):
+        manifest = _completed_manifest(spec.folder)
+        if manifest is not None:
+            log(f"{spec.label}: already completed in {spec.folder}")
+            handles[index] = manifest
+        elif (job := live_job(spec.folder)) is not None:
+            log(f"{spec.label}: reattached to job {job.job_id} ({job.state})")
+            handles[index] = job
+        else:
+            pending.append(index)
+    if not pending:
+        return handles
+    launch = config.launch
+    _wait_for_release(
+        [specs[i].folder for i in pending],
+        launch.checkpoint_grace_s + RELEASE_MARGIN_S,
+        launch.poll_s,
+    )
+    executor = make_executor(config, submitit_folder, name)
+    runner = RunJob(launch.checkpoint_grace_s)
+    cluster = resolve_cluster(launch)
+    try:
+        if len(pending) == 1:
+            spec = specs[pending[0]]
+            jobs = [executor.submit(runner, spec.command, spec.folder)]
+        else:
+            chosen = [specs[i] for i in pending]
+            jobs = executor.map_array(
+                runner, [s.command for s in chosen], [s.folder for s in chosen]
+            )
+    except submitit.core.utils.FailedJobError as error:
+        raise JobFailed(f"could not submit {len(pending)} run(s): {error}") from None
+    kind = "a job array" if len(jobs) > 1 else "a job"
+    log(f"submitted {len(jobs)} run(s) as {kind} ({cluster})")
+    for index, job in zip(pending, jobs, strict=True):
+        _record(specs[index], job, cluster, submitit_folder)
+        log(f"{specs[index].label}: job {job.job_id}")
+        handles[index] = job
+    return handles
+
+
+def _outcome(job: submitit.Job) -> tuple[Any, str | None]:
+    try:
+        return job.result(), None
+    except Exception as error:  # submitit raises FailedJobError / UncompletedJobError
+        return None, (
+            f"job {job.job_id} failed ({job.state}): {str(error).splitlines()[0]}\n"
+            f"--- tail of the job's stderr ---\n{stderr_tail(job)}"
+        )
+
+
+def wait_batch(
+    config: Config, specs: Sequence[RunSpec], handles: dict[int, Any], log: Log = print
+) -> list[dict[str, Any]]:
+    """Wait for every job of a batch; return the runs' manifests in the order of ``specs``.
+
+    Raises:
+        JobFailed: one or more jobs failed (every failure is in the message).
+        RunsInterrupted: SIGINT or SIGTERM arrived (the jobs were cancelled or kept).
+    """
+    jobs = {i: h for i, h in handles.items() if isinstance(h, submitit.Job)}
+    states: dict[int, str] = {}
+    try:
+        with _stop_on_signals():
+            while True:
+                for index, job in jobs.items():
+                    state = job.state
+                    if state != states.get(index):
+                        log(f"{specs[index].label}: job {job.job_id}: {state}")
+                        states[index] = state
+                if all(job.done() for job in jobs.values()):
+                    break
+                time.sleep(config.launch.poll_s)
+    except (_Stop, KeyboardInterrupt) as stop:
+        _interrupted(config, specs, jobs, str(stop) or "SIGINT", log)
+    results: dict[int, Any] = {i: h for i, h in handles.items() if i not in jobs}
+    failures = []
+    for index, job in jobs.items():
+        results[index], failure = _outcome(job)
+        if failure:
+            failures.append(f"{specs[index].label}: {failure}")
+    if failures:
+        raise JobFailed("\n".join(failures))
+    return [results[i] for i in range(len(specs))]
+
+
+def _interrupted(
+    config: Config, specs: Sequence[RunSpec], jobs: dict[int, submitit.Job], name: str, log: Log
+) -> None:
+    """Cancel (or keep) the batch's unfinished jobs, then raise :class:`RunsInterrupted`."""
+    live = {i: job for i, job in jobs.items() if not job.done()}
+    ids = ", ".join(job.job_id for job in live.values()) or "none"
+    if config.launch.on_interrupt == "keep":
+        raise RunsInterrupted(
+            f"{name}: left job(s) {ids} running (launch.on_interrupt: keep); run the same "
+            "command again to reattach"
+        )
+    for job in live.values():
+        job.cancel(check=False)  # Slurm's SIGTERM: each run saves a checkpoint and exits
+    log(f"{name}: cancelled job(s) {ids}; waiting for their runs to save a checkpoint")
+    _wait_for_release(
+        [specs[i].folder for i in live],
+        config.launch.checkpoint_grace_s + RELEASE_MARGIN_S,
+        config.launch.poll_s,
+    )
+    raise RunsInterrupted(
+        f"{name}: cancelled job(s) {ids} (launch.on_interrupt: cancel); their runs saved a "
+        "checkpoint: run the same command again to resume them"
+    )
+
+
+def submit_batch(
+    config: Config, specs: Sequence[RunSpec], submitit_folder: Path, name: str, log: Log = print
+) -> list[dict[str, Any]]:
+    """:func:`start_batch`, then :func:`wait_batch`: the runs' manifests, in order."""
+    handles = start_batch(config, specs, submitit_folder, name, log)
+    return wait_batch(config, specs, handles, log)
