@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -30,9 +33,6 @@ def checkout_copy(folder: Path) -> Path:
     """A copy of this checkout in ``folder`` (the files git tracks, and those it does not ignore),
     modification times kept, with ``.venv`` linked to this checkout's: a clean clone, where a
     user types the README's commands."""
-    import shutil
-    import subprocess
-
     listed = subprocess.run(
         ["git", "ls-files", "-co", "--exclude-standard", "-z"],
         cwd=REPO,
@@ -54,6 +54,23 @@ def checkout_copy(folder: Path) -> Path:
 
 def user_env() -> dict[str, str]:
     """The environment of a user who ran `make test`: this Python's bin folder first on PATH."""
-    import sys
-
     return dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+
+
+def _slurm_problem() -> str | None:
+    if shutil.which("sbatch") is None:
+        return "no Slurm client (sbatch) on PATH"
+    ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True)
+    if "UP" not in ping.stdout:
+        return "no running slurmctld (make test starts one when run as root)"
+    if "# grpo-power test cluster" not in Path("/etc/slurm/slurm.conf").read_text():
+        return "the running Slurm is not the test cluster of scripts/slurm/start.sh"
+    return None
+
+
+@pytest.fixture(scope="module")
+def slurm() -> None:
+    """The test Slurm of scripts/slurm/start.sh (account grpo, partition debug), or a skip."""
+    problem = _slurm_problem()
+    if problem:
+        missing_requirement(f"the test Slurm: {problem}")

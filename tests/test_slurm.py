@@ -7,12 +7,12 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -23,27 +23,9 @@ from grpo_power.launch.batch import run_spec, start_batch, submit_batch, wait_ba
 from grpo_power.launch.submit import JobFailed
 from grpo_power.telemetry.store import read_trace
 from grpo_power.workload.steplog import read_step_log
-from tests.conftest import REPO, checkout_copy, missing_requirement, user_env
+from tests.conftest import REPO, checkout_copy, user_env
 
 ACCOUNT, PARTITION = "grpo", "debug"  # made by scripts/slurm/start.sh
-
-
-def _slurm_problem() -> str | None:
-    if shutil.which("sbatch") is None:
-        return "no Slurm client (sbatch) on PATH"
-    ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True)
-    if "UP" not in ping.stdout:
-        return "no running slurmctld (make test starts one when run as root)"
-    if "# grpo-power test cluster" not in Path("/etc/slurm/slurm.conf").read_text():
-        return "the running Slurm is not the test cluster of scripts/slurm/start.sh"
-    return None
-
-
-@pytest.fixture(scope="module")
-def slurm() -> None:
-    problem = _slurm_problem()
-    if problem:
-        missing_requirement(f"the test Slurm: {problem}")
 
 
 def _slurm_config(tmp_path: Path, **overrides: object) -> tuple[Config, Path]:
@@ -265,47 +247,63 @@ def _jobs_named(name: str, since: str) -> dict[str, str]:
     return dict(line.split("|") for line in out.splitlines() if line)
 
 
-@pytest.mark.slow
-def test_ctrl_c_cancels_the_jobs_and_the_same_command_resumes(slurm: None, tmp_path: Path) -> None:
+@dataclass(frozen=True)
+class Interrupted:
+    """A README command typed in a fresh checkout and stopped by Ctrl-C after 3 steps."""
+
+    checkout: Path
+    run: Path  # seed 0's run folder
+    since: str  # for sacct: jobs submitted from then on
+    log: Path  # both Snakemake processes' output
+    jobs: dict[str, str]  # the arm's GPU jobs (array tasks) and their states after Ctrl-C
+
+    def restart(self, command: str) -> None:
+        """The same command typed again; it must complete."""
+        again = _start_snakemake(command, self.checkout, self.log)
+        assert again.wait(timeout=600) == 0, self.log.read_text()[-4000:]
+
+
+def _interrupt(command: str, tmp_path: Path) -> Interrupted:
     checkout = checkout_copy(tmp_path / "checkout")
     run = checkout / "results" / "runs" / "tiny" / "uncontrolled" / "seed0"
     since = time.strftime("%Y-%m-%dT%H:%M:%S")
     log = tmp_path / "snakemake.log"
-    first = _start_snakemake(LONG_RUN, checkout, log)
-    _ctrl_c_after_steps(first, run, 3)
+    _ctrl_c_after_steps(_start_snakemake(command, checkout, log), run, 3)
     jobs = _jobs_named("grpo-power-tiny-uncontrolled", since)
+    return Interrupted(checkout, run, since, log, jobs)
+
+
+@pytest.mark.slow
+def test_ctrl_c_cancels_the_jobs_and_the_same_command_resumes(slurm: None, tmp_path: Path) -> None:
+    stopped = _interrupt(LONG_RUN, tmp_path)
+    run, jobs = stopped.run, stopped.jobs
     assert jobs and all(state.startswith("CANCELLED") for state in jobs.values()), jobs
     assert (run / "resume.json").exists()  # the cancelled run saved its checkpoint
     before = _samples_so_far(run)
     steps_before = len(read_step_log(run / "steps.parquet"))
     assert 3 <= steps_before < LONG_STEPS
-    second = _start_snakemake(LONG_RUN, checkout, log)
-    assert second.wait(timeout=600) == 0, log.read_text()[-4000:]
+    stopped.restart(LONG_RUN)
     _assert_whole_run(run, before)
     manifest = json.loads((run / "manifest.json").read_text())
     assert len(manifest["attempts"]) == 2 and manifest["attempts"][0]["status"] == "interrupted"
-    print(f"cancel: jobs {jobs}, then {_jobs_named('grpo-power-tiny-uncontrolled', since)}; "
-          f"{steps_before} steps and {before} samples before Ctrl-C, {LONG_STEPS} steps and "
-          f"{_samples_so_far(run)} samples at the end")  # fmt: skip
+    after = _jobs_named("grpo-power-tiny-uncontrolled", stopped.since)
+    print(
+        f"cancel: jobs {jobs}, then {after}; {steps_before} steps and {before} samples "
+        f"before Ctrl-C, {LONG_STEPS} steps and {_samples_so_far(run)} samples at the end"
+    )
 
 
 @pytest.mark.slow
 def test_ctrl_c_with_keep_leaves_the_jobs_and_a_restart_reattaches(
     slurm: None, tmp_path: Path
 ) -> None:
-    checkout = checkout_copy(tmp_path / "checkout")
-    run = checkout / "results" / "runs" / "tiny" / "uncontrolled" / "seed0"
-    since = time.strftime("%Y-%m-%dT%H:%M:%S")
-    log = tmp_path / "snakemake.log"
-    first = _start_snakemake(LONG_RUN_KEEP, checkout, log)
-    _ctrl_c_after_steps(first, run, 3)
-    jobs = _jobs_named("grpo-power-tiny-uncontrolled", since)
+    stopped = _interrupt(LONG_RUN_KEEP, tmp_path)
+    run, jobs = stopped.run, stopped.jobs
     assert any(state == "RUNNING" for state in jobs.values()), jobs  # left running
-    second = _start_snakemake(LONG_RUN_KEEP, checkout, log)
-    assert second.wait(timeout=600) == 0, log.read_text()[-4000:]
-    rule_log = (checkout / "results" / "logs" / "runs" / "tiny" / "uncontrolled.log").read_text()
+    stopped.restart(LONG_RUN_KEEP)
+    rule_log = (stopped.checkout / "results/logs/runs/tiny/uncontrolled.log").read_text()
     assert "reattached to job" in rule_log or "already completed" in rule_log, rule_log
-    after = _jobs_named("grpo-power-tiny-uncontrolled", since)
+    after = _jobs_named("grpo-power-tiny-uncontrolled", stopped.since)
     assert after.keys() == jobs.keys()  # no second job: one job per run, both seeds
     assert all(state == "COMPLETED" for state in after.values()), after
     _assert_whole_run(run, 0)

@@ -103,6 +103,7 @@ AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
 AccountingStorageTRES=gres/gpu
 JobAcctGatherType=jobacct_gather/none
+AccountingStoreFlags=job_comment
 JobCompType=jobcomp/none
 PreemptType=preempt/partition_prio
 PreemptMode=REQUEUE

@@ -386,7 +386,8 @@ def telemetry_record(
     source: Annotated[
         TelemetrySource | None,
         typer.Option(
-            "--source", help="auto: NVML when there is an NVIDIA GPU, else simulated (config)."
+            "--source",
+            help="Default auto: NVML when there is an NVIDIA GPU, else the simulated A100.",
         ),
     ] = None,
     config: ConfigOption = DEFAULT_CONFIG_PATH,
@@ -399,8 +400,8 @@ def telemetry_record(
     overrides: dict[str, Any] = {"telemetry": {}}
     if period is not None:
         overrides["telemetry"]["period_s"] = period
-    if source is not None:
-        overrides["telemetry"]["source"] = source
+    # Any command's GPUs: real ones wherever there are (the config's source is the workload's).
+    overrides["telemetry"]["source"] = source or "auto"
     cfg = _config(config, overrides)
     out = out or cfg.results_dir / "telemetry" / f"record-{time.strftime('%Y%m%d-%H%M%S')}.parquet"
 
@@ -411,7 +412,7 @@ def telemetry_record(
         elif cfg.telemetry.source == "auto":
             reason = "no NVIDIA GPU found"
         else:
-            reason = "--source simulated" if source else "telemetry.source: simulated"
+            reason = "--source simulated"
         typer.echo(f"power source: {opened.kind} ({reason})", err=True)
 
     recording = record_command(

@@ -24,6 +24,21 @@ RESULT_FREE_TELEMETRY = frozenset({"flush_s"})
 CAPPED_ARMS = frozenset({"fixed-safe", "threshold", "ppo", "hwcap"})
 
 
+def result_config(data: dict[str, Any]) -> dict[str, Any]:
+    """A dumped config (``Config.model_dump``) without what no run's result depends on: the
+    ``launch`` section and the result-free workload and telemetry settings. Two attempts of a
+    run compare their configs this way (:meth:`RunManifest.same_run`), so a resumed run may get
+    more memory, another partition or another flush interval."""
+    kept = {key: value for key, value in data.items() if key != "launch"}
+    for section, names in (
+        ("workload", RESULT_FREE_WORKLOAD),
+        ("telemetry", RESULT_FREE_TELEMETRY),
+    ):
+        if isinstance(kept.get(section), dict):
+            kept[section] = {k: v for k, v in kept[section].items() if k not in names}
+    return kept
+
+
 def _measured_run(config: Config) -> dict[str, Any]:
     """What every measured GRPO run of ``config.workload.size`` depends on."""
     run_size = config.run_size(config.workload.size)

@@ -21,6 +21,7 @@ from typing import Any
 from grpo_power.atomic import write_json_atomic
 from grpo_power.config import Config
 from grpo_power.redact import recorded_environment, redact
+from grpo_power.workflow_params import result_config
 
 PACKAGES = ("grpo-power", "torch", "trl", "transformers", "accelerate", "deepspeed", "nvidia-ml-py")
 # What makes two runs the same run: a folder resumes only a run with the same values.
@@ -103,7 +104,10 @@ class RunManifest:
     def same_run(self, other: RunManifest) -> str | None:
         """None when ``other`` describes the same run, else the first field that differs."""
         for name in IDENTITY_FIELDS:
-            found = _first_difference(self.data.get(name), other.data.get(name), name)
+            old, new = self.data.get(name), other.data.get(name)
+            if name == "config" and isinstance(old, dict) and isinstance(new, dict):
+                old, new = result_config(old), result_config(new)
+            found = _first_difference(old, new, name)
             if found:
                 return found
         return None

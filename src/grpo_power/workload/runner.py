@@ -10,8 +10,10 @@ values: tokens and timings are measured, only the power is simulated (and labell
 
 from __future__ import annotations
 
+import functools
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,6 +84,21 @@ def _grpo_args(
     )
 
 
+def _holding_the_run_lock(run: Callable[..., RunResult]) -> Callable[..., RunResult]:
+    """``run`` with the run folder (its 4th argument, ``out``) locked by the main process
+    throughout (:class:`RunLock`): a second attempt at the folder is refused naming this one."""
+
+    @functools.wraps(run)
+    def locked(config: Config, arm: str, seed: int, out: Path, *args: Any, **kwargs: Any) -> Any:
+        if int(os.environ.get("RANK", "0")) != 0:
+            return run(config, arm, seed, out, *args, **kwargs)
+        with RunLock(Path(out)):
+            return run(config, arm, seed, out, *args, **kwargs)
+
+    return locked
+
+
+@_holding_the_run_lock
 def run_grpo(
     config: Config,
     arm: str,
@@ -97,27 +114,9 @@ def run_grpo(
     A folder holding an unfinished attempt of the same run is resumed from its last checkpoint
     (``fresh`` discards it instead); one holding the same run, completed, is left as it is. A
     stop signal ends the run after the current step with a checkpoint (status ``interrupted``).
-    The main process holds the folder's lock (:class:`RunLock`) throughout: a second attempt
-    at the same folder is refused naming this one (:class:`RunFolderBusy`).
+    The sampler runs on local rank 0 of each node, for that node's GPUs; the folder, step log
+    and manifest are handled by the main process, which holds the folder's lock.
     """
-    if int(os.environ.get("RANK", "0")) != 0:
-        return _run_grpo(config, arm, seed, out, controller, steps, show_progress, fresh)
-    with RunLock(Path(out)):
-        return _run_grpo(config, arm, seed, out, controller, steps, show_progress, fresh)
-
-
-def _run_grpo(
-    config: Config,
-    arm: str,
-    seed: int,
-    out: Path,
-    controller: Controller,
-    steps: int | None = None,
-    show_progress: bool = True,
-    fresh: bool = False,
-) -> RunResult:
-    """:func:`run_grpo` without the lock. The sampler runs on local rank 0 of each node, for
-    that node's GPUs; the folder, step log and manifest are handled by the main process."""
     set_seed(seed)
     paths = RunPaths(Path(out))
     paths.folder.mkdir(parents=True, exist_ok=True)

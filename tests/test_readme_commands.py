@@ -1,0 +1,224 @@
+"""Every command in README.md's code blocks, typed as written into a clean copy of the checkout.
+
+The commands are read from README.md. Each must be listed in :data:`HOW` with how it is run:
+
+- ``run``: as written, through bash, in its place's checkout copy, in README order;
+- ``dry``: it needs GPUs, so its dry form (``-n``, shown in the README too) stands for it;
+- ``stand-in``: it needs an NVIDIA GPU; the file it would write is put in place from
+  ``tests/data`` (a mock of the hardware only), and the commands after it run on that file;
+- ``this``: ``make test``, the command that runs this test;
+- ``covered``: run as written by the test named.
+
+A README command missing from :data:`HOW`, or listed there but gone from the README, fails
+:func:`test_every_readme_command_is_classified`, so a README command can never go unrun. No test
+here adds a flag, an environment variable or a config file the README does not show; the only
+environment is `make test`'s (this Python's bin folder on PATH). Each place prints a table of
+what each command did and how long it took (`pytest -s` shows it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import DATA, REPO, checkout_copy, user_env
+
+SLURM_TEST = "snakemake --profile profiles/slurm --configfile config/slurm-test.yaml"
+A100 = "snakemake --profile profiles/slurm --configfile config/a100-slurm.yaml"
+INTERRUPTS = "tests/test_slurm.py::test_ctrl_c_* (both modes)"
+
+# command -> (how, place or detail). Places: local (the laptop study), cluster, tools.
+HOW: dict[str, tuple[str, str]] = {
+    "make demo": ("run", "local"),
+    "make test": ("this", "the command that runs this test"),
+    "snakemake --cores 2 --report report.html": ("run", "local"),
+    "snakemake --cores 2 --forcerun windows": ("run", "local"),
+    "snakemake --cores 2 results/runs/tiny/threshold/seed0/trace.parquet": ("run", "local"),
+    A100: ("dry", "snakemake -n --profile profiles/slurm --configfile config/a100-slurm.yaml"),
+    "snakemake -n --profile profiles/slurm --configfile config/a100-slurm.yaml": ("run", "cluster"),
+    f"{A100} --dag > dag.dot": ("run", "cluster"),
+    f"{A100} --rulegraph > rulegraph.dot": ("run", "cluster"),
+    f"{A100} --summary": ("run", "cluster"),
+    f"{A100} --unlock": ("run", "cluster"),
+    SLURM_TEST: ("run", "cluster"),
+    f"{SLURM_TEST} --report report.html": ("run", "cluster"),
+    "snakemake results/runs/tiny/uncontrolled/seed0/trace.parquet --profile profiles/slurm "
+    "--configfile config/slurm-test.yaml --config workload='{steps: 60}'": ("covered", INTERRUPTS),
+    "snakemake results/runs/tiny/uncontrolled/seed0/trace.parquet --profile profiles/slurm "
+    "--configfile config/slurm-test.yaml --config workload='{steps: 60}' "
+    "launch='{on_interrupt: keep}'": ("covered", INTERRUPTS),
+    ".venv/bin/grpo-power telemetry record --period 0.1 --out results/telemetry/sleep.parquet "
+    "-- sleep 5": ("run", "tools"),
+    ".venv/bin/grpo-power telemetry summary results/telemetry/sleep.parquet --compare-energy": (
+        "run",
+        "tools",
+    ),
+    "nvidia-smi --query-gpu=timestamp,index,power.draw,power.draw.average,utilization.gpu,"
+    "utilization.memory,clocks.sm,temperature.gpu,power.limit,power.default_limit --format=csv "
+    "-lms 100 > smi.csv": ("stand-in", "nvidia-smi-a100.csv:smi.csv"),
+    ".venv/bin/grpo-power telemetry import smi.csv --out results/traces/mine.parquet": (
+        "run",
+        "tools",
+    ),
+    ".venv/bin/grpo-power telemetry import dcgm.csv --format dcgm --nameplate-w 400": (
+        "run",
+        "tools",
+    ),
+    "make bench": ("run", "tools"),
+    ".venv/bin/python -m benchmarks fleet_scaling": ("run", "tools"),
+}
+# Files a user brings (no README command writes them): their stand-ins, the first lines of a file
+# of tests/data (the DCGM log's last row holds an [N/A] reading, which the importer refuses).
+BROUGHT = {"tools": {"dcgm.csv": ("dcgm-exporter-a100.csv", 3)}}
+
+
+def readme_commands() -> list[str]:
+    """The commands of README.md's ```bash blocks, in order: continuation lines joined,
+    comments (a line's ``  # ...`` tail, and whole comment lines) dropped."""
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", (REPO / "README.md").read_text(), re.S):
+        text = block.replace("\\\n", " ")
+        for line in text.splitlines():
+            line = re.sub(r"\s+#\s.*$", "", line).strip()
+            if line and not line.startswith("#"):
+                commands.append(re.sub(r"\s+", " ", line))
+    return commands
+
+
+def test_every_readme_command_is_classified() -> None:
+    commands = readme_commands()
+    assert len(commands) >= 15
+    unlisted = [c for c in commands if c not in HOW]
+    assert not unlisted, f"README commands no test runs (add them to HOW): {unlisted}"
+    gone = [c for c in HOW if c not in commands]
+    assert not gone, f"HOW lists commands the README no longer shows: {gone}"
+    for command, (how, detail) in HOW.items():
+        if how == "dry":
+            assert detail in commands and HOW[detail][0] == "run", command
+
+
+def _run_place(place: str, tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """Run the README's commands of ``place`` in order in a fresh checkout copy; return the
+    copy and each command's combined output."""
+    checkout = checkout_copy(tmp_path / "checkout")
+    for name, (source, lines) in BROUGHT.get(place, {}).items():
+        kept = (DATA / source).read_text().splitlines()[:lines]
+        (checkout / name).write_text("\n".join(kept) + "\n")
+    outputs: dict[str, str] = {}
+    rows = []
+    for command in readme_commands():
+        how, detail = HOW[command]
+        if how == "stand-in" and place == "tools":
+            source, target = detail.split(":")
+            shutil.copy(DATA / source, checkout / target)
+            rows.append((command, "stand-in", f"{target} from tests/data/{source}", 0.0))
+        if how != "run" or detail != place:
+            continue
+        started = time.monotonic()
+        done = subprocess.run(
+            ["bash", "-c", command],
+            cwd=checkout,
+            env=user_env(),
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
+        elapsed_s = time.monotonic() - started
+        output = done.stdout + done.stderr
+        assert done.returncode == 0, f"`{command}` exited {done.returncode}:\n{output[-4000:]}"
+        assert "Traceback" not in output, f"`{command}`:\n{output[-4000:]}"
+        outputs[command] = output
+        last = next((ln for ln in reversed(output.splitlines()) if ln.strip()), "")
+        rows.append((command, "ran", last.strip()[:90], elapsed_s))
+    print(f"\nREADME commands, place {place!r}:")
+    for command, what, said, elapsed_s in rows:
+        print(f"  [{what}, {elapsed_s:5.1f} s] {command}\n      -> {said}")
+    return checkout, outputs
+
+
+@pytest.mark.slow
+def test_readme_local_commands(tmp_path: Path) -> None:
+    """The quick start and the rerun commands, on the laptop study (`make demo`)."""
+    checkout, outputs = _run_place("local", tmp_path)
+    results = checkout / "results"
+    assert (results / "report" / "index.html").exists()
+    assert (checkout / "report.html").stat().st_size > 10_000  # Snakemake's own report
+    forcerun = outputs["snakemake --cores 2 --forcerun windows"]
+    assert "rule windows" in forcerun and "rule fleet" in forcerun  # and what depends on it
+    assert "rule run" not in forcerun  # nothing upstream
+    one = outputs["snakemake --cores 2 results/runs/tiny/threshold/seed0/trace.parquet"]
+    assert "Nothing to be done" in one
+
+
+def _sacct_rows(since: str) -> list[list[str]]:
+    out = subprocess.run(
+        ["sacct", "-n", "-P", "-X", "-S", since, "-o", "JobID,JobName%60,State,Comment%200"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return [line.split("|") for line in out.splitlines() if line]
+
+
+@pytest.mark.slow
+def test_readme_cluster_commands(slurm: None, tmp_path: Path) -> None:
+    """The cluster section: the A100 study planned, drawn and inspected, and the small study run
+    on the test Slurm with the site profile as it is, then its Snakemake report."""
+    since = time.strftime("%Y-%m-%dT%H:%M:%S")
+    checkout, outputs = _run_place("cluster", tmp_path)
+    plan = outputs["snakemake -n --profile profiles/slurm --configfile config/a100-slurm.yaml"]
+    counts = dict(re.findall(r"^(\w+)\s+(\d+)$", plan, re.M))
+    assert counts["run"] == "15" and counts["windows"] == "45" and counts["sweep"] == "1"
+    dag, rulegraph = ((checkout / f"{n}.dot").read_text() for n in ("dag", "rulegraph"))
+    assert dag.startswith("digraph") and rulegraph.startswith("digraph")
+    assert rulegraph.count("label = ") < 20 < dag.count("label = ")  # rules, and jobs
+    results = checkout / "results"
+    assert (results / "report" / "index.html").exists()
+    assert (checkout / "report.html").stat().st_size > 10_000
+    for arm in ("uncontrolled", "fixed", "fixed-safe", "threshold"):
+        for seed in (0, 1):
+            manifest = json.loads(
+                (results / "runs" / "tiny" / arm / f"seed{seed}" / "manifest.json").read_text()
+            )
+            assert manifest["status"] == "completed"
+    rows = _sacct_rows(since)
+    gpu = {}
+    for job_id, name, state, _ in rows:
+        if name.startswith("grpo-power-tiny-"):
+            gpu.setdefault(name, set()).add(job_id.split("_")[0])
+            assert state == "COMPLETED", (job_id, name, state)
+    # one array per arm (both seeds), per calibration and for the sweep: never one job per run
+    expected = {
+        f"grpo-power-tiny-{a}" for a in ("uncontrolled", "fixed", "fixed-safe", "threshold")
+    }
+    expected |= {"grpo-power-tiny-calibration", "grpo-power-tiny-sweep"}
+    assert set(gpu) == expected, gpu
+    assert all(len(ids) == 1 for ids in gpu.values()), gpu
+    tasks = {name: sum(1 for r in rows if r[1] == name) for name in gpu}
+    assert tasks["grpo-power-tiny-calibration"] == 3 and tasks["grpo-power-tiny-sweep"] == 6
+    analysis: dict[str, int] = {}
+    for _, name, state, comment in rows:
+        match = re.search(r"rule_(\w+?)(_wildcards|$)", comment)
+        if not name.startswith("grpo-power-") and match:
+            analysis[match.group(1)] = analysis.get(match.group(1), 0) + 1
+            assert state == "COMPLETED", (name, comment, state)
+    assert "windows" not in analysis and "run" not in analysis  # local rules
+    assert analysis.get("identify") == 1 and analysis.get("controller") == 3, analysis
+    print(f"sacct: GPU job arrays (tasks) {tasks}; analysis jobs per rule {analysis}")
+
+
+@pytest.mark.slow
+def test_readme_tool_commands(tmp_path: Path) -> None:
+    """Recording, importing (the GPU's log from tests/data) and the benchmarks."""
+    checkout, outputs = _run_place("tools", tmp_path)
+    assert (checkout / "results" / "telemetry" / "sleep.parquet").exists()
+    assert (checkout / "results" / "traces" / "mine.parquet").exists()
+    assert (checkout / "dcgm.parquet").exists()
+    assert "power source: simulated" in "".join(outputs.values())
+    assert sorted(p.name for p in (checkout / "results" / "benchmarks").glob("*.json"))
