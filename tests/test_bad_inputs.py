@@ -17,8 +17,21 @@ built input, ``{name}`` its file name, ``{out}`` an output path that must not ap
 ``{config}`` a valid config whose results folder is the case's own, and ``{dir}`` the case's
 folder.
 
+Issue 14 added the inputs that real logs contain, one or more cases per class and per
+subcommand that reads files or numbers: clock jumps, milliseconds and time zones (data that
+would be silently wrong), missing readings that dominate, bad paths and ``OSError`` (a folder
+given as a file, an output that is an existing file or folder), numbers outside the config's
+types (0, negative, NaN, inf, overflow), config files (duplicate keys, syntax errors by line,
+one line per bad field) and a run folder given where a trace is expected. Each message must have
+the case's number of lines (one, or one per bad field of a config) and no traceback; "nothing
+left behind" also means no file changed. ``ACCEPTED`` lists the real-world inputs that must be
+read (exit 0, the output written, a note saying what was inferred): a byte-order mark, one
+missing reading, an instantaneous power column that is ``[N/A]`` throughout, a Parquet or CSV
+trace with only t, gpu and power_w, milliseconds, and clock jumps split on request.
+
 ``python tests/test_bad_inputs.py`` runs every case and prints a markdown table
-(# | input | command | exit code | message) for the closing note.
+(# | input | command | exit code | message) for the closing note, then one of the accepted
+inputs.
 """
 
 from __future__ import annotations
@@ -61,6 +74,7 @@ class Case:
     command: list[str]
     expect: list[str]  # substrings of the error message (after placeholders)
     exit_code: int = EXIT_DATA  # EXIT_USAGE: refused by the command line's parser
+    lines: int = 1  # lines of the message: one, or one per bad field of a config
 
 
 NVSMI_HEADER = "timestamp, index, power.draw [W], power.default_limit [W]"
@@ -76,6 +90,14 @@ EVALUATE = ["evaluate", "--out", "{out}", "-c", "{config}"]
 RUN = ["run", "--arm", "fixed", "--out", "{out}", "-c", "{input}"]
 RESUME = ["run", "--arm", "fixed", "--out", "{input}", "-c", "{config}"]
 SMI_EXPECTED = "expected a comma-separated nvidia-smi log with a header line"
+T2, T_BACK = "2025/03/04 10:15:31.000", "2025/03/04 10:15:29.000"
+SMI_ROW = ", 0, 250 W, 400 W\n"
+JUMP = "t must increase strictly within a GPU"
+RECORD = ["telemetry", "record", "--out", "{out}/t.parquet", "-c", "{config}", "--", "true"]
+SWEEP = ["sweep", "--out", "{out}", "-c", "{config}"]
+REPORT = ["report", "--out", "{out}", "-c", "{config}"]
+ECONOMICS = ["economics", "--out", "{out}", "-c", "{config}"]
+COMPLETED = '{"status": "completed", "size": "tiny", "arm": "fixed", "seed": 0, "config": {}}'
 
 CASES: list[Case] = [
     # --- telemetry import: nvidia-smi and DCGM logs -----------------------------------------
@@ -141,7 +163,7 @@ CASES: list[Case] = [
             },
         ),
         IMPORT,
-        ["{name}", "'power.draw [W]'", "expected watts in every row", "got [N/A] in 2 row(s)"],
+        ["{name}", "'power.draw [W]'", "expected watts in most rows", "got [N/A] in 2 of 2 row"],
     ),
     Case(
         "import-non-numeric-power",
@@ -310,13 +332,6 @@ CASES: list[Case] = [
         ("trace", {"as_text": "power_w"}),
         WINDOWS,
         ["{name}", "column 'power_w'", "expected numbers (double)", "got string"],
-    ),
-    Case(
-        "windows-no-metadata",
-        "Parquet with the trace columns but no grpo-power metadata",
-        ("trace", {"metadata": None}),
-        WINDOWS,
-        ["{name}", "not a grpo-power trace", "no 'grpo_power' metadata", "telemetry import"],
     ),
     Case(
         "windows-bad-metadata",
@@ -645,7 +660,7 @@ CASES: list[Case] = [
         "config with a YAML syntax error",
         ("text", {"name": "bad.yaml", "text": "seed: [0\ncap_w: 320\n"}),
         RUN,
-        ["{name}", "not valid YAML"],
+        ["{name}", "not valid YAML at line 2, column 6", "expected ',' or ']'"],
     ),
     Case(
         "run-config-wrong-type",
@@ -688,6 +703,447 @@ CASES: list[Case] = [
         ("text", {"name": "bad.yaml", "text": "- seed\n- cap_w\n"}),
         ["windows", "{dir}/trace.parquet", "--out", "{out}", "-c", "{input}"],
         ["{name}", "expected a mapping of settings", "got list"],
+    ),
+    # === issue 14: inputs that real logs contain ============================================
+    # --- class 1: data that would be silently wrong (clock jumps, milliseconds, time zones) --
+    Case(
+        "import-clock-steps-back",
+        "nvidia-smi log whose clock steps back (NTP, a reboot)",
+        (
+            "text",
+            {
+                "name": "smi.csv",
+                "text": f"{NVSMI_HEADER}\n{T0}{SMI_ROW}{T1}{SMI_ROW}{T_BACK}{SMI_ROW}",
+            },
+        ),
+        IMPORT,
+        [
+            "{name}",
+            "gpu 0",
+            "decreasing timestamp at line 4",
+            "(line 3)",
+            JUMP,
+            "--split-on-clock-jumps",
+        ],
+    ),
+    Case(
+        "import-concatenated-logs",
+        "two nvidia-smi recordings concatenated (header repeated, same times)",
+        (
+            "text",
+            {
+                "name": "smi.csv",
+                "text": f"{NVSMI_HEADER}\n{T0}{SMI_ROW}{T1}{SMI_ROW}"
+                f"{NVSMI_HEADER}\n{T0}{SMI_ROW}{T1}{SMI_ROW}",
+            },
+        ),
+        IMPORT,
+        ["{name}", "timestamp at line 5", "1 such line(s) (5)", JUMP],
+    ),
+    Case(
+        "import-dcgm-time-unit-ambiguous",
+        "DCGM log with relative numeric timestamps 20 apart (s or ms?)",
+        (
+            "text",
+            {
+                "name": "dcgm.csv",
+                "text": f"{DCGM_HEADER}\n0,0,A100,250\n20,0,A100,251\n40,0,A100,252\n",
+            },
+        ),
+        [*IMPORT, "--format", "dcgm", "--nameplate-w", "400"],
+        ["{name}", "timestamp", "cannot tell the time unit", "a 20 s or a 20 ms period"],
+    ),
+    Case(
+        "import-timezone-unknown",
+        "--timezone that is not a time zone",
+        ("text", {"name": "smi.csv", "text": f"{NVSMI_HEADER}\n{T0}{SMI_ROW}"}),
+        [*IMPORT, "--timezone", "Mars/Olympus"],
+        ["--timezone", "expected an IANA time zone name", "got 'Mars/Olympus'"],
+    ),
+    Case(
+        "import-local-time-that-does-not-exist",
+        "nvidia-smi local times in the hour skipped by daylight saving (Europe/Berlin)",
+        ("text", {"name": "smi.csv", "text": f"{NVSMI_HEADER}\n2025/03/30 02:30:00.000{SMI_ROW}"}),
+        [*IMPORT, "--timezone", "Europe/Berlin"],
+        ["{name}", "do not exist or repeat in time zone Europe/Berlin", "--timezone"],
+    ),
+    Case(
+        "summary-duplicate-time",
+        "trace with a repeated timestamp (passed summary before)",
+        ("trace", {"repeat_t": 200}),
+        SUMMARY,
+        ["{name}", "duplicated timestamp at row 202", "(row 201)", JUMP, "--split-on-clock-jumps"],
+    ),
+    Case(
+        "summary-decreasing-time",
+        "trace whose time goes backwards (passed summary before)",
+        ("trace", {"swap_t": 200}),
+        SUMMARY,
+        ["{name}", "decreasing timestamp at row 202", JUMP],
+    ),
+    Case(
+        "windows-time-unit-ambiguous",
+        "trace without metadata whose t is 20 apart (a 20 s or a 20 ms period?)",
+        ("trace", {"metadata": None, "t_scale": 200.0}),
+        WINDOWS,
+        ["{name}", "t: cannot tell the time unit", "telemetry.period_s"],
+    ),
+    Case(
+        "identify-run-clock-jump",
+        "--run folder whose trace repeats a timestamp",
+        ("run", {"trace": {"repeat_t": 10}}),
+        [*IDENTIFY, "--run", "{input}"],
+        ["trace.parquet", "duplicated timestamp at row 12", JUMP],
+    ),
+    Case(
+        "economics-run-clock-jump",
+        "--run folder of a completed run whose trace steps back",
+        ("run", {"trace": {"swap_t": 10}, "manifest": COMPLETED}),
+        [*ECONOMICS, "--run", "{input}"],
+        ["trace.parquet", "decreasing timestamp at row 12", JUMP],
+    ),
+    Case(
+        "report-run-clock-jump",
+        "--run folder whose trace steps back",
+        ("run", {"trace": {"swap_t": 10}, "manifest": COMPLETED}),
+        [*REPORT, "--run", "{input}"],
+        ["trace.parquet", "decreasing timestamp at row 12", JUMP],
+    ),
+    Case(
+        "fleet-given-a-run-folder",
+        "a run folder given to fleet instead of its windows output",
+        ("run", {}),
+        FLEET,
+        [
+            "{name}",
+            "a run folder (it holds trace.parquet), not a windows output",
+            "grpo-power windows",
+        ],
+    ),
+    # --- class 2: good files are read; refused only where missing readings dominate ---------
+    Case(
+        "import-power-mostly-na",
+        'nvidia-smi log whose power is "[N/A]" in 2 of 3 rows',
+        (
+            "text",
+            {
+                "name": "smi.csv",
+                "text": f"{NVSMI_HEADER}\n{T0}, 0, [N/A], 400 W\n"
+                f"{T1}, 0, [N/A], 400 W\n{T2}{SMI_ROW}",
+            },
+        ),
+        IMPORT,
+        [
+            "{name}",
+            "expected watts in most rows",
+            "a missing reading becomes a gap",
+            "got [N/A] in 2 of 3 row(s)",
+        ],
+    ),
+    Case(
+        "import-one-gpu-all-na",
+        'nvidia-smi log whose GPU 1 is "[N/A]" in every row',
+        (
+            "text",
+            {
+                "name": "smi.csv",
+                "text": f"{NVSMI_HEADER}\n{T0}{SMI_ROW}{T0}, 1, [N/A], 400 W\n"
+                f"{T1}{SMI_ROW}{T2}{SMI_ROW}",
+            },
+        ),
+        IMPORT,
+        ["{name}", "got [N/A] in 1 of 4 row(s)", "gpu 1: every one of its rows"],
+    ),
+    Case(
+        "summary-log-given-as-trace-csv",
+        "an nvidia-smi log given to summary as a CSV trace",
+        ("text", {"name": "smi.csv", "text": f"{NVSMI_HEADER}\n{T0}{SMI_ROW}"}),
+        SUMMARY,
+        ["{name}", "a log with a timestamp column, not a trace CSV", "telemetry import"],
+    ),
+    Case(
+        "windows-csv-trace-without-power",
+        "CSV trace with t and gpu but no power_w",
+        ("text", {"name": "trace.csv", "text": "t,gpu,watts\n0,0,250\n0.1,0,251\n"}),
+        WINDOWS,
+        ["{name}", "missing trace column(s) ['power_w']", "optional:"],
+    ),
+    Case(
+        "windows-csv-trace-word-in-power",
+        "CSV trace with a word in power_w",
+        ("text", {"name": "trace.csv", "text": "t,gpu,power_w\n0,0,250\n0.1,0,lots\n"}),
+        WINDOWS,
+        ["{name}", "column 'power_w'", "expected numbers", "'lots' at line 3"],
+    ),
+    # --- class 3: OSError and bad paths: one line, exit 2, for every subcommand -------------
+    Case(
+        "import-log-is-a-folder",
+        "a folder given as the log",
+        ("folder", {"name": "smi.csv"}),
+        IMPORT,
+        ["{name}", "is a folder", SMI_EXPECTED],
+    ),
+    Case(
+        "import-out-is-a-folder",
+        "--out an existing folder",
+        ("folder", {"name": "traces"}),
+        ["telemetry", "import", "{dir}/smi.csv", "--out", "{input}"],
+        ["{name}", "is a folder; expected an output file"],
+    ),
+    Case(
+        "import-out-inside-a-file",
+        "--out inside a path that is a file",
+        ("text", {"name": "notes.txt", "text": "x"}),
+        ["telemetry", "import", "{dir}/smi.csv", "--out", "{input}/trace.parquet"],
+        ["{name}", "is a file, not a folder", "cannot write"],
+    ),
+    Case(
+        "summary-trace-inside-a-file",
+        "trace path below a file",
+        ("text", {"name": "notes.txt", "text": "x"}),
+        ["telemetry", "summary", "{input}/trace.parquet"],
+        ["{name}", "is a file, not a folder", "expected a folder holding trace.parquet"],
+    ),
+    Case(
+        "windows-out-is-a-file",
+        "--out an existing file",
+        ("text", {"name": "out.txt", "text": "x"}),
+        ["windows", "{dir}/trace.parquet", "--out", "{input}", "-c", "{config}"],
+        ["{name}", "is a file; expected an output folder"],
+    ),
+    Case(
+        "fleet-out-is-a-file",
+        "--out an existing file",
+        ("text", {"name": "out.txt", "text": "x"}),
+        ["fleet", "{dir}/windows-a", "--out", "{input}", "-c", "{config}"],
+        ["{name}", "is a file; expected an output folder"],
+    ),
+    Case(
+        "identify-out-is-a-file",
+        "--out an existing file",
+        ("text", {"name": "out.txt", "text": "x"}),
+        ["identify", "--out", "{input}", "--real-sweep-steps", "0", "-c", "{config}"],
+        ["{name}", "is a file; expected an output folder"],
+    ),
+    Case(
+        "train-out-is-a-file",
+        "--out an existing file",
+        ("text", {"name": "out.txt", "text": "x"}),
+        ["controller", "train", "--deployment", "7b", "--out", "{input}", "-c", "{config}"],
+        ["{name}", "is a file; expected an output folder"],
+    ),
+    Case(
+        "evaluate-out-is-a-file",
+        "--out an existing file",
+        ("text", {"name": "out.txt", "text": "x"}),
+        ["evaluate", "--out", "{input}", "-c", "{config}"],
+        ["{name}", "is a file; expected an output folder"],
+    ),
+    Case(
+        "economics-out-is-a-file",
+        "--out an existing file",
+        ("text", {"name": "out.txt", "text": "x"}),
+        ["economics", "--out", "{input}", "-c", "{config}"],
+        ["{name}", "is a file; expected an output folder"],
+    ),
+    Case(
+        "report-out-is-a-file",
+        "--out an existing file",
+        ("text", {"name": "out.txt", "text": "x"}),
+        ["report", "--out", "{input}", "-c", "{config}"],
+        ["{name}", "is a file; expected an output folder"],
+    ),
+    Case(
+        "run-out-is-a-file",
+        "--out an existing file",
+        ("text", {"name": "out.txt", "text": "x"}),
+        ["run", "--arm", "fixed", "--out", "{input}", "-c", "{config}"],
+        ["{name}", "is a file; expected an output folder"],
+    ),
+    Case(
+        "sweep-out-is-a-file",
+        "--out an existing file",
+        ("text", {"name": "out.txt", "text": "x"}),
+        ["sweep", "--out", "{input}", "-c", "{config}"],
+        ["{name}", "is a file; expected an output folder"],
+    ),
+    Case(
+        "record-out-is-a-folder",
+        "--out an existing folder",
+        ("folder", {"name": "traces"}),
+        ["telemetry", "record", "--out", "{input}", "-c", "{config}", "--", "true"],
+        ["{name}", "is a folder; expected an output file"],
+    ),
+    Case(
+        "calibrate-config-is-a-folder",
+        "a folder given as the config",
+        ("folder", {"name": "config"}),
+        ["calibrate", "-c", "{input}"],
+        ["{name}", "is a folder; expected a YAML config file"],
+    ),
+    # --- class 4: numbers through the config's types (finite, in range) ---------------------
+    Case(
+        "train-cap-zero",
+        "controller train --cap-w 0",
+        ("absent", {"name": "authority.json"}),
+        [*TRAIN, "--cap-w", "0", "--authority", "{input}"],
+        ["--cap-w", "expected watts > 0", "as the config's cap_w", "got 0"],
+    ),
+    Case(
+        "train-cap-nan",
+        "controller train --cap-w nan",
+        ("absent", {"name": "authority.json"}),
+        [*TRAIN, "--cap-w", "nan", "--authority", "{input}"],
+        ["--cap-w", "finite", "got nan"],
+    ),
+    Case(
+        "train-cap-above-nameplate",
+        "controller train --cap-w 500 on a 400 W GPU",
+        ("absent", {"name": "authority.json"}),
+        [*TRAIN, "--cap-w", "500", "--authority", "{input}"],
+        ["--cap-w", "above gpu.nameplate_w (400.0 W)", "got 500"],
+    ),
+    Case(
+        "train-timesteps-too-few",
+        "controller train --timesteps 10",
+        ("absent", {"name": "authority.json"}),
+        [*TRAIN, "--timesteps", "10", "--authority", "{input}"],
+        ["--timesteps", "expected steps >= 64", "controller.total_timesteps", "got 10"],
+    ),
+    Case(
+        "evaluate-cap-inf",
+        "evaluate --cap-w inf",
+        ("folder", {"name": "controllers"}),
+        [*EVALUATE, "--cap-w", "inf", "--controllers", "{input}"],
+        ["--cap-w", "finite", "got inf"],
+    ),
+    Case(
+        "evaluate-cap-negative",
+        "evaluate --cap-w -5",
+        ("folder", {"name": "controllers"}),
+        [*EVALUATE, "--cap-w", "-5", "--controllers", "{input}"],
+        ["--cap-w", "expected watts > 0", "got -5"],
+    ),
+    Case(
+        "import-nameplate-inf",
+        "telemetry import --nameplate-w inf (written as null before)",
+        (
+            "text",
+            {"name": "smi.csv", "text": f"timestamp, index, power.draw [W]\n{T0}, 0, 250 W\n"},
+        ),
+        [*IMPORT, "--nameplate-w", "inf"],
+        ["{name}", "--nameplate-w", "finite", "got inf"],
+    ),
+    Case(
+        "record-period-zero",
+        "telemetry record --period 0",
+        ("config", {}),
+        ["telemetry", "record", "--period", "0", "-c", "{input}", "--", "true"],
+        ["--period", "expected seconds > 0 and <= 60", "telemetry.period_s", "got 0"],
+    ),
+    Case(
+        "run-steps-zero",
+        "run --steps 0",
+        ("config", {}),
+        [*RUN, "--steps", "0"],
+        ["--steps", "expected steps >= 1", "workload.steps", "got 0"],
+    ),
+    Case(
+        "run-seed-negative",
+        "run --seed -1",
+        ("config", {}),
+        [*RUN, "--seed", "-1"],
+        ["--seed", ">= 0", "got -1"],
+    ),
+    Case(
+        "identify-sweep-steps-negative",
+        "identify --real-sweep-steps -1",
+        ("config", {}),
+        ["identify", "--out", "{out}", "--real-sweep-steps", "-1", "-c", "{input}"],
+        ["--real-sweep-steps", "expected steps >= 0", "got -1"],
+    ),
+    Case(
+        "sweep-steps-zero",
+        "sweep --steps 0",
+        ("config", {}),
+        ["sweep", "--out", "{out}", "--steps", "0", "-c", "{input}"],
+        ["--steps", "expected steps >= 1", "got 0"],
+    ),
+    Case(
+        "windows-config-window-overflows",
+        "config with windows.windows_s: [30, 1e308] (overflowed before)",
+        ("config", {"edit": {"windows.windows_s": [30.0, 1e308]}}),
+        ["windows", "{dir}/trace.parquet", "--out", "{out}", "-c", "{input}"],
+        ["{name}", "windows.windows_s.1", "less than or equal to 604800"],
+    ),
+    Case(
+        "calibrate-config-nan-cap",
+        "config with cap_w: .nan",
+        ("config", {"edit": {"cap_w": float("nan")}}),
+        ["calibrate", "-c", "{input}"],
+        ["{name}", "cap_w", "finite number", "got nan"],
+    ),
+    # --- class 5: config files ----------------------------------------------------------------
+    Case(
+        "run-config-duplicate-key",
+        "config naming seed twice (YAML keeps the second silently)",
+        ("text", {"name": "dup.yaml", "text": "seed: 0\ncap_w: 300\nseed: 1\n"}),
+        RUN,
+        ["{name}", "line 3", "duplicate key 'seed'", "first at line 1"],
+    ),
+    Case(
+        "windows-config-yaml-syntax",
+        "config with an unclosed list",
+        ("text", {"name": "bad.yaml", "text": "windows:\n  windows_s: [30, 60\nseed: 0\n"}),
+        ["windows", "{dir}/trace.parquet", "--out", "{out}", "-c", "{input}"],
+        ["{name}", "not valid YAML at line 3"],
+    ),
+    Case(
+        "evaluate-config-two-bad-fields",
+        "config with two bad fields (one line each, file first)",
+        ("config", {"edit": {"telemetry.period_s": -1, "seed": -2}}),
+        ["evaluate", "--out", "{out}", "-c", "{input}"],
+        [
+            "{name}: seed: Input should be greater than or equal to 0",
+            "\n{input}: telemetry.period_s: Input should be greater than 0",
+        ],
+        lines=2,
+    ),
+    Case(
+        "summary-config-with-bom-and-duplicate",
+        "summary -c config with a byte-order mark and a duplicate key",
+        ("text", {"name": "dup.yaml", "text": "\ufeffcap_w: 300\ncap_w: 310\n"}),
+        ["telemetry", "summary", "{dir}/trace.parquet", "-c", "{input}"],
+        ["{name}", "line 2", "duplicate key 'cap_w'", "first at line 1"],
+    ),
+    # --- class 6: a run folder where a trace is expected, and the reverse --------------------
+    Case(
+        "summary-run-folder-as-trace",
+        "a run folder given as the trace",
+        ("run", {}),
+        SUMMARY,
+        ["{name}", "is a folder; expected a trace file", "did you mean {input}/trace.parquet?"],
+    ),
+    Case(
+        "windows-run-folder-as-trace",
+        "a run folder given as the trace",
+        ("run", {}),
+        WINDOWS,
+        ["{name}", "is a folder; expected a trace file", "did you mean {input}/trace.parquet?"],
+    ),
+    Case(
+        "identify-run-is-a-trace-file",
+        "--run given the trace file instead of its run folder",
+        ("trace", {}),
+        [*IDENTIFY, "--run", "{input}"],
+        ["{name}", "is a file, not a folder", "expected a folder holding trace.parquet"],
+    ),
+    Case(
+        "economics-run-is-a-trace-file",
+        "--run given the trace file instead of its run folder",
+        ("trace", {}),
+        [*ECONOMICS, "--run", "{input}"],
+        ["{name}", "is a file, not a folder", "expected a folder holding manifest.json"],
     ),
 ]
 
@@ -768,6 +1224,8 @@ def build_trace(
     name: str = "trace.parquet",
     rows: int = 600,
     scale: float = 1.0,
+    t_scale: float = 1.0,
+    only_required: bool = False,
     set_power: list[list[Any]] | None = None,
     swap_t: int | None = None,
     repeat_t: int | None = None,
@@ -781,6 +1239,7 @@ def build_trace(
     path.parent.mkdir(parents=True, exist_ok=True)
     frame = _trace_frame(rows)
     frame["power_w"] *= scale
+    frame["t"] *= t_scale
     if swap_t is not None:
         t = frame["t"].to_numpy().copy()
         t[swap_t], t[swap_t + 1] = t[swap_t + 1], t[swap_t]
@@ -788,8 +1247,10 @@ def build_trace(
     if repeat_t is not None:
         frame.loc[repeat_t + 1, "t"] = frame.loc[repeat_t, "t"]
     write_trace(path, frame, _trace_metadata())
-    if set_power or rename or as_text or metadata != "valid":
+    if set_power or rename or as_text or metadata != "valid" or only_required:
         table = pq.read_table(path)
+        if only_required:  # what a user exports from their own tools
+            table = table.select(["t", "gpu", "power_w"])
         meta = json.loads(table.schema.metadata[METADATA_KEY])
         if set_power:  # NaN kept as NaN, not null (the store would write null)
             power = table.column("power_w").to_numpy().copy()
@@ -817,11 +1278,13 @@ def build_bins(
     cut: float | None = None,
     drop_key: str | None = None,
     set_key: dict[str, Any] | None = None,
+    trace: dict[str, Any] | None = None,
 ) -> Path:
-    """A real windows-stage output folder (``windows-a/bins.parquet``), then damaged."""
-    trace = build_trace(ctx, name="run-a.parquet")
+    """A real windows-stage output folder (``windows-a/bins.parquet``) of a trace built with
+    ``trace`` (see :func:`build_trace`), then damaged."""
+    trace_path = build_trace(ctx, name="run-a.parquet", **(trace or {}))
     folder = ctx.dir / "windows-a"
-    run_windows(trace, folder, load_config(ctx.config))
+    run_windows(trace_path, folder, load_config(ctx.config))
     bins = folder / "bins.parquet"
     if drop_key or set_key:
         table = pq.read_table(bins)
@@ -972,8 +1435,18 @@ class Outcome:
     expect: list[str]
 
 
-def _files(folder: Path) -> set[str]:
-    return {str(p.relative_to(folder)) for p in folder.rglob("*")}
+def _files(folder: Path) -> dict[str, tuple[int, int]]:
+    """Every path under ``folder`` with its size and modification time (folders: 0, 0)."""
+    out = {}
+    for p in folder.rglob("*"):
+        stat = p.stat()
+        out[str(p.relative_to(folder))] = (0, 0) if p.is_dir() else (stat.st_size, stat.st_mtime_ns)
+    return out
+
+
+def _changed(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> list[str]:
+    """Paths added or changed (a file written over counts as much as a new one)."""
+    return sorted(p for p, v in after.items() if before.get(p) != v)
 
 
 def run_case(case: Case, folder: Path) -> Outcome:
@@ -993,7 +1466,7 @@ def run_case(case: Case, folder: Path) -> Outcome:
     expect = [part.format(**values) for part in case.expect]
     before = _files(folder)
     result = CliRunner().invoke(app, command)
-    added = sorted(_files(folder) - before)
+    added = _changed(before, _files(folder))
     return Outcome(result.exit_code, result.stderr, result.exception, added, command, expect)
 
 
@@ -1008,14 +1481,17 @@ def test_bad_input_is_refused_clearly_and_leaves_nothing(case: Case, tmp_path: P
         assert outcome.message.startswith("Usage: ") and "\nError: " in outcome.message
     else:
         assert outcome.message.startswith("error: "), outcome.message
+        assert len(outcome.message.strip().splitlines()) == case.lines, outcome.message
+    assert "Traceback" not in outcome.message
     missing = [s for s in outcome.expect if s not in outcome.message]
     assert not missing, f"{missing} not in: {outcome.message}"
     assert not outcome.added, f"left behind: {outcome.added}"
 
 
 def test_catalog_is_broad() -> None:
-    """At least 30 distinct cases over every subcommand that reads user files."""
-    assert len(CASES) >= 30 and len({c.id for c in CASES}) == len(CASES)
+    """Distinct cases over every subcommand that reads user files or numbers (75 before issue
+    14, which added at least one per class and subcommand)."""
+    assert len(CASES) >= 120 and len({c.id for c in CASES}) == len(CASES)
     commands = {
         " ".join(c.command[:2]) if c.command[0] in ("telemetry", "controller") else c.command[0]
         for c in CASES
@@ -1032,6 +1508,8 @@ def test_catalog_is_broad() -> None:
         "report",
         "run",
         "calibrate",
+        "sweep",
+        "telemetry record",
     }
 
 
@@ -1049,6 +1527,226 @@ def test_the_console_entry_point_exits_2_with_the_message_on_stderr(tmp_path: Pa
     assert "looks like milliwatts" in result.stderr and "Traceback" not in result.stderr
     assert path.name in result.stderr
     assert not (tmp_path / "o").exists()
+
+
+# --------------------------------------------------------------------------------------------
+# issue 14: inputs that real logs contain and that must be read (a note says what was inferred)
+
+
+def csv_trace(rows: int = 600, t0: float = 0.0, bom: bool = False) -> str:
+    """A trace CSV with only t, gpu, power_w (what a user exports from their own tools)."""
+    lines = ["t,gpu,power_w"] + [f"{t0 + 0.1 * i:.1f},0,{250 + (i % 7)}" for i in range(rows)]
+    return ("\ufeff" if bom else "") + "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """A real-world input that must be read: exit 0, the output written, and notes (stdout or
+    stderr) that say what the reader inferred or repaired."""
+
+    id: str
+    input: str
+    build: tuple[str, dict[str, Any]]
+    command: list[str]
+    notes: list[str]  # substrings of the output
+    writes: list[str] = field(default_factory=list)  # paths that must exist afterwards
+
+
+SMI_INSTANT = "timestamp, index, power.draw.instant [W], power.draw [W], power.default_limit [W]"
+ACCEPTED: list[Accepted] = [
+    Accepted(
+        "import-byte-order-mark",
+        "nvidia-smi log saved with a UTF-8 byte-order mark (Excel, PowerShell)",
+        ("text", {"name": "smi.csv", "text": f"\ufeff{NVSMI_HEADER}\n{T0}{SMI_ROW}{T1}{SMI_ROW}"}),
+        IMPORT,
+        ["imported 2 samples of 1 GPU(s)"],
+        ["{out}/trace.parquet"],
+    ),
+    Accepted(
+        "import-one-missing-reading",
+        'nvidia-smi log with one "[N/A]" power reading of three',
+        (
+            "text",
+            {
+                "name": "smi.csv",
+                "text": f"{NVSMI_HEADER}\n{T0}{SMI_ROW}{T1}, 0, [N/A], 400 W\n{T2}{SMI_ROW}",
+            },
+        ),
+        IMPORT,
+        [
+            "imported 2 samples",
+            "1 missing power reading(s)",
+            "first at line 3",
+            "never interpolated",
+        ],
+        ["{out}/trace.parquet"],
+    ),
+    Accepted(
+        "import-instant-column-all-na",
+        'power.draw.instant "[N/A]" in every row, power.draw valid',
+        (
+            "text",
+            {
+                "name": "smi.csv",
+                "text": f"{SMI_INSTANT}\n{T0}, 0, [N/A], 250 W, 400 W\n"
+                f"{T1}, 0, [N/A], 251 W, 400 W\n",
+            },
+        ),
+        IMPORT,
+        [
+            "imported 2 samples",
+            "power from 'power.draw [W]'",
+            "'power.draw.instant [W]' is [N/A] in every row",
+        ],
+        ["{out}/trace.parquet"],
+    ),
+    Accepted(
+        "import-dcgm-epoch-milliseconds",
+        "DCGM log with unix timestamps in milliseconds",
+        (
+            "text",
+            {
+                "name": "dcgm.csv",
+                "text": f"{DCGM_HEADER}\n1741083330000,0,A100,250\n"
+                "1741083331000,0,A100,251\n1741083332000,0,A100,252\n",
+            },
+        ),
+        [*IMPORT, "--format", "dcgm", "--nameplate-w", "400"],
+        ["imported 3 samples", "read as unix time in milliseconds"],
+        ["{out}/trace.parquet"],
+    ),
+    Accepted(
+        "import-split-on-clock-jumps",
+        "nvidia-smi log whose clock steps back, split on request",
+        (
+            "text",
+            {
+                "name": "smi.csv",
+                "text": f"{NVSMI_HEADER}\n{T0}{SMI_ROW}{T1}{SMI_ROW}{T_BACK}{SMI_ROW}{T0}{SMI_ROW}",
+            },
+        ),
+        [*IMPORT, "--split-on-clock-jumps"],
+        ["imported 4 samples", "split at 1 clock jump(s) (line(s) 4) into 2 segments"],
+        ["{out}/trace.parquet"],
+    ),
+    Accepted(
+        "import-recordings-out-of-order",
+        "two recordings concatenated, the later one first, split on request",
+        (
+            "text",
+            {
+                "name": "smi.csv",
+                "text": f"{NVSMI_HEADER}\n{T0}{SMI_ROW}{T1}{SMI_ROW}"
+                f"{NVSMI_HEADER}\n2025/03/04 09:00:00.000{SMI_ROW}"
+                f"2025/03/04 09:00:00.500{SMI_ROW}",
+            },
+        ),
+        [*IMPORT, "--split-on-clock-jumps"],
+        ["imported 4 samples", "2 recordings concatenated out of order", "put in time order"],
+        ["{out}/trace.parquet"],
+    ),
+    Accepted(
+        "import-timezone",
+        "nvidia-smi local time with --timezone Europe/Berlin",
+        ("text", {"name": "smi.csv", "text": f"{NVSMI_HEADER}\n{T0}{SMI_ROW}{T1}{SMI_ROW}"}),
+        [*IMPORT, "--timezone", "Europe/Berlin"],
+        ["timestamps read as local time in Europe/Berlin (--timezone)"],
+        ["{out}/trace.parquet"],
+    ),
+    Accepted(
+        "windows-parquet-t-gpu-power-only",
+        "Parquet trace with only t, gpu, power_w and no metadata",
+        ("trace", {"only_required": True, "metadata": None}),
+        WINDOWS,
+        [
+            "no grpo-power metadata",
+            "nameplate 400 W from the config",
+            "sample period 0.1 s inferred from the spacing of samples",
+        ],
+        ["{out}/summary.json", "{out}/bins.parquet"],
+    ),
+    Accepted(
+        "windows-csv-t-gpu-power-only",
+        "CSV trace with only t, gpu, power_w",
+        ("text", {"name": "trace.csv", "text": csv_trace()}),
+        WINDOWS,
+        ["no grpo-power metadata", "nameplate 400 W from the config"],
+        ["{out}/summary.json"],
+    ),
+    Accepted(
+        "summary-csv-byte-order-mark-unix-time",
+        "CSV trace with a byte-order mark and t in unix seconds",
+        ("text", {"name": "trace.csv", "text": csv_trace(t0=1_741_083_330.0, bom=True)}),
+        SUMMARY,
+        ["trace", "t read as unix time; the trace starts at 1741083330"],
+    ),
+    Accepted(
+        "windows-t-in-milliseconds",
+        "trace whose t is in milliseconds (declared period 0.1 s)",
+        ("trace", {"t_scale": 1000.0}),
+        WINDOWS,
+        ["t: read as milliseconds (samples 100 apart; the trace metadata's period 0.1 s)"],
+        ["{out}/summary.json"],
+    ),
+    Accepted(
+        "summary-split-on-clock-jumps",
+        "trace whose time goes backwards once, split on request",
+        ("trace", {"swap_t": 200}),
+        [*SUMMARY, "--split-on-clock-jumps"],
+        ["split at 1 clock jump(s) (row(s) 202) into 2 segments"],
+    ),
+    Accepted(
+        "windows-split-on-clock-jumps",
+        "trace with a repeated timestamp, split on request",
+        ("trace", {"repeat_t": 200}),
+        [*WINDOWS, "--split-on-clock-jumps"],
+        ["split at 1 clock jump(s)", "laid end to end"],
+        ["{out}/summary.json"],
+    ),
+    Accepted(
+        "fleet-of-a-t-gpu-power-trace",
+        "fleet of the windows output of a Parquet trace with only t, gpu, power_w",
+        ("bins", {"trace": {"only_required": True, "metadata": None}}),
+        FLEET,
+        ["fleet of 16 GPUs from 1 run(s)"],
+        ["{out}/fleet_windows.csv"],
+    ),
+]
+
+
+@dataclass
+class AcceptedOutcome:
+    exit_code: int
+    output: str
+    exception: BaseException | None
+    missing_files: list[str]
+    command: list[str]
+
+
+def run_accepted(case: Accepted, folder: Path) -> AcceptedOutcome:
+    """Build the input in ``folder`` and run the command in-process."""
+    folder.mkdir(parents=True, exist_ok=True)
+    ctx = Context(folder)
+    builder, params = case.build
+    path = BUILDERS[builder](ctx, **params)
+    values = {"input": str(path), "name": path.name, "out": str(folder / "out")}
+    values |= {"config": str(ctx.config), "dir": str(folder)}
+    command = [part.format(**values) for part in case.command]
+    result = CliRunner().invoke(app, command)
+    missing = [w.format(**values) for w in case.writes if not Path(w.format(**values)).exists()]
+    output = result.stdout + result.stderr
+    return AcceptedOutcome(result.exit_code, output, result.exception, missing, command)
+
+
+@pytest.mark.parametrize("case", ACCEPTED, ids=[c.id for c in ACCEPTED])
+def test_real_world_input_is_read_with_a_note(case: Accepted, tmp_path: Path) -> None:
+    outcome = run_accepted(case, tmp_path / case.id)
+    assert outcome.exit_code == 0, outcome.output
+    assert outcome.exception is None or isinstance(outcome.exception, SystemExit)
+    assert "Traceback" not in outcome.output
+    missing = [s for s in case.notes if s not in " ".join(outcome.output.split())]
+    assert not missing, f"{missing} not in: {outcome.output}"
+    assert not outcome.missing_files, outcome.output
 
 
 # --------------------------------------------------------------------------------------------
@@ -1073,6 +1771,22 @@ def markdown_table() -> str:
             lines.append(
                 f"| {number} | {case.input} (`{case.id}`) | `{_cell(command, root)}` | "
                 f"{outcome.exit_code} | {_cell(outcome.message, root / case.id)} |"
+            )
+        lines += ["", "Inputs that must be read (exit 0), and what they print:", ""]
+        lines += ["| # | input | command | exit code | notes |", "|---|---|---|---|---|"]
+        for number, accepted in enumerate(ACCEPTED, 1):
+            folder = root / f"accepted-{accepted.id}"
+            result = run_accepted(accepted, folder)
+            shown = [p.replace(str(folder), "<dir>") for p in result.command]
+            command = "grpo-power " + " ".join(shown)
+            notes = " / ".join(
+                line
+                for line in result.output.splitlines()
+                if line.startswith(("note:", "imported"))
+            )
+            lines.append(
+                f"| {number} | {accepted.input} (`{accepted.id}`) | `{_cell(command, root)}` | "
+                f"{result.exit_code} | {_cell(notes, folder)} |"
             )
     return "\n".join(lines)
 

@@ -41,11 +41,17 @@ def test_nvidia_smi_minimal_query_needs_a_nameplate() -> None:
     assert frame["power_avg_w"].isna().all()
 
 
-def test_dcgm_csv_counter_in_millijoules_becomes_joules_since_start() -> None:
-    with pytest.raises(
-        ImportError_, match="DCGM_FI_DEV_POWER_USAGE': expected watts in every row, got \\[N/A\\]"
-    ):
-        import_log(DATA / "dcgm-exporter-a100.csv", "dcgm", nameplate_w=400.0)
+def test_dcgm_csv_one_missing_reading_becomes_a_gap() -> None:
+    """The last row's power is [N/A]: a missing sample (never interpolated), counted in a note;
+    the energy counter of the rows kept is still read in mJ and becomes J since the start."""
+    frame, meta = import_log(DATA / "dcgm-exporter-a100.csv", "dcgm", nameplate_w=400.0)
+    assert frame["t"].tolist() == [0.0, 1.0]  # the 2 s row is left out, not filled in
+    assert frame["power_w"].tolist() == [300.0, 320.0]
+    assert frame["energy_j"].tolist() == pytest.approx([0.0, 310.0])
+    assert meta.model_extra["missing_readings"] == 1
+    (note,) = [n for n in meta.model_extra["notes"] if "missing power reading" in n]
+    assert "1 missing power reading(s)" in note and "line 4" in note
+    assert "never interpolated" in note
 
 
 def test_dcgm_csv_import(tmp_path: Path) -> None:

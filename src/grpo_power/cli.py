@@ -51,6 +51,8 @@ from grpo_power.config import (
     default_config_path,
     load_config,
     packaged_config_path,
+    validate_option,
+    validate_setting,
     write_resolved_config,
 )
 
@@ -166,31 +168,94 @@ ConfigOption = Annotated[
     ),
 ]
 F = TypeVar("F", bound=Callable[..., Any])
+# Commands whose --out is a file (the others write a folder).
+FILE_OUTPUT_COMMANDS = {"telemetry_import", "telemetry_record"}
 
 
 def user_errors(func: F) -> F:
-    """Report expected errors as one clear message: exit code 2, or 3 for a failed job."""
+    """Report expected errors as one clear message: exit code 2, or 3 for a failed job.
+
+    The one place where errors that user input causes become ``error: ...`` (one line per
+    problem, never a traceback): bad config or option values, bad input files, and any
+    ``OSError`` (a folder given as a file, permission denied, disk full, ...) or
+    ``OverflowError``. An ``--out`` that cannot be written (a file where a folder is written,
+    a folder where a file is, a file among its parents) is refused before any work is done.
+    """
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from grpo_power.launch.submit import JobFailed
         from grpo_power.telemetry.source import TelemetryUnavailable
+        from grpo_power.user_paths import os_error_message, output_problem
 
         try:
+            if kwargs.get("out") is not None:
+                kind = "file" if func.__name__ in FILE_OUTPUT_COMMANDS else "folder"
+                problem = output_problem(kwargs["out"], kind)
+                if problem:
+                    raise ValueError(problem)
             return func(*args, **kwargs)
         except JobFailed as error:
             typer.echo(f"error: {error}", err=True)
             raise typer.Exit(EXIT_JOB_FAILED) from None
-        except (
-            ConfigError,
-            ValueError,
-            FileNotFoundError,
-            TelemetryUnavailable,
-        ) as error:
+        except (ConfigError, ValueError, TelemetryUnavailable) as error:
             typer.echo(f"error: {error}", err=True)
+            raise typer.Exit(EXIT_DATA) from None
+        except OSError as error:  # FileNotFoundError too: its message, or the path and reason
+            typer.echo(f"error: {os_error_message(error)}", err=True)
+            raise typer.Exit(EXIT_DATA) from None
+        except (OverflowError, RecursionError) as error:
+            typer.echo(f"error: a value is out of range ({' '.join(str(error).split())})", err=True)
             raise typer.Exit(EXIT_DATA) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+# Numeric options and the config field whose type (finite, range) each has, with its unit.
+OPTION_FIELDS: dict[str, tuple[str, str]] = {
+    "--cap-w": ("cap_w", "watts"),
+    "--nameplate-w": ("gpu.nameplate_w", "watts"),
+    "--period": ("telemetry.period_s", "seconds"),
+    "--steps": ("workload.steps", "steps"),
+    "--concurrency": ("workload.concurrency", "sequences"),
+    "--max-new-tokens": ("workload.max_new_tokens", "tokens"),
+    "--seed": ("seed", "a seed"),
+    "--timesteps": ("controller.total_timesteps", "steps"),
+    "--real-sweep-steps": ("authority.real_sweep_steps", "steps"),
+}
+
+
+def _numbers(values: dict[str, Any], cfg: Config | None = None, where: Path | None = None) -> None:
+    """Validate numeric options through the config's own types (and, given the config, the
+    checks between its fields: a cap above idle and at most the nameplate); ``where`` is the
+    input file the options are for, named first in the message."""
+    for option, value in values.items():
+        if value is None:
+            continue
+        dotted, unit = OPTION_FIELDS[option]
+        for one in value if isinstance(value, list) else [value]:
+            try:
+                validate_option(option, dotted, one, unit)
+                if cfg is not None:
+                    validate_setting(cfg, option, dotted, one)
+            except ConfigError as error:
+                raise ConfigError(f"{where}: {error}" if where else str(error)) from None
+
+
+def _notes(notes: list[str]) -> None:
+    """What a reader inferred or repaired (metadata from the config, gaps, ...), on stderr."""
+    for note in notes:
+        typer.echo(f"note: {note}", err=True)
+
+
+SplitOption = Annotated[
+    bool,
+    typer.Option(
+        "--split-on-clock-jumps",
+        help="Where t repeats or steps back (a clock stepped back, logs concatenated), split "
+        "into segments instead of refusing the trace.",
+    ),
+]
 
 
 def _config(path: Path, overrides: dict[str, Any] | None = None) -> Config:
@@ -302,6 +367,14 @@ def run(
     """
     from grpo_power.workload.distributed import relaunch_needed, relaunch_with_accelerate
 
+    _numbers(
+        {
+            "--steps": steps,
+            "--concurrency": concurrency,
+            "--max-new-tokens": max_new_tokens,
+            "--seed": seeds,
+        }
+    )
     overrides: dict[str, Any] = {"workload": {}}
     if size is not None:
         overrides["workload"]["size"] = size
@@ -397,6 +470,7 @@ def telemetry_record(
     from grpo_power.telemetry.store import read_trace
     from grpo_power.telemetry.summary import summarize_trace, summary_table
 
+    _numbers({"--period": period})
     overrides: dict[str, Any] = {"telemetry": {}}
     if period is not None:
         overrides["telemetry"]["period_s"] = period
@@ -439,18 +513,40 @@ def telemetry_import(
         float | None, typer.Option("--nameplate-w", help="GPU board power, W, if not in the log.")
     ] = None,
     gpu_name: Annotated[str | None, typer.Option("--gpu-name", help="GPU model name.")] = None,
+    timezone: Annotated[
+        str | None,
+        typer.Option(
+            "--timezone",
+            help="IANA time zone of timestamps without one (nvidia-smi writes local time); "
+            "default: the machine's. Recorded in the trace.",
+        ),
+    ] = None,
+    split_on_clock_jumps: SplitOption = False,
 ) -> None:
     """Convert an nvidia-smi or DCGM log into a trace (source: imported)."""
     from grpo_power.telemetry.importers import ImportError_, import_log
     from grpo_power.telemetry.store import write_trace
+    from grpo_power.user_paths import output_problem
 
+    _numbers({"--nameplate-w": nameplate_w}, where=log)
+    out = out or log.with_suffix(".parquet")
+    problem = output_problem(out, "file")
+    if problem:
+        raise ValueError(problem)
     try:
-        frame, metadata = import_log(log, fmt, nameplate_w=nameplate_w, gpu_name=gpu_name)
+        frame, metadata = import_log(
+            log,
+            fmt,
+            nameplate_w=nameplate_w,
+            gpu_name=gpu_name,
+            timezone=timezone,
+            split_on_clock_jumps=split_on_clock_jumps,
+        )
     except ImportError_ as error:
         raise ValueError(str(error)) from None
-    out = out or log.with_suffix(".parquet")
     write_trace(out, frame, metadata)
     typer.echo(f"imported {len(frame)} samples of {frame['gpu'].nunique()} GPU(s) into {out}")
+    _notes((metadata.model_extra or {}).get("notes", []))
 
 
 @telemetry_app.command("summary")
@@ -462,12 +558,24 @@ def telemetry_summary(
     compare_energy: Annotated[
         bool, typer.Option("--compare-energy", help="Also compare counter and integrated energy.")
     ] = False,
+    split_on_clock_jumps: SplitOption = False,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            "-c",
+            help="Config whose gpu and telemetry.period_s fill metadata a trace lacks "
+            "(default: config/config.yaml here, else the packaged default).",
+        ),
+    ] = None,
 ) -> None:
-    """Print energy, mean and peak power per GPU of a trace."""
-    from grpo_power.telemetry.store import read_trace
+    """Print energy, mean and peak power per GPU of a trace (Parquet, or CSV: t, gpu, power_w)."""
+    from grpo_power.telemetry.store import TraceDefaults, read_trace
     from grpo_power.telemetry.summary import check_energy, summarize_trace, summary_table
 
-    trace = read_trace(trace_file)
+    config_path = config or default_config_path()
+    defaults = TraceDefaults.from_config(_config(config_path), f"the config {config_path}")
+    trace = read_trace(trace_file, defaults, split_on_clock_jumps)
     if trace.frame.empty:
         raise ValueError(f"{trace_file}: the trace has no samples; expected at least one")
     _print_summary(trace.metadata.source, trace_file, summary_table(summarize_trace(trace)))
@@ -483,20 +591,25 @@ def telemetry_summary(
             )
     if not trace.complete:
         typer.echo("note: read from the journal of a recording that did not finish", err=True)
+    _notes(trace.notes)
 
 
 @app.command("windows")
 @user_errors
 def windows(
-    trace_file: Annotated[Path, typer.Argument(help="A trace (.parquet) or its journal's path.")],
+    trace_file: Annotated[
+        Path,
+        typer.Argument(help="A trace (.parquet, or .csv with t, gpu, power_w) or its journal."),
+    ],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder for this trace.")],
+    split_on_clock_jumps: SplitOption = False,
     config: ConfigOption = DEFAULT_CONFIG_PATH,
 ) -> None:
     """Exceedance of the cap by averaging window, per GPU and per run; energy bins for `fleet`."""
     from grpo_power.analysis.windows import run_windows
 
     cfg = _config(config)
-    result = run_windows(trace_file, out, cfg)
+    result = run_windows(trace_file, out, cfg, split_on_clock_jumps)
     label = " (SIMULATED power)" if result.summary["simulated"] else ""
     typer.echo(f"windows of {trace_file}{label}: cap {cfg.cap_w:g} W per GPU")
     shown = result.exceedance[result.exceedance["scope"] != "gpu"]
@@ -508,6 +621,7 @@ def windows(
             f"samples (see {out / 'gaps.csv'})"
         )
     typer.echo(f"wrote {out}/exceedance.csv, gaps.csv, bins.parquet, summary.json")
+    _notes(result.summary.get("notes", []))
 
 
 @app.command("fleet")
@@ -560,6 +674,7 @@ def sweep(
     `identify --sweep`; on a cluster (launch.launcher: submitit) one GPU job array."""
     from grpo_power.workload.sweep import run_sweep
 
+    _numbers({"--steps": steps})
     cfg = _config(config)
     steps = cfg.authority.real_sweep_steps if steps is None else steps
     if steps < 1:
@@ -604,6 +719,7 @@ def identify(
     """Stage 2: actuator sweeps, the authority table, and the simulator's calibration fit."""
     from grpo_power.study import identify as run_identify
 
+    _numbers({"--real-sweep-steps": real_sweep_steps})
     cfg = _config(config)
     result = run_identify(
         cfg, out, calibration, runs, real_sweep_steps, log=typer.echo, sweep=sweep_dir
@@ -648,7 +764,9 @@ def controller_train(
     from grpo_power.control.ppo import controller_folder
     from grpo_power.study import train
 
+    _numbers({"--cap-w": cap_w, "--timesteps": timesteps})
     cfg = _config(config)
+    _numbers({"--cap-w": cap_w}, cfg)
     out = out or controller_folder(cfg, deployment)
     authority = authority or cfg.results_dir / "identify" / "authority.json"
     result = train(cfg, deployment, out, calibration, authority, cap_w, timesteps)
@@ -704,7 +822,9 @@ def evaluate(
     """
     from grpo_power.study import evaluate as run_evaluate
 
+    _numbers({"--cap-w": cap_w})
     cfg = _config(config)
+    _numbers({"--cap-w": cap_w}, cfg)
     deployments = None
     if scenario is not None:
         named = {s.name: s for s in cfg.evaluate.scenarios}

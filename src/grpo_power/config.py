@@ -11,6 +11,7 @@ Simulator defaults cite the row of ``shared/CALIBRATION.md`` they come from in t
 
 from __future__ import annotations
 
+import math
 from importlib.resources import files
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, get_args
@@ -20,6 +21,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    TypeAdapter,
     ValidationError,
     field_validator,
     model_validator,
@@ -31,6 +33,9 @@ DEFAULT_CONFIG_PATH = Path("config/config.yaml")
 PACKAGED_CONFIG_NAME = "default_config.yaml"
 
 PositiveFloat = Annotated[float, Field(gt=0)]
+MAX_NAMEPLATE_W = 3000.0  # no GPU board is rated higher (B200: 1000 W, GB300: 1400 W)
+MAX_WINDOW_S = 7 * 24 * 3600.0  # a week: the longest averaging window or bin that means anything
+WindowSeconds = Annotated[float, Field(gt=0, le=MAX_WINDOW_S)]
 Fraction = Annotated[float, Field(ge=0, le=1)]
 # A name that becomes a file or folder name under results/: no separators, no "..", no leading dot.
 PathName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$", max_length=64)]
@@ -43,15 +48,19 @@ class ConfigError(ValueError):
 class _Strict(BaseModel):
     """Base of every config section: unknown keys are errors, values are re-validated on set."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+    model_config = ConfigDict(
+        extra="forbid", validate_assignment=True, frozen=False, allow_inf_nan=False
+    )
 
 
 class GpuSpec(_Strict):
     """The GPU model the study targets (measured or simulated)."""
 
     name: str = Field("NVIDIA A100-SXM4-40GB", description="GPU model name, as NVML reports it.")
-    nameplate_w: PositiveFloat = Field(
-        400.0, description="Board power limit (TDP) in W. A100 SXM4: 400 W; some 80 GB parts 500 W."
+    nameplate_w: Annotated[float, Field(gt=0, le=MAX_NAMEPLATE_W)] = Field(
+        400.0,
+        description="Board power limit (TDP) in W. A100 SXM4: 400 W; some 80 GB parts 500 W "
+        f"(at most {MAX_NAMEPLATE_W:g} W: no GPU board is rated higher).",
     )
     idle_w: PositiveFloat = Field(
         60.0,
@@ -156,6 +165,8 @@ class TelemetryConfig(_Strict):
 def _is_multiple(value: float, step: float) -> bool:
     """Whether ``value`` is an integer multiple of ``step`` (to floating-point tolerance)."""
     ratio = value / step
+    if not math.isfinite(ratio):
+        return False
     return abs(ratio - round(ratio)) <= 1e-9 * max(1.0, ratio) and round(ratio) >= 1
 
 
@@ -167,7 +178,7 @@ class WindowsConfig(_Strict):
     periods split the series and are never bridged (DESIGN.md section 7).
     """
 
-    windows_s: list[PositiveFloat] = Field(
+    windows_s: list[WindowSeconds] = Field(
         default_factory=lambda: [0.5, 1.0, 5.0, 30.0, 60.0, 300.0],
         description="Averaging windows, s. The study reports 0.5 s, 30 s and 5 min.",
     )
@@ -179,7 +190,7 @@ class WindowsConfig(_Strict):
     gap_periods: Annotated[float, Field(ge=1)] = Field(
         2.0, description="An interval longer than this many sample periods is a gap."
     )
-    bin_s: PositiveFloat = Field(
+    bin_s: WindowSeconds = Field(
         0.5,
         description="Width of the wall-clock bins in which per-run energy is summed for the fleet "
         "stage, s; every window must be a whole number of bins.",
@@ -215,7 +226,7 @@ class FleetConfig(_Strict):
     draws: Annotated[int, Field(ge=1)] = Field(
         200, description="Monte Carlo fleets drawn (random runs and start offsets)."
     )
-    window_s: PositiveFloat = Field(
+    window_s: WindowSeconds = Field(
         30.0,
         description="The window whose peak sizes the oversubscription factor, s (the study: no "
         "fleet exceedance at 30 s and longer). Must be one of windows.windows_s.",
@@ -1139,15 +1150,16 @@ class Config(_Strict):
 
 
 def _format_errors(source: str, error: ValidationError) -> str:
-    lines = [f"{source}: {error.error_count()} invalid setting(s)"]
+    """One line per bad field, each starting with the file: ``<file>: <field>: <reason>``."""
+    lines = []
     for item in error.errors():
         path = ".".join(str(part) for part in item["loc"]) or "(top level)"
-        message = item["msg"]
+        message = item["msg"].removeprefix("Value error, ")
         if item["type"] == "extra_forbidden":
             message = "unknown key (check its spelling and section)"
         given = item.get("input")
         shown = "" if isinstance(given, dict) or item["type"] == "missing" else f" (got {given!r})"
-        lines.append(f"  {path}: {message}{shown}")
+        lines.append(f"{source}: {path}: {message}{shown}")
     return "\n".join(lines)
 
 
@@ -1171,26 +1183,151 @@ def default_config_path(folder: Path | str | None = None) -> Path:
     return local if local.is_file() else packaged_config_path()
 
 
+class DuplicateKeyError(yaml.YAMLError):
+    """A mapping of a YAML file names the same key twice."""
+
+    def __init__(self, key: Any, first_line: int, line: int) -> None:
+        super().__init__(f"line {line}: duplicate key {key!r} (first at line {first_line})")
+        self.key, self.first_line, self.line = key, first_line, line
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key given twice in one mapping (plain YAML keeps the
+    last value silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            line = key_node.start_mark.line + 1
+            try:
+                if key in seen:
+                    raise DuplicateKeyError(key, seen[key], line)
+                seen[key] = line
+            except TypeError:  # an unhashable key: the base class reports it
+                continue
+        return super().construct_mapping(node, deep)
+
+
+def yaml_error_message(path: Path | str, error: yaml.YAMLError) -> str:
+    """One line for a YAML error: the file, the line (and column), and the problem."""
+    if isinstance(error, DuplicateKeyError):
+        return (
+            f"{path}: line {error.line}: duplicate key {error.key!r} (first at line "
+            f"{error.first_line}); expected each key once (YAML would keep only the last value)"
+        )
+    mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    problem = getattr(error, "problem", None) or str(error)
+    context = getattr(error, "context", None)
+    detail = f"{problem} ({context})" if context else problem
+    return f"{path}: not valid YAML{where}: {' '.join(str(detail).split())}"
+
+
+def read_yaml(path: Path | str) -> Any:
+    """Parse a YAML file (UTF-8, a byte-order mark allowed) refusing duplicate keys; errors are
+    one-line :class:`ConfigError` naming the file and the line."""
+    from grpo_power.user_paths import path_problem
+
+    path = Path(path)
+    problem = path_problem(path, "a YAML config file", ("config.yaml",))
+    if problem:
+        raise ConfigError(problem)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"{path}: expected a YAML config file, got bytes that are not text (byte {error.start})"
+        ) from None
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read the config file ({error.strerror})") from None
+    try:
+        return yaml.load(text, Loader=UniqueKeyLoader)  # a SafeLoader
+    except yaml.YAMLError as error:
+        raise ConfigError(yaml_error_message(path, error)) from None
+    except (RecursionError, OverflowError, ValueError) as error:
+        raise ConfigError(f"{path}: not valid YAML: {type(error).__name__}") from None
+
+
 def load_config(
     path: Path | str = DEFAULT_CONFIG_PATH, overrides: dict[str, Any] | None = None
 ) -> Config:
     """Load and validate a YAML config file, optionally deep-merged with ``overrides``."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot read the config file ({error.strerror})") from None
-    try:
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError as error:
-        raise ConfigError(f"{path}: not valid YAML: {error}") from None
+    data = read_yaml(path)
+    data = {} if data is None else data
     if not isinstance(data, dict):
         raise ConfigError(
             f"{path}: expected a mapping of settings at the top level, got {type(data).__name__}"
         )
     if overrides:
         data = deep_merge(data, overrides)
-    return validate_config(data, str(path))
+    try:
+        return validate_config(data, str(path))
+    except (OverflowError, RecursionError) as error:
+        raise ConfigError(f"{path}: a value is out of range ({error})") from None
+
+
+# --------------------------------------------------------------------------------------------
+# command-line options: the same types (and ranges) as the config fields they stand for
+
+
+def _field_info(dotted: str) -> Any:
+    model: Any = Config
+    info = None
+    for part in dotted.split("."):
+        info = model.model_fields[part]
+        model = info.annotation
+    return info
+
+
+def _bounds(metadata: list[Any]) -> list[str]:
+    words = []
+    for item in metadata:
+        for attr, sign in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<=")):
+            value = getattr(item, attr, None)
+            if value is not None:
+                words.append(f"{sign} {value:g}")
+    return words
+
+
+def validate_option(option: str, dotted: str, value: Any, unit: str) -> Any:
+    """Validate a command-line option with the type of the config field ``dotted`` (finite,
+    and within the field's range); raise a one-line :class:`ConfigError` naming the option."""
+    info = _field_info(dotted)
+    kind = info.annotation
+    adapter = TypeAdapter(Annotated[kind, *info.metadata], config=ConfigDict(allow_inf_nan=False))
+    try:
+        return adapter.validate_python(value)
+    except (ValidationError, OverflowError):
+        bounds = " and ".join(_bounds(info.metadata))
+        finite = "finite, " if kind is float else ""
+        shown = f"{value:g}" if isinstance(value, float) else repr(value)
+        raise ConfigError(
+            f"{option}: expected {unit} {bounds} ({finite}as the config's {dotted}), got {shown}"
+        ) from None
+
+
+def validate_setting(config: Config, option: str, dotted: str, value: Any) -> None:
+    """Check that the config stays valid with ``dotted`` set to an option's value (the checks
+    between fields: a cap above idle and at most the nameplate, ...)."""
+    data = config.model_dump()
+    _set_dotted(data, dotted, value)
+    try:
+        Config.model_validate(data)
+    except ValidationError as error:
+        reason = error.errors()[0]["msg"].removeprefix("Value error, ")
+        shown = f"{value:g}" if isinstance(value, float) else repr(value)
+        raise ConfigError(f"{option}: {reason} (got {shown})") from None
+
+
+def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
+    *parents, last = dotted.split(".")
+    for key in parents:
+        data = data[key]
+    data[last] = value
 
 
 def deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,8 @@ from typing import Any
 
 import pandas as pd
 
+from grpo_power.user_paths import path_problem
+
 
 def read_json(path: Path | str, expected: str, keys: Iterable[str] = ()) -> dict[str, Any]:
     """Read a JSON object a stage wrote.
@@ -31,8 +33,11 @@ def read_json(path: Path | str, expected: str, keys: Iterable[str] = ()) -> dict
         ValueError: not JSON, not an object, or a key is missing.
     """
     path = Path(path)
+    problem = path_problem(path, expected)
+    if problem:
+        raise ValueError(problem)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise FileNotFoundError(f"{path}: no such file; expected {expected}") from None
     except UnicodeDecodeError:
@@ -76,8 +81,11 @@ def read_csv(path: Path | str, expected: str, columns: Iterable[str] = ()) -> pd
         ValueError: empty, not CSV text, or a column is missing.
     """
     path = Path(path)
+    problem = path_problem(path, expected)
+    if problem:
+        raise ValueError(problem)
     try:
-        frame = pd.read_csv(path)
+        frame = pd.read_csv(path, encoding="utf-8-sig")
     except FileNotFoundError:
         raise FileNotFoundError(f"{path}: no such file; expected {expected}") from None
     except pd.errors.EmptyDataError:

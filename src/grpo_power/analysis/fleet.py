@@ -95,7 +95,13 @@ def bins_path(path: Path | str) -> Path:
 
 def read_run_bins(path: Path | str) -> RunBins:
     """Open a windows-stage ``bins.parquet`` (or its folder) and read its metadata."""
+    given = Path(path)
     path = bins_path(path)
+    if not path.exists() and (given / "trace.parquet").exists():
+        raise FileNotFoundError(
+            f"{given}: a run folder (it holds trace.parquet), not a windows output; run "
+            f"`grpo-power windows {given / 'trace.parquet'} --out DIR` first and pass DIR"
+        )
     if not path.exists():
         raise FileNotFoundError(
             f"{path}: no such file; run `grpo-power windows TRACE --out DIR` first and pass DIR "
@@ -106,6 +112,12 @@ def read_run_bins(path: Path | str) -> RunBins:
     except Exception as error:  # pyarrow raises several types for a non-Parquet file
         raise ValueError(f"{path}: not a readable Parquet file ({error})") from None
     raw = (schema.metadata or {}).get(BINS_METADATA_KEY)
+    if raw is None and {"t", "gpu", "power_w"} <= set(schema.names):
+        raise ValueError(
+            f"{path}: a trace, not a windows-stage bins file; expected the bins.parquet written "
+            f"by `grpo-power windows`: run `grpo-power windows {path.name} --out DIR` first and "
+            "pass DIR"
+        )
     if raw is None:
         raise ValueError(
             f"{path}: not a windows-stage bins file (no '{BINS_METADATA_KEY.decode()}' "

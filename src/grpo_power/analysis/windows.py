@@ -46,7 +46,7 @@ import pandas as pd
 
 from grpo_power.config import Config
 from grpo_power.telemetry.checks import check_power
-from grpo_power.telemetry.store import Trace, read_trace
+from grpo_power.telemetry.store import Trace, TraceDefaults, read_trace
 
 BINS_METADATA_KEY = b"grpo_power_bins"
 _TOL = 1e-9  # relative tolerance of grid arithmetic, in units of the step
@@ -820,9 +820,20 @@ def write_windows(result: WindowsResult, out_dir: Path | str) -> list[Path]:
     return paths
 
 
-def run_windows(trace_path: Path | str, out_dir: Path | str, config: Config) -> WindowsResult:
-    """The windows stage for one trace file: read, analyse, write; returns the result."""
-    trace = read_trace(trace_path)
+def run_windows(
+    trace_path: Path | str,
+    out_dir: Path | str,
+    config: Config,
+    split_on_clock_jumps: bool = False,
+) -> WindowsResult:
+    """The windows stage for one trace file: read, analyse, write; returns the result.
+
+    The trace is read by :func:`grpo_power.telemetry.store.read_trace` (the one trace check):
+    metadata it lacks comes from ``config``, and what was inferred is listed in the summary's
+    ``notes``.
+    """
+    trace = read_trace(trace_path, TraceDefaults.from_config(config), split_on_clock_jumps)
     result = analyze_trace(trace, config)
+    result.summary["notes"] = list(trace.notes)
     write_windows(result, out_dir)
     return result

@@ -9,20 +9,46 @@ Supported formats:
 * ``dcgm``: CSV scraped from dcgm-exporter with a ``timestamp`` column, a ``gpu`` column and one
   column per DCGM field, named as in dcgm-exporter's counters file (``DCGM_FI_DEV_POWER_USAGE``,
   ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` in mJ, ...).
+
+What real logs contain, and what the import does with it (each named in the trace metadata's
+``notes``, which ``grpo-power telemetry import`` prints):
+
+* a UTF-8 byte-order mark (Excel, PowerShell): dropped;
+* an instantaneous power column that is ``[N/A]`` in every row (a part or driver without it):
+  the other power column is used;
+* a missing power reading (``[N/A]`` during a reset or under load): the row is left out, a
+  missing sample that is never interpolated; a log where missing readings dominate (more than
+  half the rows, or every row of a GPU) is refused;
+* timestamps without a zone (nvidia-smi writes local time): read in ``timezone`` (default the
+  machine's), recorded in the metadata; numeric timestamps in milliseconds: recognised by size
+  or spacing (:func:`grpo_power.telemetry.checks.time_unit`), an ambiguous spacing refused;
+* time that repeats or steps back within a GPU (a clock stepped back, logs concatenated):
+  refused naming the lines, or split into segments with ``split_on_clock_jumps``; rows are
+  never sorted into an order they were not recorded in.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import math
+import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import numpy as np
 import pandas as pd
 
-from grpo_power.telemetry.checks import check_frame_power
+from grpo_power.telemetry.checks import (
+    check_clock,
+    check_frame_power,
+    median_spacing,
+    split_clock_jumps,
+    time_unit,
+)
 from grpo_power.telemetry.schema import TRACE_COLUMNS, TraceMetadata
+from grpo_power.user_paths import path_problem
 
 ImportFormat = Literal["nvidia-smi", "dcgm"]
 
@@ -64,17 +90,38 @@ class ImportError_(ValueError):
     """A log could not be imported; the message names the file, the column and the problem."""
 
 
-def _read_csv(path: Path, fmt: ImportFormat) -> pd.DataFrame:
+def _read_csv(path: Path, fmt: ImportFormat) -> tuple[pd.DataFrame, np.ndarray]:
+    """The log's rows as text (columns as in its header) and each row's line in the file."""
     expected = f"a comma-separated {fmt} log with a header line"
+    problem = path_problem(path, f"{expected} (a file)", ())
+    if problem:
+        raise ImportError_(problem)
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except FileNotFoundError:
         raise ImportError_(f"{path}: no such file; expected {expected}") from None
+    try:
+        text = data.decode("utf-8-sig")  # a byte-order mark (Excel, PowerShell) is dropped
     except UnicodeDecodeError as error:
         raise ImportError_(
             f"{path}: expected {expected}, got bytes that are not text (byte {error.start})"
         ) from None
-    rows = [r for r in csv.reader(io.StringIO(text), skipinitialspace=True) if r]
+    if "\x00" in text:
+        raise ImportError_(
+            f"{path}: expected {expected}, got bytes that are not text (byte {text.index(chr(0))})"
+        )
+    reader = csv.reader(io.StringIO(text, newline=""), skipinitialspace=True)
+    rows: list[list[str]] = []
+    lines: list[int] = []
+    try:
+        for row in reader:
+            if row:
+                rows.append(row)
+                lines.append(reader.line_num)
+    except csv.Error as error:
+        raise ImportError_(
+            f"{path}: line {reader.line_num}: expected {expected}, got unreadable CSV ({error})"
+        ) from None
     if not rows:
         raise ImportError_(f"{path}: expected {expected}, got an empty file")
     header = [h.strip() for h in rows[0]]
@@ -84,53 +131,155 @@ def _read_csv(path: Path, fmt: ImportFormat) -> pd.DataFrame:
             f"column {header[0][:60]!r}; is it separated by something other than commas?"
         )
     # nvidia-smi -l repeats its header after a restart; drop every repeat of it.
-    body = [r for r in rows[1:] if [c.strip() for c in r] != header]
-    bad = [(i + 2, len(r)) for i, r in enumerate(body) if len(r) != len(header)]
-    if bad:
-        line, fields = bad[0]
-        raise ImportError_(
-            f"{path}: line {line} has a different number of fields than the header: expected "
-            f"{len(header)}, got {fields} (a truncated or mixed log)"
-        )
-    return pd.DataFrame(body, columns=header)
+    kept = [
+        (r, n) for r, n in zip(rows[1:], lines[1:], strict=True) if [c.strip() for c in r] != header
+    ]
+    for row, line in kept:
+        if len(row) != len(header):
+            raise ImportError_(
+                f"{path}: line {line} has a different number of fields than the header: "
+                f"expected {len(header)}, got {len(row)} (a truncated or mixed log)"
+            )
+    body = [r for r, _ in kept]
+    return pd.DataFrame(body, columns=header, dtype=object), np.array(
+        [n for _, n in kept], dtype=np.int64
+    )
 
 
 def _strip_units(name: str) -> str:
     return name.split(" [", 1)[0].strip()
 
 
-def _numeric(path: Path, values: pd.Series, column: str) -> pd.Series:
+def _numeric(path: Path, values: pd.Series, column: str, lines: np.ndarray) -> pd.Series:
     text = values.astype(str).str.strip()
     text = text.where(~text.isin(MISSING_VALUES), None)
     text = text.str.replace(r"\s*(W|%|MHz|C|mJ|J)$", "", regex=True)
     number = pd.to_numeric(text, errors="coerce")
     unparsed = number.isna() & text.notna()
     if unparsed.any():
+        i = int(np.argmax(unparsed.to_numpy()))
         raise ImportError_(
-            f"{path}: column '{column}' has a non-numeric value {text[unparsed].iloc[0]!r}; "
-            "expected a number, optionally with its unit, or [N/A]"
+            f"{path}: column '{column}' has a non-numeric value {text.iloc[i]!r} (line "
+            f"{lines[i]}); expected a number, optionally with its unit, or [N/A]"
         )
-    return number.astype(float)
+    number = number.astype(float)
+    huge = ~np.isfinite(number.to_numpy()) & number.notna().to_numpy()
+    if huge.any():
+        i = int(np.argmax(huge))
+        raise ImportError_(
+            f"{path}: column '{column}': expected a finite number, got {text.iloc[i]!r} (line "
+            f"{lines[i]})"
+        )
+    return number
 
 
-def _timestamps_s(path: Path, values: pd.Series) -> tuple[np.ndarray, float]:
-    """Seconds since the first sample (exact to the microsecond) and the first's unix time."""
+def machine_timezone() -> str:
+    """The IANA name of this machine's time zone (``TZ``, else ``/etc/localtime``), or UTC."""
+    candidates = [os.environ.get("TZ", "").lstrip(":")]
+    try:
+        target = str(Path("/etc/localtime").resolve())
+        if "zoneinfo/" in target:
+            candidates.append(target.split("zoneinfo/", 1)[1])
+    except OSError:
+        pass
+    for name in candidates:
+        if name:
+            try:
+                ZoneInfo(name)
+            except (ZoneInfoNotFoundError, ValueError, OSError):
+                continue
+            return name
+    return "UTC"
+
+
+def resolve_timezone(name: str | None) -> tuple[ZoneInfo, str, str]:
+    """The zone of a log's local timestamps: (zone, its name, where the name came from)."""
+    origin = "--timezone"
+    if name is None:
+        name, origin = machine_timezone(), "the machine's time zone"
+    try:
+        return ZoneInfo(name), name, origin
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise ImportError_(
+            f"--timezone: expected an IANA time zone name such as 'Europe/Berlin' or 'UTC', got "
+            f"{name!r}"
+        ) from None
+
+
+def _timestamps(
+    path: Path, values: pd.Series, lines: np.ndarray, gpu: np.ndarray, zone: tuple[Any, str, str]
+) -> tuple[np.ndarray, float, dict[str, Any], list[str]]:
+    """Seconds since the first row (file order, exact to the microsecond), the first row's unix
+    time, metadata on how they were read, and notes."""
     text = values.astype(str).str.strip()
     numeric = pd.to_numeric(text, errors="coerce")
     if numeric.notna().all():
-        start_s = float(numeric.min())
-        return (numeric - start_s).to_numpy(dtype=float), start_s
-    stamps = pd.to_datetime(text, errors="coerce", format="mixed")
-    if stamps.isna().any():
-        raise ImportError_(
-            f"{path}: column 'timestamp' has an unreadable value {text[stamps.isna()].iloc[0]!r}; "
-            "expected 'YYYY/MM/DD HH:MM:SS.mmm' (nvidia-smi), ISO 8601, or unix seconds"
+        raw = numeric.to_numpy(dtype=float)
+        if not np.isfinite(raw).all():
+            i = int(np.argmax(~np.isfinite(raw)))
+            raise ImportError_(
+                f"{path}: column 'timestamp': expected a finite time, got {text.iloc[i]!r} (line "
+                f"{lines[i]})"
+            )
+        scale, note = time_unit(raw, median_spacing(gpu, raw), str(path), "timestamp")
+        t = (raw - raw[0]) * scale
+        return (
+            t,
+            float(raw[0]) * scale,
+            {"timestamp_unit": "ms" if scale != 1 else "s"},
+            ([note] if note else []),
         )
-    if stamps.dt.tz is not None:  # ISO 8601 with a zone: compare in UTC
-        stamps = stamps.dt.tz_convert(None)
-    start = stamps.min()
-    start_s = (start - pd.Timestamp("1970-01-01")).total_seconds()
-    return (stamps - start).dt.total_seconds().to_numpy(dtype=float), start_s
+    try:
+        stamps = pd.to_datetime(text, errors="coerce", format="mixed")
+    except (ValueError, TypeError, OverflowError):  # zoned and local timestamps mixed
+        stamps = pd.to_datetime(text, errors="coerce", format="mixed", utc=True)
+    if not pd.api.types.is_datetime64_any_dtype(stamps):  # several UTC offsets
+        stamps = pd.to_datetime(text, errors="coerce", format="mixed", utc=True)
+    if stamps.isna().any():
+        i = int(np.argmax(stamps.isna().to_numpy()))
+        raise ImportError_(
+            f"{path}: column 'timestamp' has an unreadable value {text.iloc[i]!r} (line "
+            f"{lines[i]}); expected 'YYYY/MM/DD HH:MM:SS.mmm' (nvidia-smi), ISO 8601, or unix "
+            "seconds"
+        )
+    notes: list[str] = []
+    if stamps.dt.tz is None:  # local time without a zone (nvidia-smi): the zone given
+        tz, name, origin = zone
+        try:
+            try:
+                stamps = stamps.dt.tz_localize(tz, ambiguous="infer", nonexistent="raise")
+            except ValueError:  # 'infer' needs the repeated hour in order
+                stamps = stamps.dt.tz_localize(tz, ambiguous="raise", nonexistent="raise")
+        except (ValueError, OverflowError) as error:
+            raise ImportError_(
+                f"{path}: column 'timestamp': local times that do not exist or repeat in time "
+                f"zone {name} (a daylight-saving change: {' '.join(str(error).split())[:80]}); "
+                "give the zone the log was written in with --timezone (e.g. --timezone UTC)"
+            ) from None
+        info = {"timezone": name, "timezone_from": origin}
+        notes.append(f"{path}: timestamps read as local time in {name} ({origin})")
+    else:
+        info = {"timezone": "from the log (UTC offsets)", "timezone_from": "the log"}
+    ns = stamps.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy().astype("datetime64[ns]")
+    ns = ns.astype(np.int64)
+    return (ns - ns[0]) / 1e9, float(ns[0]) / 1e9, info, notes
+
+
+def _power(
+    path: Path, frame: pd.DataFrame, original: dict[str, str], lines: np.ndarray
+) -> tuple[pd.Series, str, list[str]]:
+    """The power column: the instantaneous one where it has readings, else the other one (a
+    column that is [N/A] in every row is a sensor the part or driver lacks)."""
+    candidates = [name for name in ("power_w", "power_draw") if name in frame]
+    notes = []
+    parsed = {name: _numeric(path, frame[name], original[name], lines) for name in candidates}
+    chosen = next((n for n in candidates if parsed[n].notna().any()), candidates[0])
+    if chosen != candidates[0]:
+        notes.append(
+            f"{path}: power from '{original[chosen]}': '{original[candidates[0]]}' is [N/A] in "
+            "every row"
+        )
+    return parsed[chosen], original[chosen], notes
 
 
 def import_log(
@@ -139,8 +288,16 @@ def import_log(
     nameplate_w: float | None = None,
     gpu_name: str | None = None,
     run_id: str | None = None,
+    timezone: str | None = None,
+    split_on_clock_jumps: bool = False,
 ) -> tuple[pd.DataFrame, TraceMetadata]:
     """Read a log into a trace frame and its metadata.
+
+    A row whose power is missing (``[N/A]``: drivers write it during a reset or under load) is
+    left out: a missing sample, never interpolated, counted in the notes; only a log where
+    missing readings dominate (more than half the rows, or every row of a GPU) is refused.
+    What the import inferred (the power column used, the time zone, gaps, clock jumps split)
+    is listed in the metadata's ``notes``.
 
     Args:
         path: the log file.
@@ -148,14 +305,19 @@ def import_log(
         nameplate_w: the GPU's board power, W, when the log has no ``power.default_limit``.
         gpu_name: the GPU model when the log has no name column.
         run_id: the trace's run id (default: the file's stem).
+        timezone: the IANA zone of timestamps without one (nvidia-smi writes local time);
+            default: the machine's. Recorded in the metadata.
+        split_on_clock_jumps: split the log into segments where time repeats or steps back
+            (see :func:`grpo_power.telemetry.checks.split_clock_jumps`) instead of refusing it.
 
     Raises:
         ImportError_: the file is not a CSV log, a required column is missing, or a value is
             unreadable or not a plausible power (NaN, negative, milliwatts: see
-            :mod:`grpo_power.telemetry.checks`).
+            :mod:`grpo_power.telemetry.checks`), the time unit is ambiguous, or time steps back.
     """
     path = Path(path)
-    raw = _read_csv(path, fmt)
+    zone = resolve_timezone(timezone)
+    raw, lines = _read_csv(path, fmt)
     mapping = NVIDIA_SMI_COLUMNS if fmt == "nvidia-smi" else DCGM_COLUMNS
     renamed = {}
     for column in raw.columns:
@@ -163,15 +325,20 @@ def import_log(
         if key in mapping and mapping[key] not in renamed.values():
             renamed[column] = mapping[key]
     frame = raw[list(renamed)].rename(columns=renamed)
-    power_column = "power_w" if "power_w" in frame else "power_draw"
     required = {"timestamp": "timestamp", "gpu": "index" if fmt == "nvidia-smi" else "gpu"}
     for name, shown in required.items():
         if name not in frame:
+            hint = ""
+            if {"t", "gpu", "power_w"} <= {c.strip() for c in raw.columns}:
+                hint = (
+                    "; a trace CSV (t, gpu, power_w) needs no import: give it to `grpo-power "
+                    "windows` or `grpo-power telemetry summary` as it is"
+                )
             raise ImportError_(
                 f"{path}: missing column '{shown}' (expected in every {fmt} log); "
-                f"found {list(raw.columns)}"
+                f"found {list(raw.columns)}{hint}"
             )
-    if power_column not in frame:
+    if "power_w" not in frame and "power_draw" not in frame:
         expected = "power.draw" if fmt == "nvidia-smi" else "DCGM_FI_DEV_POWER_USAGE"
         raise ImportError_(
             f"{path}: missing power column '{expected}' (or its _INSTANT/.instant variant, "
@@ -180,52 +347,113 @@ def import_log(
     if frame.empty:
         raise ImportError_(f"{path}: expected at least one sample, got a header and no rows")
 
-    gpu = _numeric(path, frame["gpu"], "gpu")
+    original = {new: old for old, new in renamed.items()}
+    gpu = _numeric(path, frame["gpu"], "gpu", lines)
     if gpu.isna().any():
         raise ImportError_(
             f"{path}: column '{required['gpu']}': expected a GPU index in every row, got [N/A]"
         )
-    out = pd.DataFrame({"gpu": gpu.astype("int32")})
-    original = {new: old for old, new in renamed.items()}
-    out["t"], start_unix_s = _timestamps_s(path, frame["timestamp"])
-    out["power_w"] = _numeric(path, frame[power_column], original[power_column])
-    if out["power_w"].isna().any():
+    if ((gpu != gpu.round()) | (gpu.abs() >= 2**31)).any():
         raise ImportError_(
-            f"{path}: column '{original[power_column]}': expected watts in every row, got "
-            f"[N/A] in {int(out['power_w'].isna().sum())} row(s)"
+            f"{path}: column '{required['gpu']}': expected whole GPU indices, got "
+            f"{gpu[(gpu != gpu.round()) | (gpu.abs() >= 2**31)].iloc[0]:g}"
         )
+    gpu_index = gpu.to_numpy().astype(np.int64)
+    t, start_unix_s, time_info, notes = _timestamps(
+        path, frame["timestamp"], lines, gpu_index, zone
+    )
+    power, power_column, power_notes = _power(path, frame, original, lines)
+    notes += power_notes
+    out = pd.DataFrame({"gpu": gpu_index.astype("int32")})
+    out["t"] = t
+    out["power_w"] = power.to_numpy()
     for name in ("power_avg_w", "sm_util", "mem_util", "sm_clock_mhz", "temp_c", "power_limit_w"):
-        out[name] = _numeric(path, frame[name], original[name]) if name in frame else np.nan
+        out[name] = _numeric(path, frame[name], original[name], lines) if name in frame else np.nan
+    energy_mj = (
+        _numeric(path, frame["energy_mj"], original["energy_mj"], lines).to_numpy()
+        if "energy_mj" in frame
+        else np.full(len(out), np.nan)
+    )
+
+    # Time: refuse a clock that repeats or steps back (naming the lines), or split it.
+    clock: dict[str, Any] = {}
+    try:
+        if split_on_clock_jumps:
+            split = split_clock_jumps(gpu_index, t, str(path), lines, "line")
+            if split is not None:
+                out = out.iloc[split.order].reset_index(drop=True)
+                out["t"] = split.t
+                energy_mj, lines = energy_mj[split.order], lines[split.order]
+                notes.append(split.note)
+                clock["clock_jumps"] = split.jumps
+        else:
+            check_clock(gpu_index, t, str(path), lines, "line")
+    except ValueError as error:
+        raise ImportError_(str(error)) from None
+
+    # Missing readings: missing samples (gaps), unless they dominate.
+    missing = out["power_w"].isna().to_numpy()
+    if missing.any():
+        total, count = len(out), int(missing.sum())
+        per_gpu = pd.Series(missing).groupby(out["gpu"].to_numpy()).agg(["sum", "size"])
+        empty = per_gpu[per_gpu["sum"] == per_gpu["size"]]
+        if count * 2 > total or len(empty):
+            which = f" (gpu {int(empty.index[0])}: every one of its rows)" if len(empty) else ""
+            raise ImportError_(
+                f"{path}: column '{power_column}': expected watts in most rows (a missing "
+                f"reading becomes a gap), got [N/A] in {count} of {total} row(s){which}"
+            )
+        first_line = int(lines[int(np.argmax(missing))])
+        notes.append(
+            f"{path}: {count} missing power reading(s) ([N/A] in '{power_column}', first at line "
+            f"{first_line}) left out as missing samples: gaps, never interpolated"
+        )
+        keep = ~missing
+        out = out[keep].reset_index(drop=True)
+        energy_mj = energy_mj[keep]
     if "energy_mj" in frame:
-        energy_mj = _numeric(path, frame["energy_mj"], original["energy_mj"])
-        out["energy_j"] = (energy_mj - energy_mj.groupby(out["gpu"]).transform("first")) / 1000.0
+        first = pd.Series(energy_mj).groupby(out["gpu"].to_numpy()).transform("first")
+        out["energy_j"] = (energy_mj - first.to_numpy()) / 1000.0
     else:
         out["energy_j"] = np.nan
+    origin_s = float(out["t"].min())
+    out["t"] = out["t"] - origin_s
+    start_unix_s += origin_s
+
     nameplate_from = "--nameplate-w"
     if nameplate_w is None and "nameplate_w" in frame:
         nameplate_from = original["nameplate_w"]
-        nameplate_w = float(_numeric(path, frame["nameplate_w"], nameplate_from).max())
+        limits = _numeric(path, frame["nameplate_w"], nameplate_from, lines)
+        nameplate_w = float(limits.max()) if limits.notna().any() else None
     if nameplate_w is None:
+        column = "column" if "nameplate_w" not in frame else "reading ([N/A] in every row)"
         raise ImportError_(
-            f"{path}: no power.default_limit column; "
+            f"{path}: no power.default_limit {column}; "
             "give the GPU's nameplate power with --nameplate-w"
         )
-    if not nameplate_w > 0:
+    if not (nameplate_w > 0 and math.isfinite(nameplate_w)):
         raise ImportError_(f"{path}: {nameplate_from}: expected watts > 0, got {nameplate_w:g}")
-    check_frame_power(out, str(path), nameplate_w, original[power_column])
+    check_frame_power(out, str(path), nameplate_w, power_column)
     if gpu_name is None:
         gpu_name = str(frame["gpu_name"].iloc[0]).strip() if "gpu_name" in frame else "unknown"
     out = out.sort_values(["t", "gpu"], kind="stable").reset_index(drop=True)
-    periods = out.groupby("gpu")["t"].diff().dropna()
+    period = median_spacing(out["gpu"].to_numpy(), out["t"].to_numpy())
+    if period is None:
+        notes.append(f"{path}: one sample per GPU: a sample period of 1 s is assumed")
     metadata = TraceMetadata(
         run_id=run_id or path.stem,
         source="imported",
         gpu_name=gpu_name,
         nameplate_w=nameplate_w,
-        sample_period_s=float(periods.median()) if len(periods) and periods.median() > 0 else 1.0,
+        sample_period_s=period or 1.0,
         start_unix_s=start_unix_s,
         host="unknown",
         imported_from=str(path),
         import_format=fmt,
+        power_column=power_column,
+        missing_readings=int(missing.sum()),
+        notes=notes,
+        **time_info,
+        **clock,
     )
     return out[list(TRACE_COLUMNS)], metadata

@@ -27,6 +27,9 @@ TRACE_SCHEMA = pa.schema(
     ]
 )
 TRACE_COLUMNS: tuple[str, ...] = tuple(TRACE_SCHEMA.names)
+# Every reader needs these; the others are optional (absent: null, as a sensor without them).
+REQUIRED_COLUMNS: tuple[str, ...] = ("t", "gpu", "power_w")
+OPTIONAL_COLUMNS: tuple[str, ...] = tuple(c for c in TRACE_COLUMNS if c not in REQUIRED_COLUMNS)
 METADATA_KEY = b"grpo_power"
 
 TraceSource = Literal["nvml", "simulated", "imported"]
@@ -35,7 +38,7 @@ TraceSource = Literal["nvml", "simulated", "imported"]
 class TraceMetadata(BaseModel):
     """File-level metadata of a trace, stored as JSON in the Parquet schema metadata."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
     run_id: str
     source: TraceSource
@@ -54,18 +57,24 @@ class TraceMetadata(BaseModel):
         return TRACE_SCHEMA.with_metadata({METADATA_KEY: self.model_dump_json().encode()})
 
     @classmethod
-    def from_schema(cls, schema: pa.Schema, path: str) -> TraceMetadata:
-        """Read metadata back from a trace file's schema; errors name the file."""
+    def raw_from_schema(cls, schema: pa.Schema, path: str) -> dict[str, Any] | None:
+        """The metadata stored in a trace file's schema, unvalidated; None when it has none."""
         raw = (schema.metadata or {}).get(METADATA_KEY)
         if raw is None:
-            raise ValueError(
-                f"{path}: not a grpo-power trace (no '{METADATA_KEY.decode()}' metadata); "
-                "use `grpo-power telemetry import` for nvidia-smi or DCGM logs"
-            )
+            return None
         try:
             data = json.loads(raw)
-        except json.JSONDecodeError as error:
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
             raise ValueError(f"{path}: trace metadata is not valid JSON: {error}") from None
+        if not isinstance(data, dict):
+            raise ValueError(
+                f"{path}: trace metadata: expected a JSON object, got {type(data).__name__}"
+            )
+        return data
+
+    @classmethod
+    def validated(cls, data: dict[str, Any], path: str) -> TraceMetadata:
+        """Metadata from a mapping; errors name the file and every bad field, on one line."""
         try:
             return cls.model_validate(data)
         except ValidationError as error:
@@ -75,6 +84,17 @@ class TraceMetadata(BaseModel):
                 for e in error.errors()
             )
             raise ValueError(f"{path}: trace metadata: {problems}") from None
+
+    @classmethod
+    def from_schema(cls, schema: pa.Schema, path: str) -> TraceMetadata:
+        """Read metadata back from a trace file's schema; errors name the file."""
+        data = cls.raw_from_schema(schema, path)
+        if data is None:
+            raise ValueError(
+                f"{path}: not a grpo-power trace (no '{METADATA_KEY.decode()}' metadata); "
+                "use `grpo-power telemetry import` for nvidia-smi or DCGM logs"
+            )
+        return cls.validated(data, path)
 
     def describe(self) -> dict[str, Any]:
         """Metadata as a plain dict, for manifests and reports."""
