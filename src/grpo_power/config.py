@@ -1154,7 +1154,7 @@ def _format_errors(source: str, error: ValidationError) -> str:
     lines = []
     for item in error.errors():
         path = ".".join(str(part) for part in item["loc"]) or "(top level)"
-        message = item["msg"].removeprefix("Value error, ")
+        message = item["msg"]
         if item["type"] == "extra_forbidden":
             message = "unknown key (check its spelling and section)"
         given = item.get("input")
@@ -1301,13 +1301,16 @@ def validate_option(option: str, dotted: str, value: Any, unit: str) -> Any:
     adapter = TypeAdapter(Annotated[kind, *info.metadata], config=ConfigDict(allow_inf_nan=False))
     try:
         return adapter.validate_python(value)
-    except (ValidationError, OverflowError):
-        bounds = " and ".join(_bounds(info.metadata))
-        finite = "finite, " if kind is float else ""
-        shown = f"{value:g}" if isinstance(value, float) else repr(value)
-        raise ConfigError(
-            f"{option}: expected {unit} {bounds} ({finite}as the config's {dotted}), got {shown}"
-        ) from None
+    except ValidationError as error:
+        reason = error.errors()[0]["msg"]
+    except OverflowError:
+        reason = "out of range"
+    bounds = " and ".join(_bounds(info.metadata))
+    finite = ", finite" if kind is float else ""
+    raise ConfigError(
+        f"{option}: expected {unit} {bounds}{finite}, as the config's {dotted}: {reason} "
+        f"(got {value!r})"
+    )
 
 
 def validate_setting(config: Config, option: str, dotted: str, value: Any) -> None:
