@@ -143,3 +143,57 @@ def test_recording_killed_with_sigkill_leaves_a_readable_trace(tmp_path: Path) -
     )
     assert "SIMULATED" in summary.stdout
     assert "did not finish" in summary.stderr
+
+
+def test_a_clock_jump_in_a_two_gpu_trace_is_refused_or_split(tmp_path: Path) -> None:
+    """Two GPUs sampled together; after 1 s the clock steps back to 0.5 s (issue 14). Refused
+    with the row, or split: segments laid end to end, each GPU's time increases, and no sample
+    is lost or reordered within a GPU."""
+    t = np.concatenate([np.arange(0, 1.0, 0.1), np.arange(0.5, 1.5, 0.1)])
+    frame = pd.DataFrame({"t": np.repeat(t, 2), "gpu": np.tile([0, 1], len(t))})
+    frame["power_w"] = 200.0 + np.arange(len(frame))
+    path = tmp_path / "jump.parquet"
+    write_trace(path, frame, _metadata())
+    with pytest.raises(ValueError, match=r"gpu 0: decreasing timestamp at row 21: .*row 19"):
+        read_trace(path)
+    trace = read_trace(path, split_on_clock_jumps=True)
+    assert len(trace.frame) == len(frame)
+    for _, rows in trace.frame.groupby("gpu"):
+        assert (np.diff(rows["t"].to_numpy()) > 0).all()
+        assert (np.diff(rows["power_w"].to_numpy()) > 0).all()  # recorded order kept
+    (jump,) = trace.metadata.model_extra["clock_jumps"]
+    assert jump["row"] == 21 and jump["shift_s"] == pytest.approx(0.9 + 60.0 - 0.5)
+    assert any("laid end to end 60 s apart" in note for note in trace.notes)
+
+
+def test_recordings_concatenated_out_of_order_are_put_in_time_order(tmp_path: Path) -> None:
+    t = np.concatenate([np.arange(10.0, 11.0, 0.1), np.arange(0.0, 1.0, 0.1)])
+    frame = pd.DataFrame({"t": t, "gpu": 0, "power_w": 200.0 + np.arange(len(t))})
+    path = tmp_path / "two.parquet"
+    write_trace(path, frame, _metadata())
+    trace = read_trace(path, split_on_clock_jumps=True)
+    assert trace.frame["t"].tolist() == pytest.approx(np.sort(t).tolist())  # real times kept
+    assert trace.frame["power_w"].iloc[0] == 210.0  # the earlier recording first
+    assert any("2 recordings concatenated out of order" in note for note in trace.notes)
+
+
+def test_a_trace_with_only_t_gpu_power_takes_metadata_from_the_defaults(tmp_path: Path) -> None:
+    from grpo_power.telemetry.store import TraceDefaults
+
+    path = tmp_path / "mine.csv"
+    path.write_text("t,gpu,power_w\n" + "".join(f"{0.5 * i},0,300\n" for i in range(10)))
+    trace = read_trace(path, TraceDefaults(nameplate_w=700.0, gpu_name="H100", source="x.yaml"))
+    meta = trace.metadata
+    assert (meta.nameplate_w, meta.gpu_name, meta.source, meta.run_id) == (
+        700.0,
+        "H100",
+        "imported",
+        "mine",
+    )
+    assert meta.sample_period_s == pytest.approx(0.5)  # inferred from the spacing
+    assert list(trace.frame.columns) == list(TRACE_COLUMNS)
+    assert trace.frame["energy_j"].isna().all()
+    assert any("nameplate 700 W from x.yaml" in note for note in trace.notes)
+    path.write_text("t,gpu,power_w\n" + "".join(f"{20 * i},0,300\n" for i in range(10)))
+    with pytest.raises(ValueError, match="cannot tell the time unit"):
+        read_trace(path)
