@@ -73,9 +73,9 @@ HOW: dict[str, tuple[str, str]] = {
     "make bench": ("run", "tools"),
     ".venv/bin/python -m benchmarks fleet_scaling": ("run", "tools"),
 }
-# Files a user brings (no README command writes them): their stand-ins, the first lines of a file
-# of tests/data (the DCGM log's last row holds an [N/A] reading, which the importer refuses).
-BROUGHT = {"tools": {"dcgm.csv": ("dcgm-exporter-a100.csv", 3)}}
+# Files a user brings (no README command writes them): their stand-ins from tests/data (the DCGM
+# log's last row holds an [N/A] reading, imported as a missing sample).
+BROUGHT = {"tools": {"dcgm.csv": "dcgm-exporter-a100.csv"}}
 
 
 def readme_commands() -> list[str]:
@@ -107,9 +107,8 @@ def _run_place(place: str, tmp_path: Path) -> tuple[Path, dict[str, str]]:
     """Run the README's commands of ``place`` in order in a fresh checkout copy; return the
     copy and each command's combined output."""
     checkout = checkout_copy(tmp_path / "checkout")
-    for name, (source, lines) in BROUGHT.get(place, {}).items():
-        kept = (DATA / source).read_text().splitlines()[:lines]
-        (checkout / name).write_text("\n".join(kept) + "\n")
+    for name, source in BROUGHT.get(place, {}).items():
+        shutil.copy(DATA / source, checkout / name)
     outputs: dict[str, str] = {}
     rows = []
     for command in readme_commands():
@@ -220,5 +219,7 @@ def test_readme_tool_commands(tmp_path: Path) -> None:
     assert (checkout / "results" / "telemetry" / "sleep.parquet").exists()
     assert (checkout / "results" / "traces" / "mine.parquet").exists()
     assert (checkout / "dcgm.parquet").exists()
+    dcgm = outputs[".venv/bin/grpo-power telemetry import dcgm.csv --format dcgm --nameplate-w 400"]
+    assert "missing" in dcgm  # the [N/A] reading, counted in a note
     assert "power source: simulated" in "".join(outputs.values())
     assert sorted(p.name for p in (checkout / "results" / "benchmarks").glob("*.json"))
