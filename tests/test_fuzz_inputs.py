@@ -15,7 +15,7 @@ import errno
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -297,6 +297,52 @@ KINDS = [
 ]
 
 
+PERMISSION_KINDS = ("input-unreadable", "output-in-a-read-only-folder")
+# Every (subcommand, kind) that applies: the output kinds only where the command writes --out.
+PATH_CASES = [
+    (name, kind)
+    for name in sorted(SUBCOMMANDS)
+    for kind in KINDS
+    if not kind.startswith("output") or "{out}" in " ".join(SUBCOMMANDS[name][0])
+]
+
+
+def _unprivileged(call: Callable[[], tuple[int, str]]) -> tuple[int, str]:
+    """``call()`` in a forked child running as ``nobody``, so that file permissions bind (they
+    do not bind root, as CI runs); its result, or its failure, comes back through a pipe.
+
+    The modules the commands import lazily are imported first, here: nobody may not read the
+    Python installation of root (CI's Python lives under /root)."""
+    import importlib
+    import json
+    import traceback
+
+    for module in ("grpo_power.workload.runner", "grpo_power.workload.arms", "pickletools"):
+        importlib.import_module(module)
+
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe
+        os.close(read_end)
+        try:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            outcome = {"result": call()}
+        except BaseException:  # reported to the parent, which fails the test
+            outcome = {"error": traceback.format_exc()}
+        with os.fdopen(write_end, "w") as pipe:
+            json.dump(outcome, pipe)
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as pipe:
+        outcome = json.loads(pipe.read() or '{"error": "the child reported nothing"}')
+    os.waitpid(child, 0)
+    assert "error" not in outcome, outcome["error"]
+    code, message = outcome["result"]
+    return code, message
+
+
 def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
     return {
         str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
@@ -306,14 +352,13 @@ def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
     }
 
 
-@pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("name", sorted(SUBCOMMANDS))
+@pytest.mark.parametrize(("name", "kind"), PATH_CASES)
 def test_bad_paths_give_one_line_and_write_nothing(name: str, kind: str, tmp_path: Path) -> None:
     command, out_kind = SUBCOMMANDS[name]
-    if kind.startswith("output") and out_kind is None:
-        pytest.skip(f"{name} writes no --out")
-    if kind in ("input-unreadable", "output-in-a-read-only-folder") and ROOT:
-        pytest.skip("permissions do not bind root")
+    as_nobody = ROOT and kind in PERMISSION_KINDS
+    if as_nobody:  # a folder nobody may enter (pytest's own is root's alone)
+        tmp_path = Path(tempfile.mkdtemp(prefix="grpo-power-perm-"))
+        tmp_path.chmod(0o755)
     config = _config(tmp_path)
     # a valid input by default: the matching file for each input slot
     valid_in = {"run": config, "calibrate": config, "sweep": config, "telemetry record": config}
@@ -342,12 +387,11 @@ def test_bad_paths_give_one_line_and_write_nothing(name: str, kind: str, tmp_pat
         locked.mkdir()
         locked.chmod(0o555)
         out = locked / "out"
-    if "{out}" not in " ".join(command) and kind.startswith("output"):
-        pytest.skip(f"{name} writes no --out")
     before = _snapshot(tmp_path)
     values = {"in": str(path_in), "out": str(out), "config": str(config)}
+    arguments = [part.format(**values) for part in command]
     try:
-        code, message = invoke([part.format(**values) for part in command])
+        code, message = _unprivileged(lambda: invoke(arguments)) if as_nobody else invoke(arguments)
     finally:
         for p in (path_in, locked):
             if p.exists():
@@ -355,6 +399,8 @@ def test_bad_paths_give_one_line_and_write_nothing(name: str, kind: str, tmp_pat
     assert code == EXIT_DATA, message
     assert _snapshot(tmp_path) == before, "something was written"
     shutil.rmtree(tmp_path / "results", ignore_errors=True)
+    if as_nobody:
+        shutil.rmtree(tmp_path)
 
 
 @pytest.mark.parametrize("name", ["telemetry import", "windows"])

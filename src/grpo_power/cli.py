@@ -74,6 +74,20 @@ EXIT_ABORTED = 130  # Ctrl-C, or an aborted prompt
 ImportFormat = Literal["nvidia-smi", "dcgm"]
 
 
+def _leave_file_checks_to_the_commands(command: Any) -> None:
+    """Path parameters check nothing while the command line is parsed (typer's default asks
+    click to check that an existing path is readable): an unreadable file is then the command's
+    own data error, one line and exit 2 like a missing one, never a usage error."""
+    for param in command.params:
+        # typer >= 0.2x keeps the check in the parameter's info, older typers in click's type
+        info = getattr(getattr(param, "type_descriptor", None), "parameter_info", None)
+        for holder in (info, getattr(param, "type", None)):
+            if hasattr(holder, "readable"):
+                holder.readable = False
+    for sub in getattr(command, "commands", {}).values():
+        _leave_file_checks_to_the_commands(sub)
+
+
 class ExitCodeGroup(TyperGroup):
     """The top-level command: runs the app with ``standalone_mode=False`` and maps the outcome to
     the exit codes of the module docstring (click's own default for usage errors is 2, which this
@@ -91,6 +105,7 @@ class ExitCodeGroup(TyperGroup):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
+        _leave_file_checks_to_the_commands(self)
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, False, **extra)
         try:

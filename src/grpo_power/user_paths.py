@@ -7,6 +7,7 @@ Light on purpose (no pandas, no pyarrow): the command line imports it for every 
 from __future__ import annotations
 
 import errno
+import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -56,6 +57,9 @@ def output_problem(path: Path | str, kind: str) -> str | None:
     parent = file_ancestor(path)
     if parent is not None:
         return f"{parent}: is a file, not a folder; cannot write {path} inside it"
+    existing = next(p for p in (path.absolute(), *path.absolute().parents) if p.exists())
+    if existing != path.absolute() and not os.access(existing, os.W_OK | os.X_OK):
+        return f"{existing}: permission denied; cannot write {path} inside it"
     return None
 
 
