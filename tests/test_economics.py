@@ -26,7 +26,8 @@ from grpo_power.analysis.evaluate import evaluate_folder
 from grpo_power.analysis.fleet import run_fleet
 from grpo_power.analysis.windows import run_windows
 from grpo_power.config import Config, ConfigError, PilotConfig, validate_config
-from grpo_power.economics.carbon import UnknownRegion, carbon_intensity, carbon_kg
+from grpo_power.config.carbon_region import UnknownRegion, carbon_intensity
+from grpo_power.economics.carbon import carbon_kg
 from grpo_power.economics.cost import Assumptions, arm_costs, hours_in_year, per_run, savings
 from grpo_power.economics.oversubscription import extra_gpus, oversubscription_table
 from grpo_power.economics.pilot import headroom_windows, pilot_plan

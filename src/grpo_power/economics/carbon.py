@@ -1,120 +1,12 @@
-"""Location-based carbon intensity, looked up offline in CodeCarbon's packaged data.
+"""Location-based emissions of energy drawn in a carbon region.
 
-Two kinds of region, as CodeCarbon ships them:
-
-- a country, by ISO 3166 alpha-3 code (``USA``, ``FRA``): ``data/private_infra/
-  global_energy_mix.json``, the grid's average intensity for the year stated per country
-  (CodeCarbon compiles it from Our World in Data's energy data);
-- a cloud region, as ``<provider>:<region>`` (``gcp:us-central1``): ``data/cloud/impact.csv``,
-  the provider's published figure, with its source URL.
-
-The files are read directly (CodeCarbon itself is not imported: it would start logging and
-probing hardware), so a config is validated in milliseconds. An unknown region raises
-:class:`UnknownRegion` with the closest valid names; nothing falls back to a world average.
+The region's intensity is looked up by :mod:`grpo_power.config.carbon_region` (CodeCarbon's
+packaged data, offline), where the config's region values are checked too.
 """
 
 from __future__ import annotations
 
-import csv
-import difflib
-import functools
-import json
-from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
-from importlib.util import find_spec
-from pathlib import Path
-
-COUNTRY_FILE = "data/private_infra/global_energy_mix.json"
-CLOUD_FILE = "data/cloud/impact.csv"
-
-
-class UnknownRegion(ValueError):
-    """CodeCarbon's data has no intensity for a region (or CodeCarbon's data is missing)."""
-
-
-@dataclass(frozen=True)
-class CarbonIntensity:
-    """Grid carbon intensity of one region, gCO2eq per kWh, with where it comes from."""
-
-    region: str
-    name: str
-    g_per_kwh: float
-    source: str
-    year: int | None
-
-
-def _codecarbon_file(relative: str) -> Path:
-    """A data file of the installed CodeCarbon package (found without importing it)."""
-    spec = find_spec("codecarbon")
-    if spec is None or not spec.submodule_search_locations:
-        raise UnknownRegion("CodeCarbon is not installed: `pip install 'codecarbon>=3.0'`")
-    path = Path(next(iter(spec.submodule_search_locations))) / relative
-    if not path.exists():
-        raise UnknownRegion(
-            f"this CodeCarbon ({_codecarbon_version()}) has no {relative}; install codecarbon 3.x"
-        )
-    return path
-
-
-def _codecarbon_version() -> str:
-    try:
-        return version("codecarbon")
-    except PackageNotFoundError:
-        return "not installed"
-
-
-@functools.cache
-def _regions() -> dict[str, CarbonIntensity]:
-    """Every region CodeCarbon knows, keyed by its case-folded name."""
-    release = f"CodeCarbon {_codecarbon_version()}"
-    regions: dict[str, CarbonIntensity] = {}
-    countries = json.loads(_codecarbon_file(COUNTRY_FILE).read_text())
-    for code, row in countries.items():
-        if row.get("carbon_intensity") is None:
-            continue
-        regions[code.casefold()] = CarbonIntensity(
-            region=code,
-            name=row.get("country_name", code),
-            g_per_kwh=float(row["carbon_intensity"]),
-            source=f"{release} {COUNTRY_FILE} (Our World in Data energy mix)",
-            year=int(row["year"]) if row.get("year") else None,
-        )
-    with _codecarbon_file(CLOUD_FILE).open(newline="", encoding="utf-8-sig") as handle:
-        for row in csv.DictReader(handle):
-            key = f"{row['provider']}:{row['region']}"
-            where = ", ".join(v for v in (row.get("city"), row.get("country_name")) if v)
-            regions[key.casefold()] = CarbonIntensity(
-                region=key,
-                name=f"{row['providerName']} {row['region']} ({where})",
-                g_per_kwh=float(row["impact"]),
-                source=f"{release} {CLOUD_FILE}: {row['source']}",
-                year=None,
-            )
-    return regions
-
-
-def carbon_intensity(region: str) -> CarbonIntensity:
-    """The intensity of ``region`` (country code or ``provider:region``, any case).
-
-    Raises:
-        UnknownRegion: CodeCarbon has no such region; the message lists the closest valid ones.
-    """
-    regions = _regions()
-    found = regions.get(region.strip().casefold())
-    if found is not None:
-        return found
-    close = difflib.get_close_matches(region.strip().casefold(), list(regions), n=5, cutoff=0.5)
-    suggestions = ", ".join(regions[key].region for key in close) or "none close"
-    raise UnknownRegion(
-        f"unknown carbon region {region!r} (closest: {suggestions}). Use an ISO 3166 alpha-3 "
-        f"country code such as USA or FRA, or a cloud region such as gcp:us-central1; CodeCarbon "
-        f"{_codecarbon_version()} knows {len(regions)} regions"
-    )
-
-
-def known_regions() -> list[str]:
-    """Every region name :func:`carbon_intensity` accepts, sorted."""
-    return sorted(r.region for r in _regions().values())
+from grpo_power.config.carbon_region import CarbonIntensity
 
 
 def carbon_kg(energy_kwh: float, intensity: CarbonIntensity) -> float:

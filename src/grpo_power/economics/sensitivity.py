@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_power.config import EconomicsConfig
-from grpo_power.economics.carbon import carbon_intensity
+from grpo_power.config.carbon_region import carbon_intensity
 from grpo_power.economics.cost import Assumptions, arm_costs, savings
 
 HEADLINE_COLUMNS = ("source", "deployment", "quantity", "unit", "value", "data")

@@ -11,6 +11,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from grpo_power import __version__
+from grpo_power.config.base import validation_problems
 
 TRACE_SCHEMA = pa.schema(
     [
@@ -78,11 +79,7 @@ class TraceMetadata(BaseModel):
         try:
             return cls.model_validate(data)
         except ValidationError as error:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}"
-                + ("" if e["type"] == "missing" else f" (got {e.get('input')!r})")
-                for e in error.errors()
-            )
+            problems = "; ".join(validation_problems(error))
             raise ValueError(f"{path}: trace metadata: {problems}") from None
 
     @classmethod

@@ -1,0 +1,79 @@
+"""Config section of the arms of a real run (``arms``) and the one list of arm names: the
+real arms (``ARM_NAMES``) and, in the simulator, those and the oracle (``SIM_ARM_NAMES``)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, get_args
+
+from pydantic import (
+    Field,
+    model_validator,
+)
+
+from grpo_power.config.base import (
+    PositiveFloat,
+    Strict,
+)
+
+
+class ThresholdArmConfig(Strict):
+    """Classic feedback peer: multiplicative decrease / additive increase of concurrency."""
+
+    high_frac_of_cap: Annotated[float, Field(gt=0, le=1.5)] = Field(
+        1.0, description="Decrease when recent p95 power exceeds this share of the cap."
+    )
+    low_frac_of_cap: Annotated[float, Field(gt=0, le=1.5)] = Field(
+        0.9, description="Increase when recent p95 power is below this share of the cap."
+    )
+    decrease_factor: Annotated[float, Field(gt=0, lt=1)] = 0.5
+    increase_step: Annotated[int, Field(ge=1)] = 1
+
+    @model_validator(mode="after")
+    def _low_below_high(self) -> ThresholdArmConfig:
+        if self.low_frac_of_cap >= self.high_frac_of_cap:
+            raise ValueError("low_frac_of_cap must be below high_frac_of_cap")
+        return self
+
+
+class FixedSafeArmConfig(Strict):
+    """How the fixed-safe arm's static setting is calibrated."""
+
+    calibration_steps: Annotated[int, Field(ge=1)] = Field(
+        10, description="GRPO steps measured per candidate setting."
+    )
+    percentile: Annotated[float, Field(gt=50, lt=100)] = Field(
+        99.0, description="Power percentile that must stay under the cap."
+    )
+    confidence: Annotated[float, Field(gt=0, lt=1)] = Field(
+        0.95, description="Confidence of the percentile's upper bound that is compared to the cap."
+    )
+
+
+# The arms of a real run (`grpo-power run --arm`): the one list of their names.
+ArmName = Literal["uncontrolled", "fixed", "fixed-safe", "threshold", "ppo", "hwcap"]
+ARM_NAMES: tuple[str, ...] = get_args(ArmName)
+
+
+class ArmsConfig(Strict):
+    """Which arms the study runs, and their settings."""
+
+    run: list[ArmName] = Field(
+        default_factory=lambda: ["uncontrolled", "fixed", "fixed-safe", "threshold"],
+        min_length=1,
+    )
+    observation_window_s: PositiveFloat = Field(
+        5.0, description="Power statistics a controller sees cover this many recent seconds."
+    )
+    staleness_s: PositiveFloat = Field(
+        2.0,
+        description="When the newest power sample is older than this (s), the controller is "
+        "bypassed and the run holds the fail-safe setting (the fixed-safe one) until fresh "
+        "samples return.",
+    )
+    threshold: ThresholdArmConfig = Field(default_factory=ThresholdArmConfig)
+    fixed_safe: FixedSafeArmConfig = Field(default_factory=FixedSafeArmConfig)
+
+
+# The simulator's arms: the real ones and the oracle (a simulator-only upper bound).
+SimArmName = Literal[ArmName, "oracle"]
+SIM_ARM_NAMES: tuple[str, ...] = get_args(SimArmName)

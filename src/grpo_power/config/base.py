@@ -1,0 +1,55 @@
+"""What every config section shares: the strict base model, the error type and the value
+types with units (``PositiveFloat``, ``WindowSeconds``, ``Fraction``, ``PathName``).
+
+The bottom of the config package: it imports nothing of grpo-power.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+PositiveFloat = Annotated[float, Field(gt=0)]
+MAX_NAMEPLATE_W = 3000.0  # no GPU board is rated higher (B200: 1000 W, GB300: 1400 W)
+MAX_WINDOW_S = 7 * 24 * 3600.0  # a week: the longest averaging window or bin that means anything
+WindowSeconds = Annotated[float, Field(gt=0, le=MAX_WINDOW_S)]
+Fraction = Annotated[float, Field(ge=0, le=1)]
+# A name that becomes a file or folder name under results/: no separators, no "..", no leading dot.
+PathName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$", max_length=64)]
+
+
+class ConfigError(ValueError):
+    """A configuration file could not be read or failed validation."""
+
+
+class Strict(BaseModel):
+    """Base of every config section: unknown keys are errors, values are re-validated on set."""
+
+    model_config = ConfigDict(
+        extra="forbid", validate_assignment=True, frozen=False, allow_inf_nan=False
+    )
+
+
+def is_multiple(value: float, step: float) -> bool:
+    """Whether ``value`` is an integer multiple of ``step`` (to floating-point tolerance)."""
+    ratio = value / step
+    if not math.isfinite(ratio):
+        return False
+    return abs(ratio - round(ratio)) <= 1e-9 * max(1.0, ratio) and round(ratio) >= 1
+
+
+def validation_problems(error: ValidationError) -> list[str]:
+    """One ``<field path>: <reason> (got <value>)`` string per bad field of a pydantic error (an
+    unknown key says to check its spelling; a missing field or a whole mapping shows no value)."""
+    problems = []
+    for item in error.errors():
+        path = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        message = item["msg"]
+        if item["type"] == "extra_forbidden":
+            message = "unknown key (check its spelling and section)"
+        given = item.get("input")
+        shown = "" if isinstance(given, dict) or item["type"] == "missing" else f" (got {given!r})"
+        problems.append(f"{path}: {message}{shown}")
+    return problems

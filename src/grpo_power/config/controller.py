@@ -1,0 +1,82 @@
+"""Config sections of the actuator authority sweep (``authority``) and the PPO
+meta-controller (``controller``, with its reward)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import (
+    Field,
+)
+
+from grpo_power.config.base import (
+    Fraction,
+    PositiveFloat,
+    Strict,
+)
+
+
+class AuthorityConfig(Strict):
+    """The authority stage (``analysis/authority.py``, DESIGN.md section 2)."""
+
+    threshold: Fraction = Field(
+        0.05,
+        description="Authority (share of nameplate - idle) an actuator needs to enter a "
+        "deployment's controller action space.",
+    )
+    reference: str = Field(
+        "7b", description="Single-GPU deployment that retained authority is relative to."
+    )
+    real_sweep_steps: Annotated[int, Field(ge=0)] = Field(
+        3,
+        description="Steps of each real-workload sweep run (every actuator at its bounds) that "
+        "identify measures and fits from; 0 = simulated sweeps only.",
+    )
+
+
+class RewardConfig(Strict):
+    """Reward of the PPO meta-controller, scored on a step's rates against the fixed arm's::
+
+        tokens_weight * tokens_per_s / fixed tokens_per_s - violation_weight * violation rate
+        - energy_weight * power / fixed power
+
+    The oracle maximises the same reward over static settings (``control/env.py``)."""
+
+    tokens_weight: Annotated[float, Field(ge=0)] = 1.0
+    violation_weight: Annotated[float, Field(ge=0)] = Field(
+        10.0, description="Penalty per unit of violation rate (10: one point = 10 % of output)."
+    )
+    energy_weight: Annotated[float, Field(ge=0)] = 0.2
+
+
+class ControllerConfig(Strict):
+    """PPO meta-controller training in the simulator (``control/ppo.py``)."""
+
+    reward: RewardConfig = Field(default_factory=RewardConfig)
+    total_timesteps: Annotated[int, Field(ge=64)] = Field(
+        40_000, description="Environment steps (GRPO steps) of PPO training per deployment."
+    )
+    episode_steps: Annotated[int, Field(ge=2)] = Field(
+        64,
+        description="GRPO steps per training episode (rewards are rates, so every step "
+        "weighs the same whatever its length).",
+    )
+    n_envs: Annotated[int, Field(ge=1)] = Field(8, description="Vectorised environments.")
+    n_steps: Annotated[int, Field(ge=2)] = Field(64, description="Steps per env per update.")
+    batch_size: Annotated[int, Field(ge=2)] = 128
+    n_epochs: Annotated[int, Field(ge=1)] = 8
+    learning_rate: PositiveFloat = 1e-3
+    gamma: Annotated[float, Field(gt=0, le=1)] = 0.5
+    net_arch: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [32, 32])
+    log_std_init: float = Field(
+        -1.0, description="Initial log standard deviation of the Gaussian policy's actions."
+    )
+    ent_coef: Annotated[float, Field(ge=0)] = 0.0
+    domain_randomization: bool = Field(
+        True, description="Draw the physics from the calibration's ranges every episode."
+    )
+    cap_jitter_frac: Annotated[float, Field(ge=0, le=0.3)] = Field(
+        0.08, description="Training caps are drawn within +-this share of cap_w."
+    )
+    torch_threads: Annotated[int, Field(ge=1)] = 1
+    seed: Annotated[int, Field(ge=0)] | None = Field(None, description="null = top-level seed.")

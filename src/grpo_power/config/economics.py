@@ -1,0 +1,259 @@
+"""Config section of the economics stage: ``economics`` (sourced prices, PUE, capacity cost,
+the carbon region, the sensitivity ranges and the pilot)."""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar
+
+from pydantic import (
+    Field,
+    field_validator,
+    model_validator,
+)
+
+from grpo_power.config.arms import SimArmName
+from grpo_power.config.base import (
+    PositiveFloat,
+    Strict,
+)
+from grpo_power.config.carbon_region import CarbonRegion
+
+
+class SourcedValue(Strict):
+    """A constant with where it comes from and the year it describes (the report lists both)."""
+
+    unit: ClassVar[str] = ""
+    value: float
+
+    source: str = Field(min_length=1, description="Publication or table the value comes from.")
+    year: Annotated[int, Field(ge=1990, le=2100)] = Field(description="Year the value describes.")
+
+
+class ElectricityPrice(SourcedValue):
+    """Electricity price paid by the datacenter, $/kWh (not cents)."""
+
+    unit: ClassVar[str] = "$/kWh"
+
+    value: PositiveFloat = Field(description="$/kWh (0.0806, not 8.06 cents).")
+
+    @field_validator("value")
+    @classmethod
+    def _not_cents(cls, value: float) -> float:
+        if value > 2:
+            raise ValueError(
+                f"{value:g} $/kWh is implausible (above 2 $/kWh): is it in cents? "
+                f"{value:g} c/kWh is {value / 100:g} $/kWh"
+            )
+        return value
+
+
+class PowerUsageEffectiveness(SourcedValue):
+    """Power usage effectiveness: facility energy / IT energy (1.0 = no overhead)."""
+
+    unit: ClassVar[str] = "facility / IT energy"
+
+    value: Annotated[float, Field(ge=1, le=3)] = Field(description="PUE, at least 1.")
+
+
+class CapacityCost(SourcedValue):
+    """Capital cost of one MW of datacenter critical (IT) capacity, $/MW."""
+
+    unit: ClassVar[str] = "$/MW"
+
+    value: PositiveFloat = Field(description="$ per MW of critical load (11.7e6, not 11.7).")
+
+    @field_validator("value")
+    @classmethod
+    def _whole_dollars(cls, value: float) -> float:
+        if not 1e5 <= value <= 1e9:
+            raise ValueError(
+                f"{value:g} $/MW is implausible (outside 1e5-1e9 $/MW): write dollars, e.g. "
+                "11.7e6 for $11.7 million per MW"
+            )
+        return value
+
+
+class HostPower(SourcedValue):
+    """Provisioned non-GPU IT power per GPU (CPUs, memory, network, fans of its server), W."""
+
+    unit: ClassVar[str] = "W per GPU"
+
+    value: Annotated[float, Field(ge=0, le=5000)] = Field(description="W per GPU; 0 = GPUs only.")
+
+
+class GpuHourPrice(SourcedValue):
+    """Rental price of one GPU for one hour, $."""
+
+    unit: ClassVar[str] = "$ per GPU-hour"
+
+    value: Annotated[float, Field(gt=0, le=100)] = Field(description="$ per GPU-hour.")
+
+
+class Range(Strict):
+    """A low and a high value a headline number is recomputed at (sensitivity)."""
+
+    low: float
+    high: float
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Range:
+        if self.low > self.high:
+            raise ValueError(f"low ({self.low}) must not exceed high ({self.high})")
+        return self
+
+
+class SensitivityConfig(Strict):
+    """One-at-a-time sensitivity of the headline economics to price, PUE and carbon intensity."""
+
+    electricity_usd_per_kwh: Range = Field(
+        default_factory=lambda: Range(low=0.0575, high=0.1864),
+        description="$/kWh. US EIA, Electric Power Annual 2023 (released 2024), average revenue "
+        "per kWh from industrial customers by state: lowest New Mexico 5.75 c, California "
+        "18.64 c (2023).",
+    )
+    pue: Range = Field(
+        default_factory=lambda: Range(low=1.10, high=2.0),
+        description="PUE. Low: Google's fleet-wide trailing-twelve-month PUE, about 1.10 "
+        "(Google 2024 Environmental Report, 2023 data); high: an assumption for older "
+        "air-cooled enterprise rooms.",
+    )
+    capacity_usd_per_mw: Range = Field(
+        default_factory=lambda: Range(low=9.3e6, high=15.0e6),
+        description="$/MW. Cushman & Wakefield, Data Center Development Cost Guide 2025 (2024 "
+        "data): the cheapest (San Antonio) and dearest (Reno) of 19 US markets.",
+    )
+    carbon_regions: list[CarbonRegion] = Field(
+        default_factory=lambda: ["FRA", "IND"],
+        min_length=1,
+        description="Carbon regions (same forms as carbon_region) the carbon figures are "
+        "recomputed at: default a low-carbon grid (France) and a coal-heavy one (India).",
+    )
+
+    @model_validator(mode="after")
+    def _valid(self) -> SensitivityConfig:
+        if self.electricity_usd_per_kwh.low <= 0:
+            raise ValueError("electricity_usd_per_kwh.low must be above 0 $/kWh")
+        if self.capacity_usd_per_mw.low <= 0:
+            raise ValueError("capacity_usd_per_mw.low must be above 0 $/MW")
+        if self.pue.low < 1:
+            raise ValueError(f"pue.low ({self.pue.low}) must be at least 1")
+        return self
+
+
+class PilotConfig(Strict):
+    """The low-cost pilot that would confirm the controller's gain and the oversubscription
+    headroom on real hardware (``economics/pilot.py``)."""
+
+    gpus_per_node: Annotated[int, Field(ge=1)] = Field(
+        8, description="GPUs per node (NVIDIA DGX/HGX A100: 8)."
+    )
+    run_steps: Annotated[int, Field(ge=1)] = Field(
+        500, description="GRPO steps per pilot run (the study's runs: 500 steps)."
+    )
+    confidence: Annotated[float, Field(gt=0.5, lt=1)] = Field(
+        0.95, description="Confidence of the pilot's conclusions (two-sided for the gain)."
+    )
+    power: Annotated[float, Field(gt=0.5, lt=1)] = Field(
+        0.8, description="Probability that the pilot detects the gain when it is there."
+    )
+    min_effect_share: Annotated[float, Field(gt=0, le=1)] = Field(
+        0.5,
+        description="The pilot is sized to detect a gain this share of the simulated one "
+        "(the real gain may be smaller than the simulator's).",
+    )
+    sd_inflation: Annotated[float, Field(ge=1)] = Field(
+        2.0,
+        description="Seed-to-seed spread of real runs relative to the simulator's (an "
+        "assumption: the simulator's noise is narrower than a real cluster's).",
+    )
+    min_seeds: Annotated[int, Field(ge=2)] = Field(
+        3, description="Seeds per arm at least, whatever the power calculation says."
+    )
+    exceedance_target: Annotated[float, Field(gt=0, lt=1)] = Field(
+        0.001,
+        description="Fleet exceedance rate at fleet.window_s the pilot must bound: with no "
+        "exceedance in n independent windows, the rate is below -ln(1 - confidence) / n.",
+    )
+
+
+class EconomicsConfig(Strict):
+    """Energy cost, carbon, oversubscription value and the pilot (the economics stage).
+
+    Every constant carries its source and year; the carbon intensity is looked up offline in
+    CodeCarbon's packaged data (location-based), never defaulted to a world average.
+    """
+
+    electricity_price: ElectricityPrice = Field(
+        default_factory=lambda: ElectricityPrice(
+            value=0.0806,
+            source="US EIA, Electric Power Annual 2023 (released October 2024): average retail "
+            "price to industrial customers, US, 8.06 c/kWh",
+            year=2023,
+        )
+    )
+    pue: PowerUsageEffectiveness = Field(
+        default_factory=lambda: PowerUsageEffectiveness(
+            value=1.58,
+            source="Uptime Institute Global Data Center Survey 2023: industry average PUE",
+            year=2023,
+        )
+    )
+    carbon_region: CarbonRegion = Field(
+        "USA",
+        description="Where the fleet draws power: an ISO 3166 alpha-3 country code (CodeCarbon's "
+        "global_energy_mix.json: Our World in Data / Ember, the year per country) or "
+        "'<provider>:<region>' for a cloud region (CodeCarbon's cloud/impact.csv, the "
+        "provider's published figure), e.g. 'gcp:us-central1'. Location-based intensity.",
+    )
+    capacity_cost: CapacityCost = Field(
+        default_factory=lambda: CapacityCost(
+            value=11.7e6,
+            source="Cushman & Wakefield, Data Center Development Cost Guide 2025: average cost "
+            "to develop 1 MW of critical load across 19 US markets ($9.3M-$15.0M), data "
+            "through October 2024",
+            year=2024,
+        )
+    )
+    host_power: HostPower = Field(
+        default_factory=lambda: HostPower(
+            value=412.5,
+            source="NVIDIA DGX A100 datasheet: 6.5 kW maximum system power for 8 A100 "
+            "(8 x 400 W on GPUs) -> (6500 - 3200) / 8 W per GPU, provisioned at nameplate",
+            year=2020,
+        )
+    )
+    gpu_hour: GpuHourPrice = Field(
+        description="What a GPU-hour costs: prices the GPU time a token takes and the pilot.",
+        default_factory=lambda: GpuHourPrice(
+            value=4.10,
+            source="AWS EC2 p4d.24xlarge (8x A100 40 GB) on-demand, us-east-1: "
+            "$32.77 per hour / 8 GPUs",
+            year=2024,
+        ),
+    )
+    fleet_gpus: Annotated[int, Field(ge=1)] = Field(
+        10_000, description="GPUs of the fleet the annual cost and carbon are scaled to."
+    )
+    year: Annotated[int, Field(ge=2000, le=2100)] = Field(
+        2025, description="Calendar year the annual figures cover (8784 h in leap years)."
+    )
+    utilization: Annotated[float, Field(gt=0, le=1)] = Field(
+        1.0, description="Share of the year's hours the fleet runs GRPO training."
+    )
+    controller_arm: SimArmName = Field(
+        "ppo", description="The arm whose savings the headline reports."
+    )
+    baseline_arm: SimArmName = Field(
+        "fixed", description="The arm the headline savings are measured against."
+    )
+    sensitivity: SensitivityConfig = Field(default_factory=SensitivityConfig)
+    pilot: PilotConfig = Field(default_factory=PilotConfig)
+
+    @model_validator(mode="after")
+    def _arms_differ(self) -> EconomicsConfig:
+        if self.controller_arm == self.baseline_arm:
+            raise ValueError(
+                f"controller_arm and baseline_arm are both {self.controller_arm!r}: the headline "
+                "compares two different arms"
+            )
+        return self

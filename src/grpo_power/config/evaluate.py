@@ -1,0 +1,81 @@
+"""Config section of the arm-vs-arm evaluation in the simulator: ``evaluate`` (seeds, arms,
+the threshold arm's tuning grid, the scenarios)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import (
+    Field,
+)
+
+from grpo_power.config.arms import SIM_ARM_NAMES, SimArmName
+from grpo_power.config.base import (
+    PathName,
+    PositiveFloat,
+    Strict,
+)
+
+
+class ThresholdTuningConfig(Strict):
+    """Grid the threshold arm is tuned over in the simulator (best reward on tuning seeds)."""
+
+    high_frac_of_cap: list[Annotated[float, Field(gt=0, le=1.5)]] = Field(
+        default_factory=lambda: [0.95, 1.0, 1.05, 1.1]
+    )
+    low_frac_of_cap: list[Annotated[float, Field(gt=0, le=1.5)]] = Field(
+        default_factory=lambda: [0.85, 0.9, 0.95]
+    )
+    decrease_factor: list[Annotated[float, Field(gt=0, lt=1)]] = Field(
+        default_factory=lambda: [0.5, 0.75]
+    )
+
+
+class ScenarioConfig(Strict):
+    """An evaluation scenario the controllers were not tuned on."""
+
+    name: PathName
+    calibration: Path | None = Field(None, description="Another calibration; null = the study's.")
+    cap_w: PositiveFloat | None = Field(
+        None, description="Another cap for every deployment evaluated, W; null = their caps."
+    )
+    deployments: list[str] | None = Field(
+        None, description="Deployments evaluated in the scenario; null = all."
+    )
+    retrain: bool = Field(True, description="Also retrain PPO in the scenario and report both.")
+
+
+class EvaluateConfig(Strict):
+    """Arm-vs-arm evaluation in the simulator (``analysis/evaluate.py``)."""
+
+    seeds: list[Annotated[int, Field(ge=0)]] = Field(
+        default_factory=lambda: [0, 1, 2, 3, 4],
+        min_length=5,
+        description="Seeds every arm runs with on every deployment (at least 5).",
+    )
+    arms: list[SimArmName] = Field(
+        default_factory=lambda: list(SIM_ARM_NAMES),
+        min_length=1,
+    )
+    tuning_seeds: list[Annotated[int, Field(ge=0)]] = Field(
+        default_factory=lambda: [1000, 1001],
+        min_length=1,
+        description="Seeds of the runs that tune fixed-safe and threshold (never evaluated).",
+    )
+    tuning_budget_frac: Annotated[float, Field(gt=0, le=1)] = Field(
+        0.25, description="Tuning runs last this share of a deployment's budget_s."
+    )
+    exceedance_window_s: PositiveFloat = Field(
+        0.5, description="Averaging window of the reported exceedance, s (the study: 0.5 s)."
+    )
+    confidence: Annotated[float, Field(gt=0.5, lt=1)] = Field(
+        0.95, description="Confidence level of the intervals over seeds."
+    )
+    threshold_grid: ThresholdTuningConfig = Field(default_factory=ThresholdTuningConfig)
+    scenarios: list[ScenarioConfig] = Field(
+        default_factory=lambda: [
+            ScenarioConfig(name="7b-cap-305w", cap_w=305.0, deployments=["7b"])
+        ],
+        description="Scenarios evaluated besides the study's (as is, and after retraining).",
+    )

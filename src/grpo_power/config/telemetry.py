@@ -1,0 +1,122 @@
+"""Config sections of the GPU and its power telemetry: ``gpu``, ``telemetry`` (with the
+simulated power source's model, ``telemetry.simulated``)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import (
+    Field,
+    model_validator,
+)
+
+from grpo_power.config.base import MAX_NAMEPLATE_W, Fraction, PositiveFloat, Strict
+
+
+class GpuSpec(Strict):
+    """The GPU model the study targets (measured or simulated)."""
+
+    name: str = Field("NVIDIA A100-SXM4-40GB", description="GPU model name, as NVML reports it.")
+    nameplate_w: Annotated[float, Field(gt=0, le=MAX_NAMEPLATE_W)] = Field(
+        400.0,
+        description="Board power limit (TDP) in W. A100 SXM4: 400 W; some 80 GB parts 500 W "
+        f"(at most {MAX_NAMEPLATE_W:g} W: no GPU board is rated higher).",
+    )
+    idle_w: PositiveFloat = Field(
+        60.0,
+        description="Idle power with a CUDA context resident, W. "
+        "CALIBRATION.md 'idle' row: 56-66 W.",
+    )
+
+    @model_validator(mode="after")
+    def _idle_below_nameplate(self) -> GpuSpec:
+        if self.idle_w >= self.nameplate_w:
+            raise ValueError(
+                f"idle_w ({self.idle_w} W) must be below nameplate_w ({self.nameplate_w} W)"
+            )
+        return self
+
+
+class SimulatedPowerConfig(Strict):
+    """Parameters of the occupancy-driven A100 power model (``sim/power_model.py``).
+
+    Power while busy is ``idle_w + (nameplate_w - idle_w) * frac`` where
+    ``frac = base + slope * log2(batch)`` for the phase, clipped to ``max_frac``.
+    """
+
+    decode_base_frac: Fraction = Field(
+        0.49,
+        description="Decode power fraction at batch 1. CALIBRATION.md '7-8B decode' row: "
+        "222-234 W at b=1 on a 400 W A100 with 60 W idle -> (228-60)/340 = 0.49.",
+    )
+    decode_slope_per_doubling: Annotated[float, Field(ge=0, le=0.5)] = Field(
+        0.057,
+        description="Decode power fraction gained per doubling of the decode batch. "
+        "CALIBRATION.md '7-8B decode' row: 264-339 W at b=16, 316-378 W at b=64.",
+    )
+    train_base_frac: Fraction = Field(
+        0.66,
+        description="Training (forward+backward) power fraction at micro-batch 1. "
+        "CALIBRATION.md 'training, compute phase' gives 0.9-1.0 TDP at production batch sizes; "
+        "GRPO's small micro-batches are assumed lower (an assumption: identify refits it).",
+    )
+    train_slope_per_doubling: Annotated[float, Field(ge=0, le=0.5)] = Field(
+        0.02, description="Training power fraction gained per doubling of the micro-batch."
+    )
+    score_frac: Fraction = Field(
+        0.05,
+        description="Power fraction while rewards are scored on the CPU (GPU near idle).",
+    )
+    max_frac: Annotated[float, Field(gt=0, le=1.2)] = Field(
+        1.0, description="Ceiling of the steady-state power fraction (1.0 = nameplate)."
+    )
+    transient_peak_frac: Annotated[float, Field(ge=0, le=0.2)] = Field(
+        0.09,
+        description="Ceiling of the prefill overshoot above nameplate, as a fraction of nameplate. "
+        "CALIBRATION.md 'prefill': peaks about 1.09 TDP.",
+    )
+    noise_w: Annotated[float, Field(ge=0)] = Field(
+        4.0,
+        description="Standard deviation of sample-to-sample measurement noise, W "
+        "(an assumption: no public A100 figure; identify refits it from traces).",
+    )
+    sensor_window_s: Annotated[float, Field(ge=0, le=1)] = Field(
+        0.025,
+        description="Each reading averages the true power over this window, s. CALIBRATION.md "
+        "'NVML power update on A100': about every 100 ms, a 25 ms window.",
+    )
+    temp_ambient_c: float = Field(35.0, description="GPU temperature at idle, deg C.")
+    temp_c_per_w: Annotated[float, Field(ge=0)] = Field(
+        0.1, description="Steady-state temperature rise per watt above idle, deg C/W."
+    )
+    temp_tau_s: PositiveFloat = Field(30.0, description="Thermal time constant, s.")
+    sm_clock_max_mhz: PositiveFloat = Field(1410.0, description="A100 maximum SM boost clock, MHz.")
+
+
+TelemetrySource = Literal["simulated", "nvml", "auto"]
+
+
+class TelemetryConfig(Strict):
+    """How power is sampled and stored."""
+
+    source: TelemetrySource = Field(
+        "simulated",
+        description="simulated: the A100 power model driven by the workload's phases; nvml: real "
+        "GPUs through pynvml; auto: nvml when NVML and a GPU are present, else simulated.",
+    )
+    period_s: Annotated[float, Field(gt=0, le=60)] = Field(
+        0.1,
+        description="Sampling period, s. The study used 0.5 s; "
+        "0.1 s or faster sees the 0.2-3 Hz swings.",
+    )
+    flush_s: Annotated[float, Field(gt=0, le=60)] = Field(
+        2.0,
+        description="Samples are made durable at least this often, s "
+        "(a SIGKILL loses at most this).",
+    )
+    gpus: list[int] | None = Field(
+        None,
+        description="GPU indices to sample; null = those in CUDA_VISIBLE_DEVICES, else all "
+        "(nvml) or one (simulated).",
+    )
+    simulated: SimulatedPowerConfig = Field(default_factory=SimulatedPowerConfig)

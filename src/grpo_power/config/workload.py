@@ -1,0 +1,104 @@
+"""Config section of the real GRPO workload: ``workload`` (model, task, actuator bounds)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import (
+    Field,
+    model_validator,
+)
+
+from grpo_power.config.base import (
+    PositiveFloat,
+    Strict,
+)
+
+# The model sizes a real run trains (each names a model built or loaded by workload/models.py).
+ModelSize = Literal[
+    "tiny", "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-72b"
+]
+
+
+class ActuatorBounds(Strict):
+    """Inclusive range a controller may set an actuator to; actions outside are clamped."""
+
+    min: Annotated[int, Field(ge=1)]
+    max: Annotated[int, Field(ge=1)]
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ActuatorBounds:
+        if self.min > self.max:
+            raise ValueError(f"min ({self.min}) must not exceed max ({self.max})")
+        return self
+
+
+class WorkloadConfig(Strict):
+    """The GRPO run: model preset, task volume, TRL settings and actuator defaults and bounds."""
+
+    size: ModelSize = Field(
+        "tiny", description="Model preset (architecture shapes, random weights)."
+    )
+    model_path: str | None = Field(
+        None, description="Local checkpoint folder or hub id to load instead of random weights."
+    )
+    cache_dir: Path = Field(
+        Path(".cache/grpo-power"), description="Where the tiny model and tokenizer are built."
+    )
+    steps: Annotated[int, Field(ge=1)] = Field(30, description="Optimizer steps per run.")
+    prompts_per_step: Annotated[int, Field(ge=1)] = 4
+    num_generations: Annotated[int, Field(ge=2)] = Field(
+        8, description="GRPO group size; fixed for a run (TRL builds its sampler once)."
+    )
+    train_micro_batch: Annotated[int, Field(ge=1)] = Field(
+        4,
+        description="Sequences per training forward/backward pass (gradients accumulate over "
+        "the step's sequences). Occupancy of the training phase.",
+    )
+    concurrency: Annotated[int, Field(ge=1)] = Field(
+        32,
+        description="Default generation concurrency: sequences decoded together (fixed arm). "
+        "TRL's own behaviour is one generate call for the whole step (= sequences per step).",
+    )
+    max_new_tokens: Annotated[int, Field(ge=1)] = Field(
+        32, description="Default completion length limit, tokens (fixed arm)."
+    )
+    concurrency_bounds: ActuatorBounds = Field(
+        default_factory=lambda: ActuatorBounds(min=1, max=32)
+    )
+    max_new_tokens_bounds: ActuatorBounds = Field(
+        default_factory=lambda: ActuatorBounds(min=8, max=64)
+    )
+    learning_rate: PositiveFloat = 1e-5
+    checkpoint_every_steps: Annotated[int, Field(ge=0)] = Field(
+        10,
+        description="Save the trainer and controller state every N steps, so a preempted, "
+        "requeued or killed run resumes from there (0: only when a stop signal arrives).",
+    )
+
+    @property
+    def sequences_per_step(self) -> int:
+        """Completions generated per step on each process."""
+        return self.prompts_per_step * self.num_generations
+
+    @model_validator(mode="after")
+    def _defaults_within_bounds(self) -> WorkloadConfig:
+        for name in ("concurrency", "max_new_tokens"):
+            value, bounds = getattr(self, name), getattr(self, f"{name}_bounds")
+            if not bounds.min <= value <= bounds.max:
+                raise ValueError(
+                    f"{name} ({value}) lies outside {name}_bounds [{bounds.min}, {bounds.max}]"
+                )
+        if self.sequences_per_step % self.train_micro_batch:
+            raise ValueError(
+                f"train_micro_batch ({self.train_micro_batch}) must divide the sequences per step "
+                f"(prompts_per_step x num_generations = {self.sequences_per_step})"
+            )
+        if self.concurrency_bounds.max > self.sequences_per_step:
+            raise ValueError(
+                f"concurrency_bounds.max ({self.concurrency_bounds.max}) exceeds the sequences "
+                "generated per step (prompts_per_step x num_generations = "
+                f"{self.sequences_per_step})"
+            )
+        return self
