@@ -26,9 +26,9 @@ from benchmarks.bench_windows import GPUS_PER_JOB, N_GPUS, job_power_w
 from benchmarks.common import save_result
 from grpo_power.analysis import fleet as fleet_mod
 from grpo_power.analysis.fleet import JobSource, MonteCarloFleet, read_run_bins, wall_clock_fleet
-from grpo_power.analysis.windows import BINS_METADATA_KEY
 from grpo_power.atomic import write_parquet_atomic
 from grpo_power.config import Config
+from grpo_power.layout import BINS_METADATA_KEY
 
 BIN_S = 0.5
 TARGET_S = 600.0

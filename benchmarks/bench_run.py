@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from benchmarks.common import save_result
-from grpo_power.workload.steplog import read_step_log
+from grpo_power.telemetry.steplog import read_step_log
 
 TARGET_S = 120.0
 STEPS = 30

@@ -53,11 +53,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from grpo_power.analysis.windows import BINS_METADATA_KEY, run_windows
+from grpo_power.analysis.windows import run_windows
 from grpo_power.cli import EXIT_DATA, EXIT_USAGE, app
 from grpo_power.config import load_config
+from grpo_power.layout import BINS_METADATA_KEY, TRACE_METADATA_KEY
 from grpo_power.sim.calibration import default_calibration
-from grpo_power.telemetry.schema import METADATA_KEY, TRACE_COLUMNS, TraceMetadata
+from grpo_power.telemetry.schema import TRACE_COLUMNS, TraceMetadata
 from grpo_power.telemetry.store import write_trace
 from grpo_power.workload.manifest import RunManifest
 
@@ -1251,7 +1252,7 @@ def build_trace(
         table = pq.read_table(path)
         if only_required:  # what a user exports from their own tools
             table = table.select(["t", "gpu", "power_w"])
-        meta = json.loads(table.schema.metadata[METADATA_KEY])
+        meta = json.loads(table.schema.metadata[TRACE_METADATA_KEY])
         if set_power:  # NaN kept as NaN, not null (the store would write null)
             power = table.column("power_w").to_numpy().copy()
             for index, value in set_power:
@@ -1265,7 +1266,7 @@ def build_trace(
             text = pa.array([f"{v:.1f} W" for v in table.column(as_text).to_pylist()])
             table = table.set_column(i, as_text, text)
         meta.update(metadata if isinstance(metadata, dict) else {})
-        kept = {} if metadata is None else {METADATA_KEY: json.dumps(meta).encode()}
+        kept = {} if metadata is None else {TRACE_METADATA_KEY: json.dumps(meta).encode()}
         pq.write_table(table.replace_schema_metadata(kept), path)
     if cut is not None:
         data = path.read_bytes()

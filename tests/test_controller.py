@@ -248,9 +248,9 @@ def test_oracle_is_the_best_static_setting(config):
 
 @pytest.mark.slow
 def test_ppo_arm_drives_a_real_tiny_run(trained, tmp_path):
+    from grpo_power.telemetry.steplog import read_step_log
     from grpo_power.workload.arms import controller_for_arm
     from grpo_power.workload.runner import run_grpo
-    from grpo_power.workload.steplog import read_step_log
 
     config, _, _ = trained
     controller = controller_for_arm("ppo", config, tmp_path / "calibration")

@@ -32,15 +32,15 @@ from grpo_power.economics.cost import Assumptions, arm_costs, hours_in_year, per
 from grpo_power.economics.oversubscription import extra_gpus, oversubscription_table
 from grpo_power.economics.pilot import headroom_windows, pilot_plan
 from grpo_power.economics.records import run_record
-from grpo_power.economics.stage import OUTPUTS, run_economics
+from grpo_power.economics.stage import run_economics
+from grpo_power.layout import ECONOMICS, SIM_RUN_METADATA_KEY
 from grpo_power.telemetry.schema import TraceMetadata
+from grpo_power.telemetry.steplog import STEP_LOG_SCHEMA
 from grpo_power.telemetry.store import read_trace, write_trace
-from grpo_power.workload.steplog import STEP_LOG_SCHEMA
 
 RUN_ARMS = ("uncontrolled", "fixed", "threshold")
 SIM_ARMS = ("uncontrolled", "fixed", "fixed-safe", "ppo")
 SIM_DEPLOYMENTS = {"7b": (1, 320.0), "72b": (4, 220.0)}  # gpus, cap per GPU
-SIM_METADATA_KEY = b"grpo_power_sim_run"
 
 
 def small_config(root: Path) -> Config:
@@ -134,7 +134,9 @@ def write_run(folder: Path, config: Config, arm: str, high_w: float, tokens: int
 
 def _sim_parquet(path: Path, frame: pd.DataFrame, metadata: dict) -> None:
     table = pa.Table.from_pandas(frame, preserve_index=False)
-    pq.write_table(table.replace_schema_metadata({SIM_METADATA_KEY: json.dumps(metadata)}), path)
+    pq.write_table(
+        table.replace_schema_metadata({SIM_RUN_METADATA_KEY: json.dumps(metadata)}), path
+    )
 
 
 def write_evaluation(folder: Path, config: Config) -> None:
@@ -482,7 +484,7 @@ def test_oversubscription_from_the_fleet_stage(study: tuple[Config, dict]) -> No
 def test_economics_stage_on_small_inputs(study: tuple[Config, dict]) -> None:
     _, paths = study
     out = paths["root"] / "economics"
-    for name in OUTPUTS:
+    for name in ECONOMICS.names():
         assert (out / name).stat().st_size > 0, name
     runs = pd.read_csv(out / "runs.csv")
     run = runs[(runs["source"] == "run") & (runs["arm"] == "fixed")].iloc[0]

@@ -4,7 +4,6 @@ to end through the CLI on a small configuration (SIMULATED)."""
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
 import pandas as pd
@@ -12,27 +11,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from grpo_power.analysis.evaluate import comparisons, mean_ci, run_metrics, t_quantile
+from grpo_power.analysis.evaluate import comparisons, run_metrics
 from grpo_power.cli import app
 from tests.conftest import REPO
-
-
-@pytest.mark.parametrize(
-    ("probability", "dof", "value"),
-    [(0.975, 4, 2.7764), (0.975, 1, 12.7062), (0.95, 10, 1.8125), (0.975, 1000, 1.9623)],
-)
-def test_t_quantiles(probability, dof, value):
-    assert t_quantile(probability, dof) == pytest.approx(value, abs=2e-3)
-    assert t_quantile(1 - probability, dof) == pytest.approx(-value, abs=2e-3)
-
-
-def test_mean_and_interval():
-    mean, low, high = mean_ci(np.array([1.0, 2.0, 3.0, 4.0, 5.0]), 0.95)
-    half = 2.7764 * np.std([1, 2, 3, 4, 5], ddof=1) / math.sqrt(5)
-    assert mean == 3.0
-    assert (low, high) == pytest.approx((3 - half, 3 + half), abs=1e-3)
-    assert math.isnan(mean_ci(np.array([7.0]), 0.95)[1])
-    assert math.isnan(mean_ci(np.array([np.nan]), 0.95)[0])
 
 
 def test_run_metrics_on_a_hand_computed_run():

@@ -15,9 +15,9 @@ from grpo_power.control.controllers import FixedController
 from grpo_power.telemetry.sampler import PowerSampler
 from grpo_power.telemetry.signals import WorkloadSignal
 from grpo_power.telemetry.simulated import SimulatedA100Source
+from grpo_power.telemetry.steplog import read_step_log
 from grpo_power.telemetry.store import read_trace
 from grpo_power.workload import runner
-from grpo_power.workload.steplog import read_step_log
 
 
 class StallingSource:

@@ -8,17 +8,18 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from grpo_power.analysis import fleet as fleet_mod
 from grpo_power.analysis import reference
 from grpo_power.analysis.fleet import (
     JobSource,
     MonteCarloFleet,
-    _add_shifted,
     analyze_fleet,
     choose_alignment,
+    monte_carlo,
     read_run_bins,
     wall_clock_fleet,
 )
+from grpo_power.analysis.fleet.factors import stats_table
+from grpo_power.analysis.fleet.monte_carlo import add_shifted
 from grpo_power.analysis.windows import run_windows
 from grpo_power.config import Config
 from grpo_power.telemetry.schema import TRACE_COLUMNS, TraceMetadata
@@ -154,7 +155,7 @@ def test_add_shifted_matches_roll_and_tiling():
     for horizon in (3, 7, 20):
         for offset in range(7):
             total = np.zeros(horizon)
-            _add_shifted(total, series, offset)
+            add_shifted(total, series, offset)
             expected = np.resize(np.roll(series, offset), horizon)
             np.testing.assert_array_equal(total, expected)
 
@@ -177,7 +178,7 @@ def test_fft_and_direct_sums_agree(monkeypatch):
     sources = [_source(rng.uniform(0, 200, (2, 50))), _source(rng.uniform(0, 200, (1, 37)))]
     results = []
     for limit in (10**9, 0):
-        monkeypatch.setattr(fleet_mod, "DIRECT_MAX_COPIES", limit)
+        monkeypatch.setattr(monte_carlo, "DIRECT_MAX_COPIES", limit)
         mc = MonteCarloFleet(sources, 60, np.random.default_rng(11))
         results.append([mc.fleet_energy(n) for n in (3, 40, 1001)])
     for (direct, np_a), (fft, np_b) in zip(*results, strict=True):
@@ -222,7 +223,7 @@ def test_constant_power_fleet_factor():
     mc = MonteCarloFleet([_source(np.full(100, 100.0))], None, np.random.default_rng(0))
     stats = mc.run(16, 5, [0.5, 5.0], 0.5, 300.0)  # 200 W per GPU
     np.testing.assert_allclose(stats.peak_share, 0.5)
-    table = fleet_mod.stats_table(stats, 16, "monte_carlo", config(), "measured")
+    table = stats_table(stats, 16, "monte_carlo", config(), "measured")
     np.testing.assert_allclose(table["factor"], 1 / (0.5 * 1.1))
     assert (table["exceedance_max"] == 0).all()
 

@@ -8,7 +8,6 @@ code; the economics and report stages run through the CLI.
 
 from __future__ import annotations
 
-import ast
 import functools
 import json
 import math
@@ -26,8 +25,7 @@ import yaml
 from typer.testing import CliRunner
 
 from grpo_power.cli import app
-from grpo_power.economics.stage import OUTPUTS
-from grpo_power.report.stage import FIGURES
+from grpo_power.layout import REPORT_FIGURES
 from tests.conftest import REPO, missing_requirement
 from tests.test_economics import build_stage_outputs
 
@@ -114,11 +112,11 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 def test_every_figure_is_written_as_pdf_and_png(report: dict) -> None:
     figures = report["root"] / "report" / "figures"
-    for name, _ in FIGURES:
+    for name in REPORT_FIGURES:
         pdf, png = figures / f"{name}.pdf", figures / f"{name}.png"
         assert pdf.read_bytes()[:5] == b"%PDF-" and pdf.stat().st_size > 5_000, name
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5_000, name
-    assert f"{len(FIGURES)} figures" in report["output"]
+    assert f"{len(REPORT_FIGURES)} figures" in report["output"]
 
 
 @functools.cache
@@ -217,7 +215,7 @@ def test_the_page_reads_top_to_bottom_and_labels_simulation(report: dict) -> Non
 
 def test_images_exist_beside_the_page(report: dict) -> None:
     index_dir = report["root"] / "report"
-    assert len(report["page"].images) == len(FIGURES)
+    assert len(report["page"].images) == len(REPORT_FIGURES)
     for src in report["page"].images:
         assert not src.startswith(("/", "http")) and (index_dir / src).stat().st_size > 0
 
@@ -257,7 +255,7 @@ def test_report_renders_in_headless_chromium(report: dict, tmp_path: Path) -> No
     found = re.search(r'<pre id="load-check">(.*?)</pre>', dom.stdout)
     assert found, dom.stderr[-2000:]
     loaded = json.loads(found.group(1).replace("&quot;", '"'))
-    assert loaded == {"images": len(FIGURES), "broken": []}
+    assert loaded == {"images": len(REPORT_FIGURES), "broken": []}
     screenshot = tmp_path / "report.png"
     shot = _chromium(
         "--window-size=1400,5000",
@@ -275,19 +273,9 @@ def test_report_renders_in_headless_chromium(report: dict, tmp_path: Path) -> No
     assert low < 100 and high > 200  # text and figures drawn, not a blank page
 
 
-def _literal(text: str, name: str) -> list[str]:
-    """The list literal assigned to ``name`` in a Snakemake file."""
-    match = re.search(rf"^{name} = (\[.*?\])$", text, re.S | re.M)
-    assert match, name
-    return ast.literal_eval(match.group(1))
-
-
-def test_snakemake_rules_list_every_output_and_caption() -> None:
-    common = (REPO / "workflow" / "rules" / "common.smk").read_text()
-    assert _literal(common, "REPORT_FIGURES") == [name for name, _ in FIGURES]
-    assert _literal(common, "ECONOMICS_OUTPUTS") == list(OUTPUTS)
+def test_every_report_figure_has_a_workflow_caption() -> None:
     captions = REPO / "workflow" / "report"
-    for name, _ in FIGURES:
+    for name in REPORT_FIGURES:
         assert (captions / f"figure_{name}.rst").read_text().strip(), name
     for caption in ("index", "economics_costs", "economics_oversubscription", "economics_pilot"):
         assert (captions / f"{caption}.rst").exists()
@@ -346,13 +334,3 @@ def test_shell_commands_keep_config_paths_as_single_arguments(tmp_path: Path) ->
         assert re.fullmatch(
             rf"{re.escape(str(hostile))}/configs/config-[0-9a-f]{{12}}\.yaml", config_file
         )
-
-
-def test_analysis_stages_never_import_torch_or_trl() -> None:
-    code = (
-        "import sys, grpo_power.economics.stage, grpo_power.report.stage, grpo_power.cli; "
-        "bad = [m for m in ('torch', 'trl', 'transformers') if m in sys.modules]; "
-        "assert not bad, bad"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr

@@ -31,11 +31,11 @@ from grpo_power.journal import (
     seal_journal,
 )
 from grpo_power.redact import REDACTED, redact, redact_text
+from grpo_power.telemetry.steplog import read_step_log, trim_step_log
 from grpo_power.telemetry.store import read_trace
 from grpo_power.workload.manifest import RunManifest
 from grpo_power.workload.resume import EXIT_INTERRUPTED, RunPaths, start_or_resume
 from grpo_power.workload.runner import run_grpo
-from grpo_power.workload.steplog import read_step_log, trim_step_log
 from tests.conftest import REPO
 
 SCHEMA = pa.schema([("t", pa.float64()), ("gpu", pa.int64())])

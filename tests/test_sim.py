@@ -33,9 +33,7 @@ from grpo_power.sim.grpo_sim import (
     PREFILL,
     SimRun,
     StepModel,
-    actuator_levels,
     expected_rates,
-    normal_sf,
     physics_for,
     sweep_deployment,
 )
@@ -251,19 +249,12 @@ def test_actuators_clamp_to_their_bounds(config):
     assert record.concurrency == config.workload.concurrency_bounds.max
 
 
-def test_normal_tail_matches_known_values():
-    np.testing.assert_allclose(
-        normal_sf(np.array([0.0, 1.0, 1.959964, -1.0])),
-        [0.5, 0.158655, 0.025, 0.841345],
-        atol=1e-6,
-    )
-
-
 def test_levels_and_sweeps(config):
     from grpo_power.config import ActuatorBounds
 
-    assert actuator_levels(ActuatorBounds(min=8, max=64)) == [8, 16, 32, 64]
-    assert actuator_levels(ActuatorBounds(min=3, max=20)) == [3, 4, 8, 16, 20]
+    assert ActuatorBounds(min=8, max=64).levels() == [8, 16, 32, 64]
+    assert ActuatorBounds(min=3, max=20).levels() == [3, 4, 8, 16, 20]
+    assert ActuatorBounds(min=1, max=32).levels() == [1, 2, 4, 8, 16, 32]
     rows = sweep_deployment(default_calibration(config), "72b", config, seed=0)
     frame = pd.DataFrame(rows)
     assert set(frame["actuator"]) == {"concurrency", "max_new_tokens", "num_generations"}
@@ -292,7 +283,7 @@ def test_fit_linear_holds_unidentifiable_parameters():
     assert fit.coefficients["a"] == pytest.approx(2.0)
     assert fit.coefficients["b"] == pytest.approx(3.0 - 1.0)
     np.testing.assert_allclose(fit.residuals, 0.0, atol=1e-9)
-    # coefficients stay non-negative: a negative one is dropped and the rest refitted
+    # coefficients stay non-negative (NNLS): the best fit with b >= 0 has b = 0
     clipped = fit_linear("y", 5.0 - 0.1 * x, {"a": (np.ones(10), 1.0, 0.0), "b": (x, 1.0, 0.0)})
     assert clipped.coefficients["b"] == 0.0
     assert clipped.coefficients["a"] == pytest.approx(np.mean(5.0 - 0.1 * x))

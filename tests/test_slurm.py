@@ -21,8 +21,8 @@ import yaml
 from grpo_power.config import Config, deep_merge, validate_config
 from grpo_power.launch.batch import run_spec, start_batch, submit_batch, wait_batch
 from grpo_power.launch.submit import JobFailed
+from grpo_power.telemetry.steplog import read_step_log
 from grpo_power.telemetry.store import read_trace
-from grpo_power.workload.steplog import read_step_log
 from tests.conftest import REPO, checkout_copy, user_env
 
 ACCOUNT, PARTITION = "grpo", "debug"  # made by scripts/slurm/start.sh

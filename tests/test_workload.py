@@ -12,10 +12,10 @@ import pytest
 
 from grpo_power.config import Config
 from grpo_power.control.contract import Action, Observation
+from grpo_power.telemetry.steplog import read_step_log
 from grpo_power.telemetry.store import read_trace
 from grpo_power.workload import runner
 from grpo_power.workload.arms import controller_for_arm
-from grpo_power.workload.steplog import read_step_log
 from tests.conftest import REPO
 
 
@@ -166,15 +166,3 @@ def test_two_process_zero3_run_matches_a_single_process_run(tmp_path: Path) -> N
         assert trace.complete and len(trace.frame) > 5
     manifest = json.loads((folders["zero3"] / "manifest.json").read_text())
     assert manifest["config"]["run_sizes"][0]["zero_stage"] == 3
-
-
-def test_percentile_upper_bound_is_an_order_statistic() -> None:
-    from grpo_power.workload.fixed_safe import candidate_concurrencies, percentile_upper_bound
-
-    values = np.arange(1.0, 1001.0)  # 1..1000
-    # P(Binomial(1000, 0.99) <= k - 1) >= 0.95 first holds at k = 996 (P = 0.96; 0.93 at 995).
-    assert percentile_upper_bound(values, 99.0, 0.95) == 996.0
-    assert percentile_upper_bound(values[:50], 99.0, 0.95) == 50.0  # too few: the maximum
-    assert percentile_upper_bound(values, 50.0, 0.95) > 500.0
-    assert candidate_concurrencies(1, 32) == [32, 16, 8, 4, 2, 1]
-    assert candidate_concurrencies(3, 20) == [20, 16, 8, 4, 3]

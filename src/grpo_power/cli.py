@@ -57,6 +57,7 @@ from grpo_power.config import (
     validate_setting,
     write_resolved_config,
 )
+from grpo_power.layout import IDENTIFY, ResultsLayout
 
 try:  # typer >= 0.2x carries its own copy of click
     from typer._click import exceptions as click_exceptions
@@ -318,7 +319,7 @@ def calibrate(
     from grpo_power.workload.fixed_safe import calibrate_fixed_safe
 
     cfg = _config(config, {"workload": {"size": size}} if size else None)
-    folder = cfg.results_dir / "calibration" / cfg.workload.size
+    folder = cfg.layout.calibration(cfg.workload.size)
     run_candidates = None
     if cfg.launch.launcher == "submitit":  # on a cluster the candidates are one job array
 
@@ -338,7 +339,7 @@ def calibrate(
     typer.echo(
         f"fixed-safe concurrency for {cfg.workload.size}: {result['concurrency']}"
         f"{'' if result['under_cap'] else ' (no candidate stayed under the cap: the lowest)'}"
-        f"{label} -> {folder / 'fixed_safe.json'}"
+        f"{label} -> {cfg.layout.fixed_safe(cfg.workload.size)}"
     )
 
 
@@ -441,7 +442,7 @@ def run(
     from grpo_power.workload.arms import controller_for_arm
     from grpo_power.workload.runner import run_grpo
 
-    controller = controller_for_arm(arm, cfg, cfg.results_dir / "calibration" / cfg.workload.size)
+    controller = controller_for_arm(arm, cfg, cfg.layout.calibration(cfg.workload.size))
     result = run_grpo(
         cfg, arm, seed, out, controller, show_progress=sys.stderr.isatty(), fresh=fresh
     )
@@ -702,7 +703,7 @@ def sweep(
         def run_all(runs: list[tuple[str, int, Config, Path]]) -> None:
             specs = []
             for actuator, level, run_config, folder in runs:
-                run_file = write_resolved_config(run_config, out / "configs")
+                run_file = write_resolved_config(run_config, ResultsLayout(out).configs)
                 label = f"{cfg.workload.size}/sweep/{actuator}-{level}"
                 spec = _fresh_spec(run_config, run_file, "fixed", cfg.seed, folder, steps, label)
                 specs.append(spec)
@@ -785,7 +786,7 @@ def controller_train(
     cfg = _config(config)
     _numbers({"--cap-w": cap_w}, cfg)
     out = out or controller_folder(cfg, deployment)
-    authority = authority or cfg.results_dir / "identify" / "authority.json"
+    authority = authority or cfg.layout.identify / IDENTIFY.authority_json
     result = train(cfg, deployment, out, calibration, authority, cap_w, timesteps)
     e = result.evaluation
     typer.echo(
@@ -858,12 +859,12 @@ def evaluate(
     result = run_evaluate(
         cfg,
         out,
-        controllers or cfg.results_dir / "controller",
+        controllers or cfg.layout.controllers,
         calibration,
         cap_w,
         deployments,
         retrain,
-        authority or cfg.results_dir / "identify" / "authority.json",
+        authority or cfg.layout.identify / IDENTIFY.authority_json,
         log=typer.echo,
     )
     typer.echo(result.markdown)
@@ -897,8 +898,8 @@ def economics(
         cfg,
         out,
         runs or [],
-        evaluate_dir or cfg.results_dir / "evaluate" / "study",
-        fleet_dir or cfg.results_dir / "fleet",
+        evaluate_dir or cfg.layout.evaluate_study,
+        fleet_dir or cfg.layout.fleet,
     )
     s = result.summary
     typer.echo(
@@ -951,15 +952,15 @@ def report(
     from grpo_power.report.stage import run_report
 
     cfg = _config(config)
-    results = cfg.results_dir
+    layout = cfg.layout
     inputs = ReportInputs(
         runs=runs or [],
         exceedance=exceedance or [],
-        fleet=fleet_dir or results / "fleet",
-        identify=identify_dir or results / "identify",
-        controllers=controllers or [results / "controller" / d.name for d in cfg.sim.deployments],
-        evaluate=evaluate_dir or results / "evaluate" / "study",
-        economics=economics_dir or results / "economics",
+        fleet=fleet_dir or layout.fleet,
+        identify=identify_dir or layout.identify,
+        controllers=controllers or [layout.controller(d.name) for d in cfg.sim.deployments],
+        evaluate=evaluate_dir or layout.evaluate_study,
+        economics=economics_dir or layout.economics,
     )
     result = run_report(cfg, inputs, out)
     typer.echo(

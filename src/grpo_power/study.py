@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from grpo_power.config import Config
+from grpo_power.layout import FIT_RESIDUALS, IDENTIFY, RUN, ResultsLayout
 
 Log = Callable[[str], None]
 
@@ -36,13 +37,13 @@ class IdentifyResult:
 
 def _run_data(folder: Path) -> Any:
     from grpo_power.sim.calibration import RunData
+    from grpo_power.telemetry.steplog import read_step_log
     from grpo_power.telemetry.store import read_trace
-    from grpo_power.workload.steplog import read_step_log
 
-    trace = read_trace(folder / "trace.parquet")  # checked: power, time unit, clock jumps
+    trace = read_trace(folder / RUN.trace)  # checked: power, time unit, clock jumps
     return RunData(
         run_id=trace.metadata.run_id,
-        steps=read_step_log(folder / "steps.parquet"),
+        steps=read_step_log(folder / RUN.steps),
         t_s=trace.frame["t"].to_numpy(float),
         power_w=trace.frame["power_w"].to_numpy(float),
         simulated_power=trace.metadata.simulated or trace.metadata.source == "simulated",
@@ -118,9 +119,9 @@ def identify(
             calibration.power = fitted_power
         calibration.fits = {**(calibration.fits or {}), name: {**summary, "prior": prior_name}}
         calibration.origin = "identify"
-        write_csv_atomic(out / "fit_residuals.csv", residuals)
+        write_csv_atomic(out / FIT_RESIDUALS, residuals)
         fit = summary
-    path = save_calibration(calibration, out / "calibration.json")
+    path = save_calibration(calibration, out / IDENTIFY.calibration)
     table = write_authority(
         pd.DataFrame(rows),
         config.authority.threshold,
@@ -226,7 +227,7 @@ def evaluate(
             out / "authority",
         )
         for name in to_retrain:
-            folders[name]["ppo-retrained"] = out / "controller" / name
+            folders[name]["ppo-retrained"] = ResultsLayout(out).controller(name)
             log(f"retraining the {name} controller in the scenario (SIMULATED)")
             train_controller(
                 config,

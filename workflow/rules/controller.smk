@@ -4,15 +4,12 @@
 
 rule controller:
     input:
-        calibration=RESULTS / "identify" / "calibration.json",
-        authority=RESULTS / "identify" / "authority.json",
+        calibration=LAYOUT.identify / IDENTIFY.calibration,
+        authority=LAYOUT.identify / IDENTIFY.authority_json,
     output:
-        controller=RESULTS / "controller" / "{deployment}" / "controller.json",
-        policy=RESULTS / "controller" / "{deployment}" / "policy.npz",
-        model=RESULTS / "controller" / "{deployment}" / "policy.zip",
-        normalization=RESULTS / "controller" / "{deployment}" / "vecnormalize.pkl",
+        **CONTROLLER.paths(LAYOUT.controller("{deployment}")),
     log:
-        RESULTS / "logs" / "controller" / "{deployment}.log",
+        LAYOUT.logs / "controller" / "{deployment}.log",
     wildcard_constraints:
         deployment="|".join(deployment_names()),
     params:
@@ -20,7 +17,7 @@ rule controller:
         sim=CFG.sim.model_dump_json(),
         workload=CFG.workload.model_dump_json(),
         cap_w=CFG.cap_w,
-        out=lambda wildcards: RESULTS / "controller" / wildcards.deployment,
+        out=lambda wildcards: LAYOUT.controller(wildcards.deployment),
     conda:
         "../../envs/training.yaml"
     threads: 1

@@ -4,36 +4,34 @@
 
 rule economics:
     input:
-        manifests=run_files("manifest.json"),
-        traces=run_files("trace.parquet"),
-        steps=run_files("steps.parquet"),
-        metrics=RESULTS / "evaluate" / "study" / "metrics.csv",
-        fleet_summary=RESULTS / "fleet" / "summary.json",
-        fleet_windows=RESULTS / "fleet" / "fleet_windows.csv",
-        scaling=RESULTS / "fleet" / "scaling.csv",
+        manifests=run_files(RUN.manifest),
+        traces=run_files(RUN.trace),
+        steps=run_files(RUN.steps),
+        metrics=LAYOUT.evaluate_study / EVALUATE.metrics,
+        fleet_summary=LAYOUT.fleet / FLEET.summary,
+        fleet_windows=LAYOUT.fleet / FLEET.fleet_csv,
+        scaling=LAYOUT.fleet / FLEET.scaling_csv,
     output:
-        arms=report(
-            RESULTS / "economics" / "arms.csv",
-            caption="../report/economics_costs.rst",
-            category="Economics",
-        ),
-        oversubscription=report(
-            RESULTS / "economics" / "oversubscription.csv",
-            caption="../report/economics_oversubscription.rst",
-            category="Economics",
-        ),
-        pilot=report(
-            RESULTS / "economics" / "pilot.csv",
-            caption="../report/economics_pilot.rst",
-            category="Economics",
-        ),
         **{
-            name.replace(".", "_"): RESULTS / "economics" / name
-            for name in ECONOMICS_OUTPUTS
-            if name not in ("arms.csv", "oversubscription.csv", "pilot.csv")
+            **ECONOMICS.paths(LAYOUT.economics),
+            "arms": report(
+                LAYOUT.economics / ECONOMICS.arms,
+                caption="../report/economics_costs.rst",
+                category="Economics",
+            ),
+            "oversubscription": report(
+                LAYOUT.economics / ECONOMICS.oversubscription,
+                caption="../report/economics_oversubscription.rst",
+                category="Economics",
+            ),
+            "pilot": report(
+                LAYOUT.economics / ECONOMICS.pilot,
+                caption="../report/economics_pilot.rst",
+                category="Economics",
+            ),
         },
     log:
-        RESULTS / "logs" / "economics.log",
+        LAYOUT.logs / "economics.log",
     params:
         economics=CFG.economics.model_dump_json(),
         gpu=CFG.gpu.model_dump_json(),
@@ -41,9 +39,9 @@ rule economics:
         runs=lambda wildcards, input: option_args(
             "--run", [Path(manifest).parent for manifest in input.manifests]
         ),
-        evaluate=RESULTS / "evaluate" / "study",
-        fleet=RESULTS / "fleet",
-        out=RESULTS / "economics",
+        evaluate=LAYOUT.evaluate_study,
+        fleet=LAYOUT.fleet,
+        out=LAYOUT.economics,
     conda:
         "../../envs/analysis.yaml"
     threads: 1

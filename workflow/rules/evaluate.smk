@@ -6,28 +6,26 @@
 rule evaluate:
     input:
         controllers=controller_outputs(),
-        calibration=RESULTS / "identify" / "calibration.json",
-        authority=RESULTS / "identify" / "authority.json",
+        calibration=LAYOUT.identify / IDENTIFY.calibration,
+        authority=LAYOUT.identify / IDENTIFY.authority_json,
     output:
-        table=report(
-            RESULTS / "evaluate" / "study" / "table.md",
-            caption="../report/evaluate.rst",
-            category="Evaluation",
-        ),
         **{
-            f"{name}_csv": RESULTS / "evaluate" / "study" / f"{name}.csv"
-            for name in EVALUATE_TABLES
+            **EVALUATE.paths(LAYOUT.evaluate_study),
+            "table": report(
+                LAYOUT.evaluate_study / EVALUATE.table,
+                caption="../report/evaluate.rst",
+                category="Evaluation",
+            ),
         },
-        summary=RESULTS / "evaluate" / "study" / "summary.json",
     log:
-        RESULTS / "logs" / "evaluate" / "study.log",
+        LAYOUT.logs / "evaluate" / "study.log",
     params:
         evaluate=CFG.evaluate.model_dump_json(exclude={"scenarios"}),
         sim=CFG.sim.model_dump_json(),
         arms=CFG.arms.model_dump_json(),
         reward=CFG.controller.reward.model_dump_json(),
-        out=RESULTS / "evaluate" / "study",
-        controllers=RESULTS / "controller",
+        out=LAYOUT.evaluate_study,
+        controllers=LAYOUT.controllers,
     conda:
         "../../envs/training.yaml"
     threads: 1
@@ -42,30 +40,28 @@ rule evaluate:
 rule evaluate_scenario:
     input:
         controllers=controller_outputs(),
-        calibration=RESULTS / "identify" / "calibration.json",
-        authority=RESULTS / "identify" / "authority.json",
+        calibration=LAYOUT.identify / IDENTIFY.calibration,
+        authority=LAYOUT.identify / IDENTIFY.authority_json,
         scenario_calibration=lambda wildcards: scenario_calibration_inputs(wildcards.scenario),
     output:
-        table=report(
-            RESULTS / "evaluate" / "scenarios" / "{scenario}" / "table.md",
-            caption="../report/scenario.rst",
-            category="Evaluation",
-        ),
         **{
-            f"{name}_csv": RESULTS / "evaluate" / "scenarios" / "{scenario}" / f"{name}.csv"
-            for name in EVALUATE_TABLES
+            **EVALUATE.paths(LAYOUT.evaluate_scenario("{scenario}")),
+            "table": report(
+                LAYOUT.evaluate_scenario("{scenario}") / EVALUATE.table,
+                caption="../report/scenario.rst",
+                category="Evaluation",
+            ),
         },
-        summary=RESULTS / "evaluate" / "scenarios" / "{scenario}" / "summary.json",
     log:
-        RESULTS / "logs" / "evaluate" / "scenario-{scenario}.log",
+        LAYOUT.logs / "evaluate" / "scenario-{scenario}.log",
     wildcard_constraints:
         scenario="|".join(s.name for s in CFG.evaluate.scenarios) or "(?!)",
     params:
         evaluate=CFG.evaluate.model_dump_json(),
         sim=CFG.sim.model_dump_json(),
         controller=CFG.controller.model_dump_json(),
-        out=lambda wildcards: RESULTS / "evaluate" / "scenarios" / wildcards.scenario,
-        controllers=RESULTS / "controller",
+        out=lambda wildcards: LAYOUT.evaluate_scenario(wildcards.scenario),
+        controllers=LAYOUT.controllers,
     conda:
         "../../envs/training.yaml"
     threads: 1

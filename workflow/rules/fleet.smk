@@ -5,24 +5,18 @@
 
 rule fleet:
     input:
-        bins=windows_outputs("bins.parquet"),
-        exceedance=windows_outputs("exceedance.parquet"),
+        bins=windows_outputs(WINDOWS.bins),
+        exceedance=windows_outputs(WINDOWS.exceedance_parquet),
     output:
-        fleet_windows=RESULTS / "fleet" / "fleet_windows.csv",
-        fleet_parquet=RESULTS / "fleet" / "fleet_windows.parquet",
-        scaling=RESULTS / "fleet" / "scaling.csv",
-        scaling_parquet=RESULTS / "fleet" / "scaling.parquet",
-        comparison=RESULTS / "fleet" / "comparison.csv",
-        comparison_md=RESULTS / "fleet" / "comparison.md",
-        summary=RESULTS / "fleet" / "summary.json",
+        **FLEET.paths(LAYOUT.fleet),
     log:
-        RESULTS / "logs" / "fleet.log",
+        LAYOUT.logs / "fleet.log",
     params:
         fleet=CFG.fleet.model_dump_json(),
         windows=CFG.windows.model_dump_json(),
         cap_w=CFG.cap_w,
         seed=CFG.seed,
-        out=RESULTS / "fleet",
+        out=LAYOUT.fleet,
     conda:
         "../../envs/analysis.yaml"
     threads: 1

@@ -7,12 +7,12 @@
 
 rule sweep:
     output:
-        index=RESULTS / "identify" / "real-sweep" / "sweep.json",
+        **SWEEP.paths(LAYOUT.real_sweep),
     log:
-        RESULTS / "logs" / "sweep.log",
+        LAYOUT.logs / "sweep.log",
     params:
         settings=lambda wildcards: real_sweep_settings(CFG),
-        out=RESULTS / "identify" / "real-sweep",
+        out=LAYOUT.real_sweep,
     conda:
         "../../envs/training.yaml"
     threads: submitter_threads()
@@ -26,17 +26,16 @@ rule identify:
         calibration=study_calibration_inputs(),
         sweep=sweep_inputs(),
     output:
-        calibration=RESULTS / "identify" / "calibration.json",
-        authority=RESULTS / "identify" / "authority.json",
-        authority_csv=RESULTS / "identify" / "authority.csv",
-        authority_md=report(
-            RESULTS / "identify" / "authority.md",
-            caption="../report/authority.rst",
-            category="Authority",
-        ),
-        sweeps=RESULTS / "identify" / "sweeps.csv",
+        **{
+            **IDENTIFY.paths(LAYOUT.identify),
+            "authority_md": report(
+                LAYOUT.identify / IDENTIFY.authority_md,
+                caption="../report/authority.rst",
+                category="Authority",
+            ),
+        },
     log:
-        RESULTS / "logs" / "identify.log",
+        LAYOUT.logs / "identify.log",
     params:
         sim=CFG.sim.model_dump_json(),
         authority=CFG.authority.model_dump_json(),
@@ -48,7 +47,7 @@ rule identify:
         sweep=lambda wildcards, input: option_args(
             "--sweep", [Path(index).parent for index in input.sweep]
         ),
-        out=RESULTS / "identify",
+        out=LAYOUT.identify,
     conda:
         "../../envs/training.yaml"
     threads: 2

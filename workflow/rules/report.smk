@@ -4,41 +4,38 @@
 
 rule report:
     input:
-        manifests=run_files("manifest.json"),
-        traces=run_files("trace.parquet"),
-        steps=run_files("steps.parquet"),
-        exceedance=windows_outputs("exceedance.csv"),
+        manifests=run_files(RUN.manifest),
+        traces=run_files(RUN.trace),
+        steps=run_files(RUN.steps),
+        exceedance=windows_outputs(WINDOWS.exceedance_csv),
         fleet=[
-            RESULTS / "fleet" / name
-            for name in ("summary.json", "fleet_windows.csv", "scaling.csv", "comparison.csv")
+            LAYOUT.fleet / name
+            for name in (FLEET.summary, FLEET.fleet_csv, FLEET.scaling_csv, FLEET.comparison_csv)
         ],
-        authority=RESULTS / "identify" / "authority.csv",
+        authority=LAYOUT.identify / IDENTIFY.authority_csv,
         controllers=controller_outputs(),
         evaluate=[
-            RESULTS / "evaluate" / "study" / name
-            for name in ("summary.csv", "ratios.csv", "summary.json")
+            LAYOUT.evaluate_study / name
+            for name in (EVALUATE.summary_csv, EVALUATE.ratios, EVALUATE.summary_json)
         ],
-        economics=[RESULTS / "economics" / name for name in ECONOMICS_OUTPUTS],
+        economics=list(ECONOMICS.paths(LAYOUT.economics).values()),
     output:
         index=report(
-            RESULTS / "report" / "index.html",
+            LAYOUT.report / REPORT.page,
             caption="../report/index.rst",
             category="Report",
         ),
         **{
             f"{name}_png": report(
-                RESULTS / "report" / "figures" / f"{name}.png",
+                LAYOUT.report / "figures" / f"{name}.png",
                 caption=f"../report/figure_{name}.rst",
                 category="Figures",
             )
             for name in REPORT_FIGURES
         },
-        **{
-            f"{name}_pdf": RESULTS / "report" / "figures" / f"{name}.pdf"
-            for name in REPORT_FIGURES
-        },
+        **{f"{name}_pdf": LAYOUT.report / "figures" / f"{name}.pdf" for name in REPORT_FIGURES},
     log:
-        RESULTS / "logs" / "report.log",
+        LAYOUT.logs / "report.log",
     params:
         report=CFG.report.model_dump_json(),
         economics=CFG.economics.model_dump_json(),
@@ -47,11 +44,11 @@ rule report:
         ),
         exceedance=lambda wildcards, input: option_args("--exceedance", input.exceedance),
         controllers=option_args("--controller", controller_folders()),
-        fleet=RESULTS / "fleet",
-        identify=RESULTS / "identify",
-        evaluate=RESULTS / "evaluate" / "study",
-        economics_dir=RESULTS / "economics",
-        out=RESULTS / "report",
+        fleet=LAYOUT.fleet,
+        identify=LAYOUT.identify,
+        evaluate=LAYOUT.evaluate_study,
+        economics_dir=LAYOUT.economics,
+        out=LAYOUT.report,
     conda:
         "../../envs/analysis.yaml"
     threads: 1

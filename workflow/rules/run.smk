@@ -6,9 +6,9 @@
 
 rule calibrate_fixed_safe:
     output:
-        calibration=RESULTS / "calibration" / "{size}" / "fixed_safe.json",
+        **FIXED_SAFE.paths(LAYOUT.calibration("{size}")),
     log:
-        RESULTS / "logs" / "calibration" / "{size}.log",
+        LAYOUT.logs / "calibration" / "{size}.log",
     params:
         settings=lambda wildcards: calibration_settings(CFG),
     conda:
@@ -23,17 +23,15 @@ rule run:
     input:
         run_inputs,
     output:
-        traces=seed_outputs("trace.parquet"),
-        steps=seed_outputs("steps.parquet"),
-        manifests=seed_outputs("manifest.json"),
+        **{field: seed_outputs(name) for field, name in zip(("trace", "steps", "manifest"), RUN.names())},
     log:
-        RESULTS / "logs" / "runs" / "{size}" / "{arm}.log",
+        LAYOUT.logs / "runs" / "{size}" / "{arm}.log",
     wildcard_constraints:
         arm="|".join(ARM_NAMES),
     params:
         settings=lambda wildcards: run_settings(CFG, wildcards.arm),
         seeds=option_args("--seed", CFG.seeds),
-        out=lambda wildcards: RESULTS / "runs" / wildcards.size / wildcards.arm / "seed{seed}",
+        out=lambda wildcards: LAYOUT.run(wildcards.size, wildcards.arm, "{seed}"),
     conda:
         "../../envs/training.yaml"
     threads: submitter_threads()

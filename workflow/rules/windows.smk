@@ -7,20 +7,16 @@ rule windows:
     input:
         trace=RESULTS / "{trace}.parquet",
     output:
-        exceedance=RESULTS / "windows" / "{trace}" / "exceedance.csv",
-        exceedance_parquet=RESULTS / "windows" / "{trace}" / "exceedance.parquet",
-        gaps=RESULTS / "windows" / "{trace}" / "gaps.csv",
-        bins=RESULTS / "windows" / "{trace}" / "bins.parquet",
-        summary=RESULTS / "windows" / "{trace}" / "summary.json",
+        **WINDOWS.paths(LAYOUT.windows(RESULTS / "{trace}.parquet")),
     log:
-        RESULTS / "logs" / "windows" / "{trace}.log",
+        LAYOUT.logs / "windows" / "{trace}.log",
     wildcard_constraints:
         # any trace under RESULTS except the outputs of this and later stages
         trace=r"(?!windows/|fleet/|logs/|calibration/).+",
     params:
         windows=CFG.windows.model_dump_json(),
         cap_w=CFG.cap_w,
-        out=lambda wildcards: RESULTS / "windows" / wildcards.trace,
+        out=lambda wildcards: LAYOUT.windows(RESULTS / f"{wildcards.trace}.parquet"),
     conda:
         "../../envs/analysis.yaml"
     threads: 1

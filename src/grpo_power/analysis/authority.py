@@ -32,6 +32,7 @@ from typing import Any
 import pandas as pd
 
 from grpo_power.atomic import write_csv_atomic, write_json_atomic, write_text_atomic
+from grpo_power.layout import IDENTIFY
 from grpo_power.stage_files import read_json, require_keys
 
 ONLINE = {"concurrency": True, "max_new_tokens": True, "num_generations": False}
@@ -168,10 +169,10 @@ def write_authority(
     ``authority.json`` (rows as records, for the controller stage) into ``out``."""
     out = Path(out)
     table = authority_table(sweeps, threshold, reference, weights)
-    write_csv_atomic(out / "sweeps.csv", sweeps)
-    write_csv_atomic(out / "authority.csv", table)
-    write_text_atomic(out / "authority.md", markdown(table))
-    write_json_atomic(out / "authority.json", {"rows": table.to_dict(orient="records")})
+    write_csv_atomic(out / IDENTIFY.sweeps, sweeps)
+    write_csv_atomic(out / IDENTIFY.authority_csv, table)
+    write_text_atomic(out / IDENTIFY.authority_md, markdown(table))
+    write_json_atomic(out / IDENTIFY.authority_json, {"rows": table.to_dict(orient="records")})
     return table
 
 

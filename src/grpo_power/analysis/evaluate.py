@@ -32,53 +32,15 @@ import pyarrow.parquet as pq
 from grpo_power.analysis.reference import STUDY_SOURCE
 from grpo_power.analysis.windows import gpu_window_counts, prepare_series
 from grpo_power.atomic import write_csv_atomic, write_json_atomic, write_text_atomic
+from grpo_power.layout import EVALUATE, SIM_RUN, SIM_RUN_METADATA_KEY
+from grpo_power.stats import mean_ci
 
-RUN_METADATA_KEY = b"grpo_power_sim_run"  # written by control/rollout.py
 METRICS = ("violation_rate", "exceedance", "output_tokens", "throughput", "tokens_per_mj")
-
-
-def t_quantile(probability: float, dof: int) -> float:
-    """Quantile of Student's t distribution with ``dof`` degrees of freedom (numerically)."""
-    if dof < 1:
-        return float("nan")
-    log_norm = math.lgamma((dof + 1) / 2) - math.lgamma(dof / 2) - 0.5 * math.log(dof * math.pi)
-
-    def cdf(x: float) -> float:  # for x >= 0, Simpson's rule on the density
-        n = 2000
-        grid = np.linspace(0.0, x, n + 1)
-        pdf = np.exp(log_norm - (dof + 1) / 2 * np.log1p(grid**2 / dof))
-        weights = np.ones(n + 1)
-        weights[1:-1:2], weights[2:-1:2] = 4.0, 2.0
-        return 0.5 + float(weights @ pdf) * (x / n) / 3.0
-
-    target = max(probability, 1.0 - probability)
-    low, high = 0.0, 1.0
-    while cdf(high) < target:
-        high *= 2.0
-    for _ in range(60):
-        middle = 0.5 * (low + high)
-        low, high = (middle, high) if cdf(middle) < target else (low, middle)
-    value = 0.5 * (low + high)
-    return value if probability >= 0.5 else -value
-
-
-def mean_ci(values: np.ndarray, confidence: float) -> tuple[float, float, float]:
-    """Mean and two-sided Student-t confidence interval of ``values`` (NaNs dropped)."""
-    values = np.asarray(values, dtype=float)
-    values = values[np.isfinite(values)]
-    if len(values) == 0:
-        return float("nan"), float("nan"), float("nan")
-    mean = float(values.mean())
-    if len(values) == 1:
-        return mean, float("nan"), float("nan")
-    half = t_quantile(0.5 + confidence / 2, len(values) - 1) * values.std(ddof=1)
-    half /= math.sqrt(len(values))
-    return mean, mean - half, mean + half
 
 
 def _read(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     table = pq.read_table(path)
-    raw = (table.schema.metadata or {}).get(RUN_METADATA_KEY)
+    raw = (table.schema.metadata or {}).get(SIM_RUN_METADATA_KEY)
     if raw is None:
         raise ValueError(f"{path}: not a simulated run file of grpo-power (no run metadata)")
     return table.to_pandas(), json.loads(raw)
@@ -121,11 +83,11 @@ def run_metrics(
 
 def deployment_metrics(folder: Path, window_s: float) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Per-run metrics of every arm in one deployment's folder, and its ``arms.json``."""
-    info = json.loads((folder / "arms.json").read_text())
+    info = json.loads((folder / SIM_RUN.arms).read_text())
     rows = []
     for arm in info["arms"]:
-        samples, meta = _read(folder / f"{arm}.samples.parquet")
-        steps, _ = _read(folder / f"{arm}.steps.parquet")
+        samples, meta = _read(folder / SIM_RUN.samples(arm))
+        steps, _ = _read(folder / SIM_RUN.steps(arm))
         for seed, run_samples in samples.groupby("seed", sort=True):
             metrics = run_metrics(run_samples, steps[steps["seed"] == seed], meta, window_s)
             rows.append(
@@ -427,12 +389,12 @@ def evaluate_folder(
     controllers = sorted({a for a in metrics["arm"] if a.startswith("ppo")})
     ratios = comparisons(metrics, confidence, controllers)
     markdown = markdown_table(summary, ratios, infos)
-    write_csv_atomic(folder / "metrics.csv", metrics)
-    write_csv_atomic(folder / "summary.csv", summary)
-    write_csv_atomic(folder / "ratios.csv", ratios)
-    write_text_atomic(folder / "table.md", markdown)
+    write_csv_atomic(folder / EVALUATE.metrics, metrics)
+    write_csv_atomic(folder / EVALUATE.summary_csv, summary)
+    write_csv_atomic(folder / EVALUATE.ratios, ratios)
+    write_text_atomic(folder / EVALUATE.table, markdown)
     write_json_atomic(
-        folder / "summary.json",
+        folder / EVALUATE.summary_json,
         {
             "data": "simulated",
             "confidence": confidence,

@@ -25,6 +25,7 @@ from grpo_power.config.report import ReportConfig
 from grpo_power.config.sim import SimConfig
 from grpo_power.config.telemetry import GpuSpec, TelemetryConfig
 from grpo_power.config.workload import WorkloadConfig
+from grpo_power.layout import ResultsLayout
 
 
 class Config(Strict):
@@ -56,6 +57,11 @@ class Config(Strict):
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
     economics: EconomicsConfig = Field(default_factory=EconomicsConfig)
     report: ReportConfig = Field(default_factory=ReportConfig)
+
+    @property
+    def layout(self) -> ResultsLayout:
+        """The study's folders under ``results_dir``."""
+        return ResultsLayout(self.results_dir)
 
     def run_size(self, size: str) -> RunSize:
         """How ``size`` runs: its ``run_sizes`` entry, or one process when it has none."""

@@ -33,6 +33,17 @@ class ActuatorBounds(Strict):
             raise ValueError(f"min ({self.min}) must not exceed max ({self.max})")
         return self
 
+    def levels(self) -> list[int]:
+        """The levels an actuator is swept and searched at: its bounds and the powers of two
+        between them, ascending."""
+        levels = {self.min, self.max}
+        value = 1
+        while value <= self.max:
+            if value >= self.min:
+                levels.add(value)
+            value *= 2
+        return sorted(levels)
+
 
 class WorkloadConfig(Strict):
     """The GRPO run: model preset, task volume, TRL settings and actuator defaults and bounds."""

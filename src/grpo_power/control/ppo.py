@@ -35,6 +35,7 @@ from grpo_power.atomic import write_atomic, write_text_atomic
 from grpo_power.config import Config
 from grpo_power.control.contract import Action, Observation
 from grpo_power.control.env import ControlSpace, GrpoPowerEnv, deployment_cap_w
+from grpo_power.layout import CONTROLLER
 from grpo_power.sim.calibration import Calibration
 from grpo_power.stage_files import read_json, require_keys
 
@@ -54,7 +55,7 @@ def deployment_for_size(config: Config, size: str) -> str:
 
 def controller_folder(config: Config, deployment: str) -> Path:
     """Where ``grpo-power controller train`` saves a deployment's controller by default."""
-    return config.results_dir / "controller" / deployment
+    return config.layout.controller(deployment)
 
 
 def _actor_arrays(model: Any) -> dict[str, np.ndarray]:
@@ -207,11 +208,11 @@ def train_controller(
         with tmp.open("wb") as handle:
             np.savez(handle, **arrays)
 
-    write_atomic(out / "policy.zip", save_model)
-    write_atomic(out / "vecnormalize.pkl", venv.save)
-    write_atomic(out / "policy.npz", save_arrays)
+    write_atomic(out / CONTROLLER.policy_zip, save_model)
+    write_atomic(out / CONTROLLER.normalization, venv.save)
+    write_atomic(out / CONTROLLER.policy_npz, save_arrays)
     write_atomic(
-        out / "learning_curve.csv",
+        out / CONTROLLER.learning_curve,
         lambda tmp: pd.DataFrame(curve, columns=["timesteps", "episode_return"]).to_csv(
             tmp, index=False
         ),
@@ -249,13 +250,13 @@ def train_controller(
             "train_s": train_s,
         },
     }
-    write_text_atomic(out / "controller.json", json.dumps(meta, indent=2))
+    write_text_atomic(out / CONTROLLER.controller, json.dumps(meta, indent=2))
     controller = PPOController.load(out)
     evaluation = compare_with_random(
         config, calibration, deployment, space, cap_w, controller, eval_episodes, seed
     )
     meta["evaluation"] = evaluation
-    write_text_atomic(out / "controller.json", json.dumps(meta, indent=2))
+    write_text_atomic(out / CONTROLLER.controller, json.dumps(meta, indent=2))
     return TrainResult(out, space, timesteps, train_s, evaluation)
 
 
@@ -327,13 +328,13 @@ class PPOController:
         command = (
             f"`grpo-power controller train --deployment {deployment or folder.name} --out {folder}`"
         )
-        for name in ("controller.json", "policy.npz"):
+        for name in (CONTROLLER.controller, CONTROLLER.policy_npz):
             if not (folder / name).exists():
                 raise FileNotFoundError(
                     f"no trained PPO controller at {folder / name}; create it with {command} "
                     f"(or `snakemake {folder / 'controller.json'}`)"
                 )
-        path = folder / "controller.json"
+        path = folder / CONTROLLER.controller
         expected = f"a PPO controller's controller.json, written by {command}"
         meta = read_json(path, expected, ("kind",))
         if meta["kind"] != CONTROLLER_KIND:
@@ -345,7 +346,7 @@ class PPOController:
                 f"controller was trained for deployment {meta['deployment']!r}, not "
                 f"{deployment!r}; train one with {command}"
             )
-        arrays_path = folder / "policy.npz"
+        arrays_path = folder / CONTROLLER.policy_npz
         try:
             with np.load(arrays_path) as data:
                 arrays = {k: data[k] for k in data.files}

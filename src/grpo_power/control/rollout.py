@@ -51,17 +51,15 @@ from grpo_power.control.controllers import Controller, FixedController, Threshol
 from grpo_power.control.env import deployment_cap_w, observe, step_reward
 from grpo_power.control.oracle import oracle_setting
 from grpo_power.control.ppo import PPOController
+from grpo_power.layout import SIM_RUN, SIM_RUN_METADATA_KEY
 from grpo_power.sim.calibration import Calibration
 from grpo_power.sim.grpo_sim import (
     Physics,
     SimRun,
     StepModel,
-    actuator_levels,
     expected_rates,
     physics_for,
 )
-
-RUN_METADATA_KEY = b"grpo_power_sim_run"
 
 
 @dataclass(frozen=True)
@@ -123,7 +121,7 @@ def tune_fixed_safe(physics: Physics, config: Config, cap_w: float) -> dict[str,
     percentile = config.arms.fixed_safe.percentile
     rows = []
     for concurrency in range(w.concurrency_bounds.min, w.concurrency_bounds.max + 1):
-        for max_new_tokens in actuator_levels(w.max_new_tokens_bounds):
+        for max_new_tokens in w.max_new_tokens_bounds.levels():
             controller = FixedController(concurrency, max_new_tokens)
             power, tokens = [], 0.0
             for seed in config.evaluate.tuning_seeds:
@@ -186,7 +184,7 @@ def tune_threshold(physics: Physics, config: Config, cap_w: float) -> dict[str, 
     rows = []
     best: tuple[float, ThresholdArmConfig, int] | None = None
     for settings in _threshold_grid(config):
-        for max_new_tokens in actuator_levels(w.max_new_tokens_bounds):
+        for max_new_tokens in w.max_new_tokens_bounds.levels():
             rewards = []
             for seed in config.evaluate.tuning_seeds:
                 controller = ThresholdController(
@@ -343,9 +341,9 @@ def run_arm(
         "power_limit_w": plan.power_limit_w,
     }
     out.mkdir(parents=True, exist_ok=True)
-    key_value = {RUN_METADATA_KEY: json.dumps(metadata).encode()}
-    write_parquet_atomic(out / f"{plan.arm}.samples.parquet", pd.concat(sample_frames), key_value)
-    write_parquet_atomic(out / f"{plan.arm}.steps.parquet", pd.concat(step_frames), key_value)
+    key_value = {SIM_RUN_METADATA_KEY: json.dumps(metadata).encode()}
+    write_parquet_atomic(out / SIM_RUN.samples(plan.arm), pd.concat(sample_frames), key_value)
+    write_parquet_atomic(out / SIM_RUN.steps(plan.arm), pd.concat(step_frames), key_value)
 
 
 def evaluate_deployment(
@@ -379,5 +377,5 @@ def evaluate_deployment(
         "calibration_origin": calibration.origin,
         "arms": {plan.arm: plan.settings for plan in plans},
     }
-    write_json_atomic(out / "arms.json", info)
+    write_json_atomic(out / SIM_RUN.arms, info)
     return info

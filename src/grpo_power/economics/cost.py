@@ -22,9 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from grpo_power.analysis.evaluate import mean_ci
 from grpo_power.config import EconomicsConfig
 from grpo_power.config.carbon_region import CarbonIntensity, carbon_intensity
+from grpo_power.stats import mean_ci
 
 J_PER_KWH = 3.6e6
 PER_RUN = (

@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from grpo_power.economics.cost import Assumptions
+from grpo_power.layout import FLEET
 from grpo_power.stage_files import read_csv, read_json
 
 
@@ -76,7 +77,7 @@ FLEET_ROW_COLUMNS = (
 
 def read_fleet_summary(fleet_dir: Path) -> dict[str, Any]:
     """The fleet stage's ``summary.json`` (with the ``n_gpus`` and ``window_s`` read here)."""
-    return read_json(fleet_dir / "summary.json", FLEET_FILE, ("n_gpus", "window_s"))
+    return read_json(fleet_dir / FLEET.summary, FLEET_FILE, ("n_gpus", "window_s"))
 
 
 def _at_window(table: pd.DataFrame, window_s: float) -> pd.DataFrame:
@@ -95,8 +96,8 @@ def oversubscription_table(
     summary = read_fleet_summary(fleet_dir)
     window_s = float(summary["window_s"])
     columns = FLEET_ROW_COLUMNS
-    fleet = _at_window(read_csv(fleet_dir / "fleet_windows.csv", FLEET_FILE, columns), window_s)
-    scaling = _at_window(read_csv(fleet_dir / "scaling.csv", FLEET_FILE, columns), window_s)
+    fleet = _at_window(read_csv(fleet_dir / FLEET.fleet_csv, FLEET_FILE, columns), window_s)
+    scaling = _at_window(read_csv(fleet_dir / FLEET.scaling_csv, FLEET_FILE, columns), window_s)
     scaling = scaling.sort_values("n_gpus")
     if fleet.empty or scaling.empty:
         raise ValueError(f"{fleet_dir}: no fleet rows at the fleet window {window_s:g} s")

@@ -20,10 +20,11 @@ from typing import Any
 
 import pandas as pd
 
+from grpo_power.layout import RUN
 from grpo_power.stage_files import read_csv, read_json
+from grpo_power.telemetry.steplog import read_step_log
 from grpo_power.telemetry.store import read_trace
 from grpo_power.telemetry.summary import summarize_trace
-from grpo_power.workload.steplog import read_step_log
 
 RUN_FILE = "a run folder's manifest.json, written by `grpo-power run --out DIR`"
 METRICS_FILE = "the evaluate stage's metrics.csv, written by `grpo-power evaluate --out DIR`"
@@ -48,17 +49,17 @@ def run_record(folder: Path | str) -> dict[str, object]:
         ValueError: the run did not complete, or its trace has no samples.
     """
     folder = Path(folder)
-    manifest = read_json(folder / "manifest.json", RUN_FILE, ("status", "size", "arm", "seed"))
+    manifest = read_json(folder / RUN.manifest, RUN_FILE, ("status", "size", "arm", "seed"))
     if manifest.get("status") != "completed":
         raise ValueError(
             f"{folder}: run status is {manifest.get('status')!r}, not 'completed'; rerun it "
             "before pricing it"
         )
-    trace = read_trace(folder / "trace.parquet")
+    trace = read_trace(folder / RUN.trace)
     if trace.frame.empty:
         raise ValueError(f"{folder / 'trace.parquet'}: the trace has no samples")
     gpus = summarize_trace(trace)
-    steps = read_step_log(folder / "steps.parquet")
+    steps = read_step_log(folder / RUN.steps)
     return {
         "source": "run",
         "deployment": manifest["size"],

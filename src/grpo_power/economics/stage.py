@@ -29,18 +29,8 @@ from grpo_power.economics.oversubscription import oversubscription_table, read_f
 from grpo_power.economics.pilot import pilot_plan
 from grpo_power.economics.records import METRICS_FILE, all_records
 from grpo_power.economics.sensitivity import sensitivity
+from grpo_power.layout import ECONOMICS, EVALUATE
 from grpo_power.stage_files import read_csv
-
-OUTPUTS = (
-    "constants.csv",
-    "runs.csv",
-    "arms.csv",
-    "savings.csv",
-    "oversubscription.csv",
-    "pilot.csv",
-    "sensitivity.csv",
-    "summary.json",
-)
 
 
 @dataclass
@@ -110,7 +100,7 @@ def run_economics(
     out, evaluate_dir, fleet_dir = Path(out), Path(evaluate_dir), Path(fleet_dir)
     economics = config.economics
     a = Assumptions.from_config(economics)
-    metrics_csv = evaluate_dir / "metrics.csv"
+    metrics_csv = evaluate_dir / EVALUATE.metrics
     records = all_records(run_folders, metrics_csv)
     confidence = config.evaluate.confidence
     arms = arm_costs(records, a, confidence)
@@ -153,12 +143,12 @@ def run_economics(
             "fleet": str(fleet_dir),
         },
     }
-    write_csv_atomic(out / "constants.csv", constants_table(config, a))
-    write_csv_atomic(out / "runs.csv", per_run(records, a))
-    write_csv_atomic(out / "arms.csv", arms)
-    write_csv_atomic(out / "savings.csv", pairs)
-    write_csv_atomic(out / "oversubscription.csv", oversubscription)
-    write_csv_atomic(out / "pilot.csv", pilot)
-    write_csv_atomic(out / "sensitivity.csv", table)
-    write_json_atomic(out / "summary.json", summary)
+    write_csv_atomic(out / ECONOMICS.constants, constants_table(config, a))
+    write_csv_atomic(out / ECONOMICS.runs, per_run(records, a))
+    write_csv_atomic(out / ECONOMICS.arms, arms)
+    write_csv_atomic(out / ECONOMICS.savings, pairs)
+    write_csv_atomic(out / ECONOMICS.oversubscription, oversubscription)
+    write_csv_atomic(out / ECONOMICS.pilot, pilot)
+    write_csv_atomic(out / ECONOMICS.sensitivity, table)
+    write_json_atomic(out / ECONOMICS.summary, summary)
     return EconomicsResult(arms, pairs, oversubscription, pilot, table, summary)

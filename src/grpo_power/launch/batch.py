@@ -44,6 +44,7 @@ from grpo_power.launch.submit import (
     run_command,
     stderr_tail,
 )
+from grpo_power.layout import RUN
 from grpo_power.workload.lock import lock_holder
 
 JOB_RECORD = "job.json"
@@ -88,7 +89,7 @@ def run_spec(
 
 
 def _completed_manifest(folder: Path) -> dict[str, Any] | None:
-    path = folder / "manifest.json"
+    path = folder / RUN.manifest
     if not path.exists():
         return None
     try:

@@ -28,6 +28,7 @@ import submitit
 from submitit.helpers import Checkpointable, DelayedSubmission
 
 from grpo_power.config import Config, LaunchConfig
+from grpo_power.layout import RUN
 from grpo_power.redact import redact_text
 from grpo_power.workload.resume import EXIT_INTERRUPTED
 
@@ -73,7 +74,7 @@ class RunJob(Checkpointable):
             sys.exit(returncode)
         if returncode != 0:
             raise RuntimeError(f"`grpo-power run` exited with {returncode}")
-        return json.loads((Path(run_folder) / "manifest.json").read_text())
+        return json.loads((Path(run_folder) / RUN.manifest).read_text())
 
     def checkpoint(self, command: list[str], run_folder: Path) -> DelayedSubmission:
         """Called by submitit on USR2: let the run save its state, then requeue the command."""

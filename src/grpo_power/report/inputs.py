@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from grpo_power.analysis.evaluate import RUN_METADATA_KEY
+from grpo_power.layout import CONTROLLER, EVALUATE, RUN, SIM_RUN, SIM_RUN_METADATA_KEY
 from grpo_power.stage_files import read_csv, read_json
+from grpo_power.telemetry.steplog import read_step_log
 from grpo_power.telemetry.store import read_trace
-from grpo_power.workload.steplog import read_step_log
 
 STAGE_COMMANDS = {
     "run": "grpo-power run --out DIR",
@@ -69,11 +69,9 @@ def run_infos(folders: list[Path]) -> list[RunInfo]:
     """Manifest and trace metadata of every run folder."""
     infos = []
     for folder in folders:
-        manifest = read_json(
-            folder / "manifest.json", written_by("run", "manifest.json"), MANIFEST_KEYS
-        )
+        manifest = read_json(folder / RUN.manifest, written_by("run", RUN.manifest), MANIFEST_KEYS)
         manifest.pop("config", None)
-        trace = read_trace(folder / "trace.parquet")
+        trace = read_trace(folder / RUN.trace)
         infos.append(RunInfo(folder, manifest, trace.metadata.describe(), len(trace.frame)))
     return infos
 
@@ -94,11 +92,9 @@ def run_power(
     """
     traces, samples = [], []
     for folder in folders:
-        manifest = read_json(
-            folder / "manifest.json", written_by("run", "manifest.json"), MANIFEST_KEYS
-        )
-        trace = read_trace(folder / "trace.parquet")
-        steps = read_step_log(folder / "steps.parquet")
+        manifest = read_json(folder / RUN.manifest, written_by("run", RUN.manifest), MANIFEST_KEYS)
+        trace = read_trace(folder / RUN.trace)
+        steps = read_step_log(folder / RUN.steps)
         start_s = float(steps["start_s"].min()) if len(steps) else 0.0
         frame = trace.frame
         info = {
@@ -123,13 +119,15 @@ def sim_power(
     ``<deployment>/<arm>.samples.parquet``): (first seed's GPU 0 for ``trace_s``, a thinned
     sample of every seed and GPU). Columns as :func:`run_power`."""
     summary = read_json(
-        evaluate_dir / "summary.json", written_by("evaluate", "summary.json"), ("deployments",)
+        evaluate_dir / EVALUATE.summary_json,
+        written_by("evaluate", EVALUATE.summary_json),
+        ("deployments",),
     )
     traces, samples = [], []
     for deployment, info in summary["deployments"].items():
         for arm in info["arms"]:
-            table = pq.read_table(evaluate_dir / deployment / f"{arm}.samples.parquet")
-            meta = json.loads((table.schema.metadata or {})[RUN_METADATA_KEY])
+            table = pq.read_table(evaluate_dir / deployment / SIM_RUN.samples(arm))
+            meta = json.loads((table.schema.metadata or {})[SIM_RUN_METADATA_KEY])
             frame = table.select(["seed", "gpu", "sample", "power_w"]).to_pandas()
             labels = {
                 "panel": f"{deployment} (simulator)",
@@ -158,11 +156,13 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
 def learning_curve(folder: Path) -> pd.DataFrame | None:
     """A controller folder's ``learning_curve.csv`` (``timesteps``, ``episode_return``) when
     the controller stage wrote one."""
-    path = folder / "learning_curve.csv"
-    expected = written_by("controller", "learning_curve.csv")
+    path = folder / CONTROLLER.learning_curve
+    expected = written_by("controller", CONTROLLER.learning_curve)
     return read_csv(path, expected, ("timesteps", "episode_return")) if path.exists() else None
 
 
 def controller_info(folder: Path) -> dict[str, Any]:
     """A controller folder's ``controller.json``."""
-    return read_json(folder / "controller.json", written_by("controller", "controller.json"))
+    return read_json(
+        folder / CONTROLLER.controller, written_by("controller", CONTROLLER.controller)
+    )

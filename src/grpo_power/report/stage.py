@@ -18,6 +18,16 @@ from grpo_power import __version__
 from grpo_power.analysis.authority import STUDY_RETAINED_CONCURRENCY
 from grpo_power.atomic import write_text_atomic
 from grpo_power.config import Config
+from grpo_power.layout import (
+    ECONOMICS,
+    EVALUATE,
+    FLEET,
+    IDENTIFY,
+    REPORT,
+    REPORT_FIGURES,
+    RUN,
+    WINDOWS,
+)
 from grpo_power.report import figures as fig
 from grpo_power.report import html
 from grpo_power.report import tables as tab
@@ -33,16 +43,6 @@ from grpo_power.report.inputs import (
 )
 from grpo_power.stage_files import read_csv
 
-FIGURES = (
-    ("power_traces", "Power traces of each arm against the cap"),
-    ("power_distributions", "Power distributions per arm"),
-    ("exceedance_windows", "Exceedance against averaging window, with the study's points"),
-    ("authority", "Actuator authority by deployment"),
-    ("fleet", "Fleet peak share and oversubscription against window and fleet size"),
-    ("ppo_learning", "PPO meta-controller training"),
-    ("throughput_violations", "Throughput against violations per arm"),
-    ("cost_carbon", "Cost and carbon per million tokens"),
-)
 QUESTION = (
     "How much GPU power does GRPO post-training draw, and how does it swing? Can a "
     "meta-controller that acts on generation occupancy keep it under a per-GPU cap while "
@@ -72,7 +72,7 @@ def _exceedance_rows(paths: list[Path], infos: list[RunInfo]) -> pd.DataFrame:
     frames = []
     for path in paths:
         columns = ("scope", "run_id", "window_s", "exceedance", "data")
-        frame = read_csv(path, written_by("windows", "exceedance.csv"), columns)
+        frame = read_csv(path, written_by("windows", WINDOWS.exceedance_csv), columns)
         frame = frame[frame["scope"] == "run_pooled"]
         unknown = set(frame["run_id"]) - set(arms)
         if unknown:
@@ -90,18 +90,20 @@ def make_figures(
     fig.apply_style()
     run_traces, run_samples = run_power(inputs.runs, r.trace_s, r.max_points)
     sim_traces, sim_samples = sim_power(inputs.evaluate, r.trace_s, r.max_points)
-    summary = read_csv(inputs.evaluate / "summary.csv", written_by("evaluate", "summary.csv"))
-    fleet_windows = read_csv(
-        inputs.fleet / "fleet_windows.csv", written_by("fleet", "fleet_windows.csv")
+    summary = read_csv(
+        inputs.evaluate / EVALUATE.summary_csv, written_by("evaluate", EVALUATE.summary_csv)
     )
-    authority = read_csv(inputs.identify / "authority.csv", written_by("identify", "authority.csv"))
+    fleet_windows = read_csv(inputs.fleet / FLEET.fleet_csv, written_by("fleet", FLEET.fleet_csv))
+    authority = read_csv(
+        inputs.identify / IDENTIFY.authority_csv, written_by("identify", IDENTIFY.authority_csv)
+    )
     controllers = {f.name: controller_info(f) for f in inputs.controllers}
     curves = {f.name: learning_curve(f) for f in inputs.controllers}
     exceedance = _exceedance_rows(inputs.exceedance, infos)
     traces = pd.concat([run_traces, sim_traces])
     samples = pd.concat([run_samples, sim_samples])
-    arms = read_csv(inputs.economics / "arms.csv", written_by("economics", "arms.csv"))
-    scaling = read_csv(inputs.fleet / "scaling.csv", written_by("fleet", "scaling.csv"))
+    arms = read_csv(inputs.economics / ECONOMICS.arms, written_by("economics", ECONOMICS.arms))
+    scaling = read_csv(inputs.fleet / FLEET.scaling_csv, written_by("fleet", FLEET.scaling_csv))
     # name -> (draw the figure, the data labels it shows)
     drawn = {
         "power_traces": (lambda: fig.power_traces(traces), traces["data"]),
@@ -130,7 +132,7 @@ def make_figures(
         "cost_carbon": (lambda: fig.cost_carbon(arms), arms["data"]),
     }
     made = []
-    for name, title in FIGURES:
+    for name, title in REPORT_FIGURES.items():
         draw, data = drawn[name]
         pdf, png = fig.save_figure(draw(), out / "figures", name, r.dpi)
         made.append((name, title, f"{fig.data_label(data)}. {fig.CAPTIONS[name]}", png, pdf))
@@ -153,7 +155,7 @@ def _setup(infos: list[RunInfo], evaluate: tab.JsonFile, fleet: tab.JsonFile, ou
             "period (s)",
             "samples",
         ],
-        sources=[i.folder / "manifest.json" for i in infos],
+        sources=[i.folder / RUN.manifest for i in infos],
     )
     for i in infos:
         hw = i.manifest.get("hardware", {})
@@ -271,16 +273,20 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
     out = Path(out)
     econ = config.economics
     infos = run_infos(inputs.runs)
-    ratios = tab.CsvFile(inputs.evaluate / "ratios.csv", written_by("evaluate", "ratios.csv"))
-    summary = tab.CsvFile(inputs.evaluate / "summary.csv", written_by("evaluate", "summary.csv"))
+    ratios = tab.CsvFile(inputs.evaluate / EVALUATE.ratios, written_by("evaluate", EVALUATE.ratios))
+    summary = tab.CsvFile(
+        inputs.evaluate / EVALUATE.summary_csv, written_by("evaluate", EVALUATE.summary_csv)
+    )
     evaluate_json = tab.JsonFile(
-        inputs.evaluate / "summary.json", written_by("evaluate", "summary.json")
+        inputs.evaluate / EVALUATE.summary_json, written_by("evaluate", EVALUATE.summary_json)
     )
     authority = tab.CsvFile(
-        inputs.identify / "authority.csv", written_by("identify", "authority.csv")
+        inputs.identify / IDENTIFY.authority_csv, written_by("identify", IDENTIFY.authority_csv)
     )
-    comparison = tab.CsvFile(inputs.fleet / "comparison.csv", written_by("fleet", "comparison.csv"))
-    fleet_json = tab.JsonFile(inputs.fleet / "summary.json", written_by("fleet", "summary.json"))
+    comparison = tab.CsvFile(
+        inputs.fleet / FLEET.comparison_csv, written_by("fleet", FLEET.comparison_csv)
+    )
+    fleet_json = tab.JsonFile(inputs.fleet / FLEET.summary, written_by("fleet", FLEET.summary))
     e = {
         name: tab.CsvFile(inputs.economics / f"{name}.csv", written_by("economics", f"{name}.csv"))
         for name in ("constants", "arms", "savings", "oversubscription", "sensitivity", "pilot")
@@ -407,9 +413,7 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
         f"grpo-power {__version__}. Every number below comes from a file an earlier stage wrote; "
         "numbers labelled SIMULATED come from the power model or the GRPO step simulator."
     )
-    index = write_text_atomic(
-        out / "index.html", html.page(config.report.title, subtitle, sections)
-    )
+    index = write_text_atomic(out / REPORT.page, html.page(config.report.title, subtitle, sections))
     numbers = sum(
         isinstance(part, tab.Num)
         for t in [study, *tables, *economics]

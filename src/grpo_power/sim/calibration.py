@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from grpo_power.config import Config, DeploymentConfig
+from grpo_power.stats import nonnegative_least_squares
 
 CALIBRATION_KIND = "grpo-power simulator calibration"
 CALIBRATION_VERSION = 1
@@ -497,17 +498,10 @@ def fit_linear(
         values, scale, _ = features[name]
         offset += np.asarray(values, dtype=float) * scale * prior
     coefficients: dict[str, float] = {}
-    active = list(chosen)
-    while active:  # non-negative least squares by dropping negative coefficients
-        design = np.column_stack([features[n][0] * features[n][1] for n in active])
-        solution, *_ = np.linalg.lstsq(design, measured - offset, rcond=None)
-        if (solution >= 0).all():
-            coefficients = dict(zip(active, map(float, solution), strict=True))
-            break
-        worst = active[int(np.argmin(solution))]
-        active.remove(worst)
-        coefficients[worst] = 0.0
-    coefficients = {n: coefficients.get(n, 0.0) for n in chosen}
+    if chosen:
+        design = np.column_stack(columns)
+        solution = nonnegative_least_squares(design, measured - offset)
+        coefficients = dict(zip(chosen, map(float, solution), strict=True))
     predicted = offset + sum(
         (features[n][0] * features[n][1] * c for n, c in coefficients.items()),
         start=np.zeros_like(measured),

@@ -47,6 +47,7 @@ from grpo_power.config import (
 )
 from grpo_power.sim.calibration import Calibration, draw
 from grpo_power.sim.power_model import A100PowerModel
+from grpo_power.stats import normal_sf
 
 KINDS = ("host", "prefill", "decode", "score", "train", "optimizer")
 HOST, PREFILL, DECODE, SCORE, TRAIN, OPTIMIZER = range(len(KINDS))
@@ -268,19 +269,6 @@ class StepModel:
         return duration_s * slow, np.where(over, held_w, power_w)
 
 
-def normal_sf(z: np.ndarray) -> np.ndarray:
-    """Upper tail of the standard normal, P(Z > z) (Abramowitz-Stegun 7.1.26, error < 1e-7)."""
-    z = np.asarray(z, dtype=float)
-    x = np.abs(z) / math.sqrt(2.0)
-    t = 1.0 / (1.0 + 0.3275911 * x)
-    poly = 1.061405429
-    for coefficient in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
-        poly = coefficient + t * poly
-    poly = t * poly
-    erfc = poly * np.exp(-x * x)
-    return np.where(z >= 0, 0.5 * erfc, 1.0 - 0.5 * erfc)
-
-
 @dataclass(frozen=True)
 class ExpectedRates:
     """Long-run rates of a static setting from the noise-free plan (no simulation).
@@ -471,17 +459,6 @@ class SimRun:
         return readings
 
 
-def actuator_levels(bounds: ActuatorBounds) -> list[int]:
-    """Sweep levels of an actuator: its bounds and the powers of two between them, ascending."""
-    levels = {bounds.min, bounds.max}
-    value = 1
-    while value <= bounds.max:
-        if value >= bounds.min:
-            levels.add(value)
-        value *= 2
-    return sorted(levels)
-
-
 def sweep_deployment(
     calibration: Calibration, deployment: str, config: Config, seed: int
 ) -> list[dict[str, Any]]:
@@ -495,8 +472,8 @@ def sweep_deployment(
     physics = physics_for(calibration, deployment, config)
     w = config.workload
     levels = {
-        "concurrency": actuator_levels(w.concurrency_bounds),
-        "max_new_tokens": actuator_levels(w.max_new_tokens_bounds),
+        "concurrency": w.concurrency_bounds.levels(),
+        "max_new_tokens": w.max_new_tokens_bounds.levels(),
         "num_generations": sorted(set(config.sim.group_sizes)),
     }
     defaults = {

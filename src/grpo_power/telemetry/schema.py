@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from grpo_power import __version__
 from grpo_power.config.base import validation_problems
+from grpo_power.layout import TRACE_METADATA_KEY
 
 TRACE_SCHEMA = pa.schema(
     [
@@ -31,7 +32,6 @@ TRACE_COLUMNS: tuple[str, ...] = tuple(TRACE_SCHEMA.names)
 # Every reader needs these; the others are optional (absent: null, as a sensor without them).
 REQUIRED_COLUMNS: tuple[str, ...] = ("t", "gpu", "power_w")
 OPTIONAL_COLUMNS: tuple[str, ...] = tuple(c for c in TRACE_COLUMNS if c not in REQUIRED_COLUMNS)
-METADATA_KEY = b"grpo_power"
 
 TraceSource = Literal["nvml", "simulated", "imported"]
 
@@ -55,12 +55,12 @@ class TraceMetadata(BaseModel):
 
     def to_schema(self) -> pa.Schema:
         """The trace schema carrying this metadata."""
-        return TRACE_SCHEMA.with_metadata({METADATA_KEY: self.model_dump_json().encode()})
+        return TRACE_SCHEMA.with_metadata({TRACE_METADATA_KEY: self.model_dump_json().encode()})
 
     @classmethod
     def raw_from_schema(cls, schema: pa.Schema, path: str) -> dict[str, Any] | None:
         """The metadata stored in a trace file's schema, unvalidated; None when it has none."""
-        raw = (schema.metadata or {}).get(METADATA_KEY)
+        raw = (schema.metadata or {}).get(TRACE_METADATA_KEY)
         if raw is None:
             return None
         try:
@@ -88,7 +88,7 @@ class TraceMetadata(BaseModel):
         data = cls.raw_from_schema(schema, path)
         if data is None:
             raise ValueError(
-                f"{path}: not a grpo-power trace (no '{METADATA_KEY.decode()}' metadata); "
+                f"{path}: not a grpo-power trace (no '{TRACE_METADATA_KEY.decode()}' metadata); "
                 "use `grpo-power telemetry import` for nvidia-smi or DCGM logs"
             )
         return cls.validated(data, path)

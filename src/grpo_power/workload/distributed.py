@@ -22,6 +22,7 @@ from pathlib import Path
 from types import FrameType
 
 from grpo_power.config import RunSize
+from grpo_power.layout import RUN
 from grpo_power.workload.manifest import RunManifest
 from grpo_power.workload.resume import EXIT_INTERRUPTED, StopSignals
 
@@ -63,7 +64,7 @@ def relaunch_with_accelerate(run_size: RunSize, cli_args: list[str], run_folder:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    manifest = RunManifest.read(run_folder / "manifest.json")
+    manifest = RunManifest.read(run_folder / RUN.manifest)
     if returncode != 0 and manifest is not None and manifest.data["status"] == "interrupted":
         return EXIT_INTERRUPTED
     return returncode

@@ -12,9 +12,7 @@ with the choice, and the file is reused while the settings that determine it are
 
 from __future__ import annotations
 
-import hashlib
 import json
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,49 +21,20 @@ import numpy as np
 
 from grpo_power.atomic import write_json_atomic
 from grpo_power.config import Config
-from grpo_power.control.contract import Action
 from grpo_power.control.controllers import FixedController
+from grpo_power.layout import FIXED_SAFE, RUN
+from grpo_power.stats import percentile_upper_bound
+from grpo_power.telemetry.steplog import read_step_log
 from grpo_power.telemetry.store import read_trace
-from grpo_power.workflow_params import calibration_settings
+from grpo_power.workload.failsafe import calibration_key
 from grpo_power.workload.resume import RunPaths
-from grpo_power.workload.steplog import read_step_log
-
-
-def candidate_concurrencies(low: int, high: int) -> list[int]:
-    """Powers of two within [low, high] plus ``high``, highest first."""
-    values = {high, low}
-    value = 1
-    while value <= high:
-        if value >= low:
-            values.add(value)
-        value *= 2
-    return sorted(values, reverse=True)
-
-
-def _calibration_key(config: Config) -> str:
-    return hashlib.sha256(calibration_settings(config).encode()).hexdigest()[:16]
-
-
-def percentile_upper_bound(values: np.ndarray, percentile: float, confidence: float) -> float:
-    """Distribution-free upper confidence bound of a percentile: the smallest order statistic
-    x_(k) with P(Binomial(n, q) <= k - 1) >= confidence; the maximum when n is too small."""
-    x = np.sort(np.asarray(values, dtype=float))
-    n, q = len(x), percentile / 100.0
-    ks = np.arange(n + 1)
-    log_pmf = (
-        np.array([math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) for k in ks])
-        + ks * math.log(q)
-        + (n - ks) * math.log1p(-q)
-    )
-    cdf = np.cumsum(np.exp(log_pmf))  # cdf[j] = P(Binomial(n, q) <= j)
-    enough = np.nonzero(cdf[:n] >= confidence)[0]
-    return float(x[enough[0]]) if len(enough) else float(x[-1])
+from grpo_power.workload.runner import run_grpo
 
 
 def steps_power_w(run_folder: Path) -> np.ndarray:
     """Per-GPU power samples over a run's steps (samples before the first step excluded), W."""
-    steps = read_step_log(run_folder / "steps.parquet")
-    frame = read_trace(run_folder / "trace.parquet").frame
+    steps = read_step_log(run_folder / RUN.steps)
+    frame = read_trace(run_folder / RUN.trace).frame
     in_steps = (frame["t"] >= steps["start_s"].min()) & (frame["t"] <= steps["end_s"].max())
     return frame.loc[in_steps, "power_w"].to_numpy()
 
@@ -89,7 +58,6 @@ def calibrate_fixed_safe(
     Returns the saved calibration: the chosen concurrency, every candidate's measured percentile,
     and whether any candidate stayed under the cap.
     """
-    from grpo_power.workload.runner import run_grpo  # the runner imports this module's callers
 
     def run_here(concurrency: int, run_folder: Path) -> None:
         run_grpo(
@@ -102,8 +70,8 @@ def calibrate_fixed_safe(
             show_progress=show_progress,
         )
 
-    result_path = folder / "fixed_safe.json"
-    key = _calibration_key(config)
+    result_path = folder / FIXED_SAFE.setting
+    key = calibration_key(config)
     if result_path.exists():
         saved = json.loads(result_path.read_text())
         if saved.get("key") == key:
@@ -112,9 +80,7 @@ def calibrate_fixed_safe(
     bounds = config.workload.concurrency_bounds
     measured: list[dict[str, float]] = []
     chosen = None
-    candidates = [
-        (c, folder / f"concurrency-{c}") for c in candidate_concurrencies(bounds.min, bounds.max)
-    ]
+    candidates = [(c, folder / f"concurrency-{c}") for c in reversed(bounds.levels())]
     if run_candidates is not None:
         run_candidates(candidates)
     for concurrency, run_folder in candidates:
@@ -145,19 +111,7 @@ def calibrate_fixed_safe(
         "concurrency": chosen if chosen is not None else bounds.min,
         "under_cap": chosen is not None,
         "candidates": measured,
-        "simulated_power": read_trace(run_folder / "trace.parquet").metadata.simulated,
+        "simulated_power": read_trace(run_folder / RUN.trace).metadata.simulated,
     }
     write_json_atomic(result_path, result)
     return result
-
-
-def failsafe_action(config: Config) -> Action:
-    """The setting a run holds while its telemetry is stale: the calibrated fixed-safe
-    concurrency where a calibration exists for this size, else the lowest concurrency."""
-    path = config.results_dir / "calibration" / config.workload.size / "fixed_safe.json"
-    concurrency = config.workload.concurrency_bounds.min
-    if path.exists():
-        saved = json.loads(path.read_text())
-        if saved.get("key") == _calibration_key(config):
-            concurrency = int(saved["concurrency"])
-    return Action(concurrency=concurrency, max_new_tokens=config.workload.max_new_tokens)

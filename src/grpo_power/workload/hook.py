@@ -20,9 +20,9 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from grpo_power.control.contract import Action, Observation, power_observation_fields
 from grpo_power.control.controllers import Controller, StatefulController
+from grpo_power.telemetry.steplog import StepLogWriter
 from grpo_power.workload.actuators import Actuators
 from grpo_power.workload.resume import ResumePoint, RunPaths
-from grpo_power.workload.steplog import StepLogWriter
 from grpo_power.workload.trainer import PowerAwareGRPOTrainer, StepStats
 
 PowerWindow = Callable[[float], np.ndarray]

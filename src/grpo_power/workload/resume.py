@@ -34,8 +34,9 @@ import pyarrow.parquet as pq
 
 from grpo_power.atomic import write_json_atomic
 from grpo_power.journal import earlier_path, journal_path, seal_journal
+from grpo_power.layout import RUN
+from grpo_power.telemetry.steplog import trim_step_log
 from grpo_power.workload.manifest import RunManifest, unfinished_path
-from grpo_power.workload.steplog import trim_step_log
 
 EXIT_INTERRUPTED = 75  # EX_TEMPFAIL: stopped by a signal with its state saved; rerun to resume
 
@@ -48,15 +49,15 @@ class RunPaths:
 
     @property
     def trace(self) -> Path:
-        return self.folder / "trace.parquet"
+        return self.folder / RUN.trace
 
     @property
     def steps(self) -> Path:
-        return self.folder / "steps.parquet"
+        return self.folder / RUN.steps
 
     @property
     def manifest(self) -> Path:
-        return self.folder / "manifest.json"
+        return self.folder / RUN.manifest
 
     @property
     def checkpoints(self) -> Path:

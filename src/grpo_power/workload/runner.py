@@ -28,15 +28,15 @@ from grpo_power.telemetry.factory import open_source
 from grpo_power.telemetry.record import trace_metadata
 from grpo_power.telemetry.sampler import PowerSampler
 from grpo_power.telemetry.signals import WorkloadSignal
+from grpo_power.telemetry.steplog import StepLogWriter
 from grpo_power.telemetry.store import TraceWriter
 from grpo_power.workload.actuators import Actuators
-from grpo_power.workload.fixed_safe import failsafe_action
+from grpo_power.workload.failsafe import failsafe_action
 from grpo_power.workload.hook import ControllerCallback
 from grpo_power.workload.lock import RunLock
 from grpo_power.workload.manifest import RunManifest
 from grpo_power.workload.models import load_model
 from grpo_power.workload.resume import ResumePoint, RunPaths, StopSignals, start_or_resume
-from grpo_power.workload.steplog import StepLogWriter
 from grpo_power.workload.task import arithmetic_dataset, exact_answer_reward, format_reward
 from grpo_power.workload.trainer import PowerAwareGRPOTrainer
 

@@ -19,8 +19,9 @@ import numpy as np
 from grpo_power.atomic import write_json_atomic
 from grpo_power.config import Config
 from grpo_power.control.controllers import FixedController
+from grpo_power.layout import RUN, SWEEP
+from grpo_power.telemetry.steplog import read_step_log
 from grpo_power.telemetry.store import read_trace
-from grpo_power.workload.steplog import read_step_log
 
 
 def sweep_settings(config: Config) -> list[tuple[str, int, Config]]:
@@ -55,7 +56,7 @@ def sweep_settings(config: Config) -> list[tuple[str, int, Config]]:
     return out
 
 
-SWEEP_INDEX = "sweep.json"
+SWEEP_INDEX = SWEEP.index
 SweepRunner = Callable[[list[tuple[str, int, Config, Path]]], None]
 
 
@@ -127,9 +128,9 @@ def measured_sweep_row(
     Mean per-GPU power over the steps after the first (start-up excluded); throughput =
     completion tokens / wall time of those steps; violations against ``config.cap_w``.
     """
-    steps = read_step_log(folder / "steps.parquet")
+    steps = read_step_log(folder / RUN.steps)
     steps = steps[steps["step"] > 1] if len(steps) > 1 else steps
-    trace = read_trace(folder / "trace.parquet")
+    trace = read_trace(folder / RUN.trace)
     frame = trace.frame
     inside = (frame["t"] >= steps["start_s"].min()) & (frame["t"] <= steps["end_s"].max())
     power = frame.loc[inside, "power_w"].to_numpy()

@@ -1,0 +1,168 @@
+"""The fleet stage: read the runs' bins, build the fleet (wall clock or Monte Carlo), the
+scaling study over fleet sizes, the comparison; write everything atomically."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from grpo_power.analysis.fleet.comparison import comparison_markdown, comparison_table
+from grpo_power.analysis.fleet.factors import stats_table
+from grpo_power.analysis.fleet.inputs import (
+    JobSource,
+    RunBins,
+    check_compatible,
+    load_job_source,
+    read_run_bins,
+)
+from grpo_power.analysis.fleet.monte_carlo import DrawStats, MonteCarloFleet, draw_summary
+from grpo_power.analysis.fleet.wall_clock import choose_alignment, wall_clock_fleet
+from grpo_power.config import Config
+from grpo_power.layout import FLEET, WINDOWS
+
+
+@dataclass
+class FleetResult:
+    """Everything the fleet stage computes."""
+
+    fleet: pd.DataFrame
+    scaling: pd.DataFrame
+    comparison: pd.DataFrame
+    summary: dict[str, Any]
+
+
+def analyze_fleet(
+    inputs: Sequence[Path | str], config: Config, exceedance_files: Sequence[Path] | None = None
+) -> FleetResult:
+    """The fleet stage on windows-stage outputs (folders or ``bins.parquet`` files)."""
+    runs = [read_run_bins(p) for p in inputs]
+    check_compatible(runs, config.windows.bin_s)
+    ids = [r.run_id for r in runs]
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        files = [str(r.path) for r in runs if r.run_id == dup]
+        raise ValueError(
+            f"{files[-1]}: run_id: the same run is given twice ({dup!r}, also as "
+            f"{', '.join(files[:-1])}); expected each run's windows output once"
+        )
+    if exceedance_files is None:
+        exceedance_files = [r.path.with_name(WINDOWS.exceedance_parquet) for r in runs]
+    fc = config.fleet
+    bin_s = config.windows.bin_s
+    windows_s = list(config.windows.windows_s)
+    label = "simulated" if any(r.simulated for r in runs) else "measured"
+    seed = config.seed if fc.seed is None else fc.seed
+    rng = np.random.default_rng(seed)
+    alignment = choose_alignment(runs, config)
+    summary: dict[str, Any] = {
+        "inputs": [str(r.path) for r in runs],
+        "run_ids": ids,
+        "data": label,
+        "simulated": label == "simulated",
+        "alignment": alignment,
+        "window_s": fc.window_s,
+        "margin": fc.margin,
+        "peak_quantile": fc.peak_quantile,
+        "bin_s": bin_s,
+        "cap_w_per_gpu": config.cap_w,
+        "seed": seed,
+    }
+    sources: list[JobSource] | None = None
+    if alignment == "wall_clock":
+        n_gpus = sum(r.n_gpus for r in runs)
+        counts, info = wall_clock_fleet(
+            runs, windows_s, bin_s, config.cap_w * n_gpus, fc.partition_bins
+        )
+        nameplate = sum(r.n_gpus * r.nameplate_w for r in runs)
+        stats = DrawStats(
+            windows_s,
+            np.array([[c.windows for c in counts]]),
+            np.array([[c.over for c in counts]]),
+            np.array([[c.peak_mean_w for c in counts]]),
+            np.array([nameplate]),
+        )
+        summary.update(info)
+    else:
+        n_gpus = fc.n_gpus
+        sources = [load_job_source(r) for r in runs]
+        horizon = None if fc.horizon_s is None else max(1, round(fc.horizon_s / bin_s))
+        mc = MonteCarloFleet(sources, horizon, rng)
+        stats = mc.run(n_gpus, fc.draws, windows_s, bin_s, config.cap_w)
+        summary.update(draw_summary(mc, sources, bin_s))
+    summary["n_gpus"] = n_gpus
+    fleet_table = stats_table(stats, n_gpus, alignment, config, label)
+    scaling = scaling_study(runs, config, label, rng, sources)
+    comparison = comparison_table(fleet_table, runs, exceedance_files, config, label)
+    chosen = fleet_table[np.isclose(fleet_table["window_s"], fc.window_s)].iloc[0]
+    summary.update(
+        {
+            "peak_share_mean": chosen["peak_share_mean"],
+            "peak_share_sizing": chosen["peak_share_sizing"],
+            "factor": chosen["factor"],
+            "factor_no_margin_mean_peak": chosen["factor_no_margin_mean_peak"],
+            "chosen_window_fits": bool(chosen["windows_per_draw"] > 0),
+        }
+    )
+    return FleetResult(fleet_table, scaling, comparison, summary)
+
+
+def scaling_study(
+    runs: Sequence[RunBins],
+    config: Config,
+    label: str,
+    rng: np.random.Generator,
+    sources: Sequence[JobSource] | None = None,
+) -> pd.DataFrame:
+    """Monte Carlo fleets of each configured size: how peak share and the factor change."""
+    fc = config.fleet
+    if sources is None:
+        sources = [load_job_source(r) for r in runs]
+    horizon = None if fc.horizon_s is None else max(1, round(fc.horizon_s / config.windows.bin_s))
+    mc = MonteCarloFleet(sources, horizon, rng)
+    tables = []
+    for size in fc.scaling_sizes:
+        stats = mc.run(
+            size, fc.scaling_draws, config.windows.windows_s, config.windows.bin_s, config.cap_w
+        )
+        tables.append(stats_table(stats, size, "monte_carlo", config, label))
+    return pd.concat(tables, ignore_index=True)
+
+
+def write_fleet(result: FleetResult, out_dir: Path | str) -> list[Path]:
+    """Write the fleet stage's outputs into ``out_dir`` (each file atomically).
+
+    Files: ``fleet_windows.csv``/``.parquet``, ``scaling.csv``/``.parquet``,
+    ``comparison.csv``, ``comparison.md`` and ``summary.json``.
+    """
+    from grpo_power.atomic import (
+        write_csv_atomic,
+        write_json_atomic,
+        write_parquet_atomic,
+        write_text_atomic,
+    )
+
+    out = Path(out_dir)
+    return [
+        write_csv_atomic(out / FLEET.fleet_csv, result.fleet),
+        write_parquet_atomic(out / FLEET.fleet_parquet, result.fleet),
+        write_csv_atomic(out / FLEET.scaling_csv, result.scaling),
+        write_parquet_atomic(out / FLEET.scaling_parquet, result.scaling),
+        write_csv_atomic(out / FLEET.comparison_csv, result.comparison),
+        write_text_atomic(
+            out / FLEET.comparison_md,
+            comparison_markdown(result.comparison, result.summary["data"], result.summary),
+        ),
+        write_json_atomic(out / FLEET.summary, result.summary),
+    ]
+
+
+def run_fleet(inputs: Sequence[Path | str], out_dir: Path | str, config: Config) -> FleetResult:
+    """The fleet stage: read windows outputs, analyse, write; returns the result."""
+    result = analyze_fleet(inputs, config)
+    write_fleet(result, out_dir)
+    return result

@@ -1,0 +1,262 @@
+"""Where every stage's files lie under the results folder, and what they are called.
+
+The one place that names them: the CLI's defaults, the stages that write and read the files,
+the report's inputs and the workflow (``workflow/rules/common.smk``) import these names, so a
+file is renamed here or nowhere. Also the keys under which grpo-power stores its metadata in a
+Parquet file's schema.
+
+    results/
+      runs/SIZE/ARM/seedN/          RUN: trace, step log, manifest        (stage run)
+      calibration/SIZE/             FIXED_SAFE: the fixed-safe setting     (grpo-power calibrate)
+      identify/                     IDENTIFY: calibration fit, authority   (stage identify)
+      identify/real-sweep/          SWEEP: the real-workload sweep         (grpo-power sweep)
+      controller/DEPLOYMENT/        CONTROLLER: policy, normalisation      (stage controller)
+      evaluate/study/, scenarios/N  EVALUATE: per-arm metrics, ratios      (stage evaluate)
+      windows/<trace key>/          WINDOWS: exceedance, gaps, bins        (stage windows)
+      fleet/                        FLEET: fleet peak, scaling, comparison (stage fleet)
+      economics/                    ECONOMICS: cost, carbon, pilot         (stage economics)
+      report/                       REPORT: index.html, figures/           (stage report)
+      configs/, logs/               the resolved configs the jobs read; the jobs' logs
+
+Imports nothing of grpo-power: every layer may use it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+# Keys of grpo-power's metadata in a Parquet file's schema.
+TRACE_METADATA_KEY = b"grpo_power"  # a power trace's TraceMetadata (telemetry/schema.py)
+SIM_RUN_METADATA_KEY = b"grpo_power_sim_run"  # a simulated run's samples (control/rollout.py)
+BINS_METADATA_KEY = b"grpo_power_bins"  # the windows stage's energy bins (analysis/bins.py)
+
+
+@dataclass(frozen=True)
+class _Files:
+    """A stage's output file names, one field each."""
+
+    def names(self) -> tuple[str, ...]:
+        """Every file name, in field order."""
+        return tuple(getattr(self, field.name) for field in fields(self))
+
+    def paths(self, folder: Path | str) -> dict[str, Path]:
+        """Every file in ``folder``, keyed by field name (a Snakemake rule's named outputs)."""
+        return {field.name: Path(folder) / getattr(self, field.name) for field in fields(self)}
+
+
+@dataclass(frozen=True)
+class RunFiles(_Files):
+    """One GRPO run's folder (``runs/SIZE/ARM/seedN``)."""
+
+    trace: str = "trace.parquet"
+    steps: str = "steps.parquet"
+    manifest: str = "manifest.json"
+
+
+@dataclass(frozen=True)
+class FixedSafeFiles(_Files):
+    """The fixed-safe arm's calibration (``calibration/SIZE``)."""
+
+    setting: str = "fixed_safe.json"
+
+
+@dataclass(frozen=True)
+class IdentifyFiles(_Files):
+    """The identify stage's folder: the calibration fit and the authority table."""
+
+    calibration: str = "calibration.json"
+    sweeps: str = "sweeps.csv"
+    authority_csv: str = "authority.csv"
+    authority_md: str = "authority.md"
+    authority_json: str = "authority.json"
+
+
+@dataclass(frozen=True)
+class SweepFiles(_Files):
+    """The real-workload actuator sweep's folder: its index (each run in a subfolder)."""
+
+    index: str = "sweep.json"
+
+
+@dataclass(frozen=True)
+class ControllerFiles(_Files):
+    """One deployment's trained controller."""
+
+    controller: str = "controller.json"
+    policy_npz: str = "policy.npz"
+    policy_zip: str = "policy.zip"
+    normalization: str = "vecnormalize.pkl"
+    learning_curve: str = "learning_curve.csv"
+
+
+@dataclass(frozen=True)
+class EvaluateFiles(_Files):
+    """One evaluation (the study's or a scenario's); simulated samples lie beside them."""
+
+    summary_csv: str = "summary.csv"
+    ratios: str = "ratios.csv"
+    metrics: str = "metrics.csv"
+    table: str = "table.md"
+    summary_json: str = "summary.json"
+
+
+@dataclass(frozen=True)
+class SimRunFiles(_Files):
+    """One deployment's simulated runs inside an evaluation (``<evaluation>/DEPLOYMENT/``),
+    besides ``<arm>.samples.parquet`` and ``<arm>.steps.parquet`` of each arm."""
+
+    arms: str = "arms.json"
+
+    @staticmethod
+    def samples(arm: str) -> str:
+        """The power samples of one arm's simulated runs."""
+        return f"{arm}.samples.parquet"
+
+    @staticmethod
+    def steps(arm: str) -> str:
+        """The step rows of one arm's simulated runs."""
+        return f"{arm}.steps.parquet"
+
+
+@dataclass(frozen=True)
+class WindowsFiles(_Files):
+    """The windows stage's folder of one trace."""
+
+    exceedance_csv: str = "exceedance.csv"
+    exceedance_parquet: str = "exceedance.parquet"
+    gaps: str = "gaps.csv"
+    bins: str = "bins.parquet"
+    summary: str = "summary.json"
+
+
+@dataclass(frozen=True)
+class FleetFiles(_Files):
+    """The fleet stage's folder."""
+
+    fleet_csv: str = "fleet_windows.csv"
+    fleet_parquet: str = "fleet_windows.parquet"
+    scaling_csv: str = "scaling.csv"
+    scaling_parquet: str = "scaling.parquet"
+    comparison_csv: str = "comparison.csv"
+    comparison_md: str = "comparison.md"
+    summary: str = "summary.json"
+
+
+@dataclass(frozen=True)
+class EconomicsFiles(_Files):
+    """The economics stage's folder."""
+
+    constants: str = "constants.csv"
+    runs: str = "runs.csv"
+    arms: str = "arms.csv"
+    savings: str = "savings.csv"
+    oversubscription: str = "oversubscription.csv"
+    pilot: str = "pilot.csv"
+    sensitivity: str = "sensitivity.csv"
+    summary: str = "summary.json"
+
+
+@dataclass(frozen=True)
+class ReportFiles(_Files):
+    """The report stage's page; its figures are ``figures/<name>.pdf|png``."""
+
+    page: str = "index.html"
+
+
+# Written by identify only when it fits real runs (a sweep or measured traces): the fit's residuals.
+FIT_RESIDUALS = "fit_residuals.csv"
+
+RUN = RunFiles()
+FIXED_SAFE = FixedSafeFiles()
+IDENTIFY = IdentifyFiles()
+SWEEP = SweepFiles()
+CONTROLLER = ControllerFiles()
+EVALUATE = EvaluateFiles()
+SIM_RUN = SimRunFiles()
+WINDOWS = WindowsFiles()
+FLEET = FleetFiles()
+ECONOMICS = EconomicsFiles()
+REPORT = ReportFiles()
+
+# The report's figures and their titles, each written as figures/<name>.pdf and .png; the
+# workflow's caption of each is workflow/report/figure_<name>.rst.
+REPORT_FIGURES = {
+    "power_traces": "Power traces of each arm against the cap",
+    "power_distributions": "Power distributions per arm",
+    "exceedance_windows": "Exceedance against averaging window, with the study's points",
+    "authority": "Actuator authority by deployment",
+    "fleet": "Fleet peak share and oversubscription against window and fleet size",
+    "ppo_learning": "PPO meta-controller training",
+    "throughput_violations": "Throughput against violations per arm",
+    "cost_carbon": "Cost and carbon per million tokens",
+}
+
+
+@dataclass(frozen=True)
+class ResultsLayout:
+    """The folders of a study under its results folder (``results_dir`` of the config)."""
+
+    root: Path
+
+    def run(self, size: str, arm: str, seed: int | str) -> Path:
+        """One GRPO run's folder (``seed`` may be a ``{seed}`` pattern)."""
+        return self.root / "runs" / size / arm / f"seed{seed}"
+
+    def calibration(self, size: str) -> Path:
+        """The fixed-safe calibration folder of a run size."""
+        return self.root / "calibration" / size
+
+    def fixed_safe(self, size: str) -> Path:
+        """The fixed-safe setting a size's fixed-safe runs use."""
+        return self.calibration(size) / FIXED_SAFE.setting
+
+    @property
+    def identify(self) -> Path:
+        return self.root / "identify"
+
+    @property
+    def real_sweep(self) -> Path:
+        return self.identify / "real-sweep"
+
+    @property
+    def controllers(self) -> Path:
+        return self.root / "controller"
+
+    def controller(self, deployment: str) -> Path:
+        """One deployment's controller folder."""
+        return self.controllers / deployment
+
+    @property
+    def evaluate_study(self) -> Path:
+        return self.root / "evaluate" / "study"
+
+    def evaluate_scenario(self, name: str) -> Path:
+        """An evaluation scenario's folder."""
+        return self.root / "evaluate" / "scenarios" / name
+
+    def windows(self, trace: Path | str) -> Path:
+        """The windows folder of a trace under ``root``: ``runs/7b/x/seed0/trace.parquet`` ->
+        ``windows/runs/7b/x/seed0/trace``."""
+        key = Path(trace).relative_to(self.root).with_suffix("")
+        return self.root / "windows" / key
+
+    @property
+    def fleet(self) -> Path:
+        return self.root / "fleet"
+
+    @property
+    def economics(self) -> Path:
+        return self.root / "economics"
+
+    @property
+    def report(self) -> Path:
+        return self.root / "report"
+
+    @property
+    def configs(self) -> Path:
+        return self.root / "configs"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"

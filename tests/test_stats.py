@@ -1,0 +1,63 @@
+"""The statistics module against published tables and brute force."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from grpo_power.stats import mean_ci, nonnegative_least_squares, normal_sf, percentile_upper_bound
+
+
+def test_mean_and_interval_use_students_t() -> None:
+    mean, low, high = mean_ci(np.array([1.0, 2.0, 3.0, 4.0, 5.0]), 0.95)
+    half = 2.7764 * np.std([1, 2, 3, 4, 5], ddof=1) / math.sqrt(5)  # t(0.975, 4) = 2.7764
+    assert mean == 3.0
+    assert (low, high) == pytest.approx((3 - half, 3 + half), abs=1e-3)
+    mean, low, high = mean_ci(np.array([0.0, 2.0]), 0.95)
+    assert high - mean == pytest.approx(12.7062, abs=1e-3)  # t(0.975, 1) x sd sqrt(2) / sqrt(2)
+    assert math.isnan(mean_ci(np.array([7.0]), 0.95)[1])
+    assert math.isnan(mean_ci(np.array([np.nan]), 0.95)[0])
+    assert mean_ci(np.array([1.0, np.nan, 3.0]), 0.95)[0] == 2.0  # NaNs dropped
+
+
+def test_percentile_upper_bound_is_an_order_statistic() -> None:
+    values = np.arange(1.0, 1001.0)  # 1..1000
+    # P(Binomial(1000, 0.99) <= k - 1) >= 0.95 first holds at k = 996 (P = 0.96; 0.93 at 995).
+    assert percentile_upper_bound(values, 99.0, 0.95) == 996.0
+    assert percentile_upper_bound(values[:50], 99.0, 0.95) == 50.0  # too few: the maximum
+    assert percentile_upper_bound(values, 50.0, 0.95) > 500.0
+    rng = np.random.default_rng(0)
+    shuffled = rng.permutation(values)
+    assert percentile_upper_bound(shuffled, 99.0, 0.95) == 996.0  # order of the input is free
+
+
+def test_normal_tail_matches_known_values() -> None:
+    np.testing.assert_allclose(
+        normal_sf(np.array([0.0, 1.0, 1.959964, -1.0])),
+        [0.5, 0.158655, 0.025, 0.841345],
+        atol=1e-6,
+    )
+
+
+def test_nonnegative_least_squares_against_brute_force() -> None:
+    """NNLS is the best of the least-squares fits on every subset of columns whose coefficients
+    are all non-negative (the others held at zero)."""
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        design = rng.normal(size=(12, 3))
+        target = rng.normal(size=12)
+        best = math.inf
+        for size in range(4):
+            for subset in itertools.combinations(range(3), size):
+                if not subset:
+                    best = min(best, float(target @ target))
+                    continue
+                coef, *_ = np.linalg.lstsq(design[:, subset], target, rcond=None)
+                if (coef >= 0).all():
+                    best = min(best, float(np.sum((design[:, subset] @ coef - target) ** 2)))
+        solution = nonnegative_least_squares(design, target)
+        assert (solution >= 0).all()
+        assert float(np.sum((design @ solution - target) ** 2)) == pytest.approx(best, rel=1e-9)
