@@ -57,7 +57,7 @@ done
 import sys
 from pathlib import Path
 from grpo_power.telemetry.store import read_trace
-from grpo_power.workload.steplog import read_step_log
+from grpo_power.telemetry.steplog import read_step_log
 out = Path(sys.argv[1])
 for concurrency in sys.argv[2:]:
     run = out / f"grpo-c{concurrency}"
