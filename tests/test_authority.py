@@ -15,7 +15,8 @@ from grpo_power.analysis.authority import (
     write_authority,
 )
 from grpo_power.control.env import ControlSpace
-from grpo_power.sim.calibration import Parameter, default_calibration
+from grpo_power.sim.calibration import default_calibration
+from grpo_power.sim.defaults import Parameter
 from grpo_power.sim.grpo_sim import sweep_deployment
 
 WEIGHTS = {"tokens_weight": 1.0, "violation_weight": 10.0, "energy_weight": 0.2}

@@ -15,18 +15,13 @@ import pytest
 
 from grpo_power.config import Config
 from grpo_power.sim.calibration import (
-    DEPLOYMENT_PARAMETERS,
-    POWER_PARAMETERS,
-    Parameter,
-    RunData,
     calibration_for,
     default_calibration,
-    draw,
-    fit_from_runs,
-    fit_linear,
     load_calibration,
     save_calibration,
 )
+from grpo_power.sim.defaults import DEPLOYMENT_PARAMETERS, POWER_PARAMETERS, Parameter, draw
+from grpo_power.sim.fit import RunData, fit_from_runs, fit_linear
 from grpo_power.sim.grpo_sim import (
     DECODE,
     OPTIMIZER,

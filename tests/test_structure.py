@@ -20,6 +20,12 @@ LEAVES = {
     "grpo_power.layout": (),
     "grpo_power.stats": (),
     "grpo_power.atomic": (),
+    "grpo_power.sim": (
+        "grpo_power.sim",
+        "grpo_power.config",
+        "grpo_power.stats",
+        "grpo_power.layout",
+    ),
     "grpo_power.config": (
         "grpo_power.config",
         "grpo_power.layout",

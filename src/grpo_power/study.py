@@ -36,7 +36,7 @@ class IdentifyResult:
 
 
 def _run_data(folder: Path) -> Any:
-    from grpo_power.sim.calibration import RunData
+    from grpo_power.sim.fit import RunData
     from grpo_power.telemetry.steplog import read_step_log
     from grpo_power.telemetry.store import read_trace
 
@@ -74,7 +74,8 @@ def identify(
     """
     from grpo_power.analysis.authority import write_authority
     from grpo_power.atomic import write_csv_atomic
-    from grpo_power.sim.calibration import calibration_for, fit_from_runs, save_calibration
+    from grpo_power.sim.calibration import calibration_for, save_calibration
+    from grpo_power.sim.fit import fit_from_runs
     from grpo_power.sim.grpo_sim import sweep_deployment
 
     out = Path(out)

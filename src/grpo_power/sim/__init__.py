@@ -1,3 +1,10 @@
-"""Physics only: the A100 power model (``power_model``), the GRPO step simulator of the study's
-deployments (``grpo_sim``) and its calibration (``calibration``). Imports nothing else of
-grpo_power but ``config``; everything it produces is simulated."""
+"""Physics only; everything it produces is simulated.
+
+    power_model   the A100 power model: power against occupancy, phase and power limit
+    defaults      every default parameter with its range and published source
+    calibration   a calibration: the parameters in use, its file, its checks against a config
+    fit           identify's fit of the parameters from measured step logs and traces
+    grpo_sim      the GRPO step simulator of the study's deployments
+
+Imports nothing of grpo-power but ``config``, ``stats`` and ``layout``.
+"""

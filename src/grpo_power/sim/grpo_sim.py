@@ -45,7 +45,8 @@ from grpo_power.config import (
     GpuSpec,
     WorkloadConfig,
 )
-from grpo_power.sim.calibration import Calibration, draw
+from grpo_power.sim.calibration import Calibration
+from grpo_power.sim.defaults import draw
 from grpo_power.sim.power_model import A100PowerModel
 from grpo_power.stats import normal_sf
 

@@ -1,0 +1,224 @@
+"""The simulator's default parameters, each with a value, a range and its published source
+(``docs/calibration.md`` lists them all): the GPU's power parameters and each deployment's
+phase-time parameters, derived from public A100 figures; and domain-randomised draws of them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from grpo_power.config import Config, DeploymentConfig
+
+# Public A100 figures the phase-time defaults are derived from.
+A100_BF16_TFLOPS = 312.0  # dense bf16 peak, NVIDIA A100 datasheet
+A100_HBM_TB_S = 1.555  # HBM2 bandwidth of the 40 GB part, A100 datasheet
+# Effective bandwidth of ZeRO-3's per-layer parameter all-gathers during generation (assumption):
+# each decode step gathers every layer in messages of ~1 GB or less, latency-bound and well under
+# the ~230 GB/s NCCL all-gather peak on A100 NVSwitch for large messages (the range's top).
+ALLGATHER_GB_S = 100.0
+ALLGATHER_GB_S_RANGE = (50.0, 230.0)
+LLAMA3_8B_DECODE_MS_PER_B = 14.6 / 8.0  # CALIBRATION.md '7-8B decode time': 14.6 ms at b=1, 8.0B
+LLAMA3_8B_DECODE_MS_PER_SEQ_PER_B = (35.3 - 14.6) / 63 / 8.0  # same row: b=1 -> b=64
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One calibrated quantity: the value used, its plausible range, and where it came from."""
+
+    value: float
+    low: float
+    high: float
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "low": self.low, "high": self.high, "source": self.source}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str) -> Parameter:
+        try:
+            value, low, high = float(data["value"]), float(data["low"]), float(data["high"])
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"{where}: needs numeric value, low and high, got {data!r}") from None
+        if not low <= value <= high:
+            raise ValueError(f"{where}: value {value} lies outside [{low}, {high}]")
+        return cls(value, low, high, str(data.get("source", "")))
+
+
+def _p(value: float, low: float, high: float, source: str) -> Parameter:
+    return Parameter(float(value), float(min(low, value)), float(max(high, value)), source)
+
+
+# Names of the GPU-level power parameters (fractions are of nameplate - idle).
+POWER_PARAMETERS = (
+    "decode_base_frac",
+    "decode_slope_per_doubling",
+    "train_base_frac",
+    "train_slope_per_doubling",
+    "score_frac",
+    "comm_frac",
+    "optimizer_frac",
+    "noise_w",
+    "hwcap_margin_frac",
+    "hwcap_exponent_memory",
+    "hwcap_exponent_compute",
+)
+# Names of the per-deployment phase-time parameters.
+DEPLOYMENT_PARAMETERS = (
+    "decode_base_ms",
+    "decode_ms_per_seq",
+    "prefill_ms_per_token",
+    "train_ms_per_token",
+    "optimizer_s",
+    "gather_ms",
+    "gather_overlap",
+    "gen_call_s",
+    "score_base_s",
+    "score_ms_per_seq",
+)
+
+
+def default_power(config: Config) -> dict[str, Parameter]:
+    """GPU-level power parameters: values from ``telemetry.simulated``, ranges from CALIBRATION.md.
+
+    Fractions are shares of ``nameplate_w - idle_w``.
+    """
+    sim = config.telemetry.simulated
+    span_w = config.gpu.nameplate_w - config.gpu.idle_w
+    idle_w = config.gpu.idle_w
+
+    def frac(watts: float) -> float:
+        return (watts - idle_w) / span_w
+
+    def tdp_frac(share_of_tdp: float) -> float:
+        return frac(share_of_tdp * config.gpu.nameplate_w)
+
+    return {
+        "decode_base_frac": _p(
+            sim.decode_base_frac,
+            frac(222.0),
+            frac(234.0),
+            "CALIBRATION.md '7-8B decode': 222-234 W at b=1",
+        ),
+        "decode_slope_per_doubling": _p(
+            sim.decode_slope_per_doubling,
+            0.035,
+            0.075,
+            "CALIBRATION.md '7-8B decode': 264-339 W at b=16, 316-378 W at b=64",
+        ),
+        "train_base_frac": _p(
+            sim.train_base_frac,
+            0.6,
+            0.8,
+            "assumption below CALIBRATION.md 'training, compute phase' 0.9-1.0 TDP "
+            "(GRPO micro-batches are small)",
+        ),
+        "train_slope_per_doubling": _p(
+            sim.train_slope_per_doubling, 0.0, 0.04, "assumption (identify refits it)"
+        ),
+        "score_frac": _p(sim.score_frac, 0.02, 0.1, "assumption: rewards scored on the CPU"),
+        "comm_frac": _p(
+            tdp_frac(0.42),
+            tdp_frac(0.35),
+            tdp_frac(0.5),
+            "CALIBRATION.md 'training, communication-bound sharded phases': 0.35-0.5 TDP",
+        ),
+        "optimizer_frac": _p(0.45, 0.35, 0.6, "assumption: memory-bound elementwise Adam update"),
+        "noise_w": _p(sim.noise_w, 2.0, 8.0, "assumption (identify refits it from traces)"),
+        "hwcap_margin_frac": _p(
+            0.02, 0.0, 0.04, "assumption: the power-limit loop settles slightly under the limit"
+        ),
+        "hwcap_exponent_memory": _p(
+            0.13,
+            0.08,
+            0.2,
+            "CALIBRATION.md 'energy vs power cap' (Samsi et al.): 250 -> 175 W cap, +6-7 % "
+            "latency for memory-bound decode: slowdown = (demand/limit)^0.13 above idle",
+        ),
+        "hwcap_exponent_compute": _p(
+            0.5,
+            0.33,
+            1.0,
+            "assumption: compute-bound phases slow between the DVFS cube law (1/3) and "
+            "clock-proportional (1)",
+        ),
+    }
+
+
+def default_deployment(deployment: DeploymentConfig) -> dict[str, Parameter]:
+    """Phase-time parameters of one deployment, scaled from the 7-8B sources by parameters.
+
+    Decode reads every weight once per step (time proportional to parameters); prefill and
+    training are FLOP-bound (2 and 6 FLOP per parameter and token at an assumed MFU); a ZeRO-3
+    forward all-gathers the ``(g-1)/g`` of the bf16 weights a GPU does not hold.
+    """
+    b = deployment.params_b
+    g = deployment.gpus
+    sharded = deployment.zero_stage == 3 and g > 1
+    gather_ms = b * 2.0 * (g - 1) / g / ALLGATHER_GB_S * 1e3 if sharded else 0.0
+    prefill = 2.0 * b / A100_BF16_TFLOPS  # ms per token at MFU 1 (b in billions)
+    train = 6.0 * b / A100_BF16_TFLOPS
+    optimizer_s = b * 1e9 * 32.0 / g / (A100_HBM_TB_S * 1e12)
+    return {
+        "decode_base_ms": _p(
+            LLAMA3_8B_DECODE_MS_PER_B * b,
+            1.7 * b,
+            13.7 / 6.74 * b,
+            "CALIBRATION.md '7-8B decode time': Llama-3-8B 14.6 ms, Llama-2-7B 13.7 ms at b=1, "
+            "scaled by parameters",
+        ),
+        "decode_ms_per_seq": _p(
+            LLAMA3_8B_DECODE_MS_PER_SEQ_PER_B * b,
+            0.03 * b,
+            0.08 * b,
+            "CALIBRATION.md '7-8B decode time': Llama-3-8B (GQA, like Qwen2.5) b=1 -> b=64, "
+            "scaled by parameters",
+        ),
+        "prefill_ms_per_token": _p(
+            prefill / 0.5,
+            prefill / 0.65,
+            prefill / 0.35,
+            "2 FLOP/parameter/token at 312 TFLOP/s (A100 bf16), MFU 0.5 (0.35-0.65, assumption)",
+        ),
+        "train_ms_per_token": _p(
+            train / 0.4,
+            train / 0.5,
+            train / 0.3,
+            "6 FLOP/parameter/token at 312 TFLOP/s (A100 bf16), MFU 0.4 (0.3-0.5, assumption)",
+        ),
+        "optimizer_s": _p(
+            optimizer_s,
+            0.7 * optimizer_s,
+            1.5 * optimizer_s,
+            "Adam: 32 bytes read+written per parameter (sharded over GPUs) at 1.555 TB/s HBM",
+        ),
+        "gather_ms": _p(
+            gather_ms,
+            gather_ms * ALLGATHER_GB_S / ALLGATHER_GB_S_RANGE[1],
+            gather_ms * ALLGATHER_GB_S / ALLGATHER_GB_S_RANGE[0],
+            "ZeRO-3: (g-1)/g of the bf16 weights all-gathered per forward at an effective "
+            "100 GB/s (50-230, assumption: per-layer gathers are latency-bound; 230 GB/s is the "
+            "NCCL all-gather peak on A100 NVSwitch)"
+            if sharded
+            else "not sharded: no parameter gathers",
+        ),
+        "gather_overlap": _p(
+            0.8 if sharded else 0.0,
+            0.5 if sharded else 0.0,
+            1.0 if sharded else 0.0,
+            "assumption: share of compute time that hides prefetched gathers",
+        ),
+        "gen_call_s": _p(
+            0.02, 0.005, 0.05, "assumption: host-side setup of one generate call (identify fits it)"
+        ),
+        "score_base_s": _p(0.05, 0.01, 0.2, "assumption: reward functions on the CPU"),
+        "score_ms_per_seq": _p(1.0, 0.1, 5.0, "assumption: reward functions on the CPU"),
+    }
+
+
+def draw(parameters: dict[str, Parameter], rng: np.random.Generator | None) -> dict[str, float]:
+    """Parameter values: the nominal ``value`` (``rng`` None) or a uniform draw in [low, high]."""
+    if rng is None:
+        return {k: p.value for k, p in parameters.items()}
+    return {k: float(rng.uniform(p.low, p.high)) for k, p in parameters.items()}
