@@ -16,6 +16,7 @@ from typer.testing import CliRunner, Result
 
 from grpo_power import cli
 from grpo_power.cli import EXIT_DATA, EXIT_JOB_FAILED, EXIT_USAGE, ExitCodeGroup, app
+from grpo_power.cli import base as cli_base
 from grpo_power.config import (
     ARM_NAMES,
     DEFAULT_CONFIG_PATH,
@@ -119,7 +120,7 @@ def test_help_lists_the_choices() -> None:
 def test_the_import_formats_are_the_importers() -> None:
     from grpo_power.telemetry.importers import ImportFormat
 
-    assert get_args(cli.ImportFormat) == get_args(ImportFormat)
+    assert get_args(cli_base.ImportFormat) == get_args(ImportFormat)
 
 
 @pytest.mark.parametrize(

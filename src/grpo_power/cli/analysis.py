@@ -1,0 +1,132 @@
+"""Commands that analyse traces: ``windows`` (exceedance by window), ``fleet`` (fleet peak
+and oversubscription) and ``identify`` (calibration fit and actuator authority)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from grpo_power.cli.base import (
+    ConfigOption,
+    SplitOption,
+    app,
+    check_numbers,
+    config_from,
+    echo_notes,
+    user_errors,
+)
+from grpo_power.config import (
+    DEFAULT_CONFIG_PATH,
+)
+
+
+@app.command("windows")
+@user_errors
+def windows(
+    trace_file: Annotated[
+        Path,
+        typer.Argument(help="A trace (.parquet, or .csv with t, gpu, power_w) or its journal."),
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder for this trace.")],
+    split_on_clock_jumps: SplitOption = False,
+    config: ConfigOption = DEFAULT_CONFIG_PATH,
+) -> None:
+    """Exceedance of the cap by averaging window, per GPU and per run; energy bins for `fleet`."""
+    from grpo_power.analysis.windows import run_windows
+
+    cfg = config_from(config)
+    result = run_windows(trace_file, out, cfg, split_on_clock_jumps)
+    label = " (SIMULATED power)" if result.summary["simulated"] else ""
+    typer.echo(f"windows of {trace_file}{label}: cap {cfg.cap_w:g} W per GPU")
+    shown = result.exceedance[result.exceedance["scope"] != "gpu"]
+    shown = shown[["scope", "window_s", "windows", "windows_over", "exceedance", "peak_mean_w"]]
+    typer.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    if result.summary["gaps"]:
+        typer.echo(
+            f"note: {result.summary['gaps']} gap(s), {result.summary['gap_s']:.3g} s without "
+            f"samples (see {out / 'gaps.csv'})"
+        )
+    typer.echo(f"wrote {out}/exceedance.csv, gaps.csv, bins.parquet, summary.json")
+    echo_notes(result.summary.get("notes", []))
+
+
+@app.command("fleet")
+@user_errors
+def fleet(
+    window_outputs: Annotated[
+        list[Path],
+        typer.Argument(help="Outputs of `grpo-power windows`: folders or their bins.parquet."),
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")],
+    config: ConfigOption = DEFAULT_CONFIG_PATH,
+) -> None:
+    """Fleet peak vs nameplate, exceedance, oversubscription, scaling study and comparison."""
+    from grpo_power.analysis.fleet import run_fleet
+
+    cfg = config_from(config)
+    result = run_fleet(window_outputs, out, cfg)
+    s = result.summary
+    label = " (SIMULATED power)" if s["simulated"] else ""
+    typer.echo(
+        f"fleet of {s['n_gpus']} GPUs from {len(s['run_ids'])} run(s), {s['alignment']}{label}"
+    )
+    shown = result.fleet[
+        ["window_s", "exceedance_mean", "peak_share_mean", "peak_share_p95", "factor"]
+    ]
+    typer.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    if s["chosen_window_fits"]:
+        typer.echo(
+            f"oversubscription factor at {s['window_s']:g} s, margin {s['margin']:g}: "
+            f"{s['factor']:.3g}x (no margin, mean peak: {s['factor_no_margin_mean_peak']:.3g}x)"
+        )
+    else:
+        typer.echo(
+            f"note: no full {s['window_s']:g} s window in the fleet timeline, so no "
+            "oversubscription factor (record longer runs, or set fleet.horizon_s)"
+        )
+    typer.echo(f"wrote {out}/fleet_windows.csv, scaling.csv, comparison.csv, comparison.md")
+
+
+@app.command("identify")
+@user_errors
+def identify(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")],
+    runs: Annotated[
+        list[Path] | None,
+        typer.Option("--run", help="A measured run folder to fit from (repeatable)."),
+    ] = None,
+    calibration: Annotated[
+        Path | None, typer.Option("--calibration", help="Calibration to start from.")
+    ] = None,
+    real_sweep_steps: Annotated[
+        int | None,
+        typer.Option("--real-sweep-steps", help="Steps per real sweep run; 0 = none (config)."),
+    ] = None,
+    sweep_dir: Annotated[
+        Path | None,
+        typer.Option("--sweep", help="A sweep run by `grpo-power sweep` (instead of running one)."),
+    ] = None,
+    config: ConfigOption = DEFAULT_CONFIG_PATH,
+) -> None:
+    """Stage 2: actuator sweeps, the authority table, and the simulator's calibration fit."""
+    from grpo_power.study import identify as run_identify
+
+    check_numbers({"--real-sweep-steps": real_sweep_steps})
+    cfg = config_from(config)
+    result = run_identify(
+        cfg, out, calibration, runs, real_sweep_steps, log=typer.echo, sweep=sweep_dir
+    )
+    shown = result.authority[
+        ["data", "deployment", "actuator", "authority", "retained_authority", "selected"]
+    ]
+    typer.echo("actuator authority (simulated rows are SIMULATED):")
+    typer.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    if result.fit is not None:
+        for fit in result.fit["fits"]:
+            typer.echo(
+                f"fit {fit['target']}: {fit['points']} steps, relative RMS residual "
+                f"{fit['relative_rms']:.3f}; held at prior: {sorted(fit['held_at_prior']) or '-'}"
+            )
+    typer.echo(f"wrote {result.calibration_path}, {out}/authority.csv, authority.md, sweeps.csv")

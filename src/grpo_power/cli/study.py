@@ -1,0 +1,235 @@
+"""Commands of the controller and what follows it: ``controller train``, ``evaluate``,
+``economics`` and ``report``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from grpo_power.cli.base import (
+    ConfigOption,
+    app,
+    check_numbers,
+    config_from,
+    controller_app,
+    user_errors,
+)
+from grpo_power.config import (
+    DEFAULT_CONFIG_PATH,
+)
+from grpo_power.layout import IDENTIFY
+
+
+@controller_app.command("train")
+@user_errors
+def controller_train(
+    deployment: Annotated[str, typer.Option("--deployment", "-d", help="Deployment name.")],
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Controller folder (default: results).")
+    ] = None,
+    calibration: Annotated[
+        Path | None, typer.Option("--calibration", help="Calibration file (default: config).")
+    ] = None,
+    authority: Annotated[
+        Path | None,
+        typer.Option("--authority", help="authority.json (default: results/identify)."),
+    ] = None,
+    cap_w: Annotated[
+        float | None, typer.Option("--cap-w", help="Cap to train for, W (default: config).")
+    ] = None,
+    timesteps: Annotated[
+        int | None, typer.Option("--timesteps", help="PPO steps (default: config).")
+    ] = None,
+    config: ConfigOption = DEFAULT_CONFIG_PATH,
+) -> None:
+    """Stage 3: train a deployment's PPO meta-controller in the simulator (SIMULATED)."""
+    from grpo_power.control.ppo import controller_folder
+    from grpo_power.study import train
+
+    check_numbers({"--cap-w": cap_w, "--timesteps": timesteps})
+    cfg = config_from(config)
+    check_numbers({"--cap-w": cap_w}, cfg)
+    out = out or controller_folder(cfg, deployment)
+    authority = authority or cfg.layout.identify / IDENTIFY.authority_json
+    result = train(cfg, deployment, out, calibration, authority, cap_w, timesteps)
+    e = result.evaluation
+    typer.echo(
+        f"PPO controller for {deployment} (SIMULATED): drives {'+'.join(result.space.actuators)}"
+        f"{' (fallback: no actuator cleared the threshold)' if result.space.fallback else ''}; "
+        f"{result.timesteps} steps in {result.train_s:.1f} s"
+    )
+    typer.echo(
+        f"  nominal episodes: return {e['trained_return']:.2f} (random policy "
+        f"{e['random_return']:.2f}), violation rate {100 * e['trained_violation_rate']:.2f} % "
+        f"(random {100 * e['random_violation_rate']:.2f} %)"
+    )
+    typer.echo(f"wrote {out}/controller.json, policy.npz, policy.zip, vecnormalize.pkl")
+
+
+@app.command("evaluate")
+@user_errors
+def evaluate(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")],
+    controllers: Annotated[
+        Path | None,
+        typer.Option("--controllers", help="Trained controllers (default: results/controller)."),
+    ] = None,
+    calibration: Annotated[
+        Path | None, typer.Option("--calibration", help="Calibration file (default: config).")
+    ] = None,
+    cap_w: Annotated[
+        float | None, typer.Option("--cap-w", help="A cap for every deployment evaluated, W.")
+    ] = None,
+    scenario: Annotated[
+        str | None,
+        typer.Option("--scenario", help="A scenario of evaluate.scenarios (sets the others)."),
+    ] = None,
+    retrain: Annotated[
+        bool | None,
+        typer.Option(
+            "--retrain/--no-retrain",
+            help="Retrain PPO in the evaluated setting (default: when it is a scenario).",
+        ),
+    ] = None,
+    authority: Annotated[
+        Path | None,
+        typer.Option("--authority", help="authority.json (default: results/identify)."),
+    ] = None,
+    config: ConfigOption = DEFAULT_CONFIG_PATH,
+) -> None:
+    """Stage 4: every arm on every deployment over seeds, 95 % CIs and ratios (SIMULATED).
+
+    With --calibration F and/or --cap-w W (or --scenario NAME) the study's controllers are
+    evaluated as they are and after retraining in that scenario.
+    """
+    from grpo_power.study import evaluate as run_evaluate
+
+    check_numbers({"--cap-w": cap_w})
+    cfg = config_from(config)
+    check_numbers({"--cap-w": cap_w}, cfg)
+    deployments = None
+    if scenario is not None:
+        named = {s.name: s for s in cfg.evaluate.scenarios}
+        if scenario not in named:
+            raise ValueError(
+                f"{config}: evaluate.scenarios: expected one of {sorted(named)} for --scenario, "
+                f"got {scenario!r}"
+            )
+        chosen = named[scenario]
+        calibration = chosen.calibration or calibration
+        cap_w = chosen.cap_w if cap_w is None else cap_w
+        deployments = chosen.deployments
+        retrain = chosen.retrain if retrain is None else retrain
+    result = run_evaluate(
+        cfg,
+        out,
+        controllers or cfg.layout.controllers,
+        calibration,
+        cap_w,
+        deployments,
+        retrain,
+        authority or cfg.layout.identify / IDENTIFY.authority_json,
+        log=typer.echo,
+    )
+    typer.echo(result.markdown)
+    met = int(result.ratios["met"].sum()) if len(result.ratios) else 0
+    typer.echo(f"targets met: {met} of {len(result.ratios)} (SIMULATED)")
+    typer.echo(f"wrote {out}/table.md, summary.csv, ratios.csv, metrics.csv, summary.json")
+
+
+@app.command("economics")
+@user_errors
+def economics(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")],
+    runs: Annotated[
+        list[Path] | None,
+        typer.Option("--run", help="A run folder to price (repeatable)."),
+    ] = None,
+    evaluate_dir: Annotated[
+        Path | None,
+        typer.Option("--evaluate", help="The evaluate stage's folder (default: results)."),
+    ] = None,
+    fleet_dir: Annotated[
+        Path | None, typer.Option("--fleet", help="The fleet stage's folder (default: results).")
+    ] = None,
+    config: ConfigOption = DEFAULT_CONFIG_PATH,
+) -> None:
+    """Stage 7: energy cost, carbon, oversubscription value and the pilot plan."""
+    from grpo_power.economics.stage import run_economics
+
+    cfg = config_from(config)
+    result = run_economics(
+        cfg,
+        out,
+        runs or [],
+        evaluate_dir or cfg.layout.evaluate_study,
+        fleet_dir or cfg.layout.fleet,
+    )
+    s = result.summary
+    typer.echo(
+        f"economics ({', '.join(s['data'])} data): {s['fleet_gpus']} GPUs in {s['year']}, "
+        f"carbon {s['carbon_region']} {s['carbon_g_per_kwh']:g} g/kWh"
+    )
+    base = result.sensitivity[result.sensitivity["parameter"] == "base"]
+    shown = base[["source", "deployment", "quantity", "value", "unit"]]
+    typer.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    if s["pilot"]:
+        p = s["pilot"]
+        typer.echo(
+            f"smallest pilot: {p['deployment']}, {p['nodes']} node(s), {p['weeks']:.2f} weeks, "
+            f"${p['cost_usd']:,.0f} (sized by {p['sized_by']})"
+        )
+    typer.echo(f"wrote {out}/constants.csv, arms.csv, savings.csv, oversubscription.csv, ...")
+
+
+@app.command("report")
+@user_errors
+def report(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (index.html).")],
+    runs: Annotated[
+        list[Path] | None, typer.Option("--run", help="A run folder (repeatable).")
+    ] = None,
+    exceedance: Annotated[
+        list[Path] | None,
+        typer.Option("--exceedance", help="A run's exceedance.csv from `windows` (repeatable)."),
+    ] = None,
+    controllers: Annotated[
+        list[Path] | None,
+        typer.Option("--controller", help="A controller folder (default: every deployment's)."),
+    ] = None,
+    fleet_dir: Annotated[
+        Path | None, typer.Option("--fleet", help="The fleet stage's folder (default: results).")
+    ] = None,
+    identify_dir: Annotated[
+        Path | None, typer.Option("--identify", help="The identify stage's folder.")
+    ] = None,
+    evaluate_dir: Annotated[
+        Path | None, typer.Option("--evaluate", help="The evaluate stage's study folder.")
+    ] = None,
+    economics_dir: Annotated[
+        Path | None, typer.Option("--economics", help="The economics stage's folder.")
+    ] = None,
+    config: ConfigOption = DEFAULT_CONFIG_PATH,
+) -> None:
+    """Stage 8: publication figures (PDF + PNG) and the HTML report."""
+    from grpo_power.report.inputs import ReportInputs
+    from grpo_power.report.stage import run_report
+
+    cfg = config_from(config)
+    layout = cfg.layout
+    inputs = ReportInputs(
+        runs=runs or [],
+        exceedance=exceedance or [],
+        fleet=fleet_dir or layout.fleet,
+        identify=identify_dir or layout.identify,
+        controllers=controllers or [layout.controller(d.name) for d in cfg.sim.deployments],
+        evaluate=evaluate_dir or layout.evaluate_study,
+        economics=economics_dir or layout.economics,
+    )
+    result = run_report(cfg, inputs, out)
+    typer.echo(
+        f"report: {len(result.figures) // 2} figures (PDF + PNG), {result.numbers} traceable "
+        f"numbers -> {result.index}"
+    )

@@ -1,0 +1,195 @@
+"""The ``telemetry`` commands: ``record`` a command's power, ``import`` nvidia-smi or DCGM
+logs, ``summary`` of a trace."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from grpo_power.cli.base import (
+    ConfigOption,
+    ImportFormat,
+    SplitOption,
+    check_numbers,
+    config_from,
+    echo_notes,
+    telemetry_app,
+    user_errors,
+)
+from grpo_power.config import (
+    DEFAULT_CONFIG_PATH,
+    TelemetrySource,
+    default_config_path,
+)
+
+
+@telemetry_app.command(
+    "record", context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
+)
+@user_errors
+def telemetry_record(
+    command: Annotated[list[str], typer.Argument(help="The command to run, after `--`.")],
+    period: Annotated[
+        float | None, typer.Option("--period", help="Sampling period, s (default: config).")
+    ] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Trace file (.parquet).")] = None,
+    source: Annotated[
+        TelemetrySource | None,
+        typer.Option(
+            "--source",
+            help="Default auto: NVML when there is an NVIDIA GPU, else the simulated A100.",
+        ),
+    ] = None,
+    config: ConfigOption = DEFAULT_CONFIG_PATH,
+) -> None:
+    """Run a command while recording its GPUs' power; print energy, mean and peak power."""
+    from grpo_power.telemetry.record import record_command
+    from grpo_power.telemetry.store import read_trace
+    from grpo_power.telemetry.summary import summarize_trace, summary_table
+
+    check_numbers({"--period": period})
+    overrides: dict[str, Any] = {"telemetry": {}}
+    if period is not None:
+        overrides["telemetry"]["period_s"] = period
+    # Any command's GPUs: real ones wherever there are (the config's source is the workload's).
+    overrides["telemetry"]["source"] = source or "auto"
+    cfg = config_from(config, overrides)
+    out = out or cfg.results_dir / "telemetry" / f"record-{time.strftime('%Y%m%d-%H%M%S')}.parquet"
+
+    def say_source(opened: Any) -> None:
+        if opened.kind == "nvml":
+            n = len(opened.gpus)
+            reason = f"{n} GPU{'s' if n != 1 else ''}"
+        elif cfg.telemetry.source == "auto":
+            reason = "no NVIDIA GPU found"
+        else:
+            reason = "--source simulated"
+        typer.echo(f"power source: {opened.kind} ({reason})", err=True)
+
+    recording = record_command(
+        command, out, cfg, show_progress=sys.stderr.isatty(), on_source=say_source
+    )
+    trace = read_trace(recording.trace_path)
+    _print_summary(
+        trace.metadata.source, recording.trace_path, summary_table(summarize_trace(trace))
+    )
+    if recording.missed_slots:
+        typer.echo(f"note: {recording.missed_slots} sample slot(s) missed (sampler fell behind)")
+    if recording.exit_code != 0:
+        typer.echo(f"the recorded command exited with {recording.exit_code}", err=True)
+    raise typer.Exit(recording.exit_code)
+
+
+@telemetry_app.command("import")
+@user_errors
+def telemetry_import(
+    log: Annotated[Path, typer.Argument(help="nvidia-smi CSV or DCGM CSV log.")],
+    fmt: Annotated[ImportFormat, typer.Option("--format", help="The log's format.")] = "nvidia-smi",
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Trace file (.parquet).")] = None,
+    nameplate_w: Annotated[
+        float | None, typer.Option("--nameplate-w", help="GPU board power, W, if not in the log.")
+    ] = None,
+    gpu_name: Annotated[str | None, typer.Option("--gpu-name", help="GPU model name.")] = None,
+    timezone: Annotated[
+        str | None,
+        typer.Option(
+            "--timezone",
+            help="IANA time zone of timestamps without one (nvidia-smi writes local time); "
+            "default: the machine's. Recorded in the trace.",
+        ),
+    ] = None,
+    split_on_clock_jumps: SplitOption = False,
+) -> None:
+    """Convert an nvidia-smi or DCGM log into a trace (source: imported)."""
+    from grpo_power.telemetry.importers import ImportError_, import_log
+    from grpo_power.telemetry.store import write_trace
+    from grpo_power.user_paths import output_problem
+
+    check_numbers({"--nameplate-w": nameplate_w}, where=log)
+    out = out or log.with_suffix(".parquet")
+    problem = output_problem(out, "file")
+    if problem:
+        raise ValueError(problem)
+    try:
+        frame, metadata = import_log(
+            log,
+            fmt,
+            nameplate_w=nameplate_w,
+            gpu_name=gpu_name,
+            timezone=timezone,
+            split_on_clock_jumps=split_on_clock_jumps,
+        )
+    except ImportError_ as error:
+        raise ValueError(str(error)) from None
+    write_trace(out, frame, metadata)
+    typer.echo(f"imported {len(frame)} samples of {frame['gpu'].nunique()} GPU(s) into {out}")
+    echo_notes((metadata.model_extra or {}).get("notes", []))
+
+
+@telemetry_app.command("summary")
+@user_errors
+def telemetry_summary(
+    trace_file: Annotated[
+        Path, typer.Argument(help="A trace (.parquet), or one a killed run left.")
+    ],
+    compare_energy: Annotated[
+        bool, typer.Option("--compare-energy", help="Also compare counter and integrated energy.")
+    ] = False,
+    split_on_clock_jumps: SplitOption = False,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            "-c",
+            help="Config whose gpu and telemetry.period_s fill metadata a trace lacks "
+            "(default: config/config.yaml here, else the packaged default).",
+        ),
+    ] = None,
+) -> None:
+    """Print energy, mean and peak power per GPU of a trace (Parquet, or CSV: t, gpu, power_w)."""
+    from grpo_power.telemetry.store import TraceDefaults, read_trace
+    from grpo_power.telemetry.summary import check_energy, summarize_trace, summary_table
+
+    config_path = config or default_config_path()
+    defaults = TraceDefaults.from_config(config_from(config_path), f"the config {config_path}")
+    trace = read_trace(trace_file, defaults, split_on_clock_jumps)
+    if trace.frame.empty:
+        raise ValueError(f"{trace_file}: the trace has no samples; expected at least one")
+    _print_summary(trace.metadata.source, trace_file, summary_table(summarize_trace(trace)))
+    if compare_energy:
+        checks = check_energy(trace)
+        if not checks:
+            typer.echo("no energy counter in this trace: nothing to compare")
+        for c in checks:
+            typer.echo(
+                f"gpu {c.gpu}: energy from counter {c.counter_j:.1f} J, from integrated power "
+                f"{c.integrated_j:.1f} J, difference {c.integrated_j - c.counter_j:+.1f} J "
+                f"({c.difference_pct:+.2f} %)"
+            )
+    if not trace.complete:
+        typer.echo("note: read from the journal of a recording that did not finish", err=True)
+    echo_notes(trace.notes)
+
+
+def _print_summary(source: str, path: Path, table: Any) -> None:
+    label = " (SIMULATED power)" if source == "simulated" else ""
+    typer.echo(f"trace {path}{label}")
+    shown = table.assign(
+        energy_wh=table["energy_j"] / 3600.0,
+    )[
+        [
+            "gpu",
+            "samples",
+            "duration_s",
+            "energy_j",
+            "energy_wh",
+            "energy_source",
+            "mean_power_w",
+            "peak_power_w",
+        ]
+    ]
+    typer.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
