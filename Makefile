@@ -1,6 +1,7 @@
 # grpo-power: the two set-up commands (see README) and a few helpers.
 #   make demo   create the environment and run the study on the embedded default (CPU)
 #   make test   create the environment if needed and run the whole test suite
+#   make test-fast   the tests not marked slow, for the edit loop
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -10,7 +11,7 @@ TORCH_VERSION ?= 2.13.0
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 HAS_NVIDIA_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 
-.PHONY: demo test bench lint clean-env
+.PHONY: demo test test-fast bench lint clean-env
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +35,11 @@ test: $(BIN)/.installed
 	@if [ "$$(id -u)" = 0 ]; then scripts/slurm/start.sh || echo "no test Slurm: its tests skip"; fi
 	status=0; PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest || status=$$?; \
 	if [ "$$(id -u)" = 0 ]; then scripts/slurm/stop.sh; fi; exit $$status
+
+# The edit loop: every test not marked slow (no Slurm, no README or whole-study runs).
+test-fast: $(BIN)/.installed
+	$(BIN)/ruff check .
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -m "not slow"
 
 bench: $(BIN)/.installed
 	$(BIN)/python -m benchmarks

@@ -21,7 +21,7 @@ import numpy as np
 
 from benchmarks.common import save_result
 from grpo_power.config import load_config
-from grpo_power.control.contract import Observation
+from grpo_power.control.contract import random_observations
 from grpo_power.control.env import ControlSpace, GrpoPowerEnv
 from grpo_power.control.ppo import PPOController, train_controller
 from grpo_power.sim.calibration import default_calibration
@@ -51,24 +51,6 @@ def _percentiles_us(times_s: list[float]) -> dict[str, float]:
     }
 
 
-def _observations(n: int, seed: int = 0) -> list[Observation]:
-    rng = np.random.default_rng(seed)
-    return [
-        Observation(
-            mean_power_w=float(rng.uniform(200, 330)),
-            p95_power_w=float(rng.uniform(250, 400)),
-            max_power_w=float(rng.uniform(300, 436)),
-            share_above_cap=float(rng.uniform(0, 0.5)),
-            concurrency=int(rng.integers(1, 33)),
-            max_new_tokens=int(rng.integers(8, 65)),
-            tokens_per_s=float(rng.uniform(50, 1200)),
-            cap_w=320.0,
-            samples=50,
-        )
-        for _ in range(n)
-    ]
-
-
 def decision_latency(folder: Path, calls: int = 20_000) -> dict[str, Any]:
     """Per-call latency of the deployed controller and of SB3's predict on the same policy."""
     import pickle
@@ -76,7 +58,7 @@ def decision_latency(folder: Path, calls: int = 20_000) -> dict[str, Any]:
     from stable_baselines3 import PPO
 
     controller = PPOController.load(folder)
-    observations = _observations(calls)
+    observations = random_observations(calls, np.random.default_rng(0))
     for obs in observations[:100]:  # warm up
         controller.decide(obs)
     ours = []

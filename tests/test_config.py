@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,48 @@ def test_names_that_become_paths_cannot_escape_results(name: str) -> None:
     scenario = {"name": name, "cap_w": 300, "retrain": False}
     with pytest.raises(ConfigError, match=r"evaluate\.scenarios\.0\.name: String should match"):
         validate_config(deep_merge(base, {"evaluate": {"scenarios": [scenario]}}), "x.yaml")
+
+
+# --------------------------------------------------------------------------------------------
+# the JSON schema the Snakefile validates with, generated from the pydantic schema
+
+
+def test_the_committed_json_schema_is_current() -> None:
+    from grpo_power.config.json_schema import SCHEMA_PATH, config_json_schema_text
+
+    committed = (REPO / SCHEMA_PATH).read_text()
+    assert committed == config_json_schema_text(), (
+        "workflow/schemas/config.schema.json is stale: run "
+        "`grpo-power config schema --out workflow/schemas/config.schema.json`"
+    )
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (REPO / "config").glob("*.yaml")))
+def test_every_shipped_config_meets_the_json_schema(name: str) -> None:
+    import jsonschema
+
+    from grpo_power.config.json_schema import SCHEMA_PATH
+
+    schema = json.loads((REPO / SCHEMA_PATH).read_text())
+    jsonschema.validate(yaml.safe_load((REPO / "config" / name).read_text()) or {}, schema)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"cap_w": -3},
+        {"telemetry": {"perod_s": 0.1}},
+        {"telemetry": {"source": "magic"}},
+        {"evaluate": {"seeds": [0, 1]}},
+        {"windows": {"windows_s": [0.5, -1]}},
+    ],
+)
+def test_the_json_schema_refuses_what_pydantic_refuses(bad: dict) -> None:
+    import jsonschema
+
+    from grpo_power.config.json_schema import config_json_schema
+
+    with pytest.raises(ConfigError):
+        validate_config(bad)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, config_json_schema())

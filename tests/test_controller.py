@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from grpo_power.config import Config, load_config
-from grpo_power.control.contract import Observation
+from grpo_power.control.contract import Observation, random_observations
 from grpo_power.control.env import (
     OBSERVATION_SIZE,
     ControlSpace,
@@ -161,19 +161,8 @@ def test_saved_controller_matches_sb3(trained):
     model = PPO.load(result.folder / "policy.zip", device="cpu")
     with (result.folder / "vecnormalize.pkl").open("rb") as handle:
         normalizer = pickle.load(handle)
-    rng = np.random.default_rng(0)
-    for _ in range(50):
-        obs = Observation(
-            mean_power_w=float(rng.uniform(60, 400)),
-            p95_power_w=float(rng.uniform(60, 420)),
-            max_power_w=float(rng.uniform(60, 436)),
-            share_above_cap=float(rng.uniform(0, 1)),
-            concurrency=int(rng.integers(1, 33)),
-            max_new_tokens=int(rng.integers(8, 65)),
-            tokens_per_s=float(rng.uniform(0, 1500)),
-            cap_w=320.0,
-            samples=50,
-        ).to_array()
+    for observation in random_observations(50, np.random.default_rng(0)):
+        obs = observation.to_array()
         ours = controller.action_vector(obs)
         theirs, _ = model.predict(normalizer.normalize_obs(obs[None, :]), deterministic=True)
         np.testing.assert_allclose(ours, np.clip(theirs[0], -1, 1), atol=1e-5)

@@ -1,10 +1,8 @@
 """Economics: hand-computed cost and carbon, rejected regions and constants, oversubscription
 value, the pilot plan, and the stage on small inputs built by the earlier stages' own code.
 
-:func:`build_stage_outputs` (also used by ``test_report.py``) writes a small study: three real
-run folders (trace, step log, manifest; simulated power), their windows and fleet outputs from
-the windows and fleet stages, an evaluate folder of synthetic simulated runs scored by the
-evaluate stage's code, an authority table and two controller folders.
+:func:`tests.conftest.build_stage_outputs` (also used by ``test_report.py``) writes the small
+study.
 """
 
 from __future__ import annotations
@@ -16,15 +14,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from grpo_power.analysis.authority import write_authority
-from grpo_power.analysis.evaluate import evaluate_folder
-from grpo_power.analysis.fleet import run_fleet
-from grpo_power.analysis.windows import run_windows
 from grpo_power.config import Config, ConfigError, PilotConfig, validate_config
 from grpo_power.config.carbon_region import UnknownRegion, carbon_intensity
 from grpo_power.economics.carbon import carbon_kg
@@ -33,246 +26,9 @@ from grpo_power.economics.oversubscription import extra_gpus, oversubscription_t
 from grpo_power.economics.pilot import headroom_windows, pilot_plan
 from grpo_power.economics.records import run_record
 from grpo_power.economics.stage import run_economics
-from grpo_power.layout import ECONOMICS, SIM_RUN_METADATA_KEY
-from grpo_power.telemetry.schema import TraceMetadata
-from grpo_power.telemetry.steplog import STEP_LOG_SCHEMA
+from grpo_power.layout import ECONOMICS
 from grpo_power.telemetry.store import read_trace, write_trace
-
-RUN_ARMS = ("uncontrolled", "fixed", "threshold")
-SIM_ARMS = ("uncontrolled", "fixed", "fixed-safe", "ppo")
-SIM_DEPLOYMENTS = {"7b": (1, 320.0), "72b": (4, 220.0)}  # gpus, cap per GPU
-
-
-def small_config(root: Path) -> Config:
-    """The default config with small windows, fleets and report settings under ``root``."""
-    return validate_config(
-        {
-            "results_dir": str(root),
-            "windows": {"windows_s": [0.5, 1.0, 5.0, 10.0]},
-            "fleet": {
-                "n_gpus": 4,
-                "window_s": 5.0,
-                "draws": 10,
-                "horizon_s": 40.0,
-                "scaling_sizes": [4, 16, 64],
-                "scaling_draws": 3,
-            },
-            "economics": {"fleet_gpus": 32},
-            "report": {"trace_s": 10.0, "max_points": 400, "dpi": 50},
-        }
-    )
-
-
-def _square_wave(n: int, low_w: float, high_w: float, period: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    wave = np.where((np.arange(n) // (period // 2)) % 2 == 0, high_w, low_w)
-    return wave + rng.normal(0.0, 3.0, n)
-
-
-def write_run(folder: Path, config: Config, arm: str, high_w: float, tokens: int) -> Path:
-    """A completed run folder: 30 s of 0.1 s samples on one GPU, 10 steps of ``tokens``."""
-    period_s, n = 0.1, 301
-    t = np.arange(n) * period_s
-    power = _square_wave(n, 150.0, high_w, 20, len(arm))
-    energy = np.concatenate([[0.0], np.cumsum(0.5 * (power[1:] + power[:-1]) * period_s)])
-    frame = pd.DataFrame(
-        {
-            "t": t,
-            "gpu": 0,
-            "power_w": power,
-            "power_avg_w": np.nan,
-            "energy_j": energy,
-            "sm_util": 50.0,
-            "mem_util": 20.0,
-            "sm_clock_mhz": 1410.0,
-            "temp_c": 50.0,
-            "power_limit_w": 400.0,
-        }
-    )
-    run_id = f"tiny-{arm}-seed0"
-    metadata = TraceMetadata(
-        run_id=run_id,
-        source="simulated",
-        gpu_name="NVIDIA A100-SXM4-40GB",
-        nameplate_w=400.0,
-        sample_period_s=period_s,
-        model_size="tiny",
-    )
-    write_trace(folder / "trace.parquet", frame, metadata)
-    steps = 10
-    columns: dict[str, list] = {}
-    for f in STEP_LOG_SCHEMA:
-        default = False if pa.types.is_boolean(f.type) else 0
-        columns[f.name] = [default] * steps
-    columns["step"] = list(range(1, steps + 1))
-    columns["start_s"] = [3.0 * i for i in range(steps)]
-    columns["end_s"] = [3.0 * (i + 1) for i in range(steps)]
-    columns["completion_tokens"] = [tokens] * steps
-    table = pa.Table.from_pydict(
-        {
-            k: [float(v) if pa.types.is_floating(STEP_LOG_SCHEMA.field(k).type) else v for v in vs]
-            for k, vs in columns.items()
-        },
-        schema=STEP_LOG_SCHEMA,
-    )
-    pq.write_table(table, folder / "steps.parquet")
-    manifest = {
-        "status": "completed",
-        "arm": arm,
-        "size": "tiny",
-        "seed": 0,
-        "run_id": run_id,
-        "host": "test-host",
-        "hardware": {"platform": "test-platform", "cpu_count": 2, "cuda_devices": []},
-        "packages": {"grpo-power": "0.1.0", "torch": "2.13.0+cpu", "trl": "1.16.0"},
-        "python": "3.11.7",
-        "config": config.model_dump(mode="json"),
-    }
-    (folder / "manifest.json").write_text(json.dumps(manifest))
-    return folder
-
-
-def _sim_parquet(path: Path, frame: pd.DataFrame, metadata: dict) -> None:
-    table = pa.Table.from_pandas(frame, preserve_index=False)
-    pq.write_table(
-        table.replace_schema_metadata({SIM_RUN_METADATA_KEY: json.dumps(metadata)}), path
-    )
-
-
-def write_evaluation(folder: Path, config: Config) -> None:
-    """Synthetic simulated runs of each arm (60 s, 5 seeds) scored by the evaluate stage."""
-    levels = {
-        "uncontrolled": (350.0, 1.2),
-        "fixed": (330.0, 1.0),
-        "fixed-safe": (280.0, 0.8),
-        "ppo": (300.0, 1.15),
-    }
-    budget_s, period_s = 60.0, 0.1
-    for deployment, (gpus, cap_w) in SIM_DEPLOYMENTS.items():
-        out = folder / deployment
-        out.mkdir(parents=True)
-        scale = cap_w / 320.0
-        arms = {}
-        for arm in SIM_ARMS:
-            high_w, speed = levels[arm]
-            samples, steps = [], []
-            for seed in range(5):
-                n = int(budget_s / period_s)
-                power = _square_wave(n * gpus, 150.0 * scale, high_w * scale, 40, seed)
-                samples.append(
-                    pd.DataFrame(
-                        {
-                            "seed": seed,
-                            "gpu": np.tile(np.arange(gpus), n),
-                            "sample": np.repeat(np.arange(n), gpus),
-                            "power_w": power,
-                        }
-                    )
-                )
-                starts = np.arange(0.0, budget_s, 2.0)
-                steps.append(
-                    pd.DataFrame(
-                        {
-                            "seed": seed,
-                            "step": np.arange(1, len(starts) + 1),
-                            "start_s": starts,
-                            "end_s": starts + 2.0,
-                            "concurrency": 16,
-                            "max_new_tokens": 32,
-                            "tokens": 1000.0 * speed * (1.0 + 0.02 * seed),
-                        }
-                    )
-                )
-            metadata = {
-                "deployment": deployment,
-                "arm": arm,
-                "gpus": gpus,
-                "cap_w": cap_w,
-                "budget_s": budget_s,
-                "period_s": period_s,
-            }
-            _sim_parquet(out / f"{arm}.samples.parquet", pd.concat(samples), metadata)
-            _sim_parquet(out / f"{arm}.steps.parquet", pd.concat(steps), metadata)
-            arms[arm] = (
-                {"actuators": ["concurrency"], "holds": {}}
-                if arm == "ppo"
-                else {"concurrency": 16, "max_new_tokens": 32}
-            )
-        info = {
-            "simulated": True,
-            "deployment": deployment,
-            "gpus": gpus,
-            "cap_w": cap_w,
-            "budget_s": budget_s,
-            "seeds": list(range(5)),
-            "arms": arms,
-        }
-        (out / "arms.json").write_text(json.dumps(info))
-    evaluate_folder(folder, list(SIM_DEPLOYMENTS), 0.5, config.evaluate.confidence)
-
-
-def write_identify(folder: Path, config: Config) -> None:
-    """An authority table from synthetic sweeps (the identify stage's writer)."""
-    rows = []
-    for data, deployment, gpus, gain in (
-        ("simulated", "7b", 1, 1.0),
-        ("simulated", "72b", 4, 0.3),
-        ("measured (simulated power)", "tiny-run", 1, 0.8),
-    ):
-        for actuator, span_w in (("concurrency", 70.0), ("num_generations", 40.0)):
-            for level, power in ((1, 200.0), (16, 200.0 + gain * span_w)):
-                rows.append(
-                    {
-                        "data": data,
-                        "deployment": deployment,
-                        "gpus": gpus,
-                        "actuator": actuator,
-                        "level": level,
-                        "mean_power_w": power,
-                        "tokens_per_s": 100.0 + level,
-                        "nameplate_w": 400.0,
-                        "idle_w": 60.0,
-                        "default": level == 16,
-                        "violation_rate": 0.0,
-                    }
-                )
-    weights = config.controller.reward.model_dump()
-    write_authority(pd.DataFrame(rows), config.authority.threshold, "7b", weights, folder)
-
-
-def write_controllers(root: Path) -> list[Path]:
-    """Controller folders (controller.json) for the simulated deployments; 7b has a curve."""
-    folders = []
-    for deployment in SIM_DEPLOYMENTS:
-        folder = root / deployment
-        folder.mkdir(parents=True)
-        evaluation = {"trained_return": 30.0, "random_return": -10.0}
-        info = {"simulated": True, "deployment": deployment, "evaluation": evaluation}
-        (folder / "controller.json").write_text(json.dumps(info))
-        folders.append(folder)
-    curve = pd.DataFrame({"timesteps": [64, 128, 192], "episode_return": [-5.0, 10.0, 25.0]})
-    curve.to_csv(root / "7b" / "learning_curve.csv", index=False)
-    return folders
-
-
-def build_stage_outputs(root: Path) -> tuple[Config, dict[str, list[Path] | Path]]:
-    """Every input of the economics and report stages, written by the stages' own code."""
-    config = small_config(root)
-    runs = [
-        write_run(root / "runs" / "tiny" / arm / "seed0", config, arm, high, tokens)
-        for arm, high, tokens in zip(RUN_ARMS, (360.0, 330.0, 310.0), (900, 800, 760), strict=True)
-    ]
-    exceedance = []
-    for folder in runs:
-        out = root / "windows" / folder.relative_to(root) / "trace"
-        run_windows(folder / "trace.parquet", out, config)
-        exceedance.append(out / "exceedance.csv")
-    run_fleet([p.parent / "bins.parquet" for p in exceedance], root / "fleet", config)
-    write_evaluation(root / "evaluate" / "study", config)
-    write_identify(root / "identify", config)
-    controllers = write_controllers(root / "controller")
-    paths = {"runs": runs, "exceedance": exceedance, "controllers": controllers}
-    return config, paths
+from tests.conftest import SIM_ARMS, build_stage_outputs, small_config, write_run
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from grpo_power.analysis.evaluate import comparisons, run_metrics
 from grpo_power.cli import app
+from grpo_power.config import SIM_ARM_NAMES
 from tests.conftest import REPO
 
 
@@ -159,15 +160,7 @@ def test_study_evaluation_reports_every_arm_with_intervals(small_study):
     results, outputs = small_study
     folder = results / "evaluate" / "study"
     summary = pd.read_csv(folder / "summary.csv")
-    assert list(summary["arm"]) == [
-        "uncontrolled",
-        "fixed",
-        "fixed-safe",
-        "threshold",
-        "ppo",
-        "hwcap",
-        "oracle",
-    ]
+    assert list(summary["arm"]) == list(SIM_ARM_NAMES)  # every arm, in the configured order
     assert (summary["seeds"] == 5).all()
     assert (summary["violation_rate_ci_low"] <= summary["violation_rate"]).all()
     assert (summary["data"] == "simulated").all()

@@ -1,4 +1,4 @@
-"""Fleet aggregation and oversubscription (analysis/fleet.py) on hand-computed runs."""
+"""Fleet aggregation and oversubscription (analysis/fleet/) on hand-computed runs."""
 
 from __future__ import annotations
 

@@ -2,87 +2,11 @@
 
 from __future__ import annotations
 
-import types
-from dataclasses import dataclass, field
-
 import pytest
 
 from grpo_power.telemetry.nvml import NvmlSource, visible_gpu_ids
 from grpo_power.telemetry.source import TelemetryUnavailable
-
-
-class FakeNVMLError(Exception):
-    pass
-
-
-class FakeLibraryNotFound(FakeNVMLError):
-    pass
-
-
-@dataclass
-class FakeGpu:
-    index: int
-    uuid: str
-    instant_mw: int
-    average_mw: int
-    energy_mj: int
-    supports_fields: bool = True
-    usage_mw: int = 0
-    calls: list[str] = field(default_factory=list)
-
-
-def fake_nvml(gpus: list[FakeGpu], library_present: bool = True) -> types.SimpleNamespace:
-    """A module-like object with the pynvml functions NvmlSource calls, values in NVML's units."""
-
-    def init() -> None:
-        if not library_present:
-            raise FakeLibraryNotFound("NVML Shared Library Not Found")
-
-    def by_uuid(uuid: str) -> FakeGpu:
-        for gpu in gpus:
-            if gpu.uuid == uuid:
-                return gpu
-        raise FakeNVMLError("Not Found")
-
-    def field_values(gpu: FakeGpu, ids: list[int]) -> list[types.SimpleNamespace]:
-        gpu.calls.append("fields")
-        values = {186: gpu.instant_mw, 185: gpu.average_mw}
-        return [
-            types.SimpleNamespace(
-                nvmlReturn=0 if gpu.supports_fields else 3,  # 3 = NVML_ERROR_NOT_SUPPORTED
-                valueType=1,
-                value=types.SimpleNamespace(uiVal=values[i]),
-            )
-            for i in ids
-        ]
-
-    def power_usage(gpu: FakeGpu) -> int:
-        gpu.calls.append("usage")
-        return gpu.usage_mw
-
-    return types.SimpleNamespace(
-        NVMLError=FakeNVMLError,
-        NVMLError_LibraryNotFound=FakeLibraryNotFound,
-        NVML_FI_DEV_POWER_AVERAGE=185,
-        NVML_FI_DEV_POWER_INSTANT=186,
-        NVML_CLOCK_SM=1,
-        NVML_TEMPERATURE_GPU=0,
-        nvmlInit=init,
-        nvmlShutdown=lambda: None,
-        nvmlDeviceGetCount=lambda: len(gpus),
-        nvmlDeviceGetHandleByIndex=lambda i: gpus[i],
-        nvmlDeviceGetHandleByUUID=by_uuid,
-        nvmlDeviceGetIndex=lambda g: g.index,
-        nvmlDeviceGetName=lambda g: "NVIDIA A100-SXM4-40GB",
-        nvmlDeviceGetPowerManagementDefaultLimit=lambda g: 400_000,
-        nvmlDeviceGetEnforcedPowerLimit=lambda g: 350_000,
-        nvmlDeviceGetFieldValues=field_values,
-        nvmlDeviceGetPowerUsage=power_usage,
-        nvmlDeviceGetTotalEnergyConsumption=lambda g: g.energy_mj,
-        nvmlDeviceGetUtilizationRates=lambda g: types.SimpleNamespace(gpu=97, memory=45),
-        nvmlDeviceGetClockInfo=lambda g, kind: 1410,
-        nvmlDeviceGetTemperature=lambda g, kind: 64,
-    )
+from tests.conftest import FakeGpu, fake_nvml
 
 
 def test_field_value_path_gives_instant_average_and_energy(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -70,6 +70,10 @@ HOW: dict[str, tuple[str, str]] = {
         "run",
         "tools",
     ),
+    ".venv/bin/grpo-power config schema --out workflow/schemas/config.schema.json": (
+        "run",
+        "tools",
+    ),
     "make bench": ("run", "tools"),
     ".venv/bin/python -m benchmarks fleet_scaling": ("run", "tools"),
 }
@@ -222,4 +226,6 @@ def test_readme_tool_commands(tmp_path: Path) -> None:
     dcgm = outputs[".venv/bin/grpo-power telemetry import dcgm.csv --format dcgm --nameplate-w 400"]
     assert "missing" in dcgm  # the [N/A] reading, counted in a note
     assert "power source: simulated" in "".join(outputs.values())
+    schema = "workflow/schemas/config.schema.json"
+    assert (checkout / schema).read_text() == (REPO / schema).read_text()  # the committed one
     assert sorted(p.name for p in (checkout / "results" / "benchmarks").glob("*.json"))

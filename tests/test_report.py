@@ -26,8 +26,7 @@ from typer.testing import CliRunner
 
 from grpo_power.cli import app
 from grpo_power.layout import REPORT_FIGURES
-from tests.conftest import REPO, missing_requirement
-from tests.test_economics import build_stage_outputs
+from tests.conftest import REPO, build_stage_outputs, missing_requirement
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_FLAGS = [

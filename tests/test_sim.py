@@ -60,10 +60,10 @@ def test_defaults_cover_every_parameter_with_a_source(config):
         for key, p in parameters.items():
             assert p.low <= p.value <= p.high, (name, key)
             assert p.source, (name, key)
-    # the 7B decode time is CALIBRATION.md's Llama-3-8B row scaled to 7.6B parameters
+    # the 7B decode time is docs/calibration.md's Llama-3-8B row scaled to 7.6B parameters
     decode = calibration.deployment_parameters("7b")["decode_base_ms"]
     assert decode.value == pytest.approx(14.6 / 8.0 * 7.6)
-    assert "CALIBRATION.md" in decode.source
+    assert "docs/calibration.md" in decode.source
     # only sharded deployments gather parameters
     assert calibration.deployment_parameters("7b")["gather_ms"].value == 0.0
     assert calibration.deployment_parameters("72b")["gather_ms"].value > 0.0

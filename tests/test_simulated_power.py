@@ -19,7 +19,7 @@ def test_decode_power_rises_with_batch_and_matches_calibration(config: Config) -
     model = A100PowerModel(config.gpu, config.telemetry.simulated)
     powers = [model.steady_power_w("generate", b) for b in (1, 4, 16, 64)]
     assert powers == sorted(powers) and powers[0] < powers[-1]
-    # CALIBRATION.md '7-8B decode' row: 222-234 W at b=1, 264-339 W at b=16, 316-378 W at b=64.
+    # docs/calibration.md '7-8B decode' row: 222-234 W at b=1, 264-339 W at b=16, 316-378 W at b=64.
     assert 222 <= powers[0] <= 234
     assert 264 <= powers[2] <= 339
     assert 316 <= powers[3] <= 378

@@ -25,6 +25,7 @@ LEAVES = {
         "grpo_power.config",
         "grpo_power.stats",
         "grpo_power.layout",
+        "grpo_power.atomic",
     ),
     "grpo_power.config": (
         "grpo_power.config",

@@ -1,4 +1,4 @@
-"""Windowed exceedance (analysis/windows.py) on hand-computed traces, bad input, and properties."""
+"""Windowed exceedance (analysis/windows/) on hand-computed traces, bad input, and properties."""
 
 from __future__ import annotations
 

@@ -1,14 +1,24 @@
 """grpo-power: measure, cap and provision the GPU power of GRPO post-training runs.
 
-Packages, in the direction of their dependencies::
+Packages and modules, from the bottom up (``tests/test_structure.py`` keeps every import
+pointing down)::
 
-    config      the one pydantic schema every stage reads
-    sim         physics only: the A100 power model (later: GRPO step and fleet simulators)
-    telemetry   samplers (NVML, simulated), the trace store, importers
-    workload    the workloads whose power is measured
-    cli         one subcommand per stage
+    layout      every results folder, output file name and Parquet metadata key
+    stats       scipy statistics: t intervals, a percentile bound, NNLS
+    atomic      outputs written under a temporary name and renamed
+    config      the one pydantic schema, a module per section
+    sim         physics only: power model, sourced defaults, calibration, fit, step simulator
+    telemetry   power sources (NVML, simulated), sampler, trace store, importers, step log
+    control     the controller contract, controllers, the gymnasium env, PPO, simulated arms
+    workload    the TRL GRPO runner, actuators, arms, resume, fixed-safe calibration
+    launch      submitit job arrays (Slurm on clusters)
+    analysis    windows, fleet, authority, evaluation: files in, files out
+    economics   cost, carbon, oversubscription value, pilot
+    report      figures, tables, the HTML report
+    cli         one command per stage
 
-See DESIGN.md (shared/) for the whole architecture.
+``docs/design.md`` describes the architecture and maps each stage to its rule, command, code
+and outputs.
 """
 
 from importlib.metadata import PackageNotFoundError, version

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,24 @@ def write_atomic(path: Path | str, write: Callable[[Path], Any]) -> Path:
         if tmp.exists():
             tmp.unlink()
     return path
+
+
+def write_folder_atomic(folder: Path | str, build: Callable[[Path], Any]) -> Path:
+    """Call ``build(tmp_folder)`` then rename it onto ``folder``; on failure remove it. When
+    another process renamed its own build there first, that one stays and this one goes."""
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        build(building)
+        try:
+            os.replace(building, folder)
+        except OSError:  # the folder exists (and is not empty): another process built it first
+            shutil.rmtree(building, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    return folder
 
 
 def write_text_atomic(path: Path | str, text: str) -> Path:

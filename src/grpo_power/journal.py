@@ -20,7 +20,6 @@ never duplicates a row.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+from grpo_power.atomic import write_atomic
 
 ROW_GROUP_ROWS = 65_536
 
@@ -133,29 +134,33 @@ def _merge(
 ) -> Merged:
     """Write ``target`` anew (temporary name, then rename) from the batches of ``parts`` in
     order; with ``key``, rows whose key is not above the last one kept are dropped."""
-    tmp = target.with_name(target.name + ".tmp")
-    last: Any = None
-    kept = dropped = 0
-    with pq.ParquetWriter(tmp, schema, compression="zstd") as parquet:
-        pending: list[pa.RecordBatch] = []
-        pending_rows = 0
-        for batch in (batch for part in parts for batch in part):
-            if key is not None and last is not None:
-                filtered = batch.filter(pc.greater(batch.column(key), last))
-                dropped += batch.num_rows - filtered.num_rows
-                batch = filtered
-            if key is not None and batch.num_rows:
-                last = pc.max(batch.column(key)).as_py()
-            kept += batch.num_rows
-            pending.append(_conform(batch, schema))
-            pending_rows += batch.num_rows
-            if pending_rows >= ROW_GROUP_ROWS:
+    counts = [0, 0]  # rows kept, rows dropped
+
+    def write(tmp: Path) -> None:
+        last: Any = None
+        kept = dropped = 0
+        with pq.ParquetWriter(tmp, schema, compression="zstd") as parquet:
+            pending: list[pa.RecordBatch] = []
+            pending_rows = 0
+            for batch in (batch for part in parts for batch in part):
+                if key is not None and last is not None:
+                    filtered = batch.filter(pc.greater(batch.column(key), last))
+                    dropped += batch.num_rows - filtered.num_rows
+                    batch = filtered
+                if key is not None and batch.num_rows:
+                    last = pc.max(batch.column(key)).as_py()
+                kept += batch.num_rows
+                pending.append(_conform(batch, schema))
+                pending_rows += batch.num_rows
+                if pending_rows >= ROW_GROUP_ROWS:
+                    parquet.write_table(pa.Table.from_batches(pending, schema))
+                    pending, pending_rows = [], 0
+            if pending or kept == 0:
                 parquet.write_table(pa.Table.from_batches(pending, schema))
-                pending, pending_rows = [], 0
-        if pending or kept == 0:
-            parquet.write_table(pa.Table.from_batches(pending, schema))
-    os.replace(tmp, target)
-    return Merged(kept, dropped)
+        counts[:] = [kept, dropped]
+
+    write_atomic(target, write)
+    return Merged(*counts)
 
 
 def seal_journal(path: Path | str, key: str) -> Merged:

@@ -1,4 +1,5 @@
-"""The identify, controller and evaluate stages, wired from the packages (called by ``cli.py``).
+"""The identify, controller and evaluate stages, wired from the packages (called by the
+``cli`` package).
 
 - :func:`identify`: actuator sweeps on every simulated deployment (and on the real workload,
   ``authority.real_sweep_steps`` steps per run), the authority table, and the calibration file

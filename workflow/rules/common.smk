@@ -1,6 +1,8 @@
 # Shared by every stage: the validated config and the input functions.
 from pathlib import Path
 
+from snakemake.utils import validate
+
 from grpo_power.config import ARM_NAMES, validate_config, write_resolved_config
 from grpo_power.layout import (
     CONTROLLER,
@@ -19,6 +21,9 @@ from grpo_power.workflow_params import calibration_settings, real_sweep_settings
 
 # The same pydantic schema as the CLI: a bad config stops the workflow before any job runs.
 CFG = validate_config(config, source="Snakemake config")
+# The JSON schema generated from the same pydantic schema (`grpo-power config schema`), as the
+# Snakemake catalog reads a workflow's parameters; pydantic runs first for its one-line errors.
+validate(config, "../schemas/config.schema.json", set_default=False)
 RESULTS = Path(CFG.results_dir)
 LAYOUT = CFG.layout  # every folder and file name: src/grpo_power/layout.py
 # Rules hand this file to the CLI. It is named by the config's content (so a dry run with another

@@ -1,4 +1,4 @@
-"""The authority table (stage 2, DESIGN.md section 2): which actuators move power, where.
+"""The authority table (stage 2, docs/design.md section 2): which actuators move power, where.
 
 From actuator sweeps (each actuator at each of its levels, the others at their defaults; rows
 from ``sim/grpo_sim.py``'s :func:`sweep_deployment` for the simulated deployments, and from
@@ -36,7 +36,7 @@ from grpo_power.layout import IDENTIFY
 from grpo_power.stage_files import read_json, require_keys
 
 ONLINE = {"concurrency": True, "max_new_tokens": True, "num_generations": False}
-STUDY_RETAINED_CONCURRENCY = (17.0, 22.0)  # %, DESIGN.md section 1 (72B, concurrency alone)
+STUDY_RETAINED_CONCURRENCY = (17.0, 22.0)  # %, docs/design.md section 1 (72B, concurrency alone)
 SWEEP_COLUMNS = (
     "deployment",
     "gpus",
@@ -153,7 +153,7 @@ def markdown(table: pd.DataFrame) -> str:
     lines += [
         "",
         f"Study: on the sharded 72B deployment concurrency alone keeps {low:g}-{high:g} % "
-        "power authority and the group-level actuator loses it (DESIGN.md section 1).",
+        "power authority and the group-level actuator loses it (docs/design.md section 1).",
     ]
     return "\n".join(lines) + "\n"
 

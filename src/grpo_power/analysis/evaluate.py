@@ -2,7 +2,7 @@
 
 Reads what ``control/rollout.py`` wrote for each deployment (``<arm>.samples.parquet``,
 ``<arm>.steps.parquet``, ``arms.json``) and computes, per run (deployment x arm x seed), the
-metrics of DESIGN.md section 7:
+metrics of docs/design.md section 7:
 
 - violation rate: share of per-GPU samples above the cap;
 - exceedance at ``evaluate.exceedance_window_s`` (0.5 s): share of sliding windows whose mean

@@ -1,7 +1,7 @@
 """Figures the fleet stage compares against, each with its source.
 
 Two kinds:
-- the reference study's windowed-exceedance and fleet figures (DESIGN.md section 1), which the
+- the reference study's windowed-exceedance and fleet figures (docs/design.md section 1), which the
   pipeline reproduces side by side with its own measurements or simulations;
 - published power-oversubscription results from production systems, shown beside the study's
   "about 2x" so a reader sees how strong that claim is.
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 STUDY_SOURCE = (
     "Reference study: 2026 paper on the power behaviour of RL (GRPO) post-training, "
-    "as summarised in DESIGN.md section 1"
+    "as summarised in docs/design.md section 1"
 )
 
 

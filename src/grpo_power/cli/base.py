@@ -105,6 +105,8 @@ controller_app = typer.Typer(
     help="Train the PPO meta-controller in the simulator.", no_args_is_help=True
 )
 app.add_typer(controller_app, name="controller")
+config_app = typer.Typer(help="The config's JSON schema.", no_args_is_help=True)
+app.add_typer(config_app, name="config")
 
 
 def _show_version(value: bool) -> None:
@@ -153,7 +155,7 @@ ConfigOption = Annotated[
 ]
 F = TypeVar("F", bound=Callable[..., Any])
 # Commands whose --out is a file (the others write a folder).
-FILE_OUTPUT_COMMANDS = {"telemetry_import", "telemetry_record"}
+FILE_OUTPUT_COMMANDS = {"telemetry_import", "telemetry_record", "config_schema"}
 
 
 def user_errors(func: F) -> F:

@@ -19,11 +19,11 @@ from grpo_power.config.base import (
 
 
 class WindowsConfig(Strict):
-    """Exceedance by averaging window (the windows stage, ``analysis/windows.py``).
+    """Exceedance by averaging window (the windows stage, ``analysis/windows/``).
 
     A window's mean power comes from energy-counter differences where the trace has a counter,
     else from trapezoid integration of ``power_w``; gaps longer than ``gap_periods`` sample
-    periods split the series and are never bridged (DESIGN.md section 7).
+    periods split the series and are never bridged (docs/design.md section 7).
     """
 
     windows_s: list[WindowSeconds] = Field(
@@ -60,7 +60,7 @@ class WindowsConfig(Strict):
 
 
 class FleetConfig(Strict):
-    """Fleet aggregation and oversubscription (the fleet stage, ``analysis/fleet.py``)."""
+    """Fleet aggregation and oversubscription (the fleet stage, ``analysis/fleet/``)."""
 
     n_gpus: Annotated[int, Field(ge=1)] = Field(
         16, description="GPUs in the fleet (the study's fleet: 16)."

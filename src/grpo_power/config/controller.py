@@ -17,7 +17,7 @@ from grpo_power.config.base import (
 
 
 class AuthorityConfig(Strict):
-    """The authority stage (``analysis/authority.py``, DESIGN.md section 2)."""
+    """The authority stage (``analysis/authority.py``, docs/design.md section 2)."""
 
     threshold: Fraction = Field(
         0.05,

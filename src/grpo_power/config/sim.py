@@ -94,7 +94,7 @@ class SimConfig(Strict):
     calibration: Path | None = Field(
         None,
         description="Calibration file (JSON) written by `grpo-power identify`; null = the "
-        "sourced defaults of sim/calibration.py (CALIBRATION.md ranges).",
+        "sourced defaults of sim/calibration.py (docs/calibration.md ranges).",
     )
     deployments: list[DeploymentConfig] = Field(default_factory=_default_deployments)
     prompt_tokens: Annotated[int, Field(ge=1)] = Field(

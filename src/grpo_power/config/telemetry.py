@@ -25,7 +25,7 @@ class GpuSpec(Strict):
     idle_w: PositiveFloat = Field(
         60.0,
         description="Idle power with a CUDA context resident, W. "
-        "CALIBRATION.md 'idle' row: 56-66 W.",
+        "docs/calibration.md 'idle' row: 56-66 W.",
     )
 
     @model_validator(mode="after")
@@ -46,19 +46,19 @@ class SimulatedPowerConfig(Strict):
 
     decode_base_frac: Fraction = Field(
         0.49,
-        description="Decode power fraction at batch 1. CALIBRATION.md '7-8B decode' row: "
+        description="Decode power fraction at batch 1. docs/calibration.md '7-8B decode' row: "
         "222-234 W at b=1 on a 400 W A100 with 60 W idle -> (228-60)/340 = 0.49.",
     )
     decode_slope_per_doubling: Annotated[float, Field(ge=0, le=0.5)] = Field(
         0.057,
         description="Decode power fraction gained per doubling of the decode batch. "
-        "CALIBRATION.md '7-8B decode' row: 264-339 W at b=16, 316-378 W at b=64.",
+        "docs/calibration.md '7-8B decode' row: 264-339 W at b=16, 316-378 W at b=64.",
     )
     train_base_frac: Fraction = Field(
         0.66,
         description="Training (forward+backward) power fraction at micro-batch 1. "
-        "CALIBRATION.md 'training, compute phase' gives 0.9-1.0 TDP at production batch sizes; "
-        "GRPO's small micro-batches are assumed lower (an assumption: identify refits it).",
+        "docs/calibration.md 'training, compute phase' gives 0.9-1.0 TDP at production batch "
+        "sizes; GRPO's small micro-batches are assumed lower (an assumption: identify refits it).",
     )
     train_slope_per_doubling: Annotated[float, Field(ge=0, le=0.5)] = Field(
         0.02, description="Training power fraction gained per doubling of the micro-batch."
@@ -73,7 +73,7 @@ class SimulatedPowerConfig(Strict):
     transient_peak_frac: Annotated[float, Field(ge=0, le=0.2)] = Field(
         0.09,
         description="Ceiling of the prefill overshoot above nameplate, as a fraction of nameplate. "
-        "CALIBRATION.md 'prefill': peaks about 1.09 TDP.",
+        "docs/calibration.md 'prefill': peaks about 1.09 TDP.",
     )
     noise_w: Annotated[float, Field(ge=0)] = Field(
         4.0,
@@ -82,7 +82,7 @@ class SimulatedPowerConfig(Strict):
     )
     sensor_window_s: Annotated[float, Field(ge=0, le=1)] = Field(
         0.025,
-        description="Each reading averages the true power over this window, s. CALIBRATION.md "
+        description="Each reading averages the true power over this window, s. docs/calibration.md "
         "'NVML power update on A100': about every 100 ms, a 25 ms window.",
     )
     temp_ambient_c: float = Field(35.0, description="GPU temperature at idle, deg C.")

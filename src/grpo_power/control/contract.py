@@ -44,6 +44,28 @@ class Observation:
         )
 
 
+def random_observations(
+    n: int, rng: np.random.Generator, cap_w: float = 320.0, nameplate_w: float = 436.0
+) -> list[Observation]:
+    """``n`` observations spread over what a run can report (power from idle-ish to the
+    nameplate, every concurrency and length of the default bounds), to exercise a controller
+    over its whole input range (the benchmarks' latency, the tests' policy agreement)."""
+    return [
+        Observation(
+            mean_power_w=float(rng.uniform(60, 0.92 * nameplate_w)),
+            p95_power_w=float(rng.uniform(60, 0.96 * nameplate_w)),
+            max_power_w=float(rng.uniform(60, nameplate_w)),
+            share_above_cap=float(rng.uniform(0, 1)),
+            concurrency=int(rng.integers(1, 33)),
+            max_new_tokens=int(rng.integers(8, 65)),
+            tokens_per_s=float(rng.uniform(0, 1500)),
+            cap_w=cap_w,
+            samples=50,
+        )
+        for _ in range(n)
+    ]
+
+
 def power_observation_fields(power_w: np.ndarray, cap_w: float) -> dict[str, float]:
     """Mean, p95, max and share above cap of a window of power samples (zeros when empty)."""
     if len(power_w) == 0:

@@ -4,7 +4,7 @@ This module drives simulated runs (:class:`~grpo_power.sim.grpo_sim.SimRun`) wit
 controllers a real run uses and writes what happened to files; ``analysis/evaluate.py`` turns
 the files into metrics, so analysis never imports torch, SB3 or the simulator.
 
-Arms (DESIGN.md section 4) in the simulator:
+Arms (docs/design.md section 4) in the simulator:
 
 | arm          | controller                                                                  |
 |--------------|-----------------------------------------------------------------------------|

@@ -2,7 +2,7 @@
 
 Order of the page: the question; the setup (hardware, models, package versions from the run
 manifests, what was simulated); the study's findings and this run's side by side; the figures;
-the detailed tables; the economics; the cautions of DESIGN.md section 1 with this run's
+the detailed tables; the economics; the cautions of docs/design.md section 1 with this run's
 evidence. Every number comes from a file an earlier stage wrote (tables carry provenance, see
 :mod:`grpo_power.report.tables`); everything simulated says so.
 """
@@ -229,7 +229,7 @@ def _setup(infos: list[RunInfo], evaluate: tab.JsonFile, fleet: tab.JsonFile, ou
 
 
 def _cautions(oversub: tab.CsvFile, fleet: tab.JsonFile, infos: list[RunInfo], out: Path) -> str:
-    """DESIGN.md section 1's cautions, each with this run's evidence."""
+    """docs/design.md section 1's cautions, each with this run's evidence."""
     stage = oversub.select(scope="fleet stage").iloc[0]
     scaling = oversub.select(scope="scaling study")
     smallest, largest = scaling.iloc[0], scaling.iloc[-1]
@@ -262,7 +262,7 @@ def _cautions(oversub: tab.CsvFile, fleet: tab.JsonFile, infos: list[RunInfo], o
         f"sampled every {', '.join(f'{p:g}' for p in periods) or 'n/a'} s.",
         "Simulated is not measured: every number labelled SIMULATED comes from the power model "
         "or the GRPO step simulator, whose parameters start from sourced ranges "
-        "(CALIBRATION.md) and are refitted from the tiny CPU runs; confirm on GPUs (see the "
+        "(docs/calibration.md) and are refitted from the tiny CPU runs; confirm on GPUs (see the "
         "pilot) before acting on them.",
     ]
     return html.section("Cautions", html.bullet_list(items, out, "caution"), key="cautions")

@@ -209,7 +209,7 @@ def study_table(
     sharded: str,
     setup: str,
 ) -> Table:
-    """The study's findings (DESIGN.md section 1) and this run's, side by side.
+    """The study's findings (docs/design.md section 1) and this run's, side by side.
 
     Args:
         ratios: the evaluate stage's ``ratios.csv``; authority: the identify stage's

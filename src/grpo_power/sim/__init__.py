@@ -6,5 +6,5 @@
     fit           identify's fit of the parameters from measured step logs and traces
     grpo_sim      the GRPO step simulator of the study's deployments
 
-Imports nothing of grpo-power but ``config``, ``stats`` and ``layout``.
+Imports nothing of grpo-power but ``config``, ``stats``, ``layout`` and ``atomic``.
 """

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grpo_power.atomic import write_text_atomic
 from grpo_power.config import Config
 from grpo_power.sim.defaults import (
     DEPLOYMENT_PARAMETERS,
@@ -159,12 +160,7 @@ def load_calibration(path: Path | str) -> Calibration:
 
 def save_calibration(calibration: Calibration, path: Path | str) -> Path:
     """Write a calibration file atomically (temporary name, then rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(calibration.to_dict(), indent=2) + "\n")
-    tmp.replace(path)
-    return path
+    return write_text_atomic(path, json.dumps(calibration.to_dict(), indent=2) + "\n")
 
 
 def check_calibration_matches(calibration: Calibration, config: Config, where: str) -> None:

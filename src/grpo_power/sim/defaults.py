@@ -19,8 +19,9 @@ A100_HBM_TB_S = 1.555  # HBM2 bandwidth of the 40 GB part, A100 datasheet
 # the ~230 GB/s NCCL all-gather peak on A100 NVSwitch for large messages (the range's top).
 ALLGATHER_GB_S = 100.0
 ALLGATHER_GB_S_RANGE = (50.0, 230.0)
-LLAMA3_8B_DECODE_MS_PER_B = 14.6 / 8.0  # CALIBRATION.md '7-8B decode time': 14.6 ms at b=1, 8.0B
-LLAMA3_8B_DECODE_MS_PER_SEQ_PER_B = (35.3 - 14.6) / 63 / 8.0  # same row: b=1 -> b=64
+# docs/calibration.md '7-8B decode time': Llama-3-8B (8.0B) 14.6 ms at b=1, 35.3 ms at b=64
+LLAMA3_8B_DECODE_MS_PER_B = 14.6 / 8.0
+LLAMA3_8B_DECODE_MS_PER_SEQ_PER_B = (35.3 - 14.6) / 63 / 8.0
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,8 @@ DEPLOYMENT_PARAMETERS = (
 
 
 def default_power(config: Config) -> dict[str, Parameter]:
-    """GPU-level power parameters: values from ``telemetry.simulated``, ranges from CALIBRATION.md.
+    """GPU-level power parameters: values from ``telemetry.simulated``, ranges from the rows of
+    docs/calibration.md.
 
     Fractions are shares of ``nameplate_w - idle_w``.
     """
@@ -99,19 +101,19 @@ def default_power(config: Config) -> dict[str, Parameter]:
             sim.decode_base_frac,
             frac(222.0),
             frac(234.0),
-            "CALIBRATION.md '7-8B decode': 222-234 W at b=1",
+            "docs/calibration.md '7-8B decode': 222-234 W at b=1",
         ),
         "decode_slope_per_doubling": _p(
             sim.decode_slope_per_doubling,
             0.035,
             0.075,
-            "CALIBRATION.md '7-8B decode': 264-339 W at b=16, 316-378 W at b=64",
+            "docs/calibration.md '7-8B decode': 264-339 W at b=16, 316-378 W at b=64",
         ),
         "train_base_frac": _p(
             sim.train_base_frac,
             0.6,
             0.8,
-            "assumption below CALIBRATION.md 'training, compute phase' 0.9-1.0 TDP "
+            "assumption below docs/calibration.md 'training, compute phase' 0.9-1.0 TDP "
             "(GRPO micro-batches are small)",
         ),
         "train_slope_per_doubling": _p(
@@ -122,7 +124,7 @@ def default_power(config: Config) -> dict[str, Parameter]:
             tdp_frac(0.42),
             tdp_frac(0.35),
             tdp_frac(0.5),
-            "CALIBRATION.md 'training, communication-bound sharded phases': 0.35-0.5 TDP",
+            "docs/calibration.md 'training, communication-bound sharded phases': 0.35-0.5 TDP",
         ),
         "optimizer_frac": _p(0.45, 0.35, 0.6, "assumption: memory-bound elementwise Adam update"),
         "noise_w": _p(sim.noise_w, 2.0, 8.0, "assumption (identify refits it from traces)"),
@@ -133,7 +135,7 @@ def default_power(config: Config) -> dict[str, Parameter]:
             0.13,
             0.08,
             0.2,
-            "CALIBRATION.md 'energy vs power cap' (Samsi et al.): 250 -> 175 W cap, +6-7 % "
+            "docs/calibration.md 'energy vs power cap' (Samsi et al.): 250 -> 175 W cap, +6-7 % "
             "latency for memory-bound decode: slowdown = (demand/limit)^0.13 above idle",
         ),
         "hwcap_exponent_compute": _p(
@@ -165,14 +167,14 @@ def default_deployment(deployment: DeploymentConfig) -> dict[str, Parameter]:
             LLAMA3_8B_DECODE_MS_PER_B * b,
             1.7 * b,
             13.7 / 6.74 * b,
-            "CALIBRATION.md '7-8B decode time': Llama-3-8B 14.6 ms, Llama-2-7B 13.7 ms at b=1, "
-            "scaled by parameters",
+            "docs/calibration.md '7-8B decode time': Llama-3-8B 14.6 ms, Llama-2-7B 13.7 ms at "
+            "b=1, scaled by parameters",
         ),
         "decode_ms_per_seq": _p(
             LLAMA3_8B_DECODE_MS_PER_SEQ_PER_B * b,
             0.03 * b,
             0.08 * b,
-            "CALIBRATION.md '7-8B decode time': Llama-3-8B (GQA, like Qwen2.5) b=1 -> b=64, "
+            "docs/calibration.md '7-8B decode time': Llama-3-8B (GQA, like Qwen2.5) b=1 -> b=64, "
             "scaled by parameters",
         ),
         "prefill_ms_per_token": _p(

@@ -6,7 +6,7 @@ phases, each with a duration and a steady power:
 1. generation, in chunks of ``concurrency`` sequences: per chunk a host-side setup
    (``gen_call_s``), a prefill of all the chunk's prompt tokens at once, and ``max_new_tokens``
    decode steps of the whole chunk (random-weight models run every completion to the limit,
-   DESIGN.md section 8). A decode step takes ``decode_base_ms + decode_ms_per_seq * batch``;
+   docs/design.md section 8). A decode step takes ``decode_base_ms + decode_ms_per_seq * batch``;
 2. scoring on the CPU (GPU near idle);
 3. training in micro-batches of ``train_micro_batch`` sequences, time proportional to tokens;
 4. the optimizer step.

@@ -1,7 +1,7 @@
 """Occupancy-driven power model of one A100 SXM GPU.
 
-The model encodes the occupancy-versus-volume principle (DESIGN.md section 2): power follows how
-much of the chip is busy at once (the batch of sequences decoded together, the training
+The model encodes the occupancy-versus-volume principle (docs/design.md section 2): power
+follows how much of the chip is busy at once (the batch of sequences decoded together, the training
 micro-batch), not how long a phase lasts. Steady-state power of a phase is::
 
     power_w = idle_w + (nameplate_w - idle_w) * min(max_frac, base + slope * log2(batch))
@@ -9,7 +9,7 @@ micro-batch), not how long a phase lasts. Steady-state power of a phase is::
 Generation follows one occupancy curve in *tokens processed at once*: a decode step processes one
 token per sequence of the chunk (``batch`` = sequences), a chunk's prefill processes all their
 prompt tokens (``batch`` = tokens), so a prefill draws more than the decode after it, up to
-``1 + transient_peak_frac`` of nameplate (CALIBRATION.md 'prefill': about 1.09 TDP). Samples
+``1 + transient_peak_frac`` of nameplate (docs/calibration.md 'prefill': about 1.09 TDP). Samples
 carry Gaussian measurement noise.
 Defaults and their sources are in :class:`grpo_power.config.SimulatedPowerConfig`.
 """

@@ -1,10 +1,10 @@
 """Checks shared by every reader of a trace or a log (import, summary, windows, identify,
 economics, report): power samples, the unit of t, and clock jumps.
 
-Power in a trace is instantaneous board power in watts (DESIGN.md section 7). A sample is
+Power in a trace is instantaneous board power in watts (docs/design.md section 7). A sample is
 refused when it is NaN or infinite, negative, or implausibly high: above
 :data:`MAX_NAMEPLATE_MULTIPLE` times the GPU's nameplate (board) power. Sourced readings stay near
-nameplate (prefill peaks about 1.09x, CALIBRATION.md 'prefill'), so 3x leaves ample room for
+nameplate (prefill peaks about 1.09x, docs/calibration.md 'prefill'), so 3x leaves ample room for
 millisecond excursions while catching a log in the wrong unit: milliwatts (NVML's raw unit, which
 some exporters pass through) are 1000x too large, and the message says so.
 

@@ -1,4 +1,4 @@
-"""The trace data contract (DESIGN.md section 7): columns and file metadata."""
+"""The trace data contract (docs/design.md section 7): columns and file metadata."""
 
 from __future__ import annotations
 

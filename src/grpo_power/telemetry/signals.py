@@ -16,6 +16,7 @@ import time
 from collections import deque
 from pathlib import Path
 
+from grpo_power.atomic import write_text_atomic
 from grpo_power.sim.power_model import PHASES, GpuActivity, Phase
 
 SIGNAL_FILE_ENV = "GRPO_POWER_SIGNAL_FILE"
@@ -48,9 +49,7 @@ class WorkloadSignal:
             self._activity = activity
             self._changes.append((time.monotonic(), activity))
         if self.path is not None:
-            tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"phase": phase, "batch": activity.batch}))
-            os.replace(tmp, self.path)
+            write_text_atomic(self.path, json.dumps({"phase": phase, "batch": activity.batch}))
 
     def current(self) -> GpuActivity:
         """The activity now; re-reads the shared file when another process changed it."""

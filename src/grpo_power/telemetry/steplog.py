@@ -1,4 +1,4 @@
-"""The step log (DESIGN.md section 7): one row per GRPO step, written as the run goes."""
+"""The step log (docs/design.md section 7): one row per GRPO step, written as the run goes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The trace store: trace files (DESIGN.md section 7) written through a crash-safe journal.
+"""The trace store: trace files (docs/design.md section 7) written through a crash-safe journal.
 
 See :mod:`grpo_power.journal` for why a killed recording still leaves a readable trace.
 """

@@ -2,7 +2,7 @@
 
 Energy comes from the cumulative counter (``energy_j``) where the trace has one, else from
 trapezoid integration of ``power_w`` in which gaps longer than two sample periods are not
-bridged (DESIGN.md section 7: gaps split the series and are never interpolated).
+bridged (docs/design.md section 7: gaps split the series and are never interpolated).
 """
 
 from __future__ import annotations

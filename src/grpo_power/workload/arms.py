@@ -1,4 +1,4 @@
-"""The arms of the study (DESIGN.md section 4) as controllers for a run.
+"""The arms of the study (docs/design.md section 4) as controllers for a run.
 
 | arm          | controller                                                          |
 |--------------|---------------------------------------------------------------------|

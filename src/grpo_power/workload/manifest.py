@@ -1,4 +1,5 @@
-"""The run manifest (DESIGN.md section 7): resolved config, versions, hardware, attempts, outcome.
+"""The run manifest (docs/design.md section 7): resolved config, versions, hardware, attempts,
+outcome.
 
 A run that is preempted, requeued or killed and then resumed has several attempts; each is
 recorded (host, job ids, steps, how it ended). Until the run completes the manifest is

@@ -1,6 +1,6 @@
 """Model presets: a tiny Qwen2 built locally, and Qwen2.5 shapes with random weights.
 
-Power does not depend on trained weights (DESIGN.md section 8), so presets are built from the
+Power does not depend on trained weights (docs/design.md section 8), so presets are built from the
 published architecture shapes with random weights; nothing is downloaded. ``tiny`` runs on the
 CPU and is built into a cache folder on first use (a BPE tokenizer trained with ``tokenizers`` on
 generated arithmetic text, and a 2-layer Qwen2). A checkpoint named by ``workload.model_path``
@@ -9,9 +9,6 @@ generated arithmetic text, and a 2-layer Qwen2). A checkpoint named by ``workloa
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
@@ -25,6 +22,7 @@ from transformers import (
     Qwen2ForCausalLM,
 )
 
+from grpo_power.atomic import write_folder_atomic
 from grpo_power.config import WorkloadConfig
 from grpo_power.workload.task import corpus_for_tokenizer
 
@@ -111,9 +109,8 @@ def tiny_model_dir(cache_dir: Path) -> Path:
     folder = Path(cache_dir) / TINY_VERSION
     if (folder / "config.json").exists():
         return folder
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    building = Path(tempfile.mkdtemp(prefix=f".{TINY_VERSION}-", dir=folder.parent))
-    try:
+
+    def build(building: Path) -> None:
         tokenizer = build_tokenizer()
         torch.manual_seed(0)
         config = Qwen2Config(
@@ -126,13 +123,8 @@ def tiny_model_dir(cache_dir: Path) -> Path:
         )
         Qwen2ForCausalLM(config).save_pretrained(building)
         tokenizer.save_pretrained(building)
-        try:
-            os.replace(building, folder)
-        except OSError:  # another process built it first
-            shutil.rmtree(building, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(building, ignore_errors=True)
-        raise
+
+    write_folder_atomic(folder, build)
     return folder
 
 
