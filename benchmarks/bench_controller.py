@@ -25,7 +25,8 @@ from grpo_power.control.contract import random_observations
 from grpo_power.control.env import ControlSpace, GrpoPowerEnv
 from grpo_power.control.ppo import PPOController, train_controller
 from grpo_power.sim.calibration import default_calibration
-from grpo_power.sim.grpo_sim import SimRun, StepModel, physics_for
+from grpo_power.sim.grpo_sim import SimRun
+from grpo_power.sim.step_model import StepModel, physics_for
 
 TARGET_DECISION_S = 1e-3
 ROWS = [

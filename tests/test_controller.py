@@ -27,7 +27,7 @@ from grpo_power.control.ppo import (
     train_controller,
 )
 from grpo_power.sim.calibration import default_calibration
-from grpo_power.sim.grpo_sim import StepModel, expected_rates, physics_for
+from grpo_power.sim.step_model import StepModel, expected_rates, physics_for
 from tests.conftest import REPO
 
 

@@ -1,4 +1,4 @@
-"""The GRPO step simulator (sim/grpo_sim.py) and its calibration (sim/calibration.py).
+"""The GRPO step simulator (sim/step_model.py, sim/grpo_sim.py) and its calibration.
 
 Everything here is simulated; the tests check the physics the study relies on (power follows
 occupancy, volume changes durations only, gathers dilute occupancy), telemetry semantics, the
@@ -22,15 +22,14 @@ from grpo_power.sim.calibration import (
 )
 from grpo_power.sim.defaults import DEPLOYMENT_PARAMETERS, POWER_PARAMETERS, Parameter, draw
 from grpo_power.sim.fit import RunData, fit_from_runs, fit_linear
-from grpo_power.sim.grpo_sim import (
+from grpo_power.sim.grpo_sim import SimRun, sweep_deployment
+from grpo_power.sim.step_model import (
     DECODE,
     OPTIMIZER,
     PREFILL,
-    SimRun,
     StepModel,
     expected_rates,
     physics_for,
-    sweep_deployment,
 )
 
 

@@ -37,13 +37,8 @@ from gymnasium import spaces
 from grpo_power.config import Config, RewardConfig, WorkloadConfig
 from grpo_power.control.contract import Action, Observation, power_observation_fields
 from grpo_power.sim.calibration import Calibration
-from grpo_power.sim.grpo_sim import (
-    ONLINE_ACTUATORS,
-    SimRun,
-    StepModel,
-    expected_rates,
-    physics_for,
-)
+from grpo_power.sim.grpo_sim import SimRun
+from grpo_power.sim.step_model import ONLINE_ACTUATORS, StepModel, expected_rates, physics_for
 
 OBSERVATION_SIZE = len(Observation.__dataclass_fields__) - 2  # to_array drops cap_w and samples
 

@@ -4,7 +4,7 @@ The simulated workload is stationary (every step at a setting has the same phase
 and jitter differ), so the best achievable policy for a reward scored on rates is a static
 setting. The oracle knows the physics of the run it controls (no randomisation, the true cap)
 and scores every combination of every online actuator's integer values with the noise-free
-plan's expected rates (:func:`~grpo_power.sim.grpo_sim.expected_rates`: readings are Gaussian
+plan's expected rates (:func:`~grpo_power.sim.step_model.expected_rates`: readings are Gaussian
 around each phase's power), under the same reward the PPO controller is trained on. It is the
 limit a learned controller is compared to, not a deployable controller.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from grpo_power.config import Config
 from grpo_power.control.env import step_reward
-from grpo_power.sim.grpo_sim import ExpectedRates, Physics, StepModel, expected_rates
+from grpo_power.sim.step_model import ExpectedRates, Physics, StepModel, expected_rates
 
 
 @dataclass(frozen=True)

@@ -53,13 +53,8 @@ from grpo_power.control.oracle import oracle_setting
 from grpo_power.control.ppo import PPOController
 from grpo_power.layout import SIM_RUN, SIM_RUN_METADATA_KEY
 from grpo_power.sim.calibration import Calibration
-from grpo_power.sim.grpo_sim import (
-    Physics,
-    SimRun,
-    StepModel,
-    expected_rates,
-    physics_for,
-)
+from grpo_power.sim.grpo_sim import SimRun
+from grpo_power.sim.step_model import Physics, StepModel, expected_rates, physics_for
 
 
 @dataclass(frozen=True)

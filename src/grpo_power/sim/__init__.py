@@ -4,7 +4,8 @@
     defaults      every default parameter with its range and published source
     calibration   a calibration: the parameters in use, its file, its checks against a config
     fit           identify's fit of the parameters from measured step logs and traces
-    grpo_sim      the GRPO step simulator of the study's deployments
+    step_model    one GRPO step: its phases, durations and power; closed-form expected rates
+    grpo_sim      runs of steps with NVML-like telemetry; the authority sweeps
 
 Imports nothing of grpo-power but ``config``, ``stats``, ``layout`` and ``atomic``.
 """

@@ -1,0 +1,298 @@
+"""One GRPO step of a simulated deployment: its phases, their durations and their power.
+
+One GRPO step on each GPU (all GPUs of a deployment act alike, data parallel) is a sequence of
+phases, each with a duration and a steady power:
+
+1. generation, in chunks of ``concurrency`` sequences: per chunk a host-side setup
+   (``gen_call_s``), a prefill of all the chunk's prompt tokens at once, and ``max_new_tokens``
+   decode steps of the whole chunk (random-weight models run every completion to the limit,
+   docs/design.md section 8). A decode step takes ``decode_base_ms + decode_ms_per_seq * batch``;
+2. scoring on the CPU (GPU near idle);
+3. training in micro-batches of ``train_micro_batch`` sequences, time proportional to tokens;
+4. the optimizer step.
+
+Power follows occupancy (:class:`~grpo_power.sim.power_model.A100PowerModel`: the decode batch,
+the prefill's tokens at once, the training micro-batch), never volume: group size and max new
+tokens change how long phases last and how many there are, not their power. On a ZeRO-3
+deployment every forward first all-gathers the weights the GPU does not hold (``gather_ms``); the
+share ``gather_overlap`` of compute time hides prefetched gathers, the rest is exposed and the
+GPU draws the communication power ``comm_frac`` meanwhile. A phase's power is the time-weighted
+mix ``s * busy + (1 - s) * comm`` with ``s`` its compute share, so when gathers dominate (72B
+decode), occupancy moves power much less. Nothing here states an actuator's authority: it follows
+from these phase times.
+
+A hardware power limit (the ``hwcap`` arm) holds a phase whose demand exceeds it just under the
+limit and slows it by ``(demand / limit) ** exponent`` above idle (memory-bound decode barely
+slows, compute-bound phases slow more).
+
+:func:`expected_rates` gives a plan's long-run power, throughput and violation rate in closed
+form. Everything this module produces is simulated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from grpo_power.config import (
+    Config,
+    GpuSpec,
+    WorkloadConfig,
+)
+from grpo_power.sim.calibration import Calibration
+from grpo_power.sim.defaults import draw
+from grpo_power.sim.power_model import A100PowerModel
+from grpo_power.stats import normal_sf
+
+KINDS = ("host", "prefill", "decode", "score", "train", "optimizer")
+HOST, PREFILL, DECODE, SCORE, TRAIN, OPTIMIZER = range(len(KINDS))
+ACTUATORS = ("concurrency", "max_new_tokens", "num_generations")
+ONLINE_ACTUATORS = ("concurrency", "max_new_tokens")  # changeable between steps of a run
+
+
+@dataclass(frozen=True)
+class Physics:
+    """Resolved parameter values of one deployment (the calibration's values, or a draw).
+
+    Attributes:
+        name: deployment name.
+        gpus: GPUs of the deployment (all act alike).
+        power: GPU-level power parameters (``POWER_PARAMETERS``; fractions of nameplate - idle).
+        times: phase-time parameters (``DEPLOYMENT_PARAMETERS``; ms, s as named).
+        model: the occupancy power curve of one GPU.
+        sensor_window_s: each reading averages the true power over this window, s.
+    """
+
+    name: str
+    gpus: int
+    power: dict[str, float]
+    times: dict[str, float]
+    model: A100PowerModel
+    sensor_window_s: float
+
+    @property
+    def idle_w(self) -> float:
+        return self.model.gpu.idle_w
+
+    @property
+    def span_w(self) -> float:
+        """Nameplate minus idle power, W (the unit of authority)."""
+        return self.model.gpu.nameplate_w - self.model.gpu.idle_w
+
+
+def physics_for(
+    calibration: Calibration,
+    deployment: str,
+    config: Config,
+    rng: np.random.Generator | None = None,
+) -> Physics:
+    """The physics of ``deployment``: nominal values, or a draw from the ranges (``rng``)."""
+    times = draw(calibration.deployment_parameters(deployment), rng)
+    power = draw(calibration.power, rng)
+    gpu = GpuSpec(
+        name=str(calibration.gpu.get("name", config.gpu.name)),
+        nameplate_w=float(calibration.gpu["nameplate_w"]),
+        idle_w=float(calibration.gpu["idle_w"]),
+    )
+    params = config.telemetry.simulated.model_copy(
+        update={
+            k: power[k]
+            for k in (
+                "decode_base_frac",
+                "decode_slope_per_doubling",
+                "train_base_frac",
+                "train_slope_per_doubling",
+                "score_frac",
+                "noise_w",
+            )
+        }
+    )
+    return Physics(
+        name=deployment,
+        gpus=int(calibration.deployments[deployment]["gpus"]),
+        power=power,
+        times=times,
+        model=A100PowerModel(gpu, params),
+        sensor_window_s=config.telemetry.simulated.sensor_window_s,
+    )
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """The noise-free phases of one GRPO step on one GPU.
+
+    Attributes:
+        duration_s: duration of each phase segment, s.
+        power_w: steady per-GPU power of each segment, W.
+        kind: index into :data:`KINDS` of each segment.
+        tokens: completion tokens of the step on all GPUs together.
+        sequences: completions per GPU.
+    """
+
+    duration_s: np.ndarray
+    power_w: np.ndarray
+    kind: np.ndarray
+    tokens: int
+    sequences: int
+
+    @property
+    def step_s(self) -> float:
+        return float(self.duration_s.sum())
+
+    @property
+    def energy_j(self) -> float:
+        """Energy of one GPU over the step, J."""
+        return float(self.duration_s @ self.power_w)
+
+
+class StepModel:
+    """Phase plans of GRPO steps on one deployment (cached: plans are deterministic).
+
+    Args:
+        physics: the deployment's parameter values.
+        workload: step shape (prompts per step, group size, micro-batch).
+        prompt_tokens: prompt length, tokens.
+        power_limit_w: hardware power limit per GPU (hwcap), or None.
+    """
+
+    def __init__(
+        self,
+        physics: Physics,
+        workload: WorkloadConfig,
+        prompt_tokens: int,
+        power_limit_w: float | None = None,
+    ) -> None:
+        self.physics = physics
+        self.workload = workload
+        self.prompt_tokens = prompt_tokens
+        self.power_limit_w = power_limit_w
+        self._cache: dict[tuple[int, int, int], StepPlan] = {}
+
+    def _mix(self, compute_s: float, gather_s: float, busy_frac: float) -> tuple[float, float]:
+        """Duration (s) and power fraction of a phase with ``compute_s`` of compute and
+        ``gather_s`` of parameter gathers, part of which compute hides."""
+        exposed_s = max(0.0, gather_s - self.physics.times["gather_overlap"] * compute_s)
+        duration_s = compute_s + exposed_s
+        if duration_s <= 0:
+            return 0.0, busy_frac
+        share = compute_s / duration_s
+        return duration_s, share * busy_frac + (1.0 - share) * self.physics.power["comm_frac"]
+
+    def _power_w(self, frac: float) -> float:
+        model = self.physics.model
+        return min(model.peak_w, self.physics.idle_w + self.physics.span_w * frac)
+
+    def _chunk(self, batch: int, max_new_tokens: int) -> list[tuple[int, float, float]]:
+        """(kind, duration s, power W) of one generation chunk of ``batch`` sequences."""
+        t = self.physics.times
+        gather_s = t["gather_ms"] * 1e-3
+        score_w = self._power_w(self.physics.power["score_frac"])
+        tokens = batch * self.prompt_tokens
+        prefill_s, prefill_frac = self._mix(
+            t["prefill_ms_per_token"] * 1e-3 * tokens,
+            gather_s,
+            self.physics.model.busy_fraction("prefill", tokens),
+        )
+        decode_s, decode_frac = self._mix(
+            (t["decode_base_ms"] + t["decode_ms_per_seq"] * batch) * 1e-3,
+            gather_s,
+            self.physics.model.busy_fraction("generate", batch),
+        )
+        return [
+            (HOST, t["gen_call_s"], score_w),
+            (PREFILL, prefill_s, self._power_w(prefill_frac)),
+            (DECODE, decode_s * max_new_tokens, self._power_w(decode_frac)),
+        ]
+
+    def plan(self, concurrency: int, max_new_tokens: int, num_generations: int) -> StepPlan:
+        """The phases of one step at these actuator values (cached)."""
+        key = (int(concurrency), int(max_new_tokens), int(num_generations))
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        t, p, w = self.physics.times, self.physics.power, self.workload
+        sequences = w.prompts_per_step * key[2]
+        batch = max(1, min(key[0], sequences))
+        full, rest = divmod(sequences, batch)
+        segments = self._chunk(batch, key[1]) * full
+        if rest:
+            segments += self._chunk(rest, key[1])
+        segments.append(
+            (
+                SCORE,
+                t["score_base_s"] + t["score_ms_per_seq"] * 1e-3 * sequences,
+                self._power_w(p["score_frac"]),
+            )
+        )
+        micro = min(w.train_micro_batch, sequences)
+        micro_s, train_frac = self._mix(
+            t["train_ms_per_token"] * 1e-3 * micro * (self.prompt_tokens + key[1]),
+            3.0 * t["gather_ms"] * 1e-3,  # forward and backward gathers, gradient reduce-scatter
+            self.physics.model.busy_fraction("train", micro),
+        )
+        segments.append((TRAIN, micro_s * sequences / micro, self._power_w(train_frac)))
+        segments.append((OPTIMIZER, t["optimizer_s"], self._power_w(p["optimizer_frac"])))
+        kind = np.array([s[0] for s in segments], dtype=np.int8)
+        duration_s = np.array([s[1] for s in segments], dtype=float)
+        power_w = np.array([s[2] for s in segments], dtype=float)
+        if self.power_limit_w is not None:
+            duration_s, power_w = self._limit(kind, duration_s, power_w)
+        plan = StepPlan(
+            duration_s=duration_s,
+            power_w=power_w,
+            kind=kind,
+            tokens=sequences * key[1] * self.physics.gpus,
+            sequences=sequences,
+        )
+        self._cache[key] = plan
+        return plan
+
+    def _limit(
+        self, kind: np.ndarray, duration_s: np.ndarray, power_w: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Phases under a hardware power limit: held under it, and slowed."""
+        p = self.physics.power
+        limit_w = float(self.power_limit_w)  # type: ignore[arg-type]
+        held_w = max(self.physics.idle_w + 1.0, limit_w * (1.0 - p["hwcap_margin_frac"]))
+        over = power_w > held_w
+        if not over.any():
+            return duration_s, power_w
+        exponent = np.where(kind == DECODE, p["hwcap_exponent_memory"], p["hwcap_exponent_compute"])
+        idle_w = self.physics.idle_w
+        ratio = (power_w - idle_w) / (held_w - idle_w)
+        slow = np.where(over, np.power(np.maximum(ratio, 1.0), exponent), 1.0)
+        return duration_s * slow, np.where(over, held_w, power_w)
+
+
+@dataclass(frozen=True)
+class ExpectedRates:
+    """Long-run rates of a static setting from the noise-free plan (no simulation).
+
+    Attributes:
+        tokens_per_s: completion tokens per second, all GPUs.
+        power_w: mean per-GPU power, W.
+        violation_rate: expected share of per-GPU samples above the cap.
+        step_s: duration of one step, s.
+    """
+
+    tokens_per_s: float
+    power_w: float
+    violation_rate: float
+    step_s: float
+
+
+def expected_rates(plan: StepPlan, cap_w: float, noise_w: float) -> ExpectedRates:
+    """Expected throughput, power and violation rate of repeating ``plan`` (readings are the
+    segment's power plus Gaussian noise of ``noise_w``)."""
+    step_s = plan.step_s
+    if noise_w > 0:
+        over = normal_sf((cap_w - plan.power_w) / noise_w)
+    else:
+        over = (plan.power_w > cap_w).astype(float)
+    return ExpectedRates(
+        tokens_per_s=plan.tokens / step_s,
+        power_w=plan.energy_j / step_s,
+        violation_rate=float(plan.duration_s @ over / step_s),
+        step_s=step_s,
+    )
