@@ -988,6 +988,12 @@ def _print_summary(source: str, path: Path, table: Any) -> None:
     typer.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
 
 
+# Planner mode's commands, beside the stages (they share this module's error handling).
+from grpo_power.planner.cli import register as _register_planner  # noqa: E402
+
+_register_planner(app, user_errors, ConfigOption, _notes)
+
+
 def main() -> None:  # pragma: no cover - console entry point
     """The console entry point: ``grpo-power`` and ``python -m grpo_power.cli`` (the Snakefile).
 

@@ -27,6 +27,8 @@ from pydantic import (
     model_validator,
 )
 
+from grpo_power.planner.settings import PlannerConfig
+
 DEFAULT_CONFIG_PATH = Path("config/config.yaml")
 # The same file, shipped inside the package: src/grpo_power/default_config.yaml is a symbolic link
 # to the repository's config/config.yaml (a wheel holds its content; see pyproject.toml).
@@ -330,6 +332,11 @@ class WorkloadConfig(_Strict):
         10,
         description="Save the trainer and controller state every N steps, so a preempted, "
         "requeued or killed run resumes from there (0: only when a stop signal arrives).",
+    )
+    report_to: list[str] = Field(
+        default_factory=lambda: ["none"],
+        description="transformers' report_to for the run's logs (TRL's metrics and power/*): "
+        "none, tensorboard (events in <run>/tensorboard), wandb, trackio, codecarbon, ...",
     )
 
     @property
@@ -1077,6 +1084,7 @@ class Config(_Strict):
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
     economics: EconomicsConfig = Field(default_factory=EconomicsConfig)
     report: ReportConfig = Field(default_factory=ReportConfig)
+    planner: PlannerConfig = Field(default_factory=PlannerConfig)
 
     def run_size(self, size: str) -> RunSize:
         """How ``size`` runs: its ``run_sizes`` entry, or one process when it has none."""
