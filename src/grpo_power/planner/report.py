@@ -165,6 +165,9 @@ def planner_report(folders: PlannerFolders, out: Path | str, config: Config) -> 
             " of capacity.",
         ],
     ]
+    left_out = [entry["run_id"] for entry in fleet_json.get("left_out")]
+    if left_out:
+        headline.append(f"Left out of the fleet (no complete energy bin): {', '.join(left_out)}.")
     sections = [
         html.section("What the traces show", html.bullet_list(headline, out), key="headline"),
         html.section(
