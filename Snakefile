@@ -41,6 +41,7 @@ include: "workflow/rules/controller.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/economics.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/planner.smk"
 
 
 rule all:

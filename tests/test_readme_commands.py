@@ -32,6 +32,7 @@ from tests.conftest import DATA, REPO, checkout_copy, user_env
 SLURM_TEST = "snakemake --profile profiles/slurm --configfile config/slurm-test.yaml"
 A100 = "snakemake --profile profiles/slurm --configfile config/a100-slurm.yaml"
 INTERRUPTS = "tests/test_slurm.py::test_ctrl_c_* (both modes)"
+PLANNER_REAL = "tests/test_planner.py::test_planner_on_the_public_real_traces (both forms)"
 
 # command -> (how, place or detail). Places: local (the laptop study), cluster, tools.
 HOW: dict[str, tuple[str, str]] = {
@@ -73,6 +74,22 @@ HOW: dict[str, tuple[str, str]] = {
     ".venv/bin/grpo-power config schema --out workflow/schemas/config.schema.json": (
         "run",
         "tools",
+    ),
+    ".venv/bin/python examples/measure_any_training.py --out results/examples/loop": (
+        "covered",
+        "tests/test_examples.py::test_measure_any_training_example",
+    ),
+    ".venv/bin/python examples/grpo_with_power.py --out results/examples/grpo": (
+        "covered",
+        "tests/test_examples.py::test_grpo_example_logs_power_to_tensorboard",
+    ),
+    ".venv/bin/grpo-power planner run ../shared/data/real-traces --out results/planner": (
+        "covered",
+        PLANNER_REAL,
+    ),
+    "snakemake --cores 2 planner --config planner='{traces: ../shared/data/real-traces}'": (
+        "covered",
+        PLANNER_REAL,
     ),
     "make bench": ("run", "tools"),
     ".venv/bin/python -m benchmarks fleet_scaling": ("run", "tools"),

@@ -18,6 +18,7 @@ PACKAGE = REPO / "src" / "grpo_power"
 # Modules and packages at the bottom, each with what it may import of grpo-power (a prefix).
 LEAVES = {
     "grpo_power.layout": (),
+    "grpo_power.version": (),
     "grpo_power.stats": (),
     "grpo_power.atomic": (),
     "grpo_power.sim": (
@@ -35,7 +36,12 @@ LEAVES = {
     ),
 }
 # The file-reading side: it never imports the side that trains (torch, TRL, SB3).
-FILE_SIDE = ("grpo_power.analysis", "grpo_power.economics", "grpo_power.report")
+FILE_SIDE = (
+    "grpo_power.analysis",
+    "grpo_power.economics",
+    "grpo_power.report",
+    "grpo_power.planner",
+)
 TRAINING_SIDE = ("grpo_power.workload", "grpo_power.launch", "grpo_power.control.ppo")
 
 

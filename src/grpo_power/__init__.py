@@ -11,19 +11,31 @@ pointing down)::
     telemetry   power sources (NVML, simulated), sampler, trace store, importers, step log
     control     the controller contract, controllers, the gymnasium env, PPO, simulated arms
     workload    the TRL GRPO runner, actuators, arms, resume, fixed-safe calibration
+    callbacks   PowerCallback and PowerCapCallback for a user's own TRL / HF Trainer script
     launch      submitit job arrays (Slurm on clusters)
     analysis    windows, fleet, authority, evaluation: files in, files out
     economics   cost, carbon, oversubscription value, pilot
     report      figures, tables, the HTML report
+    planner     a folder of traces to fleet, economics and a report (no GRPO run)
     cli         one command per stage
+
+``from grpo_power import PowerMonitor`` is :class:`grpo_power.telemetry.monitor.PowerMonitor`
+(imported on first use, so the command line starts without it).
 
 ``docs/design.md`` describes the architecture and maps each stage to its rule, command, code
 and outputs.
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
-try:
-    __version__ = version("grpo-power")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.0.0+unknown"
+from grpo_power.version import __version__
+
+__all__ = ["PowerMonitor", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PowerMonitor":
+        from grpo_power.telemetry.monitor import PowerMonitor
+
+        return PowerMonitor
+    raise AttributeError(f"module 'grpo_power' has no attribute {name!r}")

@@ -16,6 +16,8 @@ Parquet file's schema.
       fleet/                        FLEET: fleet peak, scaling, comparison (stage fleet)
       economics/                    ECONOMICS: cost, carbon, pilot         (stage economics)
       report/                       REPORT: index.html, figures/           (stage report)
+      planner/                      planner mode: traces/ (PLANNER_TRACES), windows/KEY/,
+                                    fleet/, economics/ (PLANNER_ECONOMICS), report/
       configs/, logs/               the resolved configs the jobs read; the jobs' logs
 
 Imports nothing of grpo-power: every layer may use it.
@@ -158,6 +160,24 @@ class EconomicsFiles(_Files):
 
 
 @dataclass(frozen=True)
+class PlannerTraceFiles(_Files):
+    """Planner mode's imported traces (``planner/traces/``): the index, beside
+    ``<key>.parquet`` for each trace found."""
+
+    index: str = "index.csv"
+
+
+@dataclass(frozen=True)
+class PlannerEconomicsFiles(_Files):
+    """Planner mode's economics (``planner/economics/``)."""
+
+    constants: str = "constants.csv"
+    traces: str = "traces.csv"
+    oversubscription: str = "oversubscription.csv"
+    summary: str = "summary.json"
+
+
+@dataclass(frozen=True)
 class ReportFiles(_Files):
     """The report stage's page; its figures are ``figures/<name>.pdf|png``."""
 
@@ -178,6 +198,8 @@ WINDOWS = WindowsFiles()
 FLEET = FleetFiles()
 ECONOMICS = EconomicsFiles()
 REPORT = ReportFiles()
+PLANNER_TRACES = PlannerTraceFiles()
+PLANNER_ECONOMICS = PlannerEconomicsFiles()
 
 # The report's figures and their titles, each written as figures/<name>.pdf and .png; the
 # workflow's caption of each is workflow/report/figure_<name>.rst.
@@ -252,6 +274,12 @@ class ResultsLayout:
     @property
     def report(self) -> Path:
         return self.root / "report"
+
+    @property
+    def planner(self) -> Path:
+        """Planner mode's folder: ``traces/``, ``windows/KEY/``, ``fleet/``, ``economics/``,
+        ``report/``."""
+        return self.root / "planner"
 
     @property
     def configs(self) -> Path:

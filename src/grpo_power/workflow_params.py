@@ -18,7 +18,7 @@ from typing import Any
 from grpo_power.config import Config
 
 # Settings that change how a run is carried out, never what it measures.
-RESULT_FREE_WORKLOAD = frozenset({"cache_dir", "checkpoint_every_steps"})
+RESULT_FREE_WORKLOAD = frozenset({"cache_dir", "checkpoint_every_steps", "report_to"})
 RESULT_FREE_TELEMETRY = frozenset({"flush_s"})
 # Arms whose actions depend on the cap (uncontrolled and fixed never look at it).
 CAPPED_ARMS = frozenset({"fixed-safe", "threshold", "ppo", "hwcap"})

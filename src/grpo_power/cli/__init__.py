@@ -29,10 +29,10 @@ succeeded.
 Modules: ``base`` (the Typer app, exit codes, shared options and error handling) and one module
 per group of commands: ``runs`` (run, calibrate, sweep), ``telemetry`` (record, import,
 summary), ``analysis`` (windows, fleet, identify), ``study`` (controller train, evaluate,
-economics, report), ``config`` (schema).
+economics, report), ``config`` (schema), ``planner`` (planner mode).
 """
 
-from grpo_power.cli import analysis, config, runs, study, telemetry
+from grpo_power.cli import analysis, config, planner, runs, study, telemetry
 from grpo_power.cli.base import (
     EXIT_ABORTED,
     EXIT_DATA,
@@ -43,7 +43,14 @@ from grpo_power.cli.base import (
     user_errors,
 )
 
-COMMAND_MODULES = (analysis, config, runs, study, telemetry)  # imported to register their commands
+COMMAND_MODULES = (
+    analysis,
+    config,
+    planner,
+    runs,
+    study,
+    telemetry,
+)  # imported to register their commands
 
 
 def main() -> None:  # pragma: no cover - console entry point

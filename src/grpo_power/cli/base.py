@@ -12,7 +12,6 @@ from typing import Annotated, Any, Literal, TypeVar
 import typer
 from typer.core import TyperGroup
 
-from grpo_power import __version__
 from grpo_power.config import (
     DEFAULT_CONFIG_PATH,
     Config,
@@ -23,6 +22,7 @@ from grpo_power.config import (
     validate_option,
     validate_setting,
 )
+from grpo_power.version import __version__
 
 try:  # typer >= 0.2x carries its own copy of click
     from typer._click import exceptions as click_exceptions
@@ -107,6 +107,11 @@ controller_app = typer.Typer(
 app.add_typer(controller_app, name="controller")
 config_app = typer.Typer(help="The config's JSON schema.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
+planner_app = typer.Typer(
+    help="Planner mode: a folder of traces to fleet, economics and a report (no GRPO run).",
+    no_args_is_help=True,
+)
+app.add_typer(planner_app, name="planner")
 
 
 def _show_version(value: bool) -> None:

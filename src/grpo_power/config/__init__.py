@@ -16,6 +16,7 @@ file, the field path and the reason, for example::
     analysis       windows, fleet
     economics      economics (carbon_region: the carbon region type and its lookup)
     launch         launch, run_sizes
+    planner        planner: the folder of traces planner mode reads
     report         report
     schema         Config: the sections together and the checks between them
     loading        YAML, validation, the default and the resolved config
@@ -51,6 +52,7 @@ from grpo_power.config.loading import (
     write_resolved_config,
 )
 from grpo_power.config.options import validate_option, validate_setting
+from grpo_power.config.planner import PlannerConfig
 from grpo_power.config.schema import Config
 from grpo_power.config.sim import DeploymentConfig, SimConfig
 from grpo_power.config.telemetry import (
@@ -82,6 +84,7 @@ __all__ = [
     "LauncherName",
     "ModelSize",
     "PilotConfig",
+    "PlannerConfig",
     "RewardConfig",
     "RunSize",
     "ScenarioConfig",

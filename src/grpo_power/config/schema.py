@@ -21,6 +21,7 @@ from grpo_power.config.controller import AuthorityConfig, ControllerConfig
 from grpo_power.config.economics import EconomicsConfig
 from grpo_power.config.evaluate import EvaluateConfig
 from grpo_power.config.launch import JobResources, LaunchConfig, RunSize
+from grpo_power.config.planner import PlannerConfig
 from grpo_power.config.report import ReportConfig
 from grpo_power.config.sim import SimConfig
 from grpo_power.config.telemetry import GpuSpec, TelemetryConfig
@@ -57,6 +58,7 @@ class Config(Strict):
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
     economics: EconomicsConfig = Field(default_factory=EconomicsConfig)
     report: ReportConfig = Field(default_factory=ReportConfig)
+    planner: PlannerConfig = Field(default_factory=PlannerConfig)
 
     @property
     def layout(self) -> ResultsLayout:

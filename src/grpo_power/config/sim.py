@@ -86,10 +86,10 @@ def _default_deployments() -> list[DeploymentConfig]:
 
 class SimConfig(Strict):
     """The GRPO step simulator (``sim/step_model.py``, ``sim/grpo_sim.py``): deployments and the
-workload's shape.
+    workload's shape.
 
-    Step shape and actuator defaults and bounds are the ``workload`` section's, so a policy
-    trained here acts on a real run of the same workload unchanged.
+        Step shape and actuator defaults and bounds are the ``workload`` section's, so a policy
+        trained here acts on a real run of the same workload unchanged.
     """
 
     calibration: Path | None = Field(

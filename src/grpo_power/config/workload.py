@@ -87,6 +87,11 @@ class WorkloadConfig(Strict):
         description="Save the trainer and controller state every N steps, so a preempted, "
         "requeued or killed run resumes from there (0: only when a stop signal arrives).",
     )
+    report_to: list[str] = Field(
+        default_factory=lambda: ["none"],
+        description="transformers' report_to for the run's logs (TRL's metrics and power/*): "
+        "none, tensorboard (events in <run>/tensorboard), wandb, trackio, codecarbon, ...",
+    )
 
     @property
     def sequences_per_step(self) -> int:

@@ -24,6 +24,24 @@ class Observation:
     cap_w: float
     samples: int  # power samples in the window (0: no telemetry yet)
 
+    @classmethod
+    def from_power(
+        cls,
+        power_w: np.ndarray,
+        cap_w: float,
+        concurrency: int,
+        max_new_tokens: int,
+        tokens_per_s: float,
+    ) -> Observation:
+        """The observation of a window of per-GPU power samples and the current settings."""
+        return cls(
+            **power_observation_fields(power_w, cap_w),
+            concurrency=concurrency,
+            max_new_tokens=max_new_tokens,
+            tokens_per_s=tokens_per_s,
+            cap_w=cap_w,
+        )
+
     def to_dict(self, prefix: str = "obs_") -> dict[str, float]:
         """Flat fields for the step log."""
         return {f"{prefix}{k}": v for k, v in asdict(self).items()}

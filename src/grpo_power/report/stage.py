@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from grpo_power import __version__
 from grpo_power.analysis.authority import STUDY_RETAINED_CONCURRENCY
 from grpo_power.atomic import write_text_atomic
 from grpo_power.config import Config
@@ -42,6 +41,7 @@ from grpo_power.report.inputs import (
     written_by,
 )
 from grpo_power.stage_files import read_csv
+from grpo_power.version import __version__
 
 QUESTION = (
     "How much GPU power does GRPO post-training draw, and how does it swing? Can a "

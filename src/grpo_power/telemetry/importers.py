@@ -290,6 +290,7 @@ def import_log(
     run_id: str | None = None,
     timezone: str | None = None,
     split_on_clock_jumps: bool = False,
+    fallback_nameplate_w: float | None = None,
 ) -> tuple[pd.DataFrame, TraceMetadata]:
     """Read a log into a trace frame and its metadata.
 
@@ -309,6 +310,8 @@ def import_log(
             default: the machine's. Recorded in the metadata.
         split_on_clock_jumps: split the log into segments where time repeats or steps back
             (see :func:`grpo_power.telemetry.checks.split_clock_jumps`) instead of refusing it.
+        fallback_nameplate_w: the nameplate, W, when neither ``nameplate_w`` nor the log gives
+            one (the planner passes the config's ``gpu.nameplate_w``; noted).
 
     Raises:
         ImportError_: the file is not a CSV log, a required column is missing, or a value is
@@ -425,6 +428,11 @@ def import_log(
         nameplate_from = original["nameplate_w"]
         limits = _numeric(path, frame["nameplate_w"], nameplate_from, lines)
         nameplate_w = float(limits.max()) if limits.notna().any() else None
+    if nameplate_w is None and fallback_nameplate_w is not None:
+        nameplate_w, nameplate_from = fallback_nameplate_w, "the config's gpu.nameplate_w"
+        notes.append(
+            f"{path}: no power.default_limit: nameplate {nameplate_w:g} W from {nameplate_from}"
+        )
     if nameplate_w is None:
         column = "column" if "nameplate_w" not in frame else "reading ([N/A] in every row)"
         raise ImportError_(

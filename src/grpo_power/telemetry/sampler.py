@@ -8,6 +8,11 @@ last ``history_s`` seconds in memory for a controller (:meth:`PowerSampler.recen
 A failing read (an NVML error, a GPU lost) is counted and retried at the next slot; it never
 stops the sampler or the workload. :meth:`PowerSampler.age_s` tells a controller how old the
 newest sample is, so it can fall back to a safe setting while telemetry is stale.
+
+A ``listener`` (the :class:`~grpo_power.telemetry.monitor.PowerMonitor`) gets every sample's rows
+as they are read; :meth:`PowerSampler.take_now` reads one extra sample from the caller's thread
+(a measurement window's boundary), which the listener and the history get but the trace does not,
+so the trace keeps its period.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,6 +50,7 @@ class PowerSampler:
         origin_s: ``time.monotonic()`` value that is ``t = 0`` (default: when started).
         energy_offset_j: added to each GPU's energy counter (by GPU index), J: a resumed run's
             counters continue from its earlier attempts.
+        listener: called with the rows of every sample (``t`` set), in time order.
     """
 
     def __init__(
@@ -55,6 +62,7 @@ class PowerSampler:
         history_s: float = 300.0,
         origin_s: float | None = None,
         energy_offset_j: dict[int, float] | None = None,
+        listener: Callable[[list[Row]], None] | None = None,
     ) -> None:
         if period_s <= 0:
             raise ValueError(f"period_s must be positive, got {period_s}")
@@ -64,6 +72,7 @@ class PowerSampler:
         self.flush_s = flush_s
         self.origin_s = origin_s
         self.energy_offset_j = energy_offset_j or {}
+        self.listener = listener
         self.samples_taken = 0
         self.missed_slots = 0
         self.read_errors = 0
@@ -74,6 +83,7 @@ class PowerSampler:
         max_rows = int(history_s / period_s + 1) * max(1, len(source.gpus))
         self._history: deque[tuple[float, int, float]] = deque(maxlen=max_rows)
         self._lock = threading.Lock()
+        self._read_lock = threading.Lock()  # one read at a time: the loop's or take_now's
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="grpo-power-sampler", daemon=True)
 
@@ -116,25 +126,40 @@ class PowerSampler:
         newest_s = self._last_sample_s if self._last_sample_s is not None else self._started_s
         return time.monotonic() - newest_s if newest_s is not None else float("inf")
 
+    def take_now(self) -> list[Row]:
+        """Read one sample now, from the caller's thread, between the scheduled ones (a window's
+        boundary): the listener and the history get it, the trace does not. Returns its rows
+        (none when the read failed; the failure is counted like the loop's)."""
+        return self._read() or []
+
+    def _read(self) -> list[Row] | None:
+        """Read the source once: rows with ``t`` set, handed to the listener and the history."""
+        with self._read_lock:
+            now_s = time.monotonic()
+            assert self.origin_s is not None
+            t_s = now_s - self.origin_s
+            try:
+                rows = self.source.read(now_s)
+            except Exception as error:  # NVML errors, GPU lost: count, retry at the next slot
+                self.read_errors += 1
+                self.last_read_error = error
+                return None
+            self._last_sample_s = now_s
+            with self._lock:
+                for row in rows:
+                    row["t"] = t_s
+                    if row.get("energy_j") is not None:
+                        row["energy_j"] += self.energy_offset_j.get(row["gpu"], 0.0)
+                    self._history.append((t_s, row["gpu"], row["power_w"]))
+            if self.listener is not None:
+                self.listener(rows)
+        return rows
+
     def _take(self, pending: list[Row]) -> None:
-        now_s = time.monotonic()
-        assert self.origin_s is not None
-        t_s = now_s - self.origin_s
-        try:
-            rows = self.source.read(now_s)
-        except Exception as error:  # NVML errors, GPU lost: count, retry at the next slot
-            self.read_errors += 1
-            self.last_read_error = error
-            return
-        self._last_sample_s = now_s
-        with self._lock:
-            for row in rows:
-                row["t"] = t_s
-                if row.get("energy_j") is not None:
-                    row["energy_j"] += self.energy_offset_j.get(row["gpu"], 0.0)
-                self._history.append((t_s, row["gpu"], row["power_w"]))
-        pending.extend(rows)
-        self.samples_taken += 1
+        rows = self._read()
+        if rows is not None:
+            pending.extend(rows)
+            self.samples_taken += 1
 
     def _loop(self) -> None:
         pending: list[Row] = []

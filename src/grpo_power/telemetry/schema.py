@@ -10,9 +10,9 @@ from typing import Any, Literal
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from grpo_power import __version__
 from grpo_power.config.base import validation_problems
 from grpo_power.layout import TRACE_METADATA_KEY
+from grpo_power.version import __version__
 
 TRACE_SCHEMA = pa.schema(
     [

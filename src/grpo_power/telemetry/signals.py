@@ -73,6 +73,14 @@ class WorkloadSignal:
             self._changes.append((mtime_ns / 1e9 - time.time() + time.monotonic(), activity))
             self._seen_mtime_ns = mtime_ns
 
+    def changes(self) -> list[tuple[float, GpuActivity]]:
+        """The recent changes, oldest first: (``time.monotonic()`` of the change, activity from
+        then on); at most the last :data:`HISTORY_CHANGES`."""
+        if self.path is not None:
+            self._refresh_from_file()
+        with self._lock:
+            return list(self._changes)
+
     def mix(self, window_s: float) -> list[tuple[GpuActivity, float]]:
         """The activities of the last ``window_s`` seconds and how long each lasted in it, s.
 

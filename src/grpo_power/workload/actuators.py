@@ -4,6 +4,8 @@
 :class:`~grpo_power.workload.trainer.PowerAwareGRPOTrainer` on every generation call.
 ``max_new_tokens`` (volume): ``trainer.generation_config.max_new_tokens``, read on every
 ``generate()`` call. Values outside the configured bounds are clamped, and the clamp is reported.
+The stock ``trl.GRPOTrainer`` has no concurrency: there only max new tokens is driven, and a
+requested concurrency is reported as not applied (``None``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ class AppliedAction:
     """What was asked, what was set, and which actuators were clamped to their bounds."""
 
     requested: dict[str, int | None]
-    applied: dict[str, int]
+    applied: dict[str, int | None]  # None: the trainer has no such actuator
     clamped: dict[str, bool]
 
     def to_dict(self) -> dict[str, Any]:
@@ -36,32 +38,39 @@ class AppliedAction:
 
 
 class Actuators:
-    """Reads and sets the actuators of a :class:`PowerAwareGRPOTrainer` within bounds."""
+    """Reads and sets, within bounds, the actuators a trainer has: both on a
+    :class:`PowerAwareGRPOTrainer`, max new tokens alone on the stock ``GRPOTrainer``."""
 
     def __init__(self, trainer: Any, bounds: dict[str, ActuatorBounds]) -> None:
-        missing = set(ACTUATORS) - set(bounds)
+        self.trainer = trainer
+        self.available = tuple(
+            name for name in ACTUATORS if name != "concurrency" or hasattr(trainer, "concurrency")
+        )
+        missing = set(self.available) - set(bounds)
         if missing:
             raise ValueError(f"actuator bounds missing for {sorted(missing)}")
-        self.trainer = trainer
         self.bounds = bounds
 
     def values(self) -> dict[str, int]:
-        """Current actuator values."""
-        return {
-            "concurrency": int(self.trainer.concurrency),
-            "max_new_tokens": int(self.trainer.generation_config.max_new_tokens),
-        }
+        """Current values of the available actuators."""
+        values = {"max_new_tokens": int(self.trainer.generation_config.max_new_tokens)}
+        if "concurrency" in self.available:
+            values["concurrency"] = int(self.trainer.concurrency)
+        return values
 
     def apply(self, action: Action) -> AppliedAction:
-        """Set every actuator the action names, clamped to its bounds; others keep their value."""
+        """Set every available actuator the action names, clamped to its bounds; others keep
+        their value."""
         current = self.values()
         requested = {name: getattr(action, name) for name in ACTUATORS}
-        applied, clamped = {}, {}
-        for name in ACTUATORS:
+        applied: dict[str, int | None] = {name: None for name in ACTUATORS}
+        clamped = {name: False for name in ACTUATORS}
+        for name in self.available:
             wanted = current[name] if requested[name] is None else int(requested[name])
             bounds = self.bounds[name]
             applied[name] = min(bounds.max, max(bounds.min, wanted))
             clamped[name] = applied[name] != wanted
-        self.trainer.concurrency = applied["concurrency"]
+        if "concurrency" in self.available:
+            self.trainer.concurrency = applied["concurrency"]
         self.trainer.generation_config.max_new_tokens = applied["max_new_tokens"]
         return AppliedAction(requested=requested, applied=applied, clamped=clamped)

@@ -18,7 +18,7 @@ from tqdm import tqdm
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from grpo_power.control.contract import Action, Observation, power_observation_fields
+from grpo_power.control.contract import Action, Observation
 from grpo_power.control.controllers import Controller, StatefulController
 from grpo_power.telemetry.steplog import StepLogWriter
 from grpo_power.workload.actuators import Actuators
@@ -124,12 +124,12 @@ class ControllerCallback(TrainerCallback):
         """The observation the controller gets now."""
         power_w = self.recent_power_w(self.window_s) if self.recent_power_w else np.empty(0)
         values = self.actuators.values()
-        return Observation(
-            **power_observation_fields(power_w, self.cap_w),
-            concurrency=values["concurrency"],
-            max_new_tokens=values["max_new_tokens"],
-            tokens_per_s=self.last_tokens_per_s,
-            cap_w=self.cap_w,
+        return Observation.from_power(
+            power_w,
+            self.cap_w,
+            values["concurrency"],
+            values["max_new_tokens"],
+            self.last_tokens_per_s,
         )
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:

@@ -60,6 +60,11 @@ class RunPaths:
         return self.folder / RUN.manifest
 
     @property
+    def log_history(self) -> Path:
+        """The trainer's logs: TRL's metrics and the power/* entries, one dict per log."""
+        return self.folder / "log_history.json"
+
+    @property
     def checkpoints(self) -> Path:
         """The trainer's output folder, where its ``checkpoint-<step>`` folders go."""
         return self.folder / "trainer"
@@ -74,6 +79,7 @@ class RunPaths:
             for leftover in (path, journal_path(path), earlier_path(path)):
                 leftover.unlink(missing_ok=True)
         self.manifest.unlink(missing_ok=True)
+        self.log_history.unlink(missing_ok=True)
         unfinished_path(self.manifest).unlink(missing_ok=True)
         self.remove_checkpoints()
 

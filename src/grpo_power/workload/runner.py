@@ -1,7 +1,10 @@
 """One GRPO run (model size x arm x seed) with power telemetry, a step log and a manifest.
 
 Files written into the run folder:
-``trace.parquet`` (power samples), ``steps.parquet`` (one row per step), ``manifest.json``;
+``trace.parquet`` (power samples), ``steps.parquet`` (one row per step), ``manifest.json``,
+``log_history.json`` (the trainer's logs: TRL's metrics and the ``power/*`` entries of
+:class:`~grpo_power.callbacks.PowerCallback`; ``workload.report_to`` also sends them to
+TensorBoard, in ``tensorboard/``, or W&B, trackio, ...);
 while the run is unfinished also ``trainer/checkpoint-<step>`` and ``resume.json``, from which
 a stopped, requeued or killed run resumes (:mod:`grpo_power.workload.resume`).
 On the CPU the power is the simulated A100's, driven by this run's real phases and actuator
@@ -20,11 +23,15 @@ from typing import Any
 
 import torch
 from transformers import PrinterCallback, set_seed
+from transformers.integrations import TensorBoardCallback
 from trl import GRPOConfig
 
+from grpo_power.atomic import write_json_atomic
+from grpo_power.callbacks import PowerCallback
 from grpo_power.config import Config
 from grpo_power.control.controllers import Controller
 from grpo_power.telemetry.factory import open_source
+from grpo_power.telemetry.monitor import PowerMonitor
 from grpo_power.telemetry.record import trace_metadata
 from grpo_power.telemetry.sampler import PowerSampler
 from grpo_power.telemetry.signals import WorkloadSignal
@@ -72,7 +79,7 @@ def _grpo_args(
         seed=seed,
         data_seed=seed,
         logging_steps=1,
-        report_to="none",
+        report_to=w.report_to,
         # Checkpoints to resume from; the last two are kept, one of them the resume point.
         save_strategy="steps" if w.checkpoint_every_steps else "no",
         save_steps=w.checkpoint_every_steps or None,
@@ -152,6 +159,7 @@ def run_grpo(
 
     signal = WorkloadSignal()
     sampler: PowerSampler | None = None
+    monitor: PowerMonitor | None = None
     if local_rank == 0:
         source = open_source(config, signal)
         if arm == "hwcap":  # controllers_for_arm has checked that the source is NVML
@@ -164,14 +172,15 @@ def run_grpo(
             model_size=config.workload.size,
             seed=seed,
         )
-        sampler = PowerSampler(
-            source,
-            TraceWriter(paths.trace, metadata, append=True),
-            period_s=config.telemetry.period_s,
-            flush_s=config.telemetry.flush_s,
+        monitor = PowerMonitor(
+            source=source,
+            trace=TraceWriter(paths.trace, metadata, append=True),
+            config=config,
+            signal=signal,
             origin_s=origin_s,
             energy_offset_j=start.energy_j if start is not None else None,
         ).start()
+        sampler = monitor.sampler
     manifest = step_log = None
     if start is not None:
         manifest = start.manifest
@@ -197,6 +206,9 @@ def run_grpo(
                 concurrency=config.workload.concurrency,
             )
             trainer.generation_config.max_new_tokens = config.workload.max_new_tokens
+            for reporter in trainer.callback_handler.callbacks:
+                if isinstance(reporter, TensorBoardCallback):  # outside trainer/, which goes
+                    reporter.logging_dir = str(paths.folder / "tensorboard")
             actuators = Actuators(
                 trainer,
                 {
@@ -223,6 +235,8 @@ def run_grpo(
                 paths=paths if is_main else None,
             )
             trainer.add_callback(callback)
+            if monitor is not None:  # the trainer announces its phases to the monitor's signal
+                trainer.add_callback(PowerCallback(monitor, announce_phases=False))
             trainer.remove_callback(PrinterCallback)  # our progress bar replaces its dicts
             trainer.accelerator.wait_for_everyone()  # the main process has prepared the folder
             point = start.resume if start is not None else ResumePoint.load(paths)
@@ -242,10 +256,12 @@ def run_grpo(
             signal.set("idle")
             if step_log is not None:
                 step_log.close(complete)
-            if sampler is not None:
-                sampler.stop(complete)
+            if monitor is not None:
+                monitor.stop(complete)
     steps_done = trainer.state.global_step
     status = "completed" if complete else "interrupted"
+    if is_main:  # restored from the checkpoint on resume, so it holds every attempt's steps
+        write_json_atomic(paths.log_history, trainer.state.log_history)
     if manifest is not None:
         manifest.end_attempt(
             status,

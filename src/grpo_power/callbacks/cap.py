@@ -1,0 +1,176 @@
+"""``PowerCapCallback``: a controller keeping a user's own GRPO run under a per-GPU power cap.
+
+Before each step it observes the last ``window_s`` of power (the project's
+:class:`~grpo_power.control.contract.Observation`), asks the controller for the next step's
+settings, and drives the actuators the trainer has (:class:`~grpo_power.workload.actuators.
+Actuators`):
+
+- **max new tokens**, through ``trainer.generation_config`` (the stock ``trl.GRPOTrainer``);
+- **generation concurrency**, only on the project's ``PowerAwareGRPOTrainer`` (a one-line swap
+  for ``GRPOTrainer``, see the README); on the stock trainer a requested concurrency is not
+  applied and is counted in ``power_cap/concurrency_unavailable_steps``;
+- **the pause**: with ``pause_s > 0``, a step whose observation window averaged above the cap
+  (or saw stale telemetry) waits ``pause_s`` first, the GPUs idle;
+- **the power limit** (``set_power_limit=True``): NVML's limit set to the cap at the start where
+  the source is NVML and the process may (root); otherwise a warning, and the run goes on.
+
+Telemetry older than ``staleness_s`` bypasses the controller for the fail-safe: every actuator
+at its lower bound. A controller trained by ``grpo-power controller train`` loads by the path of
+its folder. What it did is added to the logs under ``power_cap/``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from transformers import Trainer, TrainerCallback
+
+from grpo_power.callbacks.binding import bound_trainer, run_first
+from grpo_power.config import ActuatorBounds, Config
+from grpo_power.control.contract import Action, Observation
+from grpo_power.control.controllers import Controller
+from grpo_power.telemetry.monitor import PowerMonitor
+from grpo_power.telemetry.source import TelemetryUnavailable
+from grpo_power.workload.actuators import ACTUATORS, Actuators
+
+logger = logging.getLogger(__name__)
+
+
+def load_controller(controller: Controller | str | Path) -> Controller:
+    """A controller object as it is, or the PPO controller in the folder a path names."""
+    if isinstance(controller, str | Path):
+        from grpo_power.control.ppo import PPOController
+
+        return PPOController.load(controller)
+    return controller
+
+
+def controller_bounds(controller: Controller, config: Config) -> dict[str, ActuatorBounds]:
+    """The bounds a PPO controller was trained with (its action space), else the config's."""
+    space = getattr(controller, "space", None)
+    if space is not None:
+        return {name: ActuatorBounds(min=lo, max=hi) for name, (lo, hi) in space.bounds.items()}
+    w = config.workload
+    return {"concurrency": w.concurrency_bounds, "max_new_tokens": w.max_new_tokens_bounds}
+
+
+class PowerCapCallback(TrainerCallback):
+    """Drive a trainer's actuators from a controller between steps (see the module docstring).
+
+    Args:
+        controller: an object with ``decide(observation) -> Action``, or the folder of a
+            controller trained by ``grpo-power controller train``.
+        cap_w: the per-GPU power cap, W.
+        monitor: where power comes from (share a ``PowerCallback``'s ``monitor``); None: one
+            is made and runs for the training.
+        trainer: the trainer to drive; None: the trainer calling this callback.
+        bounds: actuator bounds (None: the controller's, else the config's ``workload``).
+        window_s: power the observation covers, s.
+        staleness_s: older telemetry bypasses the controller for the fail-safe, s.
+        pause_s: the pause before a step after an over-cap window, s (0: no pause).
+        set_power_limit: set the GPUs' NVML power limit to the cap where permitted.
+        config: defaults for the monitor and the bounds (None: the default config).
+    """
+
+    def __init__(
+        self,
+        controller: Controller | str | Path,
+        cap_w: float,
+        monitor: PowerMonitor | None = None,
+        *,
+        trainer: Trainer | None = None,
+        bounds: dict[str, ActuatorBounds] | None = None,
+        window_s: float = 5.0,
+        staleness_s: float = 2.0,
+        pause_s: float = 0.0,
+        set_power_limit: bool = False,
+        config: Config | None = None,
+    ) -> None:
+        config = config or Config()
+        self.controller = load_controller(controller)
+        self.cap_w = cap_w
+        self._owns_monitor = monitor is None
+        self.monitor = monitor or PowerMonitor(cap_w=cap_w, config=config)
+        self.trainer = trainer
+        self.bounds = bounds or controller_bounds(self.controller, config)
+        self.window_s, self.staleness_s, self.pause_s = window_s, staleness_s, pause_s
+        self.set_power_limit = set_power_limit
+        self.failsafe = Action(**{name: self.bounds[name].min for name in ACTUATORS})
+        self.actuators: Actuators | None = None
+        self.last_tokens_per_s = 0.0
+        self.counts = {"failsafe_steps": 0, "paused_s": 0.0, "concurrency_unavailable_steps": 0}
+        self._step: tuple[float, float] | None = None  # (monotonic start, tokens seen) of a step
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.trainer = bound_trainer(self.trainer, self)
+        run_first(self.trainer, self)
+        self.actuators = Actuators(self.trainer, self.bounds)
+        self.monitor.start()
+        if self.set_power_limit:
+            self._limit_power()
+
+    def _limit_power(self) -> None:
+        setter = getattr(self.monitor.source, "set_power_limit_w", None)
+        if setter is None:
+            logger.warning(
+                "PowerCapCallback: no power limit set: the power source is %s, not NVML",
+                self.monitor.source.kind,
+            )
+            return
+        try:
+            setter(self.cap_w)
+        except TelemetryUnavailable as error:
+            logger.warning("PowerCapCallback: no power limit set: %s", error)
+
+    def observe(self) -> Observation:
+        """The observation the controller gets now."""
+        assert self.actuators is not None
+        values = self.actuators.values()
+        return Observation.from_power(
+            self.monitor.recent(self.window_s).power_w,
+            self.cap_w,
+            values.get("concurrency", self.bounds["concurrency"].max),
+            values["max_new_tokens"],
+            self.last_tokens_per_s,
+        )
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        assert self.actuators is not None
+        observation = self.observe()
+        stale = self.monitor.age_s() > self.staleness_s
+        action = self.failsafe if stale else self.controller.decide(observation)
+        applied = self.actuators.apply(action)
+        self.counts["failsafe_steps"] += int(stale)
+        if applied.requested["concurrency"] is not None and applied.applied["concurrency"] is None:
+            self.counts["concurrency_unavailable_steps"] += 1
+        if self.pause_s > 0 and (stale or observation.mean_power_w > self.cap_w):
+            self.monitor.signal.set("idle")
+            time.sleep(self.pause_s)
+            self.counts["paused_s"] += self.pause_s
+        self._step = (time.monotonic(), float(state.num_input_tokens_seen or 0))
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self._step is not None:
+            started_s, tokens = self._step
+            wall_s = max(1e-9, time.monotonic() - started_s)
+            self.last_tokens_per_s = (float(state.num_input_tokens_seen or 0) - tokens) / wall_s
+
+    def on_log(
+        self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
+    ) -> None:
+        if logs is None or self.actuators is None:
+            return
+        entries = {f"power_cap/{name}": float(v) for name, v in self.actuators.values().items()}
+        entries.update({f"power_cap/{name}": float(v) for name, v in self.counts.items()})
+        entries["power_cap/cap_w"] = float(self.cap_w)
+        logs.update(entries)
+        history = state.log_history
+        if history and history[-1].get("step") == state.global_step:
+            history[-1].update(entries)
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self._owns_monitor:
+            self.monitor.stop()

@@ -1,0 +1,47 @@
+"""Phases of any HF model's work, seen from its forward passes: generate or train.
+
+A forward pre-hook (``torch.nn.Module.register_forward_pre_hook``) on the model announces each
+forward pass to the monitor's :class:`~grpo_power.telemetry.signals.WorkloadSignal`: a pass
+without gradients is ``generate`` (GRPO's rollouts, and the no-grad log-probability passes), one
+with gradients is ``train``; the batch is the input's first dimension. A phase lasts until the
+next pass of another kind or batch, or until the step ends (``idle``). That is all a stock
+trainer shows; the project's :class:`~grpo_power.workload.trainer.PowerAwareGRPOTrainer`
+announces its phases itself, scoring included. The signal drives the simulated A100 and the phase
+split of :class:`~grpo_power.telemetry.monitor.Measurement`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from grpo_power.telemetry.signals import WorkloadSignal
+
+
+class ForwardPhases:
+    """Announces ``generate``/``train`` per forward pass of ``model`` until :meth:`remove`."""
+
+    def __init__(self, model: torch.nn.Module, signal: WorkloadSignal) -> None:
+        self.signal = signal
+        self._last: tuple[str, int] | None = None
+        self._handle = model.register_forward_pre_hook(self._announce, with_kwargs=True)
+
+    def _announce(self, module: torch.nn.Module, args: tuple, kwargs: dict[str, Any]) -> None:
+        tensor = next(
+            (v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor) and v.dim()),
+            None,
+        )
+        batch = int(tensor.shape[0]) if tensor is not None else 1
+        phase = "train" if torch.is_grad_enabled() else "generate"
+        if (phase, batch) != self._last:  # announce changes only: the signal keeps a history
+            self._last = (phase, batch)
+            self.signal.set(phase, batch)
+
+    def idle(self) -> None:
+        """The step ended: nothing runs until the next forward pass."""
+        self._last = None
+        self.signal.set("idle")
+
+    def remove(self) -> None:
+        self._handle.remove()

@@ -1,0 +1,134 @@
+"""``PowerCallback``: GPU power in any HF ``Trainer``'s logs, and the run's power trace.
+
+Added to a trainer (``callbacks=[PowerCallback(...)]``, the stock ``trl.GRPOTrainer`` included)
+it samples power in the background with a :class:`~grpo_power.telemetry.monitor.PowerMonitor`
+and, at every logging step, adds to the trainer's ``logs`` the figures of the interval since the
+last one (names under ``power/``, units in the names):
+
+``mean_w``, ``p95_w``, ``max_w`` (per GPU), ``energy_j`` (all GPUs), ``share_above_cap``,
+``tokens_per_mj`` (tokens as the trainer counts them: TRL's ``num_tokens``, else
+``num_input_tokens_seen``, when either grows), ``simulated`` (1 when the power is the simulated
+A100's), and per announced phase ``<phase>_energy_j`` and ``<phase>_mean_w``.
+
+It moves itself to the front of the trainer's callbacks (:mod:`grpo_power.callbacks.binding`), so
+the reporting integrations that ``report_to`` adds (TensorBoard, W&B, trackio, CodeCarbon) log
+these like TRL's own metrics, and adds them to ``state.log_history`` (so ``trainer_state.json``
+holds them). Phases are seen from the model's forward passes (:mod:`grpo_power.callbacks.phases`)
+unless the trainer announces them itself (``announce_phases=False``; the project's runner).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from transformers import Trainer, TrainerCallback
+
+from grpo_power.callbacks.binding import calling_trainer, run_first
+from grpo_power.callbacks.phases import ForwardPhases
+from grpo_power.config import Config, TelemetrySource
+from grpo_power.telemetry.monitor import Measurement, PowerMonitor
+
+INTERVAL_WINDOW = "grpo-power/log-interval"
+
+
+def power_metrics(m: Measurement, tokens: float | None, prefix: str = "power/") -> dict[str, float]:
+    """The log entries of one interval's measurement (see the module docstring); ``tokens``:
+    tokens processed in it, or None when the trainer counts none."""
+    metrics = {
+        "mean_w": m.mean_power_w,
+        "p95_w": m.p95_power_w,
+        "max_w": m.peak_power_w,
+        "energy_j": m.energy_j,
+        "simulated": float(m.simulated),
+    }
+    if m.share_above_cap is not None:
+        metrics["share_above_cap"] = m.share_above_cap
+    if tokens is not None and tokens > 0 and m.energy_j > 0:
+        metrics["tokens_per_mj"] = tokens / (m.energy_j / 1e6)
+    n_gpus = max(1, len(m.gpu_energy_j))
+    for phase, share in m.phases.items():
+        metrics[f"{phase}_energy_j"] = share.energy_j
+        if share.time_s > 0:
+            metrics[f"{phase}_mean_w"] = share.energy_j / share.time_s / n_gpus
+    return {f"{prefix}{name}": float(value) for name, value in metrics.items()}
+
+
+class PowerCallback(TrainerCallback):
+    """Power metrics in the trainer's logs at every logging step; the power trace on disk.
+
+    Args:
+        monitor: the monitor to read (shared with a
+            :class:`~grpo_power.callbacks.cap.PowerCapCallback`); None: one is made from the
+            other arguments, started at the start of training and stopped at its end.
+        trace: the trace file the monitor it makes writes (None: none).
+        source, gpus, period_s, cap_w, config: for the monitor it makes (see
+            :class:`~grpo_power.telemetry.monitor.PowerMonitor`).
+        announce_phases: announce generate/train from the model's forward passes (False when
+            the trainer announces its phases to ``monitor.signal`` itself).
+        prefix: prefix of the log entries.
+    """
+
+    def __init__(
+        self,
+        monitor: PowerMonitor | None = None,
+        *,
+        trace: Path | str | None = None,
+        source: TelemetrySource = "auto",
+        gpus: list[int] | None = None,
+        period_s: float | None = None,
+        cap_w: float | None = None,
+        config: Config | None = None,
+        announce_phases: bool = True,
+        prefix: str = "power/",
+    ) -> None:
+        self._owns_monitor = monitor is None
+        self.monitor = monitor or PowerMonitor(
+            gpus=gpus, period_s=period_s, source=source, trace=trace, cap_w=cap_w, config=config
+        )
+        self.announce_phases = announce_phases
+        self.prefix = prefix
+        self.last_metrics: dict[str, float] = {}
+        self._phases: ForwardPhases | None = None
+        self._tokens_at_last_log: float | None = None
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        trainer: Trainer | None = calling_trainer()
+        if trainer is not None:
+            run_first(trainer, self)
+        model = kwargs.get("model")
+        if self.announce_phases and model is not None:
+            self._phases = ForwardPhases(model, self.monitor.signal)
+        self.monitor.start()
+        self._tokens_at_last_log = float(state.num_input_tokens_seen or 0)
+        self.monitor.begin_window(INTERVAL_WINDOW)
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self._phases is not None:
+            self._phases.idle()
+
+    def on_log(
+        self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
+    ) -> None:
+        if logs is None:
+            return
+        measurement = self.monitor.end_window(INTERVAL_WINDOW)
+        self.monitor.begin_window(INTERVAL_WINDOW)
+        tokens_now = logs.get("num_tokens", state.num_input_tokens_seen)
+        tokens = None
+        if tokens_now and self._tokens_at_last_log is not None:
+            tokens = float(tokens_now) - self._tokens_at_last_log
+            self._tokens_at_last_log = float(tokens_now)
+        self.last_metrics = power_metrics(measurement, tokens, self.prefix)
+        logs.update(self.last_metrics)
+        history = state.log_history
+        if history and history[-1].get("step") == state.global_step:
+            history[-1].update(self.last_metrics)  # the trainer copied the logs before on_log
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.monitor.end_window(INTERVAL_WINDOW)
+        if self._phases is not None:
+            self._phases.remove()
+            self._phases = None
+        if self._owns_monitor:
+            self.monitor.stop()

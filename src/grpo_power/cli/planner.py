@@ -1,0 +1,138 @@
+"""The ``planner`` commands: planner mode from the command line.
+
+``planner run`` does everything; ``import``, ``fleet``, ``economics`` and ``report`` are its steps
+(with ``grpo-power windows`` for each imported trace), which ``snakemake planner`` runs as
+separate jobs.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from grpo_power.cli.base import (
+    ConfigOption,
+    config_from,
+    echo_notes,
+    planner_app,
+    user_errors,
+)
+from grpo_power.config import DEFAULT_CONFIG_PATH, Config
+
+TracesArgument = Annotated[
+    Path | None,
+    typer.Argument(
+        help="Folder of traces (nvidia-smi / DCGM CSV, Parquet), searched recursively "
+        "(default: the config's planner.traces)."
+    ),
+]
+
+
+def _traces_folder(traces: Path | None, config: Path) -> tuple[Path, Config]:
+    cfg = config_from(config)
+    folder = traces or cfg.planner.traces
+    if folder is None:
+        raise ValueError(
+            f"{config}: planner.traces: expected a folder of traces (or give it as the argument)"
+        )
+    return Path(folder), cfg
+
+
+@planner_app.command("run")
+@user_errors
+def planner_run(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")],
+    traces: TracesArgument = None,
+    config: ConfigOption = DEFAULT_CONFIG_PATH,
+) -> None:
+    """Import, window, fleet, economics and report in one command."""
+    from grpo_power.planner.stage import run_planner
+
+    folder, cfg = _traces_folder(traces, config)
+    result = run_planner(folder, out, cfg, sys.stderr.isatty())
+    s, e = result.fleet.summary, result.economics
+    label = " (SIMULATED power)" if s["simulated"] else ""
+    typer.echo(
+        f"planner: {result.traces} trace(s), {e['gpus']} GPU(s) ({result.skipped} file(s) "
+        f"skipped){label}; fleet of {s['n_gpus']} GPUs by {s['alignment']} alignment"
+    )
+    typer.echo(
+        f"fleet peak {100 * s['peak_share_sizing']:.1f} % of nameplate at {s['window_s']:g} s: "
+        f"oversubscription factor {s['factor']:.3g}x (margin {s['margin']:g})"
+    )
+    typer.echo(
+        f"energy at the wall {e['wall_kwh']:.4g} kWh, ${e['energy_usd']:.4g}, "
+        f"{e['carbon_kg']:.4g} kg CO2eq; capital avoided for {e['fleet_gpus']:,} GPUs: "
+        f"${e['oversubscription']['capital_usd_avoided']:,.0f}"
+    )
+    typer.echo(f"report -> {result.report}")
+
+
+@planner_app.command("import")
+@user_errors
+def planner_import(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder of imported traces.")],
+    traces: TracesArgument = None,
+    config: ConfigOption = DEFAULT_CONFIG_PATH,
+) -> None:
+    """Import every trace of a folder (any of the formats, mixed) into one folder."""
+    from grpo_power.planner.discover import INDEX, import_traces
+
+    folder, cfg = _traces_folder(traces, config)
+    index = import_traces(folder, out, cfg, sys.stderr.isatty())
+    imported = index[index["status"] == "imported"]
+    typer.echo(
+        f"imported {len(imported)} trace(s), skipped {len(index) - len(imported)} -> {out}/{INDEX}"
+    )
+    echo_notes([n for n in imported["notes"] if n])
+
+
+@planner_app.command("fleet")
+@user_errors
+def planner_fleet(
+    window_outputs: Annotated[
+        list[Path], typer.Argument(help="The traces' `grpo-power windows` folders.")
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")],
+    config: ConfigOption = DEFAULT_CONFIG_PATH,
+) -> None:
+    """The fleet the traces make: wall-clock aligned where their clocks overlap, else Monte
+    Carlo; plus the scaling study."""
+    from grpo_power.planner.fleet import fleet_of_traces
+
+    s = fleet_of_traces(window_outputs, out, config_from(config)).summary
+    typer.echo(f"fleet of {s['n_gpus']} GPUs, {s['alignment']}: factor {s['factor']:.3g}x -> {out}")
+
+
+@planner_app.command("economics")
+@user_errors
+def planner_economics_command(
+    traces: Annotated[Path, typer.Option("--traces", help="`planner import`'s folder.")],
+    fleet: Annotated[Path, typer.Option("--fleet", help="`planner fleet`'s folder.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")],
+    config: ConfigOption = DEFAULT_CONFIG_PATH,
+) -> None:
+    """Energy, cost, carbon and the value of oversubscription of the traces."""
+    from grpo_power.planner.economics import planner_economics
+
+    s = planner_economics(traces, fleet, out, config_from(config))
+    typer.echo(f"energy at the wall {s['wall_kwh']:.4g} kWh, ${s['energy_usd']:.4g} -> {out}")
+
+
+@planner_app.command("report")
+@user_errors
+def planner_report_command(
+    traces: Annotated[Path, typer.Option("--traces", help="`planner import`'s folder.")],
+    fleet: Annotated[Path, typer.Option("--fleet", help="`planner fleet`'s folder.")],
+    economics: Annotated[Path, typer.Option("--economics", help="`planner economics`' folder.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (index.html).")],
+    config: ConfigOption = DEFAULT_CONFIG_PATH,
+) -> None:
+    """The planner's HTML report and figures."""
+    from grpo_power.planner.report import PlannerFolders, planner_report
+
+    index = planner_report(PlannerFolders(traces, fleet, economics), out, config_from(config))
+    typer.echo(f"report -> {index}")

@@ -1,0 +1,26 @@
+"""Config section of planner mode: ``planner`` (a folder of traces to fleet, economics and a
+report, with no GRPO run and no simulator; ``grpo-power planner``, ``snakemake planner``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+
+from grpo_power.config.base import Strict
+
+
+class PlannerConfig(Strict):
+    """What planner mode reads (``grpo-power planner``, ``snakemake planner``)."""
+
+    traces: Path | None = Field(
+        None,
+        description="Folder of power traces, searched recursively: nvidia-smi CSV logs, DCGM "
+        "CSV logs, grpo-power Parquet traces, trace CSVs (t, gpu, power_w); a run folder's "
+        "steps.parquet beside its trace gives its tokens. Needed by `snakemake planner`.",
+    )
+    timezone: str | None = Field(
+        None,
+        description="IANA zone of nvidia-smi timestamps (local time without a zone); null: "
+        "this machine's zone.",
+    )

@@ -1,0 +1,125 @@
+"""Economics of a folder of traces: energy, cost, carbon and the value of oversubscription.
+
+Per trace (and for all of them pooled): GPU energy from the trace (the energy counter where
+present, else integrated power: :func:`~grpo_power.telemetry.summary.summarize_trace`), at the
+wall (x PUE), its cost and carbon, and a fleet-year of ``economics.fleet_gpus`` GPUs drawing the
+trace's mean power (:func:`grpo_power.economics.cost.per_run`, the economics stage's own
+arithmetic). Tokens are not needed; where a trace has a step log (``tokens``) the per-token
+figures are filled too. The value of oversubscription comes from the planner's fleet
+(:func:`grpo_power.economics.oversubscription.oversubscription_table`). Writes ``constants.csv``,
+``traces.csv``, ``oversubscription.csv`` and ``summary.json`` into ``out``, atomically.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from grpo_power.atomic import write_csv_atomic, write_json_atomic
+from grpo_power.config import Config
+from grpo_power.economics.cost import J_PER_KWH, Assumptions, per_run
+from grpo_power.economics.oversubscription import oversubscription_table
+from grpo_power.economics.records import RECORD_COLUMNS
+from grpo_power.economics.stage import constants_table
+from grpo_power.layout import PLANNER_ECONOMICS
+from grpo_power.planner.discover import INDEX
+from grpo_power.stage_files import read_csv
+from grpo_power.telemetry.store import read_trace
+from grpo_power.telemetry.summary import summarize_trace
+
+INDEX_FILE = "the planner's index.csv, written by `grpo-power planner import TRACES --out DIR`"
+POOLED = "all traces"
+
+
+def trace_records(traces_dir: Path) -> pd.DataFrame:
+    """One economics record per imported trace (:data:`RECORD_COLUMNS`), and the pooled one:
+    every trace's energy over every GPU's time (so its power is the GPU-time-weighted mean)."""
+    index = read_csv(traces_dir / INDEX, INDEX_FILE, ("key", "status", "tokens"))
+    rows = []
+    for _, entry in index[index["status"] == "imported"].iterrows():
+        trace = read_trace(traces_dir / f"{entry['key']}.parquet")
+        gpus = summarize_trace(trace)
+        rows.append(
+            {
+                "source": "trace",
+                "deployment": entry["key"],
+                "arm": "as traced",
+                "seed": 0,
+                "gpus": len(gpus),
+                "tokens": float(entry["tokens"]) if pd.notna(entry["tokens"]) else float("nan"),
+                "energy_j": float(sum(g.energy_j for g in gpus)),
+                "wall_s": float(max(g.duration_s for g in gpus)),
+                "data": trace.metadata.source,
+            }
+        )
+    records = pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
+    bad = records[records["wall_s"] <= 0]
+    if len(bad):
+        raise ValueError(
+            f"{traces_dir / (bad.iloc[0]['deployment'] + '.parquet')}: one sample per GPU: "
+            "expected a trace spanning some time, to price its energy"
+        )
+    gpu_s = (records["gpus"] * records["wall_s"]).sum()
+    pooled = {
+        "source": "pooled",
+        "deployment": POOLED,
+        "arm": "as traced",
+        "seed": 0,
+        "gpus": int(records["gpus"].sum()),
+        "tokens": records["tokens"].sum(min_count=len(records)),  # NaN unless every trace has
+        "energy_j": float(records["energy_j"].sum()),
+        "wall_s": float(gpu_s / records["gpus"].sum()),
+        "data": ",".join(sorted(set(records["data"]))),
+    }
+    return pd.concat([records, pd.DataFrame([pooled])], ignore_index=True)
+
+
+def priced(records: pd.DataFrame, a: Assumptions) -> pd.DataFrame:
+    """``records`` with the economics stage's per-run columns and the energy's own cost."""
+    table = per_run(records, a)
+    table["wall_kwh"] = table["energy_j"] / J_PER_KWH * a.pue
+    table["energy_usd"] = table["wall_kwh"] * a.usd_per_kwh
+    table["carbon_kg"] = table["wall_kwh"] * a.carbon.g_per_kwh / 1000.0
+    return table
+
+
+def planner_economics(
+    traces_dir: Path | str, fleet_dir: Path | str, out: Path | str, config: Config
+) -> dict[str, Any]:
+    """Price the traces and value oversubscription; write ``out``; return the summary."""
+    traces_dir, fleet_dir, out = Path(traces_dir), Path(fleet_dir), Path(out)
+    a = Assumptions.from_config(config.economics)
+    table = priced(trace_records(traces_dir), a)
+    nameplate_w = float(
+        read_csv(traces_dir / INDEX, INDEX_FILE, ("nameplate_w",))["nameplate_w"].max()
+    )
+    oversubscription = oversubscription_table(fleet_dir, nameplate_w, a)
+    pooled = table[table["deployment"] == POOLED].iloc[0]
+    economics_fleet = oversubscription[oversubscription["scope"] == "economics fleet"].iloc[0]
+    summary = {
+        "data": sorted(set(table["data"])),
+        "traces": int((table["source"] == "trace").sum()),
+        "gpus": int(pooled["gpus"]),
+        "tokens_used": bool(pd.notna(pooled["tokens"])),
+        "energy_j": float(pooled["energy_j"]),
+        "wall_kwh": float(pooled["wall_kwh"]),
+        "energy_usd": float(pooled["energy_usd"]),
+        "carbon_kg": float(pooled["carbon_kg"]),
+        "mean_power_w_per_gpu": float(pooled["power_w_per_gpu"]),
+        "carbon_region": a.carbon.region,
+        "carbon_g_per_kwh": a.carbon.g_per_kwh,
+        "fleet_gpus": a.fleet_gpus,
+        "annual_mwh": float(pooled["annual_mwh"]),
+        "annual_energy_usd": float(pooled["annual_energy_usd"]),
+        "annual_carbon_t": float(pooled["annual_carbon_t"]),
+        "oversubscription": economics_fleet.to_dict(),
+        "nameplate_w": nameplate_w,
+        "inputs": {"traces": str(traces_dir), "fleet": str(fleet_dir)},
+    }
+    write_csv_atomic(out / PLANNER_ECONOMICS.constants, constants_table(config, a))
+    write_csv_atomic(out / PLANNER_ECONOMICS.traces, table)
+    write_csv_atomic(out / PLANNER_ECONOMICS.oversubscription, oversubscription)
+    write_json_atomic(out / PLANNER_ECONOMICS.summary, summary)
+    return summary

@@ -1,0 +1,231 @@
+"""The planner's report: ``index.html`` and its figures, from the planner's folders.
+
+What the traces are (where they came from, their GPUs, span and data label), the fleet they make
+(peak demand against window and fleet size, the oversubscription factor), and what it is worth
+(energy, cost, carbon, capital avoided). Figures and tables come from the report stage's own
+code (:mod:`grpo_power.report.figures`, :mod:`grpo_power.report.tables`,
+:mod:`grpo_power.report.html`), so every number links to the file and row it was read from.
+Traces are shown by a short label (``T1``, ``T2``, ...), which the traces table maps to its name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from grpo_power.atomic import write_text_atomic
+from grpo_power.config import Config
+from grpo_power.layout import FLEET, PLANNER_ECONOMICS, REPORT
+from grpo_power.planner.discover import INDEX
+from grpo_power.report import figures as fig
+from grpo_power.report import html
+from grpo_power.report import tables as tab
+from grpo_power.telemetry.store import read_trace
+from grpo_power.version import __version__
+
+FIGURES = (
+    ("planner_traces", "Power of each trace's first GPU"),
+    ("planner_distributions", "Per-GPU power distribution of each trace"),
+    ("planner_fleet", "The traces' fleet: peak demand and oversubscription factor"),
+)
+TRACE_COLS = (
+    tab.Col("label", "label"),
+    tab.Col("trace", "key"),
+    tab.Col("format", "format"),
+    tab.Col("data", "data"),
+    tab.Col("GPUs", "gpus", ",.0f"),
+    tab.Col("samples", "samples", ",.0f"),
+    tab.Col("span (s)", "span_s", ",.1f"),
+    tab.Col("from", "source_path"),
+)
+FLEET_COLS = (
+    tab.Col("window (s)", "window_s", "g"),
+    tab.Col("windows per draw", "windows_per_draw", ",.0f"),
+    tab.Col("exceedance of the fleet cap", "exceedance_mean", ".4f"),
+    tab.Col("peak share % (mean)", "peak_share_mean", ".1f", 100.0),
+    tab.Col("peak share % (sizing)", "peak_share_sizing", ".1f", 100.0),
+    tab.Col("factor (x)", "factor", ".3f"),
+    tab.Col("data", "data"),
+)
+ENERGY_COLS = (
+    tab.Col("trace", "deployment"),
+    tab.Col("data", "data"),
+    tab.Col("GPUs", "gpus", ",.0f"),
+    tab.Col("span (s)", "wall_s", ",.1f"),
+    tab.Col("energy (J)", "energy_j", ",.0f"),
+    tab.Col("mean W per GPU", "power_w_per_gpu", ",.1f"),
+    tab.Col("wall kWh", "wall_kwh", ",.4f"),
+    tab.Col("energy $", "energy_usd", ",.5f"),
+    tab.Col("carbon (kg CO2eq)", "carbon_kg", ",.5f"),
+    tab.Col("tokens", "tokens", ",.0f"),
+    tab.Col("kWh per M tokens", "kwh_per_mtok", ",.2f"),
+    tab.Col("fleet-year MWh", "annual_mwh", ",.0f"),
+    tab.Col("fleet-year energy $", "annual_energy_usd", ",.0f"),
+    tab.Col("fleet-year t CO2eq", "annual_carbon_t", ",.0f"),
+)
+
+
+@dataclass(frozen=True)
+class PlannerFolders:
+    """Where the planner's steps wrote: imported traces, fleet, economics."""
+
+    traces: Path
+    fleet: Path
+    economics: Path
+
+
+def _labelled_index(folders: PlannerFolders) -> pd.DataFrame:
+    index = tab.CsvFile(folders.traces / INDEX).frame
+    imported = index[index["status"] == "imported"].copy()
+    imported["label"] = [f"T{i + 1}" for i in range(len(imported))]
+    return imported
+
+
+def _power_frames(
+    imported: pd.DataFrame, folders: PlannerFolders, config: Config
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(first GPU over the first ``report.trace_s``, thinned samples of every GPU) per trace,
+    in the columns :func:`grpo_power.report.figures.power_traces` draws."""
+    traces, samples = [], []
+    r = config.report
+    for _, entry in imported.iterrows():
+        trace = read_trace(folders.traces / f"{entry['key']}.parquet")
+        frame = trace.frame
+        info = {"panel": "traces", "arm": entry["label"], "cap_w": config.cap_w}
+        info["data"] = trace.metadata.source
+        first = frame[frame["gpu"] == frame["gpu"].min()]
+        shown = first[first["t"] <= first["t"].min() + r.trace_s]
+        traces.append(
+            pd.DataFrame(
+                {"t_s": shown["t"] - first["t"].min(), "power_w": shown["power_w"]}
+            ).assign(**info)
+        )
+        step = max(1, -(-len(frame) // r.max_points))
+        samples.append(pd.DataFrame({"power_w": frame["power_w"].iloc[::step]}).assign(**info))
+    return pd.concat(traces, ignore_index=True), pd.concat(samples, ignore_index=True)
+
+
+def planner_report(folders: PlannerFolders, out: Path | str, config: Config) -> Path:
+    """Draw the figures and write ``out/index.html``; returns its path."""
+    out = Path(out)
+    imported = _labelled_index(folders)
+    fleet_json = tab.JsonFile(folders.fleet / FLEET.summary)
+    fleet_windows = tab.CsvFile(folders.fleet / FLEET.fleet_csv)
+    scaling = tab.CsvFile(folders.fleet / FLEET.scaling_csv)
+    energy = tab.CsvFile(folders.economics / PLANNER_ECONOMICS.traces)
+    oversub = tab.CsvFile(folders.economics / PLANNER_ECONOMICS.oversubscription)
+    constants = tab.CsvFile(folders.economics / PLANNER_ECONOMICS.constants)
+    summary = tab.JsonFile(folders.economics / PLANNER_ECONOMICS.summary)
+    index_file = tab.CsvFile(folders.traces / INDEX)
+    labelled = index_file.frame.merge(imported[["key", "label"]], on="key", how="left")
+    index_file.frame = labelled[labelled["status"] == "imported"]
+    traces, samples = _power_frames(imported, folders, config)
+    fig.apply_style()
+    drawn = {
+        "planner_traces": (fig.power_traces(traces), traces["data"]),
+        "planner_distributions": (fig.power_distributions(samples), samples["data"]),
+        "planner_fleet": (
+            fig.fleet(fleet_windows.frame, scaling.frame, config.fleet.window_s),
+            fleet_windows.frame["data"],
+        ),
+    }
+    made = []
+    for name, title in FIGURES:
+        figure, data = drawn[name]
+        pdf, png = fig.save_figure(figure, out / "figures", name, config.report.dpi)
+        caption = f"{fig.data_label(data)}. Dashed: the cap, {config.cap_w:g} W per GPU."
+        made.append(html.figure_html(title, caption, png, pdf, out))
+    skipped = index_file_skipped(folders)
+    headline: list[tab.Cell] = [
+        [
+            f"{len(imported)} trace(s), ",
+            summary.num("gpus", ",.0f"),
+            f" GPU(s), {fig.data_label(imported['data'])}: a fleet of ",
+            fleet_json.num("n_gpus", ",.0f"),
+            f" GPUs by {fleet_json.get('alignment')} alignment peaks at ",
+            fleet_json.num("peak_share_sizing", ".1f", 100.0),
+            f" % of nameplate at the {config.fleet.window_s:g} s window (sizing quantile "
+            f"{config.fleet.peak_quantile:g}), so it can be oversubscribed by a factor of ",
+            fleet_json.num("factor", ".3f"),
+            f" x with margin {config.fleet.margin:g}.",
+        ],
+        [
+            "Energy at the wall ",
+            summary.num("wall_kwh", ",.4f"),
+            " kWh, costing $",
+            summary.num("energy_usd", ",.4f"),
+            " and ",
+            summary.num("carbon_kg", ",.4f"),
+            f" kg CO2eq ({summary.get('carbon_region')}); a fleet of "
+            f"{config.economics.fleet_gpus:,} such GPUs for a year: $",
+            summary.num("annual_energy_usd", ",.0f"),
+            "; oversubscription avoids $",
+            summary.num("oversubscription.capital_usd_avoided", ",.0f"),
+            " of capacity.",
+        ],
+    ]
+    left_out = [entry["run_id"] for entry in fleet_json.get("left_out")]
+    if left_out:
+        headline.append(f"Left out of the fleet (no complete energy bin): {', '.join(left_out)}.")
+    sections = [
+        html.section("What the traces show", html.bullet_list(headline, out), key="headline"),
+        html.section(
+            "The traces",
+            html.table_html(
+                tab.csv_table("traces", "Traces", index_file, TRACE_COLS, ["key"]), out
+            ),
+            html.paragraph(
+                f"Skipped (not power traces): {skipped}" if skipped else "Skipped: none."
+            ),
+            key="traces",
+        ),
+        html.section("Figures", *made, key="figures"),
+        html.section(
+            "Fleet",
+            html.table_html(
+                tab.csv_table(
+                    "fleet", "Fleet of the traces", fleet_windows, FLEET_COLS, ["window_s"]
+                ),
+                out,
+            ),
+            key="fleet",
+        ),
+        html.section(
+            "Economics",
+            html.table_html(
+                tab.csv_table(
+                    "energy", "Energy, cost and carbon", energy, ENERGY_COLS, ["deployment"]
+                ),
+                out,
+            ),
+            html.table_html(
+                tab.csv_table(
+                    "oversubscription",
+                    "Oversubscription value",
+                    oversub,
+                    tab.OVERSUBSCRIPTION_COLS,
+                    ["scope", "n_gpus"],
+                ),
+                out,
+            ),
+            html.table_html(
+                tab.csv_table("constants", "Constants", constants, tab.CONSTANT_COLS, ["name"]), out
+            ),
+            key="economics",
+        ),
+    ]
+    subtitle = (
+        f"grpo-power {__version__}, planner mode: measured or imported traces only, no GRPO run "
+        "and no simulator (traces labelled SIMULATED come from the simulated A100)."
+    )
+    page = html.page("Power traces: fleet provisioning and economics", subtitle, sections)
+    return write_text_atomic(out / REPORT.page, page)
+
+
+def index_file_skipped(folders: PlannerFolders) -> str:
+    """The skipped files of the planner's index, as text."""
+    index = tab.CsvFile(folders.traces / INDEX).frame
+    rows = index[index["status"] == "skipped"]
+    return "; ".join(f"{r['key']} ({r['reason']})" for _, r in rows.iterrows())

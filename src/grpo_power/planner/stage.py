@@ -1,0 +1,52 @@
+"""Planner mode in one call: import a folder of traces, window them, build their fleet, price
+them and write the report (``grpo-power planner run``; ``snakemake planner`` runs the same
+steps as separate commands).
+
+Folders under ``out``: ``traces/`` (the imported traces and ``index.csv``), ``windows/<key>/``
+(the windows stage per trace), ``fleet/``, ``economics/`` and ``report/index.html``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from grpo_power.analysis.fleet import FleetResult
+from grpo_power.analysis.windows import run_windows
+from grpo_power.config import Config
+from grpo_power.planner.discover import import_traces
+from grpo_power.planner.economics import planner_economics
+from grpo_power.planner.fleet import fleet_of_traces
+from grpo_power.planner.report import PlannerFolders, planner_report
+
+
+@dataclass(frozen=True)
+class PlannerResult:
+    """What planner mode wrote and found."""
+
+    report: Path
+    fleet: FleetResult
+    economics: dict[str, Any]
+    traces: int
+    skipped: int
+
+
+def run_planner(
+    folder: Path | str, out: Path | str, config: Config, show_progress: bool = False
+) -> PlannerResult:
+    """Every planner step on the traces under ``folder``; outputs under ``out``."""
+    out = Path(out)
+    folders = PlannerFolders(out / "traces", out / "fleet", out / "economics")
+    index = import_traces(folder, folders.traces, config, show_progress)
+    keys = list(index.loc[index["status"] == "imported", "key"])
+    windows = []
+    for key in tqdm(keys, desc="windows", unit="trace", disable=not show_progress):
+        run_windows(folders.traces / f"{key}.parquet", out / "windows" / key, config)
+        windows.append(out / "windows" / key)
+    fleet = fleet_of_traces(windows, folders.fleet, config)
+    economics = planner_economics(folders.traces, folders.fleet, folders.economics, config)
+    report = planner_report(folders, out / "report", config)
+    return PlannerResult(report, fleet, economics, len(keys), len(index) - len(keys))

@@ -1,0 +1,367 @@
+"""Measure the power and energy of any code: ``with monitor.window("rollout") as w: ...``.
+
+:class:`PowerMonitor` is the measurement API for code the project does not run (a user's own
+training script, a plain PyTorch loop), in the spirit of Zeus's ``ZeusMonitor``: windows are
+named, may nest and overlap, and each gives a :class:`Measurement` (time, energy, mean and peak
+power, the share of samples above a cap, and the split by phase where the workload announces its
+phases). Power comes from the project's own sources and sampler
+(:mod:`grpo_power.telemetry.factory`, :mod:`grpo_power.telemetry.sampler`): NVML on NVIDIA GPUs,
+else the simulated A100 (labelled ``simulated`` in every measurement and file). With ``trace`` it
+writes the same crash-safe trace as ``grpo-power telemetry record``
+(:class:`~grpo_power.telemetry.store.TraceWriter`).
+
+A window reads one extra sample at its start and at its end (like Zeus reading the energy
+counter), so a window shorter than the sampling period is still measured; its energy is the
+energy counter's difference where every sample has one (NVML on Volta and newer, the simulated
+A100), else the trapezoid of sampled power in which gaps are not bridged
+(:func:`~grpo_power.telemetry.summary.trapezoid_energy_j`). ``python -m benchmarks monitor``
+measures the overhead per window and per sample.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from grpo_power.config import Config, TelemetrySource
+from grpo_power.sim.power_model import Phase
+from grpo_power.telemetry.factory import open_source
+from grpo_power.telemetry.record import trace_metadata
+from grpo_power.telemetry.sampler import PowerSampler, RecentPower
+from grpo_power.telemetry.signals import WorkloadSignal
+from grpo_power.telemetry.source import PowerSource, Row
+from grpo_power.telemetry.store import TraceWriter
+from grpo_power.telemetry.summary import trapezoid_energy_j
+
+
+@dataclass(frozen=True)
+class PhaseShare:
+    """Time (s) and energy (J, all GPUs) of one announced phase within a window."""
+
+    time_s: float
+    energy_j: float
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What one window measured. Power figures are per GPU (the cap is per GPU).
+
+    Attributes:
+        name: the window's name.
+        time_s: wall time of the window, s.
+        energy_j: energy of all measured GPUs, J.
+        gpu_energy_j: energy per GPU index, J.
+        energy_source: ``counter`` (the energy counter's difference) or ``integrated``.
+        mean_power_w: mean power per GPU, W (energy / time / GPUs).
+        p95_power_w: 95th percentile of the per-GPU samples, W.
+        peak_power_w: the highest per-GPU sample, W.
+        share_above_cap: share of per-GPU samples above ``cap_w`` (None without a cap).
+        cap_w: the per-GPU cap, W, or None.
+        samples: per-GPU samples in the window (its two boundary reads included).
+        phases: time and energy per phase the workload announced (empty when none was).
+        simulated: True when the power comes from the simulated A100, not a meter.
+    """
+
+    name: str
+    time_s: float
+    energy_j: float
+    gpu_energy_j: dict[int, float]
+    energy_source: str
+    mean_power_w: float
+    p95_power_w: float
+    peak_power_w: float
+    share_above_cap: float | None
+    cap_w: float | None
+    samples: int
+    phases: dict[str, PhaseShare] = field(default_factory=dict)
+    simulated: bool = False
+
+
+class OpenWindow:
+    """What ``with monitor.window(name) as w`` gives: after the block, ``w.measurement`` and
+    its fields (``w.energy_j``, ``w.mean_power_w``, ...) are the window's :class:`Measurement`."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.measurement: Measurement | None = None
+
+    def __getattr__(self, item: str) -> Any:
+        if item.startswith("_") or item not in Measurement.__dataclass_fields__:
+            raise AttributeError(item)
+        if self.measurement is None:
+            raise RuntimeError(f"window {self.name!r} is still open: read {item} after its block")
+        return getattr(self.measurement, item)
+
+
+@dataclass(frozen=True)
+class _Begun:
+    """An open window: its start (sampler clock, s) and the activity its end restores."""
+
+    t_s: float
+    restore: tuple[Phase, int] | None
+
+
+class PowerMonitor:
+    """Sample GPU power in the background and measure named windows of code.
+
+    Args:
+        gpus: GPU indices to measure (None: ``CUDA_VISIBLE_DEVICES``, else every GPU).
+        period_s: sampling period, s (None: the config's ``telemetry.period_s``).
+        source: ``auto`` (NVML when there is an NVIDIA GPU, else the simulated A100), ``nvml``,
+            ``simulated``, or an opened :class:`~grpo_power.telemetry.source.PowerSource`.
+        trace: a trace file to write (Parquet, crash-safe), or a ready
+            :class:`~grpo_power.telemetry.store.TraceWriter`; None: keep samples in memory only.
+        cap_w: per-GPU cap, W, for ``share_above_cap`` (None: the config's ``cap_w``).
+        config: the config whose GPU, simulated power model and telemetry settings are used
+            (None: the defaults).
+        signal: where the workload announces its phases (drives the simulated A100 and the
+            phase split); None: a new one, :attr:`signal`.
+        history_s: samples kept in memory beyond the open windows' needs, s.
+        sampler_options: passed to :class:`~grpo_power.telemetry.sampler.PowerSampler`
+            (``origin_s``, ``energy_offset_j``: a resumed run's clock and counters).
+
+    Raises:
+        TelemetryUnavailable: ``nvml`` asked for on a machine without NVML, or NVML failing.
+    """
+
+    def __init__(
+        self,
+        gpus: list[int] | None = None,
+        period_s: float | None = None,
+        source: TelemetrySource | PowerSource = "auto",
+        trace: Path | str | TraceWriter | None = None,
+        cap_w: float | None = None,
+        config: Config | None = None,
+        signal: WorkloadSignal | None = None,
+        history_s: float = 600.0,
+        **sampler_options: Any,
+    ) -> None:
+        config = config or Config()
+        telemetry = config.telemetry.model_copy(
+            update={k: v for k, v in (("gpus", gpus), ("period_s", period_s)) if v is not None}
+        )
+        if isinstance(source, str):
+            telemetry.source = source
+        config = config.model_copy(update={"telemetry": telemetry})
+        self.signal = signal or WorkloadSignal()
+        self.source = open_source(config, self.signal) if isinstance(source, str) else source
+        self.period_s = telemetry.period_s
+        self.cap_w = config.cap_w if cap_w is None else cap_w
+        self.simulated = self.source.kind == "simulated"
+        if isinstance(trace, str | Path):
+            run_id = f"monitor-{uuid.uuid4().hex[:8]}"
+            trace = TraceWriter(trace, trace_metadata(self.source, run_id, self.period_s))
+        self.trace = trace
+        self._rows: dict[str, list[float]] = {k: [] for k in ("t", "gpu", "power_w", "energy_j")}
+        self._keep_rows = int(history_s / self.period_s + 2) * max(1, len(self.source.gpus))
+        self._open: dict[str, _Begun] = {}
+        self._lock = threading.Lock()
+        self.sampler = PowerSampler(
+            self.source,
+            trace,
+            period_s=self.period_s,
+            flush_s=telemetry.flush_s,
+            history_s=history_s,
+            listener=self._store,
+            **sampler_options,
+        )
+        self._started = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> PowerMonitor:
+        """Start sampling (a window started before this starts it)."""
+        if not self._started:
+            self._started = True
+            self.sampler.start()
+        return self
+
+    def stop(self, complete: bool = True) -> None:
+        """Stop sampling and close the trace (``complete=False``: an unfinished attempt)."""
+        if self._started:
+            self.sampler.stop(complete)
+            self._started = False
+
+    def __enter__(self) -> PowerMonitor:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- windows ---------------------------------------------------------------------------
+
+    def begin_window(self, name: str, phase: Phase | None = None, batch: int = 1) -> None:
+        """Open window ``name`` now; ``phase`` (optional) is announced to :attr:`signal` for
+        the window's duration (it drives the simulated A100; real GPUs ignore it)."""
+        if name in self._open:
+            raise ValueError(f"window {name!r} is already open; close it or use another name")
+        self.start()
+        restore = None
+        if phase is not None:
+            current = self.signal.current()
+            restore = (current.phase, current.batch)
+            self.signal.set(phase, batch)
+        begun = _Begun(self._boundary_s(), restore)
+        with self._lock:
+            self._open[name] = begun
+
+    def end_window(self, name: str) -> Measurement:
+        """Close window ``name`` and return what it measured.
+
+        Raises:
+            KeyError: no window of that name is open.
+        """
+        if name not in self._open:
+            raise KeyError(f"no open window {name!r}; open ones: {sorted(self._open)}")
+        end_s = self._boundary_s()
+        with self._lock:
+            begun = self._open.pop(name)
+            times = self._rows["t"]
+            first, last = bisect.bisect_left(times, begun.t_s), bisect.bisect_right(times, end_s)
+            rows = {k: np.asarray(v[first:last], dtype=float) for k, v in self._rows.items()}
+        if begun.restore is not None:
+            self.signal.set(*begun.restore)
+        return self._measure(name, begun.t_s, end_s, rows)
+
+    @contextmanager
+    def window(self, name: str, phase: Phase | None = None, batch: int = 1) -> Iterator[OpenWindow]:
+        """``with monitor.window("rollout") as w: ...``; afterwards ``w.energy_j`` etc."""
+        handle = OpenWindow(name)
+        self.begin_window(name, phase, batch)
+        try:
+            yield handle
+        finally:
+            handle.measurement = self.end_window(name)
+
+    def recent(self, window_s: float) -> RecentPower:
+        """Per-GPU samples of the last ``window_s`` seconds (for a controller)."""
+        return self.sampler.recent(window_s)
+
+    def age_s(self) -> float:
+        """Seconds since the newest sample."""
+        return self.sampler.age_s()
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _boundary_s(self) -> float:
+        """Read a boundary sample now; its time on the sampler's clock, s (now, if it failed)."""
+        rows = self.sampler.take_now()
+        if rows:
+            return float(rows[0]["t"])
+        assert self.sampler.origin_s is not None
+        return time.monotonic() - self.sampler.origin_s
+
+    def _store(self, rows: list[Row]) -> None:
+        """The sampler's listener: keep every row; drop old ones no open window needs."""
+        with self._lock:
+            for row in rows:
+                energy_j = row.get("energy_j")
+                self._rows["t"].append(row["t"])
+                self._rows["gpu"].append(row["gpu"])
+                self._rows["power_w"].append(row["power_w"])
+                self._rows["energy_j"].append(np.nan if energy_j is None else energy_j)
+            if len(self._rows["t"]) > 2 * self._keep_rows:
+                drop = len(self._rows["t"]) - self._keep_rows
+                oldest_s = min((b.t_s for b in self._open.values()), default=None)
+                if oldest_s is not None:
+                    drop = min(drop, bisect.bisect_left(self._rows["t"], oldest_s))
+                for values in self._rows.values():
+                    del values[:drop]
+
+    def _measure(
+        self, name: str, start_s: float, end_s: float, rows: dict[str, np.ndarray]
+    ) -> Measurement:
+        time_s = max(0.0, end_s - start_s)
+        max_gap_s = 2.0 * self.period_s
+        changes = self._phase_changes(start_s, end_s)
+        gpu_energy_j: dict[int, float] = {}
+        phase_energy_j: dict[str, float] = {}
+        sources = set()
+        for gpu in np.unique(rows["gpu"]).astype(int):
+            mine = rows["gpu"] == gpu
+            t_s, power_w, counter = rows["t"][mine], rows["power_w"][mine], rows["energy_j"][mine]
+            if len(counter) >= 2 and not np.isnan(counter).any():
+                gpu_energy_j[int(gpu)], source = float(counter[-1] - counter[0]), "counter"
+            else:
+                gpu_energy_j[int(gpu)] = trapezoid_energy_j(t_s, power_w, max_gap_s)
+                source = "integrated"
+            sources.add(source)
+            if changes:
+                _split_by_phase(t_s, power_w, max_gap_s, changes, phase_energy_j)
+        power_w = rows["power_w"]
+        energy_j = float(sum(gpu_energy_j.values()))
+        n_gpus = max(1, len(gpu_energy_j))
+        return Measurement(
+            name=name,
+            time_s=time_s,
+            energy_j=energy_j,
+            gpu_energy_j=gpu_energy_j,
+            energy_source=",".join(sorted(sources)) or "none",
+            mean_power_w=energy_j / time_s / n_gpus if time_s > 0 else float("nan"),
+            p95_power_w=float(np.percentile(power_w, 95)) if len(power_w) else float("nan"),
+            peak_power_w=float(power_w.max()) if len(power_w) else float("nan"),
+            share_above_cap=(
+                float((power_w > self.cap_w).mean()) if len(power_w) and self.cap_w else None
+            ),
+            cap_w=self.cap_w,
+            samples=len(power_w) // n_gpus,
+            phases={
+                phase: PhaseShare(_phase_time_s(changes, phase), energy)
+                for phase, energy in phase_energy_j.items()
+            },
+            simulated=self.simulated,
+        )
+
+    def _phase_changes(self, start_s: float, end_s: float) -> list[tuple[float, float, str]]:
+        """The announced phases as (from, to, phase) on the sampler's clock, cut to the window;
+        empty when nothing but idle was announced."""
+        assert self.sampler.origin_s is not None
+        origin_s = self.sampler.origin_s
+        changes = [(t - origin_s, a.phase) for t, a in self.signal.changes()]
+        spans = []
+        for (since_s, phase), (until_s, _) in zip(
+            changes, [*changes[1:], (end_s, "")], strict=True
+        ):
+            low, high = max(since_s, start_s), min(until_s, end_s)
+            if high > low:
+                spans.append((low, high, phase))
+        return spans if any(phase != "idle" for *_, phase in spans) else []
+
+
+def _phase_time_s(spans: list[tuple[float, float, str]], phase: str) -> float:
+    return float(sum(high - low for low, high, p in spans if p == phase))
+
+
+def _split_by_phase(
+    t_s: np.ndarray,
+    power_w: np.ndarray,
+    max_gap_s: float,
+    spans: list[tuple[float, float, str]],
+    energy_j: dict[str, float],
+) -> None:
+    """Add one GPU's trapezoid energy to ``energy_j`` by phase: each sample interval's energy is
+    shared among the phases in proportion to their time in it (intervals longer than
+    ``max_gap_s`` count zero)."""
+    if len(t_s) < 2:
+        return
+    dt_s = np.diff(t_s)
+    power_per_s = np.where(dt_s <= max_gap_s, 0.5 * (power_w[1:] + power_w[:-1]), 0.0)
+    low = np.array([s[0] for s in spans])
+    high = np.array([s[1] for s in spans])
+    overlap_s = np.clip(
+        np.minimum(t_s[1:, None], high[None, :]) - np.maximum(t_s[:-1, None], low[None, :]),
+        0.0,
+        None,
+    )
+    per_span_j = (power_per_s[:, None] * overlap_s).sum(axis=0)
+    for (_, _, phase), share_j in zip(spans, per_span_j, strict=True):
+        energy_j[phase] = energy_j.get(phase, 0.0) + float(share_j)

@@ -1,0 +1,141 @@
+"""Planner mode: a folder of mixed traces (the committed logs, a Parquet trace with its step
+log, a file that is no trace) to fleet, economics and report; and the README's two commands on
+the public real traces in ../shared/data/real-traces, which must agree."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from grpo_power.cli import app
+from grpo_power.config import Config
+from grpo_power.planner.stage import run_planner
+from grpo_power.telemetry.record import trace_metadata
+from grpo_power.telemetry.signals import WorkloadSignal
+from grpo_power.telemetry.simulated import SimulatedA100Source
+from grpo_power.telemetry.steplog import StepLogWriter
+from grpo_power.telemetry.store import read_trace, write_trace
+from tests.conftest import DATA, REPO, checkout_copy, missing_requirement, user_env
+
+REAL_TRACES = REPO.parent / "shared" / "data" / "real-traces"
+CLI_FORM = ".venv/bin/grpo-power planner run ../shared/data/real-traces --out results/planner"
+SNAKEMAKE_FORM = (
+    "snakemake --cores 2 planner --config planner='{traces: ../shared/data/real-traces}'"
+)
+
+
+def _run_folder(folder: Path, config: Config) -> None:
+    """A run folder as `grpo-power run` leaves it: a 2-GPU trace and its step log (tokens)."""
+    source = SimulatedA100Source(config.gpu, config.telemetry.simulated, WorkloadSignal(), [0, 1])
+    rows = [dict(row, t=0.1 * i) for i in range(600) for row in source.read(0.1 * i)]
+    write_trace(
+        folder / "trace.parquet",
+        pd.DataFrame(rows),
+        trace_metadata(source, "run-a", 0.1, start_unix_s=1.7e9),
+    )
+    log = StepLogWriter(folder / "steps.parquet", "run-a", simulated_power=True)
+    log.write([{"step": 1, "completion_tokens": 4000}, {"step": 2, "completion_tokens": 6000}])
+    log.close(True)
+
+
+def test_planner_on_a_folder_of_mixed_traces(config: Config, tmp_path: Path) -> None:
+    folder = tmp_path / "traces"
+    (folder / "smi").mkdir(parents=True)
+    shutil.copy(DATA / "nvidia-smi-a100.csv", folder / "smi" / "node1.csv")
+    shutil.copy(DATA / "nvidia-smi-basic.csv", folder / "smi" / "node2.csv")  # no nameplate
+    shutil.copy(DATA / "dcgm-exporter-a100.csv", folder / "dcgm.csv")
+    _run_folder(folder / "run-a", config)
+    (folder / "notes.csv").write_text("when,what\nmonday,nothing\n")
+    result = run_planner(folder, tmp_path / "out", config)
+    index = pd.read_csv(tmp_path / "out" / "traces" / "index.csv")
+    imported = index[index["status"] == "imported"].set_index("key")
+    assert sorted(imported.index) == ["dcgm", "run-a/trace", "smi/node1", "smi/node2"]
+    assert dict(imported["format"]) == {
+        "dcgm": "dcgm",
+        "run-a/trace": "trace",
+        "smi/node1": "nvidia-smi",
+        "smi/node2": "nvidia-smi",
+    }
+    skipped = set(index.loc[index["status"] == "skipped", "key"])
+    assert skipped == {"notes", "run-a/steps"}
+    assert "gpu.nameplate_w" in imported.loc["smi/node2", "notes"]
+    # the fleet is the traces' GPUs (2 + 1 + 2), but for the log too short for one energy bin
+    left_out = [entry["run_id"] for entry in result.fleet.summary["left_out"]]
+    assert left_out == ["smi/node1"]  # 0.3 s of samples: no complete 0.5 s bin
+    assert result.fleet.summary["n_gpus"] == int(imported["gpus"].drop(left_out).sum()) == 4
+    assert result.fleet.summary["simulated"]  # one input is simulated: the fleet says so
+    traces = pd.read_csv(tmp_path / "out" / "economics" / "traces.csv").set_index("deployment")
+    assert traces.loc["run-a/trace", "tokens"] == 10000
+    assert np.isfinite(traces.loc["run-a/trace", "kwh_per_mtok"])
+    assert np.isnan(traces.loc["dcgm", "kwh_per_mtok"])  # no step log: no per-token figures
+    # the pooled energy is the sum of each trace's, read back independently
+    total_j = sum(
+        read_trace(tmp_path / "out" / "traces" / f"{k}.parquet")
+        .frame.groupby("gpu")["energy_j"]
+        .agg(lambda e: e.iloc[-1] - e.iloc[0])
+        .sum()
+        for k in ["dcgm", "run-a/trace"]
+    )
+    assert traces.loc["all traces", "energy_j"] > total_j  # plus the nvidia-smi logs' energy
+    page = result.report.read_text()
+    assert "SIMULATED" in page and "planner_fleet.png" in page and "T4" in page
+    assert not result.economics["tokens_used"]  # not every trace has tokens
+
+
+def test_planner_refuses_a_folder_without_traces(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    result = CliRunner().invoke(
+        app, ["planner", "run", str(tmp_path / "empty"), "--out", str(tmp_path / "out")]
+    )
+    assert result.exit_code == 2
+    lines = [ln for ln in result.output.splitlines() if ln.startswith("error")]
+    assert len(lines) == 1 and "no power trace found" in lines[0]
+    assert not (tmp_path / "out").exists()
+
+
+def _readme_command(command: str, checkout: Path) -> str:
+    done = subprocess.run(
+        ["bash", "-c", command],
+        cwd=checkout,
+        env=user_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, f"`{command}` exited {done.returncode}:\n{output[-4000:]}"
+    assert "Traceback" not in output
+    return output
+
+
+@pytest.mark.slow
+def test_planner_on_the_public_real_traces(tmp_path: Path) -> None:
+    """The README's planner commands as written, in a checkout copy beside the shared data."""
+    if not REAL_TRACES.is_dir():
+        missing_requirement(f"the public real traces in {REAL_TRACES}")
+    checkout = checkout_copy(tmp_path / "checkout")
+    (tmp_path / "shared").symlink_to(REPO.parent / "shared")
+    output = _readme_command(CLI_FORM, checkout)
+    print(output[-800:])
+    by_cli = json.loads((checkout / "results" / "planner" / "fleet" / "summary.json").read_text())
+    shutil.rmtree(checkout / "results")
+    _readme_command(SNAKEMAKE_FORM, checkout)
+    planner = checkout / "results" / "planner"
+    by_snakemake = json.loads((planner / "fleet" / "summary.json").read_text())
+    assert by_cli["n_gpus"] == by_snakemake["n_gpus"] == 6  # the six A100 recordings
+    assert by_cli["data"] == "measured"
+    for key in ("alignment", "factor", "peak_share_sizing"):
+        assert by_cli[key] == pytest.approx(by_snakemake[key]), key  # the same computation
+    assert 1.0 < by_cli["factor"] < 2.0
+    index = pd.read_csv(planner / "traces" / "index.csv")
+    skipped = index[index["status"] == "skipped"]
+    assert skipped["key"].str.endswith("engine").sum() == 6  # vLLM metrics: no power column
+    assert (planner / "report" / "index.html").exists()
+    assert len(list((planner / "report" / "figures").glob("*.png"))) == 3

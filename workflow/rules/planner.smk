@@ -1,0 +1,134 @@
+# Planner mode: a folder of traces (config planner.traces: nvidia-smi / DCGM CSV logs, Parquet
+# traces, mixed) imported, windowed, made into a fleet, priced and reported, with no GRPO run and
+# no simulator: `snakemake --cores 2 planner --config planner='{traces: DIR}'`. The same commands
+# as `grpo-power planner run DIR --out results/planner`, one job each (a window job per trace).
+from grpo_power.layout import PLANNER_ECONOMICS, PLANNER_TRACES
+from grpo_power.planner.discover import find_traces
+
+PLANNER = LAYOUT.planner
+
+
+def planner_keys():
+    """The names of the traces under planner.traces (found when the workflow is planned)."""
+    if CFG.planner.traces is None:
+        return []
+    return [found.key for found in find_traces(CFG.planner.traces)[0]]
+
+
+rule planner_import:
+    output:
+        index=PLANNER / "traces" / PLANNER_TRACES.index,
+        traces=[PLANNER / "traces" / f"{key}.parquet" for key in planner_keys()],
+    log:
+        LAYOUT.logs / "planner" / "import.log",
+    params:
+        planner=CFG.planner.model_dump_json(),
+        gpu=CFG.gpu.model_dump_json(),
+        folder=CFG.planner.traces,
+        out=PLANNER / "traces",
+    conda:
+        "../../envs/analysis.yaml"
+    threads: 1
+    resources:
+        **analysis_resources(),
+    shell:
+        "python -m grpo_power.cli planner import {params.folder:q} --out {params.out:q} "
+        "--config {RESOLVED_CONFIG:q} > {log:q} 2>&1"
+
+
+rule planner_windows:
+    input:
+        trace=PLANNER / "traces" / "{key}.parquet",
+    output:
+        **WINDOWS.paths(PLANNER / "windows" / "{key}"),
+    log:
+        LAYOUT.logs / "planner" / "windows" / "{key}.log",
+    params:
+        windows=CFG.windows.model_dump_json(),
+        cap_w=CFG.cap_w,
+        out=lambda wildcards: PLANNER / "windows" / wildcards.key,
+    conda:
+        "../../envs/analysis.yaml"
+    threads: 1
+    resources:
+        **analysis_resources(),
+    shell:
+        "python -m grpo_power.cli windows {input.trace:q} --out {params.out:q} "
+        "--config {RESOLVED_CONFIG:q} > {log:q} 2>&1"
+
+
+rule planner_fleet:
+    input:
+        bins=[PLANNER / "windows" / key / WINDOWS.bins for key in planner_keys()],
+    output:
+        **FLEET.paths(PLANNER / "fleet"),
+    log:
+        LAYOUT.logs / "planner" / "fleet.log",
+    params:
+        fleet=CFG.fleet.model_dump_json(),
+        windows=CFG.windows.model_dump_json(),
+        cap_w=CFG.cap_w,
+        seed=CFG.seed,
+        folders=lambda wildcards, input: [str(Path(b).parent) for b in input.bins],
+        out=PLANNER / "fleet",
+    conda:
+        "../../envs/analysis.yaml"
+    threads: 1
+    resources:
+        **analysis_resources(),
+    shell:
+        "python -m grpo_power.cli planner fleet {params.folders:q} --out {params.out:q} "
+        "--config {RESOLVED_CONFIG:q} > {log:q} 2>&1"
+
+
+rule planner_economics:
+    input:
+        index=PLANNER / "traces" / PLANNER_TRACES.index,
+        fleet=PLANNER / "fleet" / FLEET.summary,
+    output:
+        **PLANNER_ECONOMICS.paths(PLANNER / "economics"),
+    log:
+        LAYOUT.logs / "planner" / "economics.log",
+    params:
+        economics=CFG.economics.model_dump_json(),
+        traces=PLANNER / "traces",
+        fleet=PLANNER / "fleet",
+        out=PLANNER / "economics",
+    conda:
+        "../../envs/analysis.yaml"
+    threads: 1
+    resources:
+        **analysis_resources(),
+    shell:
+        "python -m grpo_power.cli planner economics --traces {params.traces:q} "
+        "--fleet {params.fleet:q} --out {params.out:q} --config {RESOLVED_CONFIG:q} > {log:q} 2>&1"
+
+
+rule planner_report:
+    input:
+        index=PLANNER / "traces" / PLANNER_TRACES.index,
+        fleet=PLANNER / "fleet" / FLEET.summary,
+        economics=PLANNER / "economics" / PLANNER_ECONOMICS.summary,
+    output:
+        index=PLANNER / "report" / REPORT.page,
+    log:
+        LAYOUT.logs / "planner" / "report.log",
+    params:
+        report=CFG.report.model_dump_json(),
+        traces=PLANNER / "traces",
+        fleet=PLANNER / "fleet",
+        economics=PLANNER / "economics",
+        out=PLANNER / "report",
+    conda:
+        "../../envs/analysis.yaml"
+    threads: 1
+    resources:
+        **analysis_resources(),
+    shell:
+        "python -m grpo_power.cli planner report --traces {params.traces:q} --fleet {params.fleet:q} "
+        "--economics {params.economics:q} --out {params.out:q} --config {RESOLVED_CONFIG:q} > {log:q} 2>&1"
+
+
+rule planner:
+    input:
+        PLANNER / "report" / REPORT.page,
