@@ -75,6 +75,23 @@ def user_env() -> dict[str, str]:
     return dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
 
 
+def run_as_user(command: str, cwd: Path, timeout_s: float = 1800) -> str:
+    """Run ``command`` through bash in ``cwd`` as a user types it (:func:`user_env`); fail the
+    test unless it exits 0 without a traceback. Returns its stdout and stderr together."""
+    done = subprocess.run(
+        ["bash", "-c", command],
+        cwd=cwd,
+        env=user_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, f"`{command}` exited {done.returncode}:\n{output[-4000:]}"
+    assert "Traceback" not in output, f"`{command}`:\n{output[-4000:]}"
+    return output
+
+
 def _slurm_problem() -> str | None:
     if shutil.which("sbatch") is None:
         return "no Slurm client (sbatch) on PATH"

@@ -5,37 +5,21 @@ PyTorch loop."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from grpo_power.telemetry.store import read_trace
 from grpo_power.telemetry.summary import summarize_trace
-from tests.conftest import checkout_copy, user_env
+from tests.conftest import checkout_copy, run_as_user
 
 GRPO = ".venv/bin/python examples/grpo_with_power.py --out results/examples/grpo"
 LOOP = ".venv/bin/python examples/measure_any_training.py --out results/examples/loop"
 
 
-def _run(command: str, checkout: Path) -> str:
-    done = subprocess.run(
-        ["bash", "-c", command],
-        cwd=checkout,
-        env=user_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    output = done.stdout + done.stderr
-    assert done.returncode == 0, f"`{command}` exited {done.returncode}:\n{output[-4000:]}"
-    assert "Traceback" not in output, output[-4000:]
-    return output
-
-
 def test_grpo_example_logs_power_to_tensorboard(tmp_path: Path) -> None:
     checkout = checkout_copy(tmp_path / "checkout")
-    output = _run(GRPO, checkout)
+    output = run_as_user(GRPO, checkout)
     out = checkout / "results" / "examples" / "grpo"
     (events,) = list((out / "runs").glob("*/events.out.tfevents.*"))
     accumulator = EventAccumulator(str(events.parent))
@@ -69,7 +53,7 @@ def test_grpo_example_logs_power_to_tensorboard(tmp_path: Path) -> None:
 
 def test_measure_any_training_example(tmp_path: Path) -> None:
     checkout = checkout_copy(tmp_path / "checkout")
-    output = _run(LOOP, checkout)
+    output = run_as_user(LOOP, checkout)
     out = checkout / "results" / "examples" / "loop"
     steps = json.loads((out / "steps.json").read_text())
     assert len(steps) == 20 and "SIMULATED" in output

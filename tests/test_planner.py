@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +21,7 @@ from grpo_power.telemetry.signals import WorkloadSignal
 from grpo_power.telemetry.simulated import SimulatedA100Source
 from grpo_power.telemetry.steplog import StepLogWriter
 from grpo_power.telemetry.store import read_trace, write_trace
-from tests.conftest import DATA, REPO, checkout_copy, missing_requirement, user_env
+from tests.conftest import DATA, REPO, checkout_copy, missing_requirement, run_as_user
 
 REAL_TRACES = REPO.parent / "shared" / "data" / "real-traces"
 CLI_FORM = ".venv/bin/grpo-power planner run ../shared/data/real-traces --out results/planner"
@@ -100,21 +99,6 @@ def test_planner_refuses_a_folder_without_traces(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
-def _readme_command(command: str, checkout: Path) -> str:
-    done = subprocess.run(
-        ["bash", "-c", command],
-        cwd=checkout,
-        env=user_env(),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    output = done.stdout + done.stderr
-    assert done.returncode == 0, f"`{command}` exited {done.returncode}:\n{output[-4000:]}"
-    assert "Traceback" not in output
-    return output
-
-
 @pytest.mark.slow
 def test_planner_on_the_public_real_traces(tmp_path: Path) -> None:
     """The README's planner commands as written, in a checkout copy beside the shared data."""
@@ -122,11 +106,11 @@ def test_planner_on_the_public_real_traces(tmp_path: Path) -> None:
         missing_requirement(f"the public real traces in {REAL_TRACES}")
     checkout = checkout_copy(tmp_path / "checkout")
     (tmp_path / "shared").symlink_to(REPO.parent / "shared")
-    output = _readme_command(CLI_FORM, checkout)
+    output = run_as_user(CLI_FORM, checkout)
     print(output[-800:])
     by_cli = json.loads((checkout / "results" / "planner" / "fleet" / "summary.json").read_text())
     shutil.rmtree(checkout / "results")
-    _readme_command(SNAKEMAKE_FORM, checkout)
+    run_as_user(SNAKEMAKE_FORM, checkout)
     planner = checkout / "results" / "planner"
     by_snakemake = json.loads((planner / "fleet" / "summary.json").read_text())
     assert by_cli["n_gpus"] == by_snakemake["n_gpus"] == 6  # the six A100 recordings

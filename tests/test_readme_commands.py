@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import DATA, REPO, checkout_copy, user_env
+from tests.conftest import DATA, REPO, checkout_copy, run_as_user
 
 SLURM_TEST = "snakemake --profile profiles/slurm --configfile config/slurm-test.yaml"
 A100 = "snakemake --profile profiles/slurm --configfile config/a100-slurm.yaml"
@@ -141,18 +141,8 @@ def _run_place(place: str, tmp_path: Path) -> tuple[Path, dict[str, str]]:
         if how != "run" or detail != place:
             continue
         started = time.monotonic()
-        done = subprocess.run(
-            ["bash", "-c", command],
-            cwd=checkout,
-            env=user_env(),
-            capture_output=True,
-            text=True,
-            timeout=1800,
-        )
+        output = run_as_user(command, checkout)
         elapsed_s = time.monotonic() - started
-        output = done.stdout + done.stderr
-        assert done.returncode == 0, f"`{command}` exited {done.returncode}:\n{output[-4000:]}"
-        assert "Traceback" not in output, f"`{command}`:\n{output[-4000:]}"
         outputs[command] = output
         last = next((ln for ln in reversed(output.splitlines()) if ln.strip()), "")
         rows.append((command, "ran", last.strip()[:90], elapsed_s))
