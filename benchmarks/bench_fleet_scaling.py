@@ -24,8 +24,13 @@ import pandas as pd
 
 from benchmarks.bench_windows import GPUS_PER_JOB, N_GPUS, job_power_w
 from benchmarks.common import save_result
-from grpo_power.analysis import fleet as fleet_mod
-from grpo_power.analysis.fleet import JobSource, MonteCarloFleet, read_run_bins, wall_clock_fleet
+from grpo_power.analysis.fleet import (
+    JobSource,
+    MonteCarloFleet,
+    monte_carlo,
+    read_run_bins,
+    wall_clock_fleet,
+)
 from grpo_power.atomic import write_parquet_atomic
 from grpo_power.config import Config
 from grpo_power.layout import BINS_METADATA_KEY
@@ -137,11 +142,11 @@ def main(hours: float = 24.0) -> dict:
     # FFT and direct summation of the same 1,000-GPU draw.
     draws = []
     for limit in (10**9, 0):
-        fleet_mod.DIRECT_MAX_COPIES, saved = limit, fleet_mod.DIRECT_MAX_COPIES
+        monte_carlo.DIRECT_MAX_COPIES, saved = limit, monte_carlo.DIRECT_MAX_COPIES
         try:
             energy, _ = MonteCarloFleet(sources, None, np.random.default_rng(9)).fleet_energy(1000)
         finally:
-            fleet_mod.DIRECT_MAX_COPIES = saved
+            monte_carlo.DIRECT_MAX_COPIES = saved
         draws.append(energy)
     fft_vs_direct = float(np.max(np.abs(draws[0] - draws[1])) / np.max(np.abs(draws[0])))
 

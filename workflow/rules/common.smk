@@ -22,8 +22,11 @@ from grpo_power.workflow_params import calibration_settings, real_sweep_settings
 # The same pydantic schema as the CLI: a bad config stops the workflow before any job runs.
 CFG = validate_config(config, source="Snakemake config")
 # The JSON schema generated from the same pydantic schema (`grpo-power config schema`), as the
-# Snakemake catalog reads a workflow's parameters; pydantic runs first for its one-line errors.
-validate(config, "../schemas/config.schema.json", set_default=False)
+# Snakemake catalog reads a workflow's parameters. It checks the config as pydantic parsed it:
+# pydantic runs first for its one-line errors, and `--config workload='{steps: 60}'` hands
+# nested values over as text ('60'), which pydantic reads as the field's type and JSON Schema
+# would refuse.
+validate(CFG.model_dump(mode="json"), "../schemas/config.schema.json", set_default=False)
 RESULTS = Path(CFG.results_dir)
 LAYOUT = CFG.layout  # every folder and file name: src/grpo_power/layout.py
 # Rules hand this file to the CLI. It is named by the config's content (so a dry run with another

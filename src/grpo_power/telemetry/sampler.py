@@ -128,12 +128,15 @@ class PowerSampler:
 
     def take_now(self) -> list[Row]:
         """Read one sample now, from the caller's thread, between the scheduled ones (a window's
-        boundary): the listener and the history get it, the trace does not. Returns its rows
-        (none when the read failed; the failure is counted like the loop's)."""
-        return self._read() or []
+        boundary): the listener and the history get it, the trace does not, and it does not make
+        the telemetry fresh (:meth:`age_s` is the age of the scheduled samples: a stopped
+        sampler still puts a run in fail-safe). Returns its rows (none when the read failed; the
+        failure is counted like the loop's)."""
+        return self._read(scheduled=False) or []
 
-    def _read(self) -> list[Row] | None:
-        """Read the source once: rows with ``t`` set, handed to the listener and the history."""
+    def _read(self, scheduled: bool = True) -> list[Row] | None:
+        """Read the source once: rows with ``t`` set, handed to the listener and the history;
+        a ``scheduled`` read is the newest sample :meth:`age_s` measures from."""
         with self._read_lock:
             now_s = time.monotonic()
             assert self.origin_s is not None
@@ -144,7 +147,8 @@ class PowerSampler:
                 self.read_errors += 1
                 self.last_read_error = error
                 return None
-            self._last_sample_s = now_s
+            if scheduled:
+                self._last_sample_s = now_s
             with self._lock:
                 for row in rows:
                     row["t"] = t_s
