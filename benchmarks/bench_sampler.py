@@ -17,7 +17,7 @@ from grpo_power.config import load_config
 from grpo_power.telemetry.record import trace_metadata
 from grpo_power.telemetry.sampler import PowerSampler
 from grpo_power.telemetry.signals import WorkloadSignal
-from grpo_power.telemetry.simulated import SimulatedA100Source
+from grpo_power.telemetry.simulated import SimulatedGpuSource
 from grpo_power.telemetry.store import TraceWriter
 
 TARGET_PCT_AT_0_5_S = 1.0
@@ -31,9 +31,7 @@ def _cpu_s() -> float:
 def _cost_pct(period_s: float, seconds: float, n_gpus: int, folder: Path) -> dict[str, float]:
     config = load_config()
     signal = WorkloadSignal()
-    source = SimulatedA100Source(
-        config.gpu, config.telemetry.simulated, signal, list(range(n_gpus))
-    )
+    source = SimulatedGpuSource(config.gpu, config.telemetry.simulated, signal, list(range(n_gpus)))
     metadata = trace_metadata(source, run_id=f"bench-{period_s}", period_s=period_s)
     writer = TraceWriter(folder / f"bench-{period_s}.parquet", metadata)
     sampler = PowerSampler(source, writer, period_s=period_s, flush_s=2.0)

@@ -14,7 +14,7 @@ from grpo_power.config import Config
 from grpo_power.control.controllers import FixedController
 from grpo_power.telemetry.sampler import PowerSampler
 from grpo_power.telemetry.signals import WorkloadSignal
-from grpo_power.telemetry.simulated import SimulatedA100Source
+from grpo_power.telemetry.simulated import SimulatedGpuSource
 from grpo_power.telemetry.steplog import read_step_log
 from grpo_power.telemetry.store import read_trace
 from grpo_power.workload import runner
@@ -23,7 +23,7 @@ from grpo_power.workload import runner
 class StallingSource:
     """Wraps a source; its reads fail (like an NVML error or a lost GPU) inside a time window."""
 
-    def __init__(self, source: SimulatedA100Source, stall_from_s: float, stall_to_s: float) -> None:
+    def __init__(self, source: SimulatedGpuSource, stall_from_s: float, stall_to_s: float) -> None:
         self.source, self.kind, self.gpus = source, source.kind, source.gpus
         self.stall = (stall_from_s, stall_to_s)
         self.first_read_s: float | None = None
@@ -39,7 +39,7 @@ class StallingSource:
 
 
 def test_sampler_survives_read_errors_and_reports_its_age(config: Config) -> None:
-    inner = SimulatedA100Source(config.gpu, config.telemetry.simulated, WorkloadSignal(), [0])
+    inner = SimulatedGpuSource(config.gpu, config.telemetry.simulated, WorkloadSignal(), [0])
     sampler = PowerSampler(StallingSource(inner, 0.5, 1.5), writer=None, period_s=0.05)
     ages = []
     with sampler:

@@ -11,7 +11,7 @@ import pytest
 
 from grpo_power import PowerMonitor
 from grpo_power.config import Config
-from grpo_power.telemetry.simulated import SimulatedA100Source
+from grpo_power.telemetry.simulated import SimulatedGpuSource
 from grpo_power.telemetry.store import read_trace
 from grpo_power.telemetry.summary import summarize_trace
 
@@ -20,7 +20,7 @@ class NoCounter:
     """The simulated A100 without its energy counter (a GPU older than Volta, or a DCGM
     exporter without the field): the monitor must integrate power instead."""
 
-    def __init__(self, inner: SimulatedA100Source) -> None:
+    def __init__(self, inner: SimulatedGpuSource) -> None:
         self.inner, self.kind, self.gpus = inner, inner.kind, inner.gpus
 
     def read(self, now_s: float) -> list[dict]:
@@ -71,7 +71,7 @@ def test_energy_is_integrated_without_a_counter(config: Config) -> None:
     from grpo_power.telemetry.signals import WorkloadSignal
 
     signal = WorkloadSignal()
-    inner = SimulatedA100Source(config.gpu, config.telemetry.simulated, signal, [0])
+    inner = SimulatedGpuSource(config.gpu, config.telemetry.simulated, signal, [0])
     monitor = PowerMonitor(period_s=0.02, source=NoCounter(inner), signal=signal)
     with monitor, monitor.window("train", phase="train", batch=4) as window:
         time.sleep(0.5)

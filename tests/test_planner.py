@@ -18,7 +18,7 @@ from grpo_power.config import Config
 from grpo_power.planner.stage import run_planner
 from grpo_power.telemetry.record import trace_metadata
 from grpo_power.telemetry.signals import WorkloadSignal
-from grpo_power.telemetry.simulated import SimulatedA100Source
+from grpo_power.telemetry.simulated import SimulatedGpuSource
 from grpo_power.telemetry.steplog import StepLogWriter
 from grpo_power.telemetry.store import read_trace, write_trace
 from tests.conftest import DATA, REPO, checkout_copy, missing_requirement, run_as_user
@@ -32,7 +32,7 @@ SNAKEMAKE_FORM = (
 
 def _run_folder(folder: Path, config: Config) -> None:
     """A run folder as `grpo-power run` leaves it: a 2-GPU trace and its step log (tokens)."""
-    source = SimulatedA100Source(config.gpu, config.telemetry.simulated, WorkloadSignal(), [0, 1])
+    source = SimulatedGpuSource(config.gpu, config.telemetry.simulated, WorkloadSignal(), [0, 1])
     rows = [dict(row, t=0.1 * i) for i in range(600) for row in source.read(0.1 * i)]
     write_trace(
         folder / "trace.parquet",

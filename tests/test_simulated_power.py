@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 from grpo_power.config import Config
-from grpo_power.sim.power_model import A100PowerModel, GpuActivity
+from grpo_power.sim.power_model import GpuActivity, GpuPowerModel
 from grpo_power.telemetry.sampler import PowerSampler
 from grpo_power.telemetry.signals import WorkloadSignal
-from grpo_power.telemetry.simulated import SimulatedA100Source
+from grpo_power.telemetry.simulated import SimulatedGpuSource
 
 
 def test_decode_power_rises_with_batch_and_matches_calibration(config: Config) -> None:
-    model = A100PowerModel(config.gpu, config.telemetry.simulated)
+    model = GpuPowerModel(config.gpu, config.telemetry.simulated)
     powers = [model.steady_power_w("generate", b) for b in (1, 4, 16, 64)]
     assert powers == sorted(powers) and powers[0] < powers[-1]
     # docs/calibration.md '7-8B decode' row: 222-234 W at b=1, 264-339 W at b=16, 316-378 W at b=64.
@@ -30,7 +30,7 @@ def test_decode_power_rises_with_batch_and_matches_calibration(config: Config) -
 
 
 def test_samples_stay_between_idle_and_peak(config: Config) -> None:
-    model = A100PowerModel(config.gpu, config.telemetry.simulated)
+    model = GpuPowerModel(config.gpu, config.telemetry.simulated)
     rng = np.random.default_rng(1)
     for phase, batch in [
         ("idle", 1),
@@ -46,7 +46,7 @@ def test_samples_stay_between_idle_and_peak(config: Config) -> None:
 
 
 def test_prefill_follows_tokens_at_once_and_is_capped_at_1_09_tdp(config: Config) -> None:
-    model = A100PowerModel(config.gpu, config.telemetry.simulated)
+    model = GpuPowerModel(config.gpu, config.telemetry.simulated)
     # A chunk of 16 sequences with 18 prompt tokens each: the prefill processes 288 tokens.
     assert model.steady_power_w("prefill", 16 * 18) > model.steady_power_w("generate", 16) + 70
     assert model.steady_power_w("prefill", 1) == model.steady_power_w("generate", 1)
@@ -55,7 +55,7 @@ def test_prefill_follows_tokens_at_once_and_is_capped_at_1_09_tdp(config: Config
 
 def test_source_follows_the_workload_signal(config: Config) -> None:
     signal = WorkloadSignal()
-    source = SimulatedA100Source(config.gpu, config.telemetry.simulated, signal, [0, 1], seed=0)
+    source = SimulatedGpuSource(config.gpu, config.telemetry.simulated, signal, [0, 1], seed=0)
     t = time.monotonic()
     signal.set("generate", 1)
     time.sleep(0.05)  # past the 25 ms sensor window
@@ -74,7 +74,7 @@ def test_source_follows_the_workload_signal(config: Config) -> None:
 
 def test_sampler_at_50_ms_keeps_its_period(config: Config) -> None:
     signal = WorkloadSignal()
-    source = SimulatedA100Source(config.gpu, config.telemetry.simulated, signal, [0], seed=0)
+    source = SimulatedGpuSource(config.gpu, config.telemetry.simulated, signal, [0], seed=0)
     sampler = PowerSampler(source, writer=None, period_s=0.05)
     with sampler:
         signal.set("train", 8)
@@ -88,7 +88,7 @@ def test_sampler_at_50_ms_keeps_its_period(config: Config) -> None:
 def test_sensor_window_weighs_a_short_phase_in_proportion(config: Config) -> None:
     """A phase shorter than the 25 ms sensor window counts by its share of the window."""
     params = config.telemetry.simulated.model_copy(update={"noise_w": 0.0})
-    model = A100PowerModel(config.gpu, params)
+    model = GpuPowerModel(config.gpu, params)
     rng = np.random.default_rng(0)
     decode = GpuActivity("generate", 16)
     prefill = GpuActivity("prefill", 16 * 18)

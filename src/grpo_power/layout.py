@@ -10,6 +10,7 @@ Parquet file's schema.
       calibration/SIZE/             FIXED_SAFE: the fixed-safe setting     (grpo-power calibrate)
       identify/                     IDENTIFY: calibration fit, authority   (stage identify)
       identify/real-sweep/          SWEEP: the real-workload sweep         (grpo-power sweep)
+      identify/traces/              TRACE_FIT: decode fit from traces      (identify --trace)
       controller/DEPLOYMENT/        CONTROLLER: policy, normalisation      (stage controller)
       evaluate/study/, scenarios/N  EVALUATE: per-arm metrics, ratios      (stage evaluate)
       windows/<trace key>/          WINDOWS: exceedance, gaps, bins        (stage windows)
@@ -72,6 +73,15 @@ class IdentifyFiles(_Files):
     authority_csv: str = "authority.csv"
     authority_md: str = "authority.md"
     authority_json: str = "authority.json"
+
+
+@dataclass(frozen=True)
+class TraceFitFiles(_Files):
+    """``grpo-power identify --trace``'s folder: the decode power fit from measured traces."""
+
+    fit: str = "trace_fit.json"
+    validation: str = "validation.csv"
+    points: str = "trace_points.csv"
 
 
 @dataclass(frozen=True)
@@ -191,6 +201,7 @@ RUN = RunFiles()
 FIXED_SAFE = FixedSafeFiles()
 IDENTIFY = IdentifyFiles()
 SWEEP = SweepFiles()
+TRACE_FIT = TraceFitFiles()
 CONTROLLER = ControllerFiles()
 EVALUATE = EvaluateFiles()
 SIM_RUN = SimRunFiles()
@@ -236,6 +247,11 @@ class ResultsLayout:
     @property
     def identify(self) -> Path:
         return self.root / "identify"
+
+    @property
+    def trace_fit(self) -> Path:
+        """Where ``grpo-power identify --trace`` writes by default, and the report looks."""
+        return self.identify / "traces"
 
     @property
     def real_sweep(self) -> Path:

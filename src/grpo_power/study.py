@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from grpo_power.config import Config
@@ -246,3 +247,117 @@ def evaluate(
     return evaluate_folder(
         out, names, config.evaluate.exceedance_window_s, config.evaluate.confidence
     )
+
+
+def _trace_run(path: Path, config: Config) -> Any:
+    """A trace for the decode fit: its samples with concurrency (from the trace, else from the
+    step log beside it), its label, and its metadata; a trace of another GPU is refused."""
+    from grpo_power.sim.trace_fit import TraceRun
+    from grpo_power.telemetry.steplog import decode_columns, read_step_log
+    from grpo_power.telemetry.store import read_trace
+
+    trace = read_trace(path)
+    meta = trace.metadata
+    if abs(meta.nameplate_w - config.gpu.nameplate_w) > 1e-9:
+        raise ValueError(
+            f"{path}: nameplate_w: expected {config.gpu.nameplate_w:g} W (the config's "
+            f"{config.gpu.name}), got {meta.nameplate_w:g} W ({meta.gpu_name}): a trace of "
+            "another GPU; set gpu.name (and gpu.nameplate_w) to its GPU"
+        )
+    frame = trace.frame[["t", "power_w", "concurrency", "tokens_per_s", "sm_util"]].copy()
+    steps_path = path.parent / RUN.steps
+    if frame["concurrency"].isna().all() and steps_path.exists():
+        frame["concurrency"], frame["tokens_per_s"] = decode_columns(
+            frame["t"].to_numpy(float), read_step_log(steps_path)
+        )
+    if frame["concurrency"].isna().all():
+        raise ValueError(
+            f"{path}: concurrency: expected per-sample concurrency (import the power log with "
+            f"--engine ENGINE.csv, or keep the run's {RUN.steps} beside it), got none"
+        )
+    extra = meta.model_extra or {}
+    if meta.simulated or meta.source == "simulated":
+        label = "simulated"
+    else:
+        label = "measured (public trace)" if extra.get("origin") else "measured"
+    run = TraceRun(meta.run_id, frame, label)
+    return run, {
+        "run_id": meta.run_id,
+        "path": str(path),
+        "label": label,
+        "origin": extra.get("origin"),
+        "gpu_name": meta.gpu_name,
+        "samples": len(frame),
+    }
+
+
+def identify_traces(
+    config: Config, traces: list[Path], validate: list[Path], out: Path
+) -> dict[str, Any]:
+    """``grpo-power identify --trace``: the decode power model fitted to ``traces``, validated
+    on them and on the held-out ``validate`` traces; writes ``out`` (layout ``TRACE_FIT``) at
+    once or not at all.
+
+    Returns:
+        the fit (``trace_fit.json``'s content) with the held-out error.
+    """
+    from grpo_power.atomic import write_csv_atomic, write_json_atomic
+    from grpo_power.config.gpu_models import gpu_model_for
+    from grpo_power.layout import TRACE_FIT
+    from grpo_power.sim.defaults import default_power
+    from grpo_power.sim.trace_fit import (
+        concurrency_bin,
+        fit_decode_power,
+        held_out_error,
+        validation_rows,
+    )
+
+    fit_runs = [_trace_run(Path(p), config) for p in traces]
+    held_runs = [_trace_run(Path(p), config) for p in validate]
+    power = default_power(config)
+    model = gpu_model_for(config.gpu.name)
+    prior = {
+        name: power[name].to_dict()
+        for name in ("decode_base_frac", "decode_slope_per_doubling", "noise_w")
+    }
+    prior["idle_w"] = {
+        "value": config.gpu.idle_w,
+        "low": model.idle_range_w[0],
+        "high": model.idle_range_w[1],
+    }
+    peak = config.telemetry.simulated.transient_peak_frac
+    prior["transient_peak_frac"] = {"value": peak, "low": peak, "high": peak}
+    fit = fit_decode_power([r for r, _ in fit_runs], config.gpu.nameplate_w, prior)
+    table = pd.concat(
+        [validation_rows(fit, [r for r, _ in fit_runs], "fit")]
+        + ([validation_rows(fit, [r for r, _ in held_runs], "held-out")] if held_runs else []),
+        ignore_index=True,
+    )
+    fit["held_out_error"] = held_out_error(table)
+    fit["fit_runs"] = [info for _, info in fit_runs]
+    fit["held_out_runs"] = [info for _, info in held_runs]
+    fit["gpu_name"] = config.gpu.name
+    labels = {info["label"] for _, info in fit_runs + held_runs}
+    fit["data"] = labels.pop() if len(labels) == 1 else "measured and simulated"
+    points = []
+    for (run, info), split in [(r, "fit") for r in fit_runs] + [(r, "held-out") for r in held_runs]:
+        decode = run.frame[run.frame["concurrency"].notna()]
+        for c, part in decode.groupby("concurrency"):
+            points.append(
+                {
+                    "split": split,
+                    "run_id": run.run_id,
+                    "data": info["label"],
+                    "concurrency": c,
+                    "bin": float(concurrency_bin(np.array([c]))[0]),
+                    "samples": len(part),
+                    "mean_power_w": part["power_w"].mean(),
+                    "p95_power_w": part["power_w"].quantile(0.95),
+                }
+            )
+
+    # everything is computed before the first file is written; each file is written atomically
+    write_json_atomic(out / TRACE_FIT.fit, fit)
+    write_csv_atomic(out / TRACE_FIT.validation, table)
+    write_csv_atomic(out / TRACE_FIT.points, pd.DataFrame(points))
+    return fit

@@ -4,7 +4,7 @@ and oversubscription) and ``identify`` (calibration fit and actuator authority).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -108,13 +108,32 @@ def identify(
         Path | None,
         typer.Option("--sweep", help="A sweep run by `grpo-power sweep` (instead of running one)."),
     ] = None,
+    traces: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--trace",
+            help="A trace with per-sample concurrency (telemetry import --engine, or a run's "
+            "trace beside its step log) to fit the decode power model from (repeatable); "
+            "then only that fit runs.",
+        ),
+    ] = None,
+    validate: Annotated[
+        list[Path] | None,
+        typer.Option("--validate", help="A held-out trace to validate the --trace fit on."),
+    ] = None,
     config: ConfigOption = DEFAULT_CONFIG_PATH,
 ) -> None:
-    """Stage 2: actuator sweeps, the authority table, and the simulator's calibration fit."""
+    """Stage 2: actuator sweeps, the authority table, and the simulator's calibration fit; with
+    --trace, the decode power model fitted to measured traces and validated on held-out ones."""
     from grpo_power.study import identify as run_identify
 
     check_numbers({"--real-sweep-steps": real_sweep_steps})
     cfg = config_from(config)
+    if validate and not traces:
+        raise ValueError("--validate: expected it with at least one --trace to fit, got none")
+    if traces:
+        _identify_traces(cfg, traces, validate or [], out)
+        return
     result = run_identify(
         cfg, out, calibration, runs, real_sweep_steps, log=typer.echo, sweep=sweep_dir
     )
@@ -130,3 +149,37 @@ def identify(
                 f"{fit['relative_rms']:.3f}; held at prior: {sorted(fit['held_at_prior']) or '-'}"
             )
     typer.echo(f"wrote {result.calibration_path}, {out}/authority.csv, authority.md, sweeps.csv")
+
+
+def _identify_traces(cfg: Any, traces: list[Path], validate: list[Path], out: Path) -> None:
+    """Fit the decode power model to ``traces``, validate on ``validate``, print both."""
+    from grpo_power.layout import TRACE_FIT
+    from grpo_power.study import identify_traces
+
+    fit = identify_traces(cfg, traces, validate, out)
+    typer.echo(
+        f"decode power fit of {fit['decode_samples']} samples ({fit['data']}; effective "
+        f"{fit['effective_samples']:.0f}), {cfg.gpu.name} at {cfg.gpu.nameplate_w:g} W:"
+    )
+    for name, p in fit["parameters"].items():
+        typer.echo(
+            f"  {name}: {p['value']:.4g} [{p['low']:.4g}, {p['high']:.4g}] ({p['unit']}); "
+            f"prior {p['prior']:.4g} [{p['prior_low']:.4g}, {p['prior_high']:.4g}]"
+        )
+    held = fit["held_out_error"]
+    if held["bins"]:
+        typer.echo(
+            f"held-out error over {held['bins']} bin(s) with >= 30 samples, % of nameplate: "
+            f"mean {held['mean_pct_nameplate']:.2f} (prior {held['prior_mean_pct_nameplate']:.2f}"
+            f"), p95 {held['p95_pct_nameplate']:.2f} (prior "
+            f"{held['prior_p95_pct_nameplate']:.2f}), max {held['max_pct_nameplate']:.2f}"
+        )
+        for run_id, worst in held["runs"].items():
+            typer.echo(
+                f"  {run_id}: mean {worst['mean_pct_nameplate']:.2f}, p95 "
+                f"{worst['p95_pct_nameplate']:.2f}, max {worst['max_pct_nameplate']:.2f} "
+                f"({worst['bins']} bins)"
+            )
+    else:
+        typer.echo("held-out error: no held-out bin with >= 30 samples (give --validate)")
+    typer.echo(f"wrote {', '.join(str(out / n) for n in TRACE_FIT.names())}")

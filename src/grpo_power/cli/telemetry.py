@@ -12,6 +12,7 @@ import typer
 
 from grpo_power.cli.base import (
     ConfigOption,
+    EngineFormat,
     ImportFormat,
     SplitOption,
     check_numbers,
@@ -94,6 +95,9 @@ def telemetry_import(
         float | None, typer.Option("--nameplate-w", help="GPU board power, W, if not in the log.")
     ] = None,
     gpu_name: Annotated[str | None, typer.Option("--gpu-name", help="GPU model name.")] = None,
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="The trace's run id (default: the log's stem).")
+    ] = None,
     timezone: Annotated[
         str | None,
         typer.Option(
@@ -103,8 +107,29 @@ def telemetry_import(
         ),
     ] = None,
     split_on_clock_jumps: SplitOption = False,
+    engine: Annotated[
+        Path | None,
+        typer.Option(
+            "--engine",
+            help="The inference engine's metrics log of the same run (CSV, unix seconds): adds "
+            "per-sample concurrency and tokens_per_s, its clock offset found from the data.",
+        ),
+    ] = None,
+    engine_format: Annotated[
+        EngineFormat, typer.Option("--engine-format", help="The engine whose metrics --engine is.")
+    ] = "vllm",
+    origin: Annotated[
+        str | None,
+        typer.Option(
+            "--origin",
+            help="Where the log comes from (e.g. a public repository, path and commit); recorded "
+            "in the trace and shown with it as 'measured (public trace)'.",
+        ),
+    ] = None,
 ) -> None:
-    """Convert an nvidia-smi or DCGM log into a trace (source: imported)."""
+    """Convert an nvidia-smi or DCGM log into a trace (source: imported), optionally with the
+    inference engine's concurrency and token rate aligned to every sample."""
+    from grpo_power.telemetry.engine import add_engine_columns, read_engine_log
     from grpo_power.telemetry.importers import ImportError_, import_log
     from grpo_power.telemetry.store import write_trace
     from grpo_power.user_paths import output_problem
@@ -120,9 +145,16 @@ def telemetry_import(
             fmt,
             nameplate_w=nameplate_w,
             gpu_name=gpu_name,
+            run_id=run_id,
             timezone=timezone,
             split_on_clock_jumps=split_on_clock_jumps,
         )
+        if engine is not None:
+            frame, metadata = add_engine_columns(
+                frame, metadata, read_engine_log(engine, engine_format)
+            )
+        if origin is not None:
+            metadata = type(metadata).model_validate({**metadata.model_dump(), "origin": origin})
     except ImportError_ as error:
         raise ValueError(str(error)) from None
     write_trace(out, frame, metadata)

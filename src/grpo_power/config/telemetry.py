@@ -3,7 +3,7 @@ simulated power source's model, ``telemetry.simulated``)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     Field,
@@ -11,12 +11,19 @@ from pydantic import (
 )
 
 from grpo_power.config.base import MAX_NAMEPLATE_W, Fraction, PositiveFloat, Strict
+from grpo_power.config.gpu_models import GPU_MODELS, NvmlPower, gpu_model_for
 
 
 class GpuSpec(Strict):
-    """The GPU model the study targets (measured or simulated)."""
+    """The GPU model the study targets (measured or simulated): a parameter set chosen by
+    ``name`` (``config/gpu_models.py``), whose board power, idle power and NVML semantics fill
+    what the section does not set."""
 
-    name: str = Field("NVIDIA A100-SXM4-40GB", description="GPU model name, as NVML reports it.")
+    name: str = Field(
+        "NVIDIA A100-SXM4-40GB",
+        description="GPU model name, as NVML reports it; one of "
+        f"{', '.join(sorted(GPU_MODELS))}. docs/calibration.md 'GPU models'.",
+    )
     nameplate_w: Annotated[float, Field(gt=0, le=MAX_NAMEPLATE_W)] = Field(
         400.0,
         description="Board power limit (TDP) in W. A100 SXM4: 400 W; some 80 GB parts 500 W "
@@ -25,8 +32,46 @@ class GpuSpec(Strict):
     idle_w: PositiveFloat = Field(
         60.0,
         description="Idle power with a CUDA context resident, W. "
-        "docs/calibration.md 'idle' row: 56-66 W.",
+        "docs/calibration.md 'idle' row: 56-66 W (A100; the part's default otherwise).",
     )
+    nvml_power: NvmlPower = Field(
+        "instant",
+        description="What NVML's power reading is on this part: instant (A100) or average_1s "
+        "(a 1 s average: H100 and newer); the energy counter exists on all. Default: the "
+        "part's. docs/calibration.md 'NVML reading semantics'.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _part_defaults(cls, data: Any) -> Any:
+        """Board power, idle power and NVML semantics from the part ``name`` names, where the
+        section does not set them; a board power the part does not ship with is refused. A part
+        without a parameter set is accepted when the section gives its board and idle power."""
+        if not isinstance(data, dict):
+            return data
+        name = str(data.get("name", cls.model_fields["name"].default))
+        if name not in GPU_MODELS and {"nameplate_w", "idle_w"} <= set(data):
+            return data  # another part, described by the section itself
+        try:
+            model = gpu_model_for(name)
+        except ValueError as error:
+            raise ValueError(
+                f"{error}; for another part give gpu.nameplate_w and gpu.idle_w (and "
+                "gpu.nvml_power) yourself"
+            ) from None
+        filled = {
+            "nameplate_w": model.nameplate_w,
+            "idle_w": model.idle_w,
+            "nvml_power": model.nvml_power,
+            **data,
+        }
+        nameplate_w = filled["nameplate_w"]
+        if isinstance(nameplate_w, int | float) and nameplate_w not in model.nameplate_variants_w:
+            variants = " or ".join(f"{w:g} W" for w in model.nameplate_variants_w)
+            raise ValueError(
+                f"nameplate_w: expected {variants} for the {model.name}, got {nameplate_w:g} W"
+            )
+        return filled
 
     @model_validator(mode="after")
     def _idle_below_nameplate(self) -> GpuSpec:
@@ -70,7 +115,7 @@ class SimulatedPowerConfig(Strict):
     max_frac: Annotated[float, Field(gt=0, le=1.2)] = Field(
         1.0, description="Ceiling of the steady-state power fraction (1.0 = nameplate)."
     )
-    transient_peak_frac: Annotated[float, Field(ge=0, le=0.2)] = Field(
+    transient_peak_frac: Annotated[float, Field(ge=0, le=0.5)] = Field(
         0.09,
         description="Ceiling of the prefill overshoot above nameplate, as a fraction of nameplate. "
         "docs/calibration.md 'prefill': peaks about 1.09 TDP.",

@@ -1,4 +1,4 @@
-"""Occupancy-driven power model of one A100 SXM GPU.
+"""Occupancy-driven power model of one GPU (the part a parameter set of `gpu.name`).
 
 The model encodes the occupancy-versus-volume principle (docs/design.md section 2): power
 follows how much of the chip is busy at once (the batch of sequences decoded together, the training
@@ -43,8 +43,8 @@ class GpuActivity:
     batch: int = 1
 
 
-class A100PowerModel:
-    """Power, utilisation, clock and temperature of a simulated A100 for a given activity."""
+class GpuPowerModel:
+    """Power, utilisation, clock and temperature of a simulated GPU for a given activity."""
 
     def __init__(self, gpu: GpuSpec, params: SimulatedPowerConfig) -> None:
         self.gpu = gpu

@@ -11,7 +11,7 @@ phases, each with a duration and a steady power:
 3. training in micro-batches of ``train_micro_batch`` sequences, time proportional to tokens;
 4. the optimizer step.
 
-Power follows occupancy (:class:`~grpo_power.sim.power_model.A100PowerModel`: the decode batch,
+Power follows occupancy (:class:`~grpo_power.sim.power_model.GpuPowerModel`: the decode batch,
 the prefill's tokens at once, the training micro-batch), never volume: group size and max new
 tokens change how long phases last and how many there are, not their power. On a ZeRO-3
 deployment every forward first all-gathers the weights the GPU does not hold (``gather_ms``); the
@@ -42,7 +42,7 @@ from grpo_power.config import (
 )
 from grpo_power.sim.calibration import Calibration
 from grpo_power.sim.defaults import draw
-from grpo_power.sim.power_model import A100PowerModel
+from grpo_power.sim.power_model import GpuPowerModel
 from grpo_power.stats import normal_sf
 
 KINDS = ("host", "prefill", "decode", "score", "train", "optimizer")
@@ -68,7 +68,7 @@ class Physics:
     gpus: int
     power: dict[str, float]
     times: dict[str, float]
-    model: A100PowerModel
+    model: GpuPowerModel
     sensor_window_s: float
 
     @property
@@ -113,7 +113,7 @@ def physics_for(
         gpus=int(calibration.deployments[deployment]["gpus"]),
         power=power,
         times=times,
-        model=A100PowerModel(gpu, params),
+        model=GpuPowerModel(gpu, params),
         sensor_window_s=config.telemetry.simulated.sensor_window_s,
     )
 

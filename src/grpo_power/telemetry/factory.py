@@ -5,7 +5,7 @@ from __future__ import annotations
 from grpo_power.config import Config
 from grpo_power.telemetry.nvml import NvmlSource, visible_gpu_ids
 from grpo_power.telemetry.signals import WorkloadSignal
-from grpo_power.telemetry.simulated import SimulatedA100Source
+from grpo_power.telemetry.simulated import SimulatedGpuSource
 from grpo_power.telemetry.source import NoNvidiaGpu, PowerSource
 
 
@@ -30,6 +30,6 @@ def open_source(config: Config, signal: WorkloadSignal) -> PowerSource:
     else:
         visible = visible_gpu_ids()
         indices = [int(v) for v in visible if v.isdigit()] if visible else [0]
-    return SimulatedA100Source(
+    return SimulatedGpuSource(
         config.gpu, telemetry.simulated, signal, indices or [0], seed=config.seed
     )

@@ -90,8 +90,9 @@ class ImportError_(ValueError):
     """A log could not be imported; the message names the file, the column and the problem."""
 
 
-def _read_csv(path: Path, fmt: ImportFormat) -> tuple[pd.DataFrame, np.ndarray]:
-    """The log's rows as text (columns as in its header) and each row's line in the file."""
+def read_csv_log(path: Path, fmt: str) -> tuple[pd.DataFrame, np.ndarray]:
+    """The log's rows as text (columns as in its header) and each row's line in the file;
+    ``fmt`` names the log's kind in errors (``nvidia-smi``, ``dcgm``, an engine's name)."""
     expected = f"a comma-separated {fmt} log with a header line"
     problem = path_problem(path, f"{expected} (a file)", ())
     if problem:
@@ -150,7 +151,9 @@ def _strip_units(name: str) -> str:
     return name.split(" [", 1)[0].strip()
 
 
-def _numeric(path: Path, values: pd.Series, column: str, lines: np.ndarray) -> pd.Series:
+def numeric_column(path: Path, values: pd.Series, column: str, lines: np.ndarray) -> pd.Series:
+    """A text column as floats (units stripped, [N/A] as NaN); a value that is not a number is
+    refused naming the column and its line."""
     text = values.astype(str).str.strip()
     text = text.where(~text.isin(MISSING_VALUES), None)
     text = text.str.replace(r"\s*(W|%|MHz|C|mJ|J)$", "", regex=True)
@@ -272,7 +275,7 @@ def _power(
     column that is [N/A] in every row is a sensor the part or driver lacks)."""
     candidates = [name for name in ("power_w", "power_draw") if name in frame]
     notes = []
-    parsed = {name: _numeric(path, frame[name], original[name], lines) for name in candidates}
+    parsed = {name: numeric_column(path, frame[name], original[name], lines) for name in candidates}
     chosen = next((n for n in candidates if parsed[n].notna().any()), candidates[0])
     if chosen != candidates[0]:
         notes.append(
@@ -320,7 +323,7 @@ def import_log(
     """
     path = Path(path)
     zone = resolve_timezone(timezone)
-    raw, lines = _read_csv(path, fmt)
+    raw, lines = read_csv_log(path, fmt)
     mapping = NVIDIA_SMI_COLUMNS if fmt == "nvidia-smi" else DCGM_COLUMNS
     renamed = {}
     for column in raw.columns:
@@ -351,7 +354,7 @@ def import_log(
         raise ImportError_(f"{path}: expected at least one sample, got a header and no rows")
 
     original = {new: old for old, new in renamed.items()}
-    gpu = _numeric(path, frame["gpu"], "gpu", lines)
+    gpu = numeric_column(path, frame["gpu"], "gpu", lines)
     if gpu.isna().any():
         raise ImportError_(
             f"{path}: column '{required['gpu']}': expected a GPU index in every row, got [N/A]"
@@ -371,9 +374,11 @@ def import_log(
     out["t"] = t
     out["power_w"] = power.to_numpy()
     for name in ("power_avg_w", "sm_util", "mem_util", "sm_clock_mhz", "temp_c", "power_limit_w"):
-        out[name] = _numeric(path, frame[name], original[name], lines) if name in frame else np.nan
+        out[name] = (
+            numeric_column(path, frame[name], original[name], lines) if name in frame else np.nan
+        )
     energy_mj = (
-        _numeric(path, frame["energy_mj"], original["energy_mj"], lines).to_numpy()
+        numeric_column(path, frame["energy_mj"], original["energy_mj"], lines).to_numpy()
         if "energy_mj" in frame
         else np.full(len(out), np.nan)
     )
@@ -426,7 +431,7 @@ def import_log(
     nameplate_from = "--nameplate-w"
     if nameplate_w is None and "nameplate_w" in frame:
         nameplate_from = original["nameplate_w"]
-        limits = _numeric(path, frame["nameplate_w"], nameplate_from, lines)
+        limits = numeric_column(path, frame["nameplate_w"], nameplate_from, lines)
         nameplate_w = float(limits.max()) if limits.notna().any() else None
     if nameplate_w is None and fallback_nameplate_w is not None:
         nameplate_w, nameplate_from = fallback_nameplate_w, "the config's gpu.nameplate_w"
@@ -464,4 +469,4 @@ def import_log(
         **time_info,
         **clock,
     )
-    return out[list(TRACE_COLUMNS)], metadata
+    return out.reindex(columns=list(TRACE_COLUMNS)), metadata

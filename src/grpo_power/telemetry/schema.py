@@ -26,6 +26,9 @@ TRACE_SCHEMA = pa.schema(
         pa.field("sm_clock_mhz", pa.float32()),
         pa.field("temp_c", pa.float32()),
         pa.field("power_limit_w", pa.float64()),  # enforced power limit, W
+        # the workload at the sample (an engine's metrics, or the step log's generation), or null
+        pa.field("concurrency", pa.float64()),  # sequences decoded together
+        pa.field("tokens_per_s", pa.float64()),  # generated tokens per second
     ]
 )
 TRACE_COLUMNS: tuple[str, ...] = tuple(TRACE_SCHEMA.names)

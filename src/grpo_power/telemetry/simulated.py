@@ -1,9 +1,11 @@
-"""A simulated A100 source with the NVML source's output, driven by the workload's signals.
+"""A simulated GPU source with the NVML source's output, driven by the workload's signals.
 
-Power comes from :class:`grpo_power.sim.power_model.A100PowerModel` for the activity the workload
+Power comes from :class:`grpo_power.sim.power_model.GpuPowerModel` for the activity the workload
 announced (phase, batch), so a controller that lowers occupancy lowers simulated power. Like the
 A100's NVML: ``power_w`` is "instantaneous" (the mean of the last ``sensor_window_s``, 25 ms, so a
-phase shorter than that counts in proportion), ``power_avg_w`` a 1 s average, and ``energy_j`` a
+phase shorter than that counts in proportion; on parts whose NVML reports a 1 s average,
+``gpu.nvml_power: average_1s``, the H100 and newer, it is that average), ``power_avg_w`` a 1 s
+average, and ``energy_j`` a
 cumulative counter (trapezoid of the model's power between samples).
 """
 
@@ -14,7 +16,7 @@ from collections import deque
 import numpy as np
 
 from grpo_power.config import GpuSpec, SimulatedPowerConfig
-from grpo_power.sim.power_model import A100PowerModel
+from grpo_power.sim.power_model import GpuPowerModel
 from grpo_power.telemetry.signals import WorkloadSignal
 from grpo_power.telemetry.source import GpuInfo, Row
 
@@ -30,7 +32,7 @@ class _GpuState:
         self.recent: deque[tuple[float, float]] = deque()
 
 
-class SimulatedA100Source:
+class SimulatedGpuSource:
     """Simulated GPUs that all follow one workload signal, each with its own noise.
 
     Args:
@@ -51,7 +53,7 @@ class SimulatedA100Source:
         gpu_indices: list[int],
         seed: int = 0,
     ) -> None:
-        self.model = A100PowerModel(gpu, params)
+        self.model = GpuPowerModel(gpu, params)
         self.signal = signal
         self.gpus = [GpuInfo(i, gpu.name, gpu.nameplate_w) for i in gpu_indices]
         self._rng = np.random.default_rng(seed)
@@ -71,11 +73,13 @@ class SimulatedA100Source:
             while state.recent[0][0] < now_s - AVERAGE_WINDOW_S:
                 state.recent.popleft()
             state.last_t_s, state.last_power_w = now_s, power_w
+            average_w = sum(p for _, p in state.recent) / len(state.recent)
             rows.append(
                 {
                     "gpu": info.index,
-                    "power_w": power_w,
-                    "power_avg_w": sum(p for _, p in state.recent) / len(state.recent),
+                    # nvmlDeviceGetPowerUsage: the reading on the A100, the 1 s average on newer
+                    "power_w": average_w if self.model.gpu.nvml_power == "average_1s" else power_w,
+                    "power_avg_w": average_w,
                     "energy_j": state.energy_j,
                     "sm_util": self.model.sm_util_pct(activity),
                     "mem_util": 0.5 * self.model.sm_util_pct(activity),

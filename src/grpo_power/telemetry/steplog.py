@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -89,3 +90,24 @@ def read_step_log(path: Path | str) -> pd.DataFrame:
     if missing:
         raise ValueError(f"{path}: missing step-log column(s) {missing}")
     return table.to_pandas()
+
+
+def decode_columns(t_s: np.ndarray, steps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The trace columns ``concurrency`` and ``tokens_per_s`` at sample times ``t_s`` (the
+    trace's clock) from a step log: inside a step's generation window, the sequences decoded
+    together (its concurrency, at most its sequences) and its completion tokens over its
+    generation time; NaN outside generation (the step log does not say what decodes then)."""
+    t_s = np.asarray(t_s, dtype=float)
+    start = steps["start_s"].to_numpy(float)
+    end = start + steps["generate_s"].to_numpy(float)
+    step = np.searchsorted(start, t_s, side="right") - 1
+    inside = (step >= 0) & (t_s < end[np.maximum(step, 0)])
+    occupancy = np.minimum(steps["concurrency"], steps["sequences"]).to_numpy(float)
+    rate = steps["completion_tokens"].to_numpy(float) / np.maximum(
+        steps["generate_s"].to_numpy(float), 1e-9
+    )
+    index = np.maximum(step, 0)
+    return (
+        np.where(inside, occupancy[index], np.nan),
+        np.where(inside, rate[index], np.nan),
+    )

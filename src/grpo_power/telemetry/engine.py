@@ -1,0 +1,211 @@
+"""Inference-engine metrics beside a power log: ``telemetry import POWER.csv --engine ENGINE.csv``.
+
+An engine's metrics log (vLLM, SGLang or TGI Prometheus gauges scraped to CSV) gives, per
+sample, the decode concurrency (requests being decoded together) and a cumulative count of
+generated tokens. This module reads such a log through a small column table
+(:data:`ENGINE_COLUMNS`), finds the offset between its clock and the power log's, and aligns
+its samples to every power sample with :func:`pandas.merge_asof`, adding the trace columns
+``concurrency`` and ``tokens_per_s``.
+
+Clocks: nvidia-smi writes local wall time without a zone, engines write unix seconds. The
+offset is found from the data: the whole quarter hour between -14 h and +14 h (every time
+zone's offset) that puts the most engine samples inside the power log's span, then the
+residual skew within +-1 s that best correlates power with concurrency, measured over the first
+and the second half of the run (their difference is the drift). No candidate that covers at
+least half the engine samples: refused. What was chosen is recorded in the trace metadata.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from grpo_power.telemetry.importers import ImportError_, numeric_column, read_csv_log
+
+EngineName = Literal["vllm", "sglang", "tgi"]
+
+# engine -> (timestamp column, concurrency gauge, cumulative generated-token counter); a
+# Prometheus prefix ("vllm:", "sglang:") on a column name is ignored.
+ENGINE_COLUMNS: dict[str, tuple[str, str, str]] = {
+    "vllm": ("timestamp", "num_requests_running", "generation_tokens_total"),
+    "sglang": ("timestamp", "num_running_reqs", "generation_tokens_total"),
+    "tgi": ("timestamp", "tgi_batch_current_size", "tgi_request_generated_tokens_sum"),
+}
+QUARTER_HOUR_S = 900.0
+ZONE_LIMIT_S = 14 * 3600.0
+SKEW_LIMIT_S = 1.0
+MIN_COVERED = 0.5  # the share of engine samples an offset must put inside the power log
+
+
+@dataclass(frozen=True)
+class EngineLog:
+    """An engine log read: per sample, unix time (s), concurrency and generated tokens/s."""
+
+    unix_s: np.ndarray
+    concurrency: np.ndarray
+    tokens_per_s: np.ndarray
+    engine: str
+    path: Path
+    period_s: float
+
+
+def read_engine_log(path: Path | str, engine: EngineName = "vllm") -> EngineLog:
+    """Read an engine metrics CSV (unix-second timestamps; CRLF or LF) through
+    :data:`ENGINE_COLUMNS`; tokens/s is the counter's difference over the time difference
+    (the first sample: 0; a counter reset: 0 for that interval).
+
+    Raises:
+        ImportError_: a missing column (naming the ones found), a non-numeric value, or time
+            that does not increase.
+    """
+    path = Path(path)
+    raw, lines = read_csv_log(path, f"{engine} metrics")
+    names = {c.strip().split(":", 1)[-1]: c for c in raw.columns}
+    wanted = ENGINE_COLUMNS[engine]
+    for column in wanted:
+        if column not in names:
+            raise ImportError_(
+                f"{path}: missing column '{column}' (expected in a {engine} metrics log: "
+                f"{list(wanted)}); found {list(raw.columns)}"
+            )
+    t_s, concurrency, tokens = (
+        numeric_column(path, raw[names[c]], c, lines).to_numpy() for c in wanted
+    )
+    if not np.isfinite(t_s).all() or (np.diff(t_s) <= 0).any():
+        bad = int(np.argmax(~np.isfinite(t_s))) if not np.isfinite(t_s).all() else 0
+        if np.isfinite(t_s).all():
+            bad = int(np.argmax(np.diff(t_s) <= 0)) + 1
+        raise ImportError_(
+            f"{path}: line {lines[bad]}: column '{wanted[0]}': expected unix seconds that "
+            f"increase, got {t_s[bad]!r}"
+        )
+    rate = np.diff(tokens, prepend=tokens[:1]) / np.diff(t_s, prepend=t_s[0] - 1.0)
+    rate = np.where(np.isfinite(rate) & (rate >= 0), rate, 0.0)
+    period_s = float(np.median(np.diff(t_s))) if len(t_s) > 1 else 1.0
+    return EngineLog(t_s, np.nan_to_num(concurrency), rate, engine, path, period_s)
+
+
+def _covered(power_unix_s: np.ndarray, engine_unix_s: np.ndarray, offset_s: float) -> float:
+    """The share of engine samples inside the power log's span shifted by ``offset_s``."""
+    lo, hi = power_unix_s[0] + offset_s, power_unix_s[-1] + offset_s
+    return float(np.mean((engine_unix_s >= lo) & (engine_unix_s <= hi)))
+
+
+def _merged(
+    power_unix_s: np.ndarray, log: EngineLog, offset_s: float, tolerance_s: float
+) -> pd.DataFrame:
+    """Each power sample's nearest engine sample within ``tolerance_s`` (NaN where none)."""
+    left = pd.DataFrame({"unix_s": power_unix_s + offset_s, "row": np.arange(len(power_unix_s))})
+    right = pd.DataFrame(
+        {"unix_s": log.unix_s, "concurrency": log.concurrency, "tokens_per_s": log.tokens_per_s}
+    )
+    merged = pd.merge_asof(
+        left.sort_values("unix_s"),
+        right,
+        on="unix_s",
+        direction="nearest",
+        tolerance=tolerance_s,
+    )
+    return merged.sort_values("row").reset_index(drop=True)
+
+
+def _skew(
+    power_unix_s: np.ndarray, power_w: np.ndarray, log: EngineLog, offset_s: float, step_s: float
+) -> tuple[float, float]:
+    """The residual skew in [-1, 1] s (steps of ``step_s``) that best correlates power with
+    concurrency, and that correlation (NaN when concurrency never varies)."""
+    best = (0.0, float("nan"))
+    for skew_s in np.arange(-SKEW_LIMIT_S, SKEW_LIMIT_S + step_s / 2, step_s):
+        merged = _merged(power_unix_s, log, offset_s + skew_s, log.period_s)
+        ok = merged["concurrency"].notna().to_numpy()
+        if ok.sum() < 3 or np.std(merged["concurrency"][ok]) == 0 or np.std(power_w[ok]) == 0:
+            continue
+        r = float(np.corrcoef(power_w[ok], merged["concurrency"][ok])[0, 1])
+        if not np.isfinite(best[1]) or r > best[1] + 1e-9:
+            best = (float(skew_s), r)
+    return best
+
+
+def align_engine(
+    power_unix_s: np.ndarray, power_w: np.ndarray, log: EngineLog
+) -> tuple[pd.DataFrame, dict[str, Any], list[str]]:
+    """The engine's concurrency and tokens/s at every power sample, the alignment chosen and
+    notes.
+
+    Args:
+        power_unix_s: each power sample's time as the power log states it (local time read in
+            some zone), unix seconds, in file order.
+        power_w: the samples' power, W (for the residual skew).
+        log: the engine log.
+
+    Returns:
+        (frame with ``concurrency`` and ``tokens_per_s`` per power sample, NaN where no engine
+        sample lies within one engine period; metadata ``engine_alignment``; notes).
+
+    Raises:
+        ImportError_: no zone offset puts half the engine samples inside the power log's span.
+    """
+    order = np.sort(power_unix_s)
+    candidates = np.arange(-ZONE_LIMIT_S, ZONE_LIMIT_S + 1, QUARTER_HOUR_S)
+    shares = np.array([_covered(order, log.unix_s, c) for c in candidates])
+    if shares.max() < MIN_COVERED:
+        gap_h = (log.unix_s[0] - order[0]) / 3600.0
+        raise ImportError_(
+            f"{log.path}: timestamp: expected engine samples within the power log's span under "
+            f"some time-zone offset (whole quarter hours, -14 h to +14 h), got none covering "
+            f"{MIN_COVERED:.0%} of them (the engine log starts {gap_h:+.2f} h from the power "
+            "log): not the same run?"
+        )
+    zone_s = float(candidates[int(np.argmax(shares))])
+    step_s = float(np.median(np.diff(order))) if len(order) > 1 else log.period_s
+    half = len(power_unix_s) // 2
+    skew_s, r = _skew(power_unix_s, power_w, log, zone_s, step_s)
+    first, _ = _skew(power_unix_s[:half], power_w[:half], log, zone_s, step_s)
+    second, _ = _skew(power_unix_s[half:], power_w[half:], log, zone_s, step_s)
+    offset_s = zone_s + skew_s
+    merged = _merged(power_unix_s, log, offset_s, log.period_s)
+    matched = float(merged["concurrency"].notna().mean())
+    info = {
+        "engine": log.engine,
+        "engine_log": str(log.path),
+        "offset_s": offset_s,
+        "zone_offset_s": zone_s,
+        "skew_s": skew_s,
+        "skew_correlation": r,
+        "drift_s": second - first,
+        "engine_samples_covered": float(shares.max()),
+        "power_samples_matched": matched,
+        "tolerance_s": log.period_s,
+    }
+    note = (
+        f"{log.path}: engine clock = power log clock {offset_s:+.3f} s (time-zone offset "
+        f"{zone_s / 3600:+.2f} h, residual skew {skew_s:+.3f} s, power-concurrency correlation "
+        f"{r:.2f}, drift {second - first:+.3f} s over the run); {matched:.0%} of power samples "
+        f"matched within {log.period_s:.3g} s"
+    )
+    return merged[["concurrency", "tokens_per_s"]], info, [note]
+
+
+def add_engine_columns(
+    frame: pd.DataFrame, metadata: Any, log: EngineLog
+) -> tuple[pd.DataFrame, Any]:
+    """An imported trace (:func:`~grpo_power.telemetry.importers.import_log`) with the
+    engine's ``concurrency`` and ``tokens_per_s`` at each sample; its metadata gains
+    ``engine_alignment`` and the notes, and its start moves onto the engine's unix clock."""
+    power_unix_s = metadata.start_unix_s + frame["t"].to_numpy(float)
+    columns, info, notes = align_engine(power_unix_s, frame["power_w"].to_numpy(float), log)
+    out = frame.copy()
+    out["concurrency"] = columns["concurrency"].to_numpy()
+    out["tokens_per_s"] = columns["tokens_per_s"].to_numpy()
+    extra = dict(metadata.model_extra or {})
+    data = {
+        **metadata.model_dump(),
+        "start_unix_s": metadata.start_unix_s + info["offset_s"],
+        "engine_alignment": info,
+        "notes": [*extra.get("notes", []), *notes],
+    }
+    return out, type(metadata).model_validate(data)

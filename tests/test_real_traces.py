@@ -1,0 +1,167 @@
+"""The public measured A100 traces (``../shared/data/real-traces/``, grantwilkins/powertrace-sim):
+engine metrics aligned to power, the decode power fit and its held-out error, and the README's
+commands on them. Their repository has no license file, so nothing of them is committed:
+excerpts are cut into ``tmp_path`` at run time. Absent traces skip these tests (with the reason),
+except under CI=true, where they fail."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from grpo_power.config import GpuSpec, load_config
+from grpo_power.telemetry.engine import add_engine_columns, read_engine_log
+from grpo_power.telemetry.importers import ImportError_, import_log
+from tests.conftest import REPO, checkout_copy, user_env
+from tests.test_readme_commands import _REAL_RUNS as RUNS
+from tests.test_readme_commands import HOW, readme_commands
+
+SHARED = REPO.parent / "shared" / "data" / "real-traces"
+
+
+@pytest.fixture(scope="module")
+def shared() -> Path:
+    if not (SHARED / RUNS["bursty"] / "power.csv").exists():
+        reason = f"the public traces are not at {SHARED} (see docs/calibration.md)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true: {reason}")
+        pytest.skip(reason)
+    return SHARED
+
+
+def _imported(folder: Path) -> tuple[pd.DataFrame, object]:
+    frame, meta = import_log(folder / "power.csv", "nvidia-smi", nameplate_w=400.0, timezone="UTC")
+    return add_engine_columns(frame, meta, read_engine_log(folder / "engine.csv"))
+
+
+def test_engine_clock_offset_is_found_from_the_data(shared: Path) -> None:
+    folder = shared / RUNS["bursty"]
+    frame, meta = _imported(folder)
+    manifest = json.loads((folder / "manifest.json").read_text())["clock"]
+    info = meta.model_extra["engine_alignment"]
+    # the recording's own clock description (not read by the import): local = UTC - 7 h
+    assert info["zone_offset_s"] == -manifest["local_utc_offset_s"]
+    assert abs(info["skew_s"]) <= 1.0
+    assert info["power_samples_matched"] > 0.95
+    assert abs(meta.start_unix_s - manifest["reference_epoch_s"]) < 1.5
+    engine = pd.read_csv(folder / "engine.csv")
+    assert frame["concurrency"].max() == engine["num_requests_running"].max()
+    # tokens/s integrates back to the counter's total over the run, within one sample's worth
+    rate = read_engine_log(folder / "engine.csv")
+    total = engine["generation_tokens_total"]
+    integrated = float(np.sum(rate.tokens_per_s[1:] * np.diff(rate.unix_s)))
+    assert integrated == pytest.approx(total.iloc[-1] - total.iloc[0], rel=1e-6)
+
+
+def test_an_engine_log_no_offset_fits_is_refused(shared: Path, tmp_path: Path) -> None:
+    folder = shared / RUNS["bursty"]
+    engine = pd.read_csv(folder / "engine.csv")
+    engine["timestamp"] += 2 * 86400.0  # an excerpt of another day's run, cut at run time
+    engine.head(100).to_csv(tmp_path / "engine.csv", index=False)
+    frame, meta = import_log(folder / "power.csv", "nvidia-smi", nameplate_w=400.0)
+    with pytest.raises(ImportError_, match=r"engine\.csv: timestamp: expected engine samples"):
+        add_engine_columns(frame, meta, read_engine_log(tmp_path / "engine.csv"))
+
+
+def test_a_missing_engine_column_names_the_ones_found(shared: Path, tmp_path: Path) -> None:
+    engine = pd.read_csv(shared / RUNS["bursty"] / "engine.csv")
+    engine.drop(columns="num_requests_running").to_csv(tmp_path / "e.csv", index=False)
+    with pytest.raises(ImportError_, match=r"missing column 'num_requests_running'"):
+        read_engine_log(tmp_path / "e.csv")
+    engine.rename(columns={"num_requests_running": "sglang:num_running_reqs"}).to_csv(
+        tmp_path / "s.csv", index=False
+    )
+    assert read_engine_log(tmp_path / "s.csv", "sglang").concurrency.max() > 0
+
+
+def test_readme_real_trace_commands_meet_the_targets(shared: Path, tmp_path: Path) -> None:
+    """The README's commands on the shared traces, as written, in a checkout copy whose
+    ``../shared`` is the real one; the held-out run meets the issue's targets."""
+
+    checkout = checkout_copy(tmp_path / "checkout")
+    (tmp_path / "shared").symlink_to(REPO.parent / "shared")
+    ours = [c for c in readme_commands() if HOW[c][1].startswith("tests/test_real_traces.py")]
+    assert len(ours) == 4
+    for command in ours:
+        done = subprocess.run(
+            ["bash", "-c", command], cwd=checkout, env=user_env(), capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+    out = checkout / "results" / "identify" / "traces"
+    fit = json.loads((out / "trace_fit.json").read_text())
+    held = fit["held_out_error"]["runs"]["r2p5"]
+    assert held["bins"] >= 2
+    assert held["mean_pct_nameplate"] < 5.0 and held["p95_pct_nameplate"] < 10.0
+    assert held["prior_mean_pct_nameplate"] > held["mean_pct_nameplate"]
+    p = fit["parameters"]
+    assert p["transient_peak_frac"]["value"] > 0.2  # real single readings pass 1.2x nameplate
+    assert p["decode_slope_per_doubling"]["low"] > 0  # power does rise with concurrency
+    assert fit["data"] == "measured (public trace)"
+    table = pd.read_csv(out / "validation.csv")
+    assert set(table["split"]) == {"fit", "held-out"}
+    assert (table["samples"] > 0).all()
+
+
+def test_gpu_name_chooses_the_parameter_set_and_its_nvml_semantics() -> None:
+    h200 = GpuSpec(name="NVIDIA H200")
+    assert (h200.nameplate_w, h200.nvml_power) == (700.0, "average_1s")
+    assert GpuSpec(name="NVIDIA A100-SXM4-80GB", nameplate_w=500).nameplate_w == 500
+    with pytest.raises(ValueError, match="expected 400 W for the NVIDIA A100-SXM4-40GB, got 500"):
+        GpuSpec(nameplate_w=500)
+    with pytest.raises(ValueError, match=r"gpu\.name: expected one of.*gpu\.idle_w"):
+        GpuSpec(name="NVIDIA A100")  # no parameter set, and the section gives none
+    other = GpuSpec(name="NVIDIA L40S", nameplate_w=350, idle_w=35)  # described by the section
+    assert (other.nameplate_w, other.idle_w, other.nvml_power) == (350.0, 35.0, "instant")
+
+
+def test_an_a100_calibration_is_refused_for_an_h100() -> None:
+    from grpo_power.sim.calibration import check_calibration_matches, default_calibration
+
+    a100 = load_config(REPO / "config" / "config.yaml")
+    h100 = a100.model_copy(update={"gpu": GpuSpec(name="NVIDIA H100 80GB HBM3")})
+    with pytest.raises(ValueError, match="expected 700 W"):
+        check_calibration_matches(default_calibration(a100), h100, "cal.json")
+
+
+def test_a_1s_average_part_reports_the_average_as_its_power() -> None:
+    from grpo_power.config import SimulatedPowerConfig
+    from grpo_power.telemetry.signals import WorkloadSignal
+    from grpo_power.telemetry.simulated import SimulatedGpuSource
+
+    rows = {}
+    for name in ("NVIDIA A100-SXM4-40GB", "NVIDIA H200"):
+        signal = WorkloadSignal()
+        source = SimulatedGpuSource(GpuSpec(name=name), SimulatedPowerConfig(), signal, [0])
+        readings = [source.read(i * 0.1)[0] for i in range(5)]
+        signal.set("train", 8)
+        time.sleep(0.05)  # past the 25 ms sensor window
+        readings += [source.read(0.5 + i * 0.1)[0] for i in range(3)]
+        rows[name] = readings[-1]
+    a100, h200 = rows.values()
+    assert a100["power_w"] != pytest.approx(a100["power_avg_w"])  # instant after a step up
+    assert h200["power_w"] == pytest.approx(h200["power_avg_w"])
+    assert h200["power_w"] < h200["power_limit_w"] * 0.9  # still averaging the idle second in
+
+
+def test_step_log_gives_concurrency_inside_generation_only() -> None:
+    from grpo_power.telemetry.steplog import decode_columns
+
+    steps = pd.DataFrame(
+        {
+            "start_s": [0.0, 10.0],
+            "generate_s": [4.0, 2.0],
+            "concurrency": [8, 32],
+            "sequences": [16, 16],
+            "completion_tokens": [400, 100],
+        }
+    )
+    c, rate = decode_columns(np.array([1.0, 5.0, 10.5, 12.5]), steps)
+    assert np.array_equal(c[[0, 2]], [8, 16]) and np.isnan(c[[1, 3]]).all()
+    assert rate[0] == 100 and rate[2] == 50
