@@ -141,6 +141,7 @@ def test_domain_randomisation_changes_physics_and_cap(config):
 # training, saving, loading
 
 
+@pytest.mark.slow
 def test_short_training_beats_a_random_policy(trained):
     _, _, result = trained
     e = result.evaluation

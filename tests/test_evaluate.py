@@ -143,6 +143,7 @@ def small_study(tmp_path_factory):
     return results, outputs
 
 
+@pytest.mark.slow
 def test_identify_writes_the_table_and_calibration(small_study):
     results, outputs = small_study
     assert "SIMULATED" in outputs["identify"].output
@@ -156,6 +157,7 @@ def test_identify_writes_the_table_and_calibration(small_study):
     assert calibration["simulated"] is True and "7b" in calibration["deployments"]
 
 
+@pytest.mark.slow
 def test_study_evaluation_reports_every_arm_with_intervals(small_study):
     results, outputs = small_study
     folder = results / "evaluate" / "study"
@@ -188,6 +190,7 @@ def test_study_evaluation_reports_every_arm_with_intervals(small_study):
     assert "targets met" in outputs["study"].output
 
 
+@pytest.mark.slow
 def test_scenario_runs_the_controller_as_is_and_retrained(small_study):
     results, outputs = small_study
     folder = results / "evaluate" / "s"
@@ -201,6 +204,7 @@ def test_scenario_runs_the_controller_as_is_and_retrained(small_study):
     assert "retraining the 7b controller" in outputs["scenario"].output
 
 
+@pytest.mark.slow
 def test_another_calibration_is_a_scenario_too(small_study):
     results, outputs = small_study
     folder = results / "evaluate" / "g"

@@ -7,11 +7,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from grpo_power.telemetry.store import read_trace
 from grpo_power.telemetry.summary import summarize_trace
 from tests.conftest import checkout_copy, run_as_user
+
+pytestmark = pytest.mark.slow  # the examples run as a user runs them
 
 GRPO = ".venv/bin/python examples/grpo_with_power.py --out results/examples/grpo"
 LOOP = ".venv/bin/python examples/measure_any_training.py --out results/examples/loop"

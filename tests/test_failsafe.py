@@ -84,6 +84,7 @@ def test_run_holds_the_failsafe_setting_while_telemetry_is_stale(
     assert late["failsafe"].iloc[0]
 
 
+@pytest.mark.slow
 def test_a_crashed_sampler_never_stops_the_run(
     config: Config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from grpo_power.telemetry.store import read_trace
 from tests.conftest import REPO
@@ -15,6 +16,7 @@ CLI = [sys.executable, "-m", "grpo_power.cli"]
 CONFIG = ["--config", str(REPO / "config" / "config.yaml")]
 
 
+@pytest.mark.slow
 def test_record_demo_workload_follows_its_phases(tmp_path: Path) -> None:
     out = tmp_path / "demo.parquet"
     result = subprocess.run(
@@ -94,6 +96,7 @@ def test_record_without_a_command_or_with_bad_settings_fails_clearly(tmp_path: P
     assert "telemetry.period_s: Input should be greater than 0 (got -1.0)" in bad.stderr
 
 
+@pytest.mark.slow
 def test_gpu_check_script_runs_its_steps_on_the_simulated_gpu(tmp_path: Path) -> None:
     """scripts/gpu_check.sh is tested here (CPU) so GPU time is spent measuring, not debugging."""
     env = {

@@ -38,6 +38,8 @@ from grpo_power.workload.resume import EXIT_INTERRUPTED, RunPaths, start_or_resu
 from grpo_power.workload.runner import run_grpo
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.slow  # real runs stopped, killed and resumed
+
 SCHEMA = pa.schema([("t", pa.float64()), ("gpu", pa.int64())])
 STEPS = 16
 SECRET = "hf_" + "a1B2c3D4" * 4  # shaped like a Hugging Face token
@@ -220,6 +222,7 @@ def test_sigterm_stops_after_a_checkpoint_and_the_same_command_resumes(tmp_path:
 def test_sigkill_keeps_what_was_written_and_resumes_from_the_last_checkpoint(
     tmp_path: Path,
 ) -> None:
+
     out = tmp_path / "run"
     run = _start_run(tmp_path, out)
     run.wait_for_steps(out, 5)

@@ -25,6 +25,8 @@ from grpo_power.telemetry.steplog import read_step_log
 from grpo_power.telemetry.store import read_trace
 from tests.conftest import REPO, checkout_copy, user_env
 
+pytestmark = pytest.mark.slow  # the test Slurm, real GPU-job arrays
+
 ACCOUNT, PARTITION = "grpo", "debug"  # made by scripts/slurm/start.sh
 
 
@@ -297,6 +299,7 @@ def test_ctrl_c_cancels_the_jobs_and_the_same_command_resumes(slurm: None, tmp_p
 def test_ctrl_c_with_keep_leaves_the_jobs_and_a_restart_reattaches(
     slurm: None, tmp_path: Path
 ) -> None:
+
     stopped = _interrupt(LONG_RUN_KEEP, tmp_path)
     run, jobs = stopped.run, stopped.jobs
     assert any(state == "RUNNING" for state in jobs.values()), jobs  # left running

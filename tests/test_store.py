@@ -98,6 +98,7 @@ def test_write_trace_is_atomic_and_readable(tmp_path: Path) -> None:
     assert read_trace(path).frame["t"].tolist() == pytest.approx([0.0, 0.1, 0.2, 0.3])
 
 
+@pytest.mark.slow
 def test_recording_killed_with_sigkill_leaves_a_readable_trace(tmp_path: Path) -> None:
     out = tmp_path / "killed.parquet"
     command = [
