@@ -3,6 +3,7 @@ the staleness limit, and the run leaves it when fresh samples return."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from pathlib import Path
@@ -38,6 +39,41 @@ class StallingSource:
         self.source.close()
 
 
+class StallUntilStepsSource(StallingSource):
+    """A stall that begins ``stall_from_s`` after the first read and lasts at least
+    ``min_stall_s``, and until ``steps`` GRPO steps have begun generating since (seen through the
+    workload's phase signal): on a machine of any speed, steps are decided inside the stall."""
+
+    def __init__(
+        self,
+        source: SimulatedGpuSource,
+        signal: WorkloadSignal,
+        stall_from_s: float,
+        min_stall_s: float,
+        steps: int,
+    ) -> None:
+        super().__init__(source, stall_from_s, float("inf"))
+        self.signal, self.min_stall_s, self.steps = signal, min_stall_s, steps
+        self.stall_start_s: float | None = None
+
+    def _steps_begun_since(self, since_s: float) -> int:
+        changes = self.signal.changes()
+        return sum(
+            1
+            for (_, before), (when, now) in itertools.pairwise(changes)
+            if now.phase == "generate" and before.phase != "generate" and when > since_s
+        )
+
+    def read(self, now_s: float) -> list[dict]:
+        self.first_read_s = self.first_read_s or now_s
+        if self.stall[1] == float("inf") and now_s - self.first_read_s >= self.stall[0]:
+            self.stall_start_s = self.stall_start_s or now_s
+            long_enough = now_s - self.stall_start_s >= self.min_stall_s
+            if long_enough and self._steps_begun_since(self.stall_start_s) >= self.steps:
+                self.stall = (self.stall[0], now_s - self.first_read_s)  # over: fresh again
+        return super().read(now_s)
+
+
 def test_sampler_survives_read_errors_and_reports_its_age(config: Config) -> None:
     inner = SimulatedGpuSource(config.gpu, config.telemetry.simulated, WorkloadSignal(), [0])
     sampler = PowerSampler(StallingSource(inner, 0.5, 1.5), writer=None, period_s=0.05)
@@ -61,7 +97,7 @@ def test_run_holds_the_failsafe_setting_while_telemetry_is_stale(
     original = runner.open_source
 
     def stalling_open_source(cfg: Config, signal: WorkloadSignal) -> StallingSource:
-        return StallingSource(original(cfg, signal), 3.0, 6.0)
+        return StallUntilStepsSource(original(cfg, signal), signal, 3.0, 3.0, 2)
 
     monkeypatch.setattr(runner, "open_source", stalling_open_source)
     result = runner.run_grpo(
