@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -32,6 +33,29 @@ from grpo_power.telemetry.store import write_trace
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"
+# The public measured traces beside the repository (never copied into it: no license file).
+REAL_TRACES = REPO.parent / "shared" / "data" / "real-traces"
+# The README's commands on them, as it writes them (relative to a checkout).
+_SHARED_README = "../shared/data/real-traces"
+REAL_RUNS = {  # run id -> its folder under the shared traces
+    "bursty": "arrival_pattern_qwen3-8b_a100_bursty/a100_validate_tp1_r2p5_b0p25_s20260712_"
+    "1784415659",
+    "smooth": "arrival_pattern_qwen3-8b_a100_smooth/a100_validate_tp1_r2p5_b4p0_s20260712_"
+    "1784415439",
+    "r2p5": "arrival_rate_qwen3-8b_a100_r2p5/a100_validate_tp1_r2p5_b1p0_s20260712_1784415659",
+}
+REAL_TRACE_COMMANDS = [
+    *(
+        f".venv/bin/grpo-power telemetry import {_SHARED_README}/{path}/power.csv --engine "
+        f'{_SHARED_README}/{path}/engine.csv --nameplate-w 400 --gpu-name "NVIDIA A100-SXM4-80GB" '
+        f'--run-id {name} --origin "grantwilkins/powertrace-sim data/runs/{path.split("/")[0]} '
+        f'@96361ef" --out results/traces/{name}.parquet'
+        for name, path in REAL_RUNS.items()
+    ),
+    ".venv/bin/grpo-power identify --trace results/traces/bursty.parquet --trace "
+    "results/traces/smooth.parquet --validate results/traces/r2p5.parquet --out "
+    "results/identify/traces",
+]
 
 
 @pytest.fixture
@@ -45,6 +69,26 @@ def missing_requirement(reason: str) -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI must provide this: {reason}")
     pytest.skip(reason)
+
+
+def readme_commands() -> list[str]:
+    """The commands of README.md's ```bash blocks, in order: continuation lines joined,
+    comments (a line's ``  # ...`` tail, and whole comment lines) dropped."""
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", (REPO / "README.md").read_text(), re.S):
+        text = block.replace("\\\n", " ")
+        for line in text.splitlines():
+            line = re.sub(r"\s+#\s.*$", "", line).strip()
+            if line and not line.startswith("#"):
+                commands.append(re.sub(r"\s+", " ", line))
+    return commands
+
+
+def real_traces() -> Path:
+    """The public traces' folder; where it is absent, :func:`missing_requirement`."""
+    if not (REAL_TRACES / REAL_RUNS["bursty"] / "power.csv").exists():
+        missing_requirement(f"the public traces at {REAL_TRACES} (see docs/calibration.md)")
+    return REAL_TRACES
 
 
 def checkout_copy(folder: Path) -> Path:

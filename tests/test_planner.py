@@ -21,9 +21,8 @@ from grpo_power.telemetry.signals import WorkloadSignal
 from grpo_power.telemetry.simulated import SimulatedGpuSource
 from grpo_power.telemetry.steplog import StepLogWriter
 from grpo_power.telemetry.store import read_trace, write_trace
-from tests.conftest import DATA, REPO, checkout_copy, missing_requirement, run_as_user
+from tests.conftest import DATA, REPO, checkout_copy, real_traces, run_as_user
 
-REAL_TRACES = REPO.parent / "shared" / "data" / "real-traces"
 CLI_FORM = ".venv/bin/grpo-power planner run ../shared/data/real-traces --out results/planner"
 SNAKEMAKE_FORM = (
     "snakemake --cores 2 planner --config planner='{traces: ../shared/data/real-traces}'"
@@ -102,8 +101,7 @@ def test_planner_refuses_a_folder_without_traces(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_planner_on_the_public_real_traces(tmp_path: Path) -> None:
     """The README's planner commands as written, in a checkout copy beside the shared data."""
-    if not REAL_TRACES.is_dir():
-        missing_requirement(f"the public real traces in {REAL_TRACES}")
+    real_traces()
     checkout = checkout_copy(tmp_path / "checkout")
     (tmp_path / "shared").symlink_to(REPO.parent / "shared")
     output = run_as_user(CLI_FORM, checkout)

@@ -27,34 +27,21 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import DATA, REPO, checkout_copy, run_as_user
+from tests.conftest import (
+    DATA,
+    REAL_TRACE_COMMANDS,
+    REPO,
+    checkout_copy,
+    readme_commands,
+    run_as_user,
+)
 
 SLURM_TEST = "snakemake --profile profiles/slurm --configfile config/slurm-test.yaml"
 A100 = "snakemake --profile profiles/slurm --configfile config/a100-slurm.yaml"
 INTERRUPTS = "tests/test_slurm.py::test_ctrl_c_* (both modes)"
 PLANNER_REAL = "tests/test_planner.py::test_planner_on_the_public_real_traces (both forms)"
 
-REAL_TRACES = "tests/test_real_traces.py::test_readme_real_trace_commands_meet_the_targets"
-_SHARED = "../shared/data/real-traces"
-_REAL_RUNS = {  # run id -> its folder under the shared traces
-    "bursty": "arrival_pattern_qwen3-8b_a100_bursty/a100_validate_tp1_r2p5_b0p25_s20260712_"
-    "1784415659",
-    "smooth": "arrival_pattern_qwen3-8b_a100_smooth/a100_validate_tp1_r2p5_b4p0_s20260712_"
-    "1784415439",
-    "r2p5": "arrival_rate_qwen3-8b_a100_r2p5/a100_validate_tp1_r2p5_b1p0_s20260712_1784415659",
-}
-REAL_TRACE_COMMANDS = [
-    *(
-        f".venv/bin/grpo-power telemetry import {_SHARED}/{path}/power.csv --engine "
-        f'{_SHARED}/{path}/engine.csv --nameplate-w 400 --gpu-name "NVIDIA A100-SXM4-80GB" '
-        f'--run-id {name} --origin "grantwilkins/powertrace-sim data/runs/{path.split("/")[0]} '
-        f'@96361ef" --out results/traces/{name}.parquet'
-        for name, path in _REAL_RUNS.items()
-    ),
-    ".venv/bin/grpo-power identify --trace results/traces/bursty.parquet --trace "
-    "results/traces/smooth.parquet --validate results/traces/r2p5.parquet --out "
-    "results/identify/traces",
-]
+REAL_TRACES_TEST = "tests/test_real_traces.py::test_readme_real_trace_commands_meet_the_targets"
 # command -> (how, place or detail). Places: local (the laptop study), cluster, tools.
 HOW: dict[str, tuple[str, str]] = {
     "make demo": ("run", "local"),
@@ -114,25 +101,12 @@ HOW: dict[str, tuple[str, str]] = {
     ),
     "make bench": ("run", "tools"),
     # the public traces lie outside the checkout (../shared): run as written there
-    **{command: ("covered", REAL_TRACES) for command in REAL_TRACE_COMMANDS},
+    **{command: ("covered", REAL_TRACES_TEST) for command in REAL_TRACE_COMMANDS},
     ".venv/bin/python -m benchmarks fleet_scaling": ("run", "tools"),
 }
 # Files a user brings (no README command writes them): their stand-ins from tests/data (the DCGM
 # log's last row holds an [N/A] reading, imported as a missing sample).
 BROUGHT = {"tools": {"dcgm.csv": "dcgm-exporter-a100.csv"}}
-
-
-def readme_commands() -> list[str]:
-    """The commands of README.md's ```bash blocks, in order: continuation lines joined,
-    comments (a line's ``  # ...`` tail, and whole comment lines) dropped."""
-    commands = []
-    for block in re.findall(r"```bash\n(.*?)```", (REPO / "README.md").read_text(), re.S):
-        text = block.replace("\\\n", " ")
-        for line in text.splitlines():
-            line = re.sub(r"\s+#\s.*$", "", line).strip()
-            if line and not line.startswith("#"):
-                commands.append(re.sub(r"\s+", " ", line))
-    return commands
 
 
 def test_every_readme_command_is_classified() -> None:

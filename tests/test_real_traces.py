@@ -2,13 +2,11 @@
 engine metrics aligned to power, the decode power fit and its held-out error, and the README's
 commands on them. Their repository has no license file, so nothing of them is committed:
 excerpts are cut into ``tmp_path`` at run time. Absent traces skip these tests (with the reason),
-except under CI=true, where they fail."""
+except under CI=true, where they fail (``tests.conftest.real_traces``)."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import time
 from pathlib import Path
 
@@ -19,21 +17,20 @@ import pytest
 from grpo_power.config import GpuSpec, load_config
 from grpo_power.telemetry.engine import add_engine_columns, read_engine_log
 from grpo_power.telemetry.importers import ImportError_, import_log
-from tests.conftest import REPO, checkout_copy, user_env
-from tests.test_readme_commands import _REAL_RUNS as RUNS
-from tests.test_readme_commands import HOW, readme_commands
-
-SHARED = REPO.parent / "shared" / "data" / "real-traces"
+from tests.conftest import (
+    REAL_RUNS,
+    REAL_TRACE_COMMANDS,
+    REPO,
+    checkout_copy,
+    readme_commands,
+    real_traces,
+    run_as_user,
+)
 
 
 @pytest.fixture(scope="module")
 def shared() -> Path:
-    if not (SHARED / RUNS["bursty"] / "power.csv").exists():
-        reason = f"the public traces are not at {SHARED} (see docs/calibration.md)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true: {reason}")
-        pytest.skip(reason)
-    return SHARED
+    return real_traces()
 
 
 def _imported(folder: Path) -> tuple[pd.DataFrame, object]:
@@ -42,7 +39,7 @@ def _imported(folder: Path) -> tuple[pd.DataFrame, object]:
 
 
 def test_engine_clock_offset_is_found_from_the_data(shared: Path) -> None:
-    folder = shared / RUNS["bursty"]
+    folder = shared / REAL_RUNS["bursty"]
     frame, meta = _imported(folder)
     manifest = json.loads((folder / "manifest.json").read_text())["clock"]
     info = meta.model_extra["engine_alignment"]
@@ -61,7 +58,7 @@ def test_engine_clock_offset_is_found_from_the_data(shared: Path) -> None:
 
 
 def test_an_engine_log_no_offset_fits_is_refused(shared: Path, tmp_path: Path) -> None:
-    folder = shared / RUNS["bursty"]
+    folder = shared / REAL_RUNS["bursty"]
     engine = pd.read_csv(folder / "engine.csv")
     engine["timestamp"] += 2 * 86400.0  # an excerpt of another day's run, cut at run time
     engine.head(100).to_csv(tmp_path / "engine.csv", index=False)
@@ -71,7 +68,7 @@ def test_an_engine_log_no_offset_fits_is_refused(shared: Path, tmp_path: Path) -
 
 
 def test_a_missing_engine_column_names_the_ones_found(shared: Path, tmp_path: Path) -> None:
-    engine = pd.read_csv(shared / RUNS["bursty"] / "engine.csv")
+    engine = pd.read_csv(shared / REAL_RUNS["bursty"] / "engine.csv")
     engine.drop(columns="num_requests_running").to_csv(tmp_path / "e.csv", index=False)
     with pytest.raises(ImportError_, match=r"missing column 'num_requests_running'"):
         read_engine_log(tmp_path / "e.csv")
@@ -87,13 +84,9 @@ def test_readme_real_trace_commands_meet_the_targets(shared: Path, tmp_path: Pat
 
     checkout = checkout_copy(tmp_path / "checkout")
     (tmp_path / "shared").symlink_to(REPO.parent / "shared")
-    ours = [c for c in readme_commands() if HOW[c][1].startswith("tests/test_real_traces.py")]
-    assert len(ours) == 4
-    for command in ours:
-        done = subprocess.run(
-            ["bash", "-c", command], cwd=checkout, env=user_env(), capture_output=True, text=True
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
+    assert set(REAL_TRACE_COMMANDS) <= set(readme_commands())  # the README's, as written
+    for command in REAL_TRACE_COMMANDS:
+        run_as_user(command, checkout)
     out = checkout / "results" / "identify" / "traces"
     fit = json.loads((out / "trace_fit.json").read_text())
     held = fit["held_out_error"]["runs"]["r2p5"]
