@@ -227,6 +227,38 @@ REPORT_FIGURES = {
 
 
 @dataclass(frozen=True)
+class PlannerLayout:
+    """Planner mode's folders under its output folder (``results/planner`` in the workflow)."""
+
+    root: Path
+
+    @property
+    def traces(self) -> Path:
+        """The imported traces: ``<key>.parquet`` each, and PLANNER_TRACES.index."""
+        return self.root / "traces"
+
+    def trace(self, key: str) -> Path:
+        """One imported trace."""
+        return self.traces / f"{key}.parquet"
+
+    def windows(self, key: str) -> Path:
+        """One trace's windows-stage folder."""
+        return self.root / "windows" / key
+
+    @property
+    def fleet(self) -> Path:
+        return self.root / "fleet"
+
+    @property
+    def economics(self) -> Path:
+        return self.root / "economics"
+
+    @property
+    def report(self) -> Path:
+        return self.root / "report"
+
+
+@dataclass(frozen=True)
 class ResultsLayout:
     """The folders of a study under its results folder (``results_dir`` of the config)."""
 
@@ -292,10 +324,9 @@ class ResultsLayout:
         return self.root / "report"
 
     @property
-    def planner(self) -> Path:
-        """Planner mode's folder: ``traces/``, ``windows/KEY/``, ``fleet/``, ``economics/``,
-        ``report/``."""
-        return self.root / "planner"
+    def planner(self) -> PlannerLayout:
+        """Planner mode's folders."""
+        return PlannerLayout(self.root / "planner")
 
     @property
     def configs(self) -> Path:

@@ -17,15 +17,15 @@ def planner_keys():
 
 rule planner_import:
     output:
-        index=PLANNER / "traces" / PLANNER_TRACES.index,
-        traces=[PLANNER / "traces" / f"{key}.parquet" for key in planner_keys()],
+        index=PLANNER.traces / PLANNER_TRACES.index,
+        traces=[PLANNER.trace(key) for key in planner_keys()],
     log:
         LAYOUT.logs / "planner" / "import.log",
     params:
         planner=CFG.planner.model_dump_json(),
         gpu=CFG.gpu.model_dump_json(),
         folder=CFG.planner.traces,
-        out=PLANNER / "traces",
+        out=PLANNER.traces,
     conda:
         "../../envs/analysis.yaml"
     threads: 1
@@ -38,15 +38,15 @@ rule planner_import:
 
 rule planner_windows:
     input:
-        trace=PLANNER / "traces" / "{key}.parquet",
+        trace=PLANNER.trace("{key}"),
     output:
-        **WINDOWS.paths(PLANNER / "windows" / "{key}"),
+        **WINDOWS.paths(PLANNER.windows("{key}")),
     log:
         LAYOUT.logs / "planner" / "windows" / "{key}.log",
     params:
         windows=CFG.windows.model_dump_json(),
         cap_w=CFG.cap_w,
-        out=lambda wildcards: PLANNER / "windows" / wildcards.key,
+        out=lambda wildcards: PLANNER.windows(wildcards.key),
     conda:
         "../../envs/analysis.yaml"
     threads: 1
@@ -59,9 +59,9 @@ rule planner_windows:
 
 rule planner_fleet:
     input:
-        bins=[PLANNER / "windows" / key / WINDOWS.bins for key in planner_keys()],
+        bins=[PLANNER.windows(key) / WINDOWS.bins for key in planner_keys()],
     output:
-        **FLEET.paths(PLANNER / "fleet"),
+        **FLEET.paths(PLANNER.fleet),
     log:
         LAYOUT.logs / "planner" / "fleet.log",
     params:
@@ -70,7 +70,7 @@ rule planner_fleet:
         cap_w=CFG.cap_w,
         seed=CFG.seed,
         folders=lambda wildcards, input: [str(Path(b).parent) for b in input.bins],
-        out=PLANNER / "fleet",
+        out=PLANNER.fleet,
     conda:
         "../../envs/analysis.yaml"
     threads: 1
@@ -83,17 +83,17 @@ rule planner_fleet:
 
 rule planner_economics:
     input:
-        index=PLANNER / "traces" / PLANNER_TRACES.index,
-        fleet=PLANNER / "fleet" / FLEET.summary,
+        index=PLANNER.traces / PLANNER_TRACES.index,
+        fleet=PLANNER.fleet / FLEET.summary,
     output:
-        **PLANNER_ECONOMICS.paths(PLANNER / "economics"),
+        **PLANNER_ECONOMICS.paths(PLANNER.economics),
     log:
         LAYOUT.logs / "planner" / "economics.log",
     params:
         economics=CFG.economics.model_dump_json(),
-        traces=PLANNER / "traces",
-        fleet=PLANNER / "fleet",
-        out=PLANNER / "economics",
+        traces=PLANNER.traces,
+        fleet=PLANNER.fleet,
+        out=PLANNER.economics,
     conda:
         "../../envs/analysis.yaml"
     threads: 1
@@ -106,19 +106,19 @@ rule planner_economics:
 
 rule planner_report:
     input:
-        index=PLANNER / "traces" / PLANNER_TRACES.index,
-        fleet=PLANNER / "fleet" / FLEET.summary,
-        economics=PLANNER / "economics" / PLANNER_ECONOMICS.summary,
+        index=PLANNER.traces / PLANNER_TRACES.index,
+        fleet=PLANNER.fleet / FLEET.summary,
+        economics=PLANNER.economics / PLANNER_ECONOMICS.summary,
     output:
-        index=PLANNER / "report" / REPORT.page,
+        index=PLANNER.report / REPORT.page,
     log:
         LAYOUT.logs / "planner" / "report.log",
     params:
         report=CFG.report.model_dump_json(),
-        traces=PLANNER / "traces",
-        fleet=PLANNER / "fleet",
-        economics=PLANNER / "economics",
-        out=PLANNER / "report",
+        traces=PLANNER.traces,
+        fleet=PLANNER.fleet,
+        economics=PLANNER.economics,
+        out=PLANNER.report,
     conda:
         "../../envs/analysis.yaml"
     threads: 1
@@ -131,4 +131,4 @@ rule planner_report:
 
 rule planner:
     input:
-        PLANNER / "report" / REPORT.page,
+        PLANNER.report / REPORT.page,

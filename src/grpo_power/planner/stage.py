@@ -17,6 +17,7 @@ from tqdm import tqdm
 from grpo_power.analysis.fleet import FleetResult
 from grpo_power.analysis.windows import run_windows
 from grpo_power.config import Config
+from grpo_power.layout import PlannerLayout
 from grpo_power.planner.discover import import_traces
 from grpo_power.planner.economics import planner_economics
 from grpo_power.planner.fleet import fleet_of_traces
@@ -38,15 +39,13 @@ def run_planner(
     folder: Path | str, out: Path | str, config: Config, show_progress: bool = False
 ) -> PlannerResult:
     """Every planner step on the traces under ``folder``; outputs under ``out``."""
-    out = Path(out)
-    folders = PlannerFolders(out / "traces", out / "fleet", out / "economics")
-    index = import_traces(folder, folders.traces, config, show_progress)
+    layout = PlannerLayout(Path(out))
+    folders = PlannerFolders(layout.traces, layout.fleet, layout.economics)
+    index = import_traces(folder, layout.traces, config, show_progress)
     keys = list(index.loc[index["status"] == "imported", "key"])
-    windows = []
     for key in tqdm(keys, desc="windows", unit="trace", disable=not show_progress):
-        run_windows(folders.traces / f"{key}.parquet", out / "windows" / key, config)
-        windows.append(out / "windows" / key)
-    fleet = fleet_of_traces(windows, folders.fleet, config)
-    economics = planner_economics(folders.traces, folders.fleet, folders.economics, config)
-    report = planner_report(folders, out / "report", config)
+        run_windows(layout.trace(key), layout.windows(key), config)
+    fleet = fleet_of_traces([layout.windows(key) for key in keys], layout.fleet, config)
+    economics = planner_economics(layout.traces, layout.fleet, layout.economics, config)
+    report = planner_report(folders, layout.report, config)
     return PlannerResult(report, fleet, economics, len(keys), len(index) - len(keys))

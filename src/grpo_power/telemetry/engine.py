@@ -75,10 +75,9 @@ def read_engine_log(path: Path | str, engine: EngineName = "vllm") -> EngineLog:
     t_s, concurrency, tokens = (
         numeric_column(path, raw[names[c]], c, lines).to_numpy() for c in wanted
     )
-    if not np.isfinite(t_s).all() or (np.diff(t_s) <= 0).any():
-        bad = int(np.argmax(~np.isfinite(t_s))) if not np.isfinite(t_s).all() else 0
-        if np.isfinite(t_s).all():
-            bad = int(np.argmax(np.diff(t_s) <= 0)) + 1
+    finite, backwards = np.isfinite(t_s), np.diff(t_s) <= 0
+    if not finite.all() or backwards.any():
+        bad = int(np.argmax(~finite)) if not finite.all() else int(np.argmax(backwards)) + 1
         raise ImportError_(
             f"{path}: line {lines[bad]}: column '{wanted[0]}': expected unix seconds that "
             f"increase, got {t_s[bad]!r}"
