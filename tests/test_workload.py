@@ -115,6 +115,10 @@ def test_arms_run_and_differ_as_they_should(config: Config, tmp_path: Path) -> N
     calibration = json.loads((tmp_path / "calibration" / "fixed_safe.json").read_text())
     assert concurrency["fixed-safe"] == [calibration["concurrency"]] * 12
     assert calibration["under_cap"] and calibration["concurrency"] < 32
+    # candidates: the concurrency levels from the highest down, until one stayed under the cap
+    tried = [c["concurrency"] for c in calibration["candidates"]]
+    levels = config.workload.concurrency_bounds.levels()[::-1]
+    assert tried == levels[: levels.index(calibration["concurrency"]) + 1]
     # threshold starts at the default and backs off after over-cap windows.
     assert concurrency["threshold"][0] == 32 and min(concurrency["threshold"]) < 32
 
