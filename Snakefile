@@ -40,6 +40,7 @@ include: "workflow/rules/identify.smk"
 include: "workflow/rules/controller.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/economics.smk"
+include: "workflow/rules/real_traces.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/planner.smk"
 

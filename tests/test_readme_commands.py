@@ -25,13 +25,17 @@ import subprocess
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
+from grpo_power.config import load_config
 from tests.conftest import (
     DATA,
     REAL_TRACE_COMMANDS,
+    REAL_TRACES,
     REPO,
     checkout_copy,
+    have_real_traces,
     readme_commands,
     run_as_user,
 )
@@ -42,6 +46,10 @@ INTERRUPTS = "tests/test_slurm.py::test_ctrl_c_* (both modes)"
 PLANNER_REAL = "tests/test_planner.py::test_planner_on_the_public_real_traces (both forms)"
 
 REAL_TRACES_TEST = "tests/test_real_traces.py::test_readme_real_trace_commands_meet_the_targets"
+REAL_TRACES_STUDY = (
+    "snakemake --cores 2 --config real_traces='{folder: ../shared/data/real-traces, held_out: "
+    '[arrival_rate, trace_replay], origin: "grantwilkins/powertrace-sim @96361ef"}\''
+)
 # command -> (how, place or detail). Places: local (the laptop study), cluster, tools.
 HOW: dict[str, tuple[str, str]] = {
     "make demo": ("run", "local"),
@@ -49,6 +57,7 @@ HOW: dict[str, tuple[str, str]] = {
     "snakemake --cores 2 --report report.html": ("run", "local"),
     "snakemake --cores 2 --forcerun windows": ("run", "local"),
     "snakemake --cores 2 results/runs/tiny/threshold/seed0/trace.parquet": ("run", "local"),
+    REAL_TRACES_STUDY: ("run", "local"),
     A100: ("dry", "snakemake -n --profile profiles/slurm --configfile config/a100-slurm.yaml"),
     "snakemake -n --profile profiles/slurm --configfile config/a100-slurm.yaml": ("run", "cluster"),
     f"{A100} --dag > dag.dot": ("run", "cluster"),
@@ -125,6 +134,8 @@ def _run_place(place: str, tmp_path: Path) -> tuple[Path, dict[str, str]]:
     """Run the README's commands of ``place`` in order in a fresh checkout copy; return the
     copy and each command's combined output."""
     checkout = checkout_copy(tmp_path / "checkout")
+    if REAL_TRACES.exists():  # beside the checkout, where the README's commands find them
+        (tmp_path / "shared").symlink_to(REAL_TRACES.parent.parent)
     for name, source in BROUGHT.get(place, {}).items():
         shutil.copy(DATA / source, checkout / name)
     outputs: dict[str, str] = {}
@@ -136,6 +147,9 @@ def _run_place(place: str, tmp_path: Path) -> tuple[Path, dict[str, str]]:
             shutil.copy(DATA / source, checkout / target)
             rows.append((command, "stand-in", f"{target} from tests/data/{source}", 0.0))
         if how != "run" or detail != place:
+            continue
+        if "../shared/data/real-traces" in command and not have_real_traces():
+            rows.append((command, "not run", f"no public traces at {REAL_TRACES}", 0.0))
             continue
         started = time.monotonic()
         output = run_as_user(command, checkout)
@@ -161,6 +175,22 @@ def test_readme_local_commands(tmp_path: Path) -> None:
     assert "rule run" not in forcerun  # nothing upstream
     one = outputs["snakemake --cores 2 results/runs/tiny/threshold/seed0/trace.parquet"]
     assert "Nothing to be done" in one
+    if REAL_TRACES_STUDY in outputs:  # the simulator against the public traces, after the study
+        rerun = outputs[REAL_TRACES_STUDY]
+        assert "rule real_traces" in rerun and "rule report" in rerun
+        assert "rule run" not in rerun and "rule controller" not in rerun
+        page = (results / "report" / "index.html").read_text()
+        assert 'id="real-traces"' in page and "measured (public trace)" in page
+        assert (results / "report" / "figures" / "real_traces.png").stat().st_size > 10_000
+        exceedance = pd.read_csv(results / "real-traces" / "exceedance.csv")
+        windows_s = load_config(checkout / "config" / "config.yaml").windows.windows_s
+        assert exceedance.groupby("run_id")["window_s"].nunique().min() == len(windows_s)
+        assert set(exceedance["data"]) == {"measured (public trace)"}
+        runs = pd.read_csv(results / "real-traces" / "runs.csv")
+        assert set(runs[runs["split"] == "fit"]["folder"].str.split("/").str[0]) == {
+            "arrival_pattern_qwen3-8b_a100_bursty",
+            "arrival_pattern_qwen3-8b_a100_smooth",
+        }
 
 
 def _sacct_rows(since: str) -> list[list[str]]:

@@ -97,6 +97,20 @@ def test_readme_real_trace_commands_meet_the_targets(shared: Path, tmp_path: Pat
     assert p["transient_peak_frac"]["value"] > 0.2  # real single readings pass 1.2x nameplate
     assert p["decode_slope_per_doubling"]["low"] > 0  # power does rise with concurrency
     assert fit["data"] == "measured (public trace)"
+    # the simulator's default decode curve is this fit's steady line; the literature stays prior
+    default = load_config(REPO / "config" / "config.yaml")
+    span_w = default.gpu.nameplate_w - default.gpu.idle_w
+    sim = default.telemetry.simulated
+    steady = fit["steady_decode"]
+    for key, value in (
+        ("power_at_1_w", default.gpu.idle_w + span_w * sim.decode_base_frac),
+        ("slope_w_per_doubling", span_w * sim.decode_slope_per_doubling),
+        ("noise_w", sim.noise_w),
+    ):
+        assert steady[key]["low"] <= value <= steady[key]["high"], key
+    assert p["transient_peak_frac"]["value"] == pytest.approx(sim.transient_peak_frac, abs=0.005)
+    assert p["decode_base_frac"]["prior"] == pytest.approx(0.49, abs=0.005)
+    assert p["decode_slope_per_doubling"]["prior"] == pytest.approx(0.057)
     table = pd.read_csv(out / "validation.csv")
     assert set(table["split"]) == {"fit", "held-out"}
     assert (table["samples"] > 0).all()
@@ -107,7 +121,7 @@ def test_gpu_name_chooses_the_parameter_set_and_its_nvml_semantics() -> None:
     assert (h200.nameplate_w, h200.nvml_power) == (700.0, "average_1s")
     assert GpuSpec(name="NVIDIA A100-SXM4-80GB", nameplate_w=500).nameplate_w == 500
     with pytest.raises(ValueError, match="expected 400 W for the NVIDIA A100-SXM4-40GB, got 500"):
-        GpuSpec(nameplate_w=500)
+        GpuSpec(name="NVIDIA A100-SXM4-40GB", nameplate_w=500)
     with pytest.raises(ValueError, match=r"gpu\.name: expected one of.*gpu\.idle_w"):
         GpuSpec(name="NVIDIA A100")  # no parameter set, and the section gives none
     other = GpuSpec(name="NVIDIA L40S", nameplate_w=350, idle_w=35)  # described by the section
@@ -158,3 +172,46 @@ def test_step_log_gives_concurrency_inside_generation_only() -> None:
     c, rate = decode_columns(np.array([1.0, 5.0, 10.5, 12.5]), steps)
     assert np.array_equal(c[[0, 2]], [8, 16]) and np.isnan(c[[1, 3]]).all()
     assert rate[0] == 100 and rate[2] == 50
+
+
+def test_real_traces_stage_and_its_report_section(shared: Path, tmp_path: Path) -> None:
+    """`grpo-power real-traces` on the shared folder: every run imported and windowed, the
+    arrival-pattern runs fitted, the others held out; the report's section shows the measured
+    points, every number traced to the stage's files and labelled as measured."""
+    from grpo_power.real_traces import run_real_traces
+    from grpo_power.report.real_traces import real_traces_section
+
+    config = load_config(REPO / "config" / "config.yaml")
+    config = config.model_copy(
+        update={
+            "real_traces": config.real_traces.model_copy(
+                update={
+                    "folder": shared,
+                    "held_out": ["arrival_rate", "trace_replay"],
+                    "origin": "grantwilkins/powertrace-sim @96361ef",
+                }
+            )
+        }
+    )
+    out = tmp_path / "real-traces"
+    fit = run_real_traces(config, out)
+    runs = pd.read_csv(out / "runs.csv")
+    assert len(runs) == 6 and (runs["split"] == "fit").sum() == 2
+    assert fit["held_out_error"]["runs"]  # validated on the held-out runs
+    exceedance = pd.read_csv(out / "exceedance.csv")
+    assert set(exceedance["window_s"]) == set(config.windows.windows_s)
+    # the 0.5 s windows of a decode-heavy run at 320 W: some over the cap, fewer at 5 s
+    bursty = exceedance[exceedance["run_id"].str.startswith("arrival_pattern_qwen3-8b_a100_bursty")]
+    share = bursty.set_index("window_s")["exceedance"]
+    assert share[0.5] > 0 and share[5.0] <= share[0.5]
+    page = real_traces_section(out, tmp_path / "report", 60)
+    assert page.count("measured (public trace)") >= 3 and "SIMULATED" not in page
+    assert page.count('data-src="') > 50  # every number carries its file
+    assert (tmp_path / "report" / "figures" / "real_traces.png").stat().st_size > 10_000
+    with pytest.raises(ValueError, match=r"real_traces\.held_out: expected some of the runs"):
+        run_real_traces(
+            config.model_copy(
+                update={"real_traces": config.real_traces.model_copy(update={"held_out": [""]})}
+            ),
+            tmp_path / "none",
+        )

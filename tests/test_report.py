@@ -202,6 +202,7 @@ def test_the_page_reads_top_to_bottom_and_labels_simulation(report: dict) -> Non
         "The study and this run",
         "Figures",
         "Tables",
+        "Simulator against real traces",
         "Economics",
         "Cautions",
     ]
@@ -210,6 +211,7 @@ def test_the_page_reads_top_to_bottom_and_labels_simulation(report: dict) -> Non
     for caution in ("POLCA", "Thunderbolt", "Flex", "NVML_FI_DEV_POWER_INSTANT", "0.2-3 Hz"):
         assert caution in text
     assert "2.13.0+cpu" in text and "test-platform" in text  # versions and hardware
+    assert "No measured runs configured: set real_traces.folder" in text  # the default config
 
 
 def test_images_exist_beside_the_page(report: dict) -> None:

@@ -19,9 +19,11 @@ def test_decode_power_rises_with_batch_and_matches_calibration(config: Config) -
     model = GpuPowerModel(config.gpu, config.telemetry.simulated)
     powers = [model.steady_power_w("generate", b) for b in (1, 4, 16, 64)]
     assert powers == sorted(powers) and powers[0] < powers[-1]
-    # docs/calibration.md '7-8B decode' row: 222-234 W at b=1, 264-339 W at b=16, 316-378 W at b=64.
-    assert 222 <= powers[0] <= 234
-    assert 264 <= powers[2] <= 339
+    # docs/calibration.md 'measured decode, Qwen3-8B on vLLM': the steady line of the public
+    # A100 traces, 276.6-278.2 W at concurrency 1 and 5.44-7.66 W per doubling (95 % intervals)
+    assert 276.6 <= powers[0] <= 278.2
+    assert 276.6 + 6 * 5.44 <= powers[3] <= 278.2 + 6 * 7.66
+    # the literature row '7-8B decode' at b=64 (316-378 W, several engines) agrees there
     assert 316 <= powers[3] <= 378
     # Training draws 0.7-1.0 TDP (assumed lower than production training), scoring near idle.
     assert 0.7 * 400 <= model.steady_power_w("train", 4) <= 400
@@ -42,15 +44,16 @@ def test_samples_stay_between_idle_and_peak(config: Config) -> None:
         activity = GpuActivity(phase=phase, batch=batch)
         samples = [model.power_w(activity, rng) for _ in range(400)]
         assert min(samples) >= config.gpu.idle_w
-        assert max(samples) <= model.peak_w == pytest.approx(436.0)
+        assert max(samples) <= model.peak_w == pytest.approx(1.28 * 400)  # measured transients
 
 
-def test_prefill_follows_tokens_at_once_and_is_capped_at_1_09_tdp(config: Config) -> None:
+def test_prefill_follows_tokens_at_once_and_is_capped_at_the_transient_peak(config: Config) -> None:
     model = GpuPowerModel(config.gpu, config.telemetry.simulated)
-    # A chunk of 16 sequences with 18 prompt tokens each: the prefill processes 288 tokens.
-    assert model.steady_power_w("prefill", 16 * 18) > model.steady_power_w("generate", 16) + 70
+    # A chunk of 16 sequences with 18 prompt tokens each: the prefill processes 288 tokens,
+    # 4 doublings of the occupancy over the decode of 16 (6.55 W each on the defaults)
+    assert model.steady_power_w("prefill", 16 * 18) > model.steady_power_w("generate", 16) + 20
     assert model.steady_power_w("prefill", 1) == model.steady_power_w("generate", 1)
-    assert model.steady_power_w("prefill", 4096) == pytest.approx(model.peak_w)  # 1.09 TDP
+    assert model.steady_power_w("prefill", 2**20) == pytest.approx(model.peak_w)  # 1.28 TDP
 
 
 def test_source_follows_the_workload_signal(config: Config) -> None:
@@ -65,7 +68,7 @@ def test_source_follows_the_workload_signal(config: Config) -> None:
     high = [source.read(t + 10 + 0.1 * i) for i in range(20)]
     mean_low = np.mean([r["power_w"] for rows in low for r in rows])
     mean_high = np.mean([r["power_w"] for rows in high for r in rows])
-    assert mean_high - mean_low > 80.0  # 64x the occupancy: about 117 W more on the defaults
+    assert mean_high - mean_low > 30.0  # 64x the occupancy: about 39 W more on the defaults
     assert {r["gpu"] for r in high[0]} == {0, 1}
     # The 1 s average lags the instantaneous reading; the counter is cumulative and increasing.
     energy = [rows[0]["energy_j"] for rows in low + high]

@@ -11,6 +11,7 @@ Parquet file's schema.
       identify/                     IDENTIFY: calibration fit, authority   (stage identify)
       identify/real-sweep/          SWEEP: the real-workload sweep         (grpo-power sweep)
       identify/traces/              TRACE_FIT: decode fit from traces      (identify --trace)
+      real-traces/                  REAL_TRACES: measured runs fitted, windowed (real-traces)
       controller/DEPLOYMENT/        CONTROLLER: policy, normalisation      (stage controller)
       evaluate/study/, scenarios/N  EVALUATE: per-arm metrics, ratios      (stage evaluate)
       windows/<trace key>/          WINDOWS: exceedance, gaps, bins        (stage windows)
@@ -82,6 +83,16 @@ class TraceFitFiles(_Files):
     fit: str = "trace_fit.json"
     validation: str = "validation.csv"
     points: str = "trace_points.csv"
+
+
+@dataclass(frozen=True)
+class RealTraceFiles(_Files):
+    """``grpo-power real-traces``' folder: measured runs imported, fitted and windowed."""
+
+    traces: str = "traces"  # KEY.parquet per run
+    fit: str = "fit"  # TRACE_FIT's files
+    runs: str = "runs.csv"
+    exceedance: str = "exceedance.csv"
 
 
 @dataclass(frozen=True)
@@ -202,6 +213,7 @@ FIXED_SAFE = FixedSafeFiles()
 IDENTIFY = IdentifyFiles()
 SWEEP = SweepFiles()
 TRACE_FIT = TraceFitFiles()
+REAL_TRACES = RealTraceFiles()
 CONTROLLER = ControllerFiles()
 EVALUATE = EvaluateFiles()
 SIM_RUN = SimRunFiles()
@@ -284,6 +296,11 @@ class ResultsLayout:
     def trace_fit(self) -> Path:
         """Where ``grpo-power identify --trace`` writes by default, and the report looks."""
         return self.identify / "traces"
+
+    @property
+    def real_traces(self) -> Path:
+        """The simulator against real traces (``grpo-power real-traces``)."""
+        return self.root / "real-traces"
 
     @property
     def real_sweep(self) -> Path:

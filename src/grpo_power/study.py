@@ -264,6 +264,11 @@ def _trace_run(path: Path, config: Config) -> Any:
             f"{config.gpu.name}), got {meta.nameplate_w:g} W ({meta.gpu_name}): a trace of "
             "another GPU; set gpu.name (and gpu.nameplate_w) to its GPU"
         )
+    if meta.gpu_name and meta.gpu_name != config.gpu.name:
+        raise ValueError(
+            f"{path}: gpu_name: expected {config.gpu.name!r} (the config's gpu.name), got "
+            f"{meta.gpu_name!r}: a trace of another GPU; set gpu.name to its GPU"
+        )
     frame = trace.frame[["t", "power_w", "concurrency", "tokens_per_s", "sm_util"]].copy()
     steps_path = path.parent / RUN.steps
     if frame["concurrency"].isna().all() and steps_path.exists():
@@ -304,7 +309,7 @@ def identify_traces(
     from grpo_power.atomic import write_csv_atomic, write_json_atomic
     from grpo_power.config.gpu_models import gpu_model_for
     from grpo_power.layout import TRACE_FIT
-    from grpo_power.sim.defaults import default_power
+    from grpo_power.sim.defaults import literature_decode_prior
     from grpo_power.sim.trace_fit import (
         concurrency_bin,
         fit_decode_power,
@@ -314,19 +319,13 @@ def identify_traces(
 
     fit_runs = [_trace_run(Path(p), config) for p in traces]
     held_runs = [_trace_run(Path(p), config) for p in validate]
-    power = default_power(config)
     model = gpu_model_for(config.gpu.name)
-    prior = {
-        name: power[name].to_dict()
-        for name in ("decode_base_frac", "decode_slope_per_doubling", "noise_w")
-    }
+    prior = literature_decode_prior(config)
     prior["idle_w"] = {
         "value": config.gpu.idle_w,
         "low": model.idle_range_w[0],
         "high": model.idle_range_w[1],
     }
-    peak = config.telemetry.simulated.transient_peak_frac
-    prior["transient_peak_frac"] = {"value": peak, "low": peak, "high": peak}
     fit = fit_decode_power([r for r, _ in fit_runs], config.gpu.nameplate_w, prior)
     table = pd.concat(
         [validation_rows(fit, [r for r, _ in fit_runs], "fit")]
@@ -339,6 +338,8 @@ def identify_traces(
     fit["gpu_name"] = config.gpu.name
     labels = {info["label"] for _, info in fit_runs + held_runs}
     fit["data"] = labels.pop() if len(labels) == 1 else "measured and simulated"
+    run_labels = {info["run_id"]: info["label"] for _, info in fit_runs + held_runs}
+    table.insert(2, "data", [run_labels.get(r, fit["data"]) for r in table["run_id"]])
     points = []
     for (run, info), split in [(r, "fit") for r in fit_runs] + [(r, "held-out") for r in held_runs]:
         decode = run.frame[run.frame["concurrency"].notna()]

@@ -11,6 +11,7 @@ from grpo_power.layout import (
     FIXED_SAFE,
     FLEET,
     IDENTIFY,
+    REAL_TRACES,
     REPORT,
     REPORT_FIGURES,
     RUN,
@@ -151,6 +152,23 @@ def run_files(name):
 def controller_folders():
     """The controller folder of every deployment."""
     return [LAYOUT.controller(name) for name in deployment_names()]
+
+
+def real_trace_logs():
+    """The measured runs' logs under real_traces.folder (none when it is not set)."""
+    folder = CFG.real_traces.folder
+    if folder is None:
+        return []
+    from grpo_power.real_traces import ENGINE_LOG, POWER_LOG, find_runs
+
+    return [run / name for run in find_runs(Path(folder)) for name in (POWER_LOG, ENGINE_LOG)]
+
+
+def real_trace_outputs():
+    """What the report's real-traces section reads (none when real_traces.folder is not set)."""
+    if CFG.real_traces.folder is None:
+        return []
+    return list(REAL_TRACES.paths(LAYOUT.real_traces).values())
 
 
 def all_outputs():

@@ -19,6 +19,7 @@ rule report:
             for name in (EVALUATE.summary_csv, EVALUATE.ratios, EVALUATE.summary_json)
         ],
         economics=list(ECONOMICS.paths(LAYOUT.economics).values()),
+        real_traces=real_trace_outputs(),
     output:
         index=report(
             LAYOUT.report / REPORT.page,
@@ -48,6 +49,7 @@ rule report:
         identify=LAYOUT.identify,
         evaluate=LAYOUT.evaluate_study,
         economics_dir=LAYOUT.economics,
+        real_traces=option_args("--real-traces", [LAYOUT.real_traces] if real_trace_outputs() else []),
         out=LAYOUT.report,
     conda:
         "../../envs/analysis.yaml"
@@ -57,5 +59,5 @@ rule report:
     shell:
         "python -m grpo_power.cli report --out {params.out:q} {params.runs:q} {params.exceedance:q} "
         "{params.controllers:q} --fleet {params.fleet:q} --identify {params.identify:q} "
-        "--evaluate {params.evaluate:q} --economics {params.economics_dir:q} "
+        "--evaluate {params.evaluate:q} --economics {params.economics_dir:q} {params.real_traces:q} "
         "--config {RESOLVED_CONFIG:q} > {log:q} 2>&1"

@@ -1,5 +1,6 @@
 """Commands that analyse traces: ``windows`` (exceedance by window), ``fleet`` (fleet peak
-and oversubscription) and ``identify`` (calibration fit and actuator authority)."""
+and oversubscription), ``identify`` (calibration fit and actuator authority) and
+``real-traces`` (the simulator's decode power model against measured runs)."""
 
 from __future__ import annotations
 
@@ -156,7 +157,29 @@ def _identify_traces(cfg: Any, traces: list[Path], validate: list[Path], out: Pa
     from grpo_power.layout import TRACE_FIT
     from grpo_power.study import identify_traces
 
-    fit = identify_traces(cfg, traces, validate, out)
+    _echo_trace_fit(cfg, identify_traces(cfg, traces, validate, out))
+    typer.echo(f"wrote {', '.join(str(out / n) for n in TRACE_FIT.names())}")
+
+
+@app.command("real-traces")
+@user_errors
+def real_traces(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")],
+    config: ConfigOption = DEFAULT_CONFIG_PATH,
+) -> None:
+    """The simulator against measured runs (the config's real_traces section): import each run
+    with its engine's concurrency, fit the decode power model, validate it on the held-out
+    runs, and window every run's exceedance of the cap."""
+    from grpo_power.layout import REAL_TRACES
+    from grpo_power.real_traces import run_real_traces
+
+    cfg = config_from(config)
+    _echo_trace_fit(cfg, run_real_traces(cfg, out))
+    typer.echo(f"wrote {', '.join(str(out / n) for n in REAL_TRACES.names())}")
+
+
+def _echo_trace_fit(cfg: Any, fit: dict[str, Any]) -> None:
+    """Print a decode power fit: its parameters beside the prior, and its held-out error."""
     typer.echo(
         f"decode power fit of {fit['decode_samples']} samples ({fit['data']}; effective "
         f"{fit['effective_samples']:.0f}), {cfg.gpu.name} at {cfg.gpu.nameplate_w:g} W:"
@@ -166,6 +189,15 @@ def _identify_traces(cfg: Any, traces: list[Path], validate: list[Path], out: Pa
             f"  {name}: {p['value']:.4g} [{p['low']:.4g}, {p['high']:.4g}] ({p['unit']}); "
             f"prior {p['prior']:.4g} [{p['prior_low']:.4g}, {p['prior_high']:.4g}]"
         )
+    steady = fit["steady_decode"]
+    at_1, slope, noise = (steady[k] for k in ("power_at_1_w", "slope_w_per_doubling", "noise_w"))
+    typer.echo(
+        f"steady decode line (the simulator's decode curve): {at_1['value']:.1f} W at concurrency "
+        f"1 [{at_1['low']:.1f}, {at_1['high']:.1f}], {slope['value']:+.2f} W per doubling "
+        f"[{slope['low']:.2f}, {slope['high']:.2f}], noise {noise['value']:.2f} W "
+        f"[{noise['low']:.2f}, {noise['high']:.2f}]; {100 * steady['burst_share']:.1f} % of "
+        "samples in bursts above it"
+    )
     held = fit["held_out_error"]
     if held["bins"]:
         typer.echo(
@@ -182,4 +214,3 @@ def _identify_traces(cfg: Any, traces: list[Path], validate: list[Path], out: Pa
             )
     else:
         typer.echo("held-out error: no held-out bin with >= 30 samples (give --validate)")
-    typer.echo(f"wrote {', '.join(str(out / n) for n in TRACE_FIT.names())}")

@@ -211,6 +211,14 @@ def report(
     economics_dir: Annotated[
         Path | None, typer.Option("--economics", help="The economics stage's folder.")
     ] = None,
+    real_traces_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--real-traces",
+            help="`grpo-power real-traces`' folder (default: the results' when the config sets "
+            "real_traces.folder).",
+        ),
+    ] = None,
     config: ConfigOption = DEFAULT_CONFIG_PATH,
 ) -> None:
     """Stage 8: publication figures (PDF + PNG) and the HTML report."""
@@ -227,6 +235,8 @@ def report(
         controllers=controllers or [layout.controller(d.name) for d in cfg.sim.deployments],
         evaluate=evaluate_dir or layout.evaluate_study,
         economics=economics_dir or layout.economics,
+        real_traces=real_traces_dir
+        or (layout.real_traces if cfg.real_traces.folder is not None else None),
     )
     result = run_report(cfg, inputs, out)
     typer.echo(

@@ -53,6 +53,7 @@ from grpo_power.config.loading import (
 )
 from grpo_power.config.options import validate_option, validate_setting
 from grpo_power.config.planner import PlannerConfig
+from grpo_power.config.real_traces import RealTracesConfig
 from grpo_power.config.schema import Config
 from grpo_power.config.sim import DeploymentConfig, SimConfig
 from grpo_power.config.telemetry import (
@@ -85,6 +86,7 @@ __all__ = [
     "ModelSize",
     "PilotConfig",
     "PlannerConfig",
+    "RealTracesConfig",
     "RewardConfig",
     "RunSize",
     "ScenarioConfig",

@@ -22,6 +22,7 @@ from grpo_power.config.economics import EconomicsConfig
 from grpo_power.config.evaluate import EvaluateConfig
 from grpo_power.config.launch import JobResources, LaunchConfig, RunSize
 from grpo_power.config.planner import PlannerConfig
+from grpo_power.config.real_traces import RealTracesConfig
 from grpo_power.config.report import ReportConfig
 from grpo_power.config.sim import SimConfig
 from grpo_power.config.telemetry import GpuSpec, TelemetryConfig
@@ -58,6 +59,7 @@ class Config(Strict):
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
     economics: EconomicsConfig = Field(default_factory=EconomicsConfig)
     report: ReportConfig = Field(default_factory=ReportConfig)
+    real_traces: RealTracesConfig = Field(default_factory=RealTracesConfig)
     planner: PlannerConfig = Field(default_factory=PlannerConfig)
 
     @property

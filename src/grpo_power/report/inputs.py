@@ -53,6 +53,7 @@ class ReportInputs:
     controllers: list[Path]  # controller folders (controller.json, learning_curve.csv if any)
     evaluate: Path  # the evaluate stage's study folder
     economics: Path  # the economics stage's folder
+    real_traces: Path | None = None  # `grpo-power real-traces`' folder, if measured runs are set
 
 
 @dataclass(frozen=True)

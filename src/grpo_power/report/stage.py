@@ -40,6 +40,7 @@ from grpo_power.report.inputs import (
     sim_power,
     written_by,
 )
+from grpo_power.report.real_traces import real_traces_section
 from grpo_power.stage_files import read_csv
 from grpo_power.version import __version__
 
@@ -392,6 +393,7 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
     ]
     # Every input is read and every table built before the first file is written: a bad input
     # fails here and leaves no figures behind.
+    measured = real_traces_section(inputs.real_traces, out, config.report.dpi)
     made = make_figures(config, inputs, infos, out)
     sections = [
         html.section("The question", html.paragraph(QUESTION), key="question"),
@@ -406,6 +408,7 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
             key="figures",
         ),
         html.section("Tables", *(html.table_html(t, out) for t in tables), key="tables"),
+        measured,
         html.section("Economics", *(html.table_html(t, out) for t in economics), key="economics"),
         _cautions(e["oversubscription"], fleet_json, infos, out),
     ]

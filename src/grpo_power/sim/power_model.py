@@ -6,11 +6,14 @@ micro-batch), not how long a phase lasts. Steady-state power of a phase is::
 
     power_w = idle_w + (nameplate_w - idle_w) * min(max_frac, base + slope * log2(batch))
 
-Generation follows one occupancy curve in *tokens processed at once*: a decode step processes one
-token per sequence of the chunk (``batch`` = sequences), a chunk's prefill processes all their
-prompt tokens (``batch`` = tokens), so a prefill draws more than the decode after it, up to
-``1 + transient_peak_frac`` of nameplate (docs/calibration.md 'prefill': about 1.09 TDP). Samples
-carry Gaussian measurement noise.
+Generation's occupancy is *tokens processed at once*: a decode step processes one token per
+sequence of the chunk (``batch`` = sequences), a chunk's prefill processes all their prompt
+tokens (``batch`` = tokens). Both curves start at the decode's value at one token; the
+memory-bound decode rises by ``decode_slope_per_doubling`` (the measured steady line), the
+compute-bound prefill by ``prefill_slope_per_doubling``, so a prefill draws more than the decode
+after it, up to ``1 + transient_peak_frac`` of nameplate (docs/calibration.md 'prefill' and
+'measured decode, Qwen3-8B on vLLM': readings to 1.28 x nameplate). Samples carry Gaussian
+measurement noise.
 Defaults and their sources are in :class:`grpo_power.config.SimulatedPowerConfig`.
 """
 
@@ -62,10 +65,10 @@ class GpuPowerModel:
         """
         p = self.params
         doublings = math.log2(max(1, batch))
-        if phase in ("generate", "prefill"):
+        if phase == "prefill":  # may exceed max_frac: the power is capped at peak_w instead
+            return p.decode_base_frac + p.prefill_slope_per_doubling * doublings
+        if phase == "generate":
             frac = p.decode_base_frac + p.decode_slope_per_doubling * doublings
-            if phase == "prefill":  # may exceed max_frac: the power is capped at peak_w instead
-                return frac
         elif phase == "train":
             frac = p.train_base_frac + p.train_slope_per_doubling * doublings
         elif phase == "score":

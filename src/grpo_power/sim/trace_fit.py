@@ -13,6 +13,12 @@ utilisation (a bootstrap interval); ``noise_w`` the residuals' standard deviatio
 samples are correlated, so every interval uses the effective sample size of AR(1) residuals,
 ``n (1 - rho) / (1 + rho)``. The residuals' empirical distribution (prefill bursts make it
 skewed, not Gaussian) gives the fitted model's p95 and maximum per concurrency bin.
+
+The least-squares line is the mean of decode samples with the engine's prefill bursts in them
+(vLLM admits new requests while it decodes); a GRPO step decodes one batch with its prefill
+before it, so the simulator takes :func:`steady_decode`: the Theil-Sen line (median of pairwise
+slopes, :func:`scipy.stats.theilslopes`) and the residuals' robust spread (normal-scaled median
+absolute deviation), with the share of samples in bursts above it.
 """
 
 from __future__ import annotations
@@ -173,6 +179,64 @@ def fit_decode_power(
         ),
         "interval_note": "t and chi-square intervals on the AR(1) effective sample size; idle: "
         "bootstrap of the median",
+        "steady_decode": steady_decode(x, y),
+    }
+
+
+BURST_SIGMAS = 3.0  # a sample this many robust standard deviations above the line is a burst
+
+
+def steady_decode(doublings: np.ndarray, power_w: np.ndarray) -> dict[str, Any]:
+    """The steady decode line without prefill bursts, in watts (independent of the idle level).
+
+    Args:
+        doublings: log2 of each decode sample's concurrency.
+        power_w: each sample's power, W.
+
+    Returns:
+        ``power_at_1_w`` (the line at concurrency 1), ``slope_w_per_doubling`` and ``noise_w``
+        (the residuals' normal-scaled median absolute deviation), each ``{"value", "low",
+        "high"}`` at :data:`CONFIDENCE` (Sen's interval for the slope; bootstrap intervals of
+        the median residual and of the spread), and ``burst_share``: the share of samples more
+        than :data:`BURST_SIGMAS` robust standard deviations above the line.
+    """
+    slope, _, slope_lo, slope_hi = stats.theilslopes(power_w, doublings, alpha=CONFIDENCE)
+    offsets = power_w - slope * doublings
+    rng = np.random.default_rng(0)
+
+    def interval(statistic: Any, values: np.ndarray) -> tuple[float, float]:
+        boot = stats.bootstrap(
+            (values,),
+            statistic,
+            n_resamples=999,
+            confidence_level=CONFIDENCE,
+            method="percentile",
+            random_state=rng,
+        )
+        return float(boot.confidence_interval.low), float(boot.confidence_interval.high)
+
+    def spread(values: np.ndarray, axis: int = -1) -> np.ndarray:
+        return stats.median_abs_deviation(values, scale="normal", axis=axis)
+
+    intercept = float(np.median(offsets))
+    residuals = offsets - intercept
+    noise_w = float(spread(residuals))
+    return {
+        "power_at_1_w": dict(
+            zip(("value", "low", "high"), (intercept, *interval(np.median, offsets)), strict=True)
+        ),
+        "slope_w_per_doubling": {
+            "value": float(slope),
+            "low": float(slope_lo),
+            "high": float(slope_hi),
+        },
+        "noise_w": dict(
+            zip(("value", "low", "high"), (noise_w, *interval(spread, residuals)), strict=True)
+        ),
+        "burst_share": float((residuals > BURST_SIGMAS * noise_w).mean()),
+        "method": "Theil-Sen line (Sen's interval for the slope); median residual and normal-"
+        "scaled MAD with bootstrap intervals; bursts above "
+        f"{BURST_SIGMAS:g} robust standard deviations",
     }
 
 

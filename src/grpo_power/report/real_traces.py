@@ -1,0 +1,200 @@
+"""The report's "Simulator against real traces" section, from what ``grpo-power real-traces``
+wrote (layout ``REAL_TRACES``): the measured power per concurrency with the least-squares, the
+steady (the simulator's) and the literature prior's decode curves; the fitted parameters
+against the prior; the held-out error per concurrency bin; and every run's windowed exceedance
+of the cap. Every number is labelled as its file labels it (``measured (public trace)`` for
+runs with a named source). Reads files only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure
+
+from grpo_power.layout import REAL_TRACES, TRACE_FIT
+from grpo_power.report import figures as fig
+from grpo_power.report import html
+from grpo_power.report import tables as tab
+from grpo_power.stage_files import read_csv
+
+TITLE = "Simulator against real traces"
+FIGURE = "real_traces"
+WRITTEN_BY = "`grpo-power real-traces --out DIR` (the config's real_traces section)"
+NOT_CONFIGURED = (
+    "No measured runs configured: set real_traces.folder to a folder of runs, each an "
+    "nvidia-smi power.csv beside its engine's engine.csv (README: 'The simulator against real "
+    "traces')."
+)
+PARAMETER_COLS = (
+    ("decode power at concurrency 1 (W)", "power_at_1_w"),
+    ("decode power per doubling (W)", "slope_w_per_doubling"),
+    ("noise (W)", "noise_w"),
+)
+VALIDATION_COLS = (
+    tab.Col("data", "data"),
+    tab.Col("run", "run_id"),
+    tab.Col("concurrency", "concurrency_bin"),
+    tab.Col("samples", "samples", ",.0f"),
+    tab.Col("measured mean (W)", "measured_mean_w", ".1f"),
+    tab.Col("fitted mean (W)", "predicted_mean_w", ".1f"),
+    tab.Col("prior mean (W)", "prior_mean_w", ".1f"),
+    tab.Col("error of the mean (% nameplate)", "error_mean_pct_nameplate", "+.1f"),
+    tab.Col("measured p95 (W)", "measured_p95_w", ".1f"),
+    tab.Col("fitted p95 (W)", "predicted_p95_w", ".1f"),
+    tab.Col("error of the p95 (% nameplate)", "error_p95_pct_nameplate", "+.1f"),
+)
+EXCEEDANCE_COLS = (
+    tab.Col("data", "data"),
+    tab.Col("run", "run_id"),
+    tab.Col("split", "split"),
+    tab.Col("window (s)", "window_s", "g"),
+    tab.Col("windows", "windows", ",.0f"),
+    tab.Col("over the cap (%)", "exceedance", ".2f", 100.0),
+    tab.Col("peak window mean (W)", "peak_mean_w", ".1f"),
+)
+
+
+def _curve_w(
+    concurrency: np.ndarray, at_1_w: float, slope_w: float, nameplate_w: float
+) -> np.ndarray:
+    return np.minimum(at_1_w + slope_w * np.log2(concurrency), nameplate_w)
+
+
+def decode_curves(points: pd.DataFrame, fit: tab.JsonFile) -> Figure:
+    """Mean power per concurrency of every run (marker size: samples), with the three curves."""
+    nameplate_w = float(fit.get("nameplate_w"))
+    p, steady = fit.get("parameters"), fit.get("steady_decode")
+    decode = points[points["concurrency"] >= 1]
+    c = np.geomspace(1, max(2.0, float(decode["concurrency"].max())), 100)
+
+    def of_fraction(key: str, idle_w: float) -> np.ndarray:
+        span_w = nameplate_w - idle_w
+        at_1 = idle_w + span_w * p["decode_base_frac"][key]
+        return _curve_w(c, at_1, span_w * p["decode_slope_per_doubling"][key], nameplate_w)
+
+    figure, ax = plt.subplots(figsize=(8.0, 3.6))
+    sns.scatterplot(
+        decode, x="concurrency", y="mean_power_w", hue="split", size="samples", ax=ax, alpha=0.7
+    )
+    ax.plot(
+        c,
+        of_fraction("value", p["idle_w"]["value"]),
+        color="tab:red",
+        label="least squares (with bursts)",
+    )
+    ax.plot(
+        c,
+        _curve_w(
+            c,
+            steady["power_at_1_w"]["value"],
+            steady["slope_w_per_doubling"]["value"],
+            nameplate_w,
+        ),
+        color="black",
+        label="steady line (the simulator's)",
+        linewidth=2.0,
+    )
+    ax.plot(
+        c,
+        of_fraction("prior", p["idle_w"]["prior"]),
+        "--",
+        color="0.5",
+        label="literature prior",
+    )
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("decode concurrency (requests running)")
+    ax.set_ylabel("mean power per concurrency (W)")
+    ax.legend(frameon=False, fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    figure.tight_layout()
+    return figure
+
+
+def _parameter_table(fit: tab.JsonFile) -> tab.Table:
+    table = tab.Table(
+        "real_traces_fit",
+        "The decode power model fitted to measured runs, against the literature prior",
+        ["parameter", "steady line (the simulator's default)", "least squares", "prior"],
+        sources=[fit.path],
+        note=f"{fit.get('data')}; steady line: {fit.get('steady_decode.method')}.",
+    )
+    for header, key in PARAMETER_COLS:
+        steady = [
+            fit.num(f"steady_decode.{key}.value", ".1f"),
+            " [",
+            fit.num(f"steady_decode.{key}.low", ".1f"),
+            ", ",
+            fit.num(f"steady_decode.{key}.high", ".1f"),
+            "]",
+        ]
+        if key == "noise_w":
+            ols: tab.Cell = fit.num("parameters.noise_w.value", ".1f")
+            prior: tab.Cell = fit.num("parameters.noise_w.prior", ".1f")
+        else:
+            name = "decode_base_frac" if key == "power_at_1_w" else "decode_slope_per_doubling"
+            ols = [fit.num(f"parameters.{name}.value", ".3f"), " of nameplate - idle"]
+            prior = [fit.num(f"parameters.{name}.prior", ".3f"), " of nameplate - idle"]
+        table.rows.append([header, steady, ols, prior])
+    table.rows.append(
+        [
+            "transient peak (x nameplate, above it)",
+            fit.num("parameters.transient_peak_frac.value", ".3f"),
+            fit.num("parameters.transient_peak_frac.value", ".3f"),
+            fit.num("parameters.transient_peak_frac.prior", ".3f"),
+        ]
+    )
+    table.rows.append(["decode samples fitted", fit.num("decode_samples", ",.0f"), "", ""])
+    return table
+
+
+def real_traces_section(folder: Path | None, out: Path, dpi: int) -> str:
+    """The section's HTML (its figure drawn into ``out/figures``), or a note when no measured
+    runs were configured (``folder`` None)."""
+    if folder is None:
+        return html.section(TITLE, html.paragraph(NOT_CONFIGURED), key="real-traces")
+    expected = f"{WRITTEN_BY}'s files"
+    fit_dir = folder / REAL_TRACES.fit
+    fit = tab.JsonFile(fit_dir / TRACE_FIT.fit, expected)
+    points = read_csv(fit_dir / TRACE_FIT.points, expected)
+    validation = tab.CsvFile(fit_dir / TRACE_FIT.validation, expected)
+    exceedance = tab.CsvFile(folder / REAL_TRACES.exceedance, expected)
+    held = validation.frame[
+        (validation.frame["split"] == "held-out") & (validation.frame["run_id"] != "all")
+    ]
+    tables = [
+        _parameter_table(fit),
+        tab.csv_table(
+            "real_traces_validation",
+            "Held-out error of the fitted decode model per concurrency bin",
+            validation,
+            VALIDATION_COLS,
+            ["split", "run_id", "concurrency_bin"],
+            held,
+            note="Bins of 30 samples or more are held to the targets: the error of the mean "
+            "under 5 % of nameplate, of the p95 under 10 %.",
+        ),
+        tab.csv_table(
+            "real_traces_exceedance",
+            "Windowed exceedance of the cap by the measured runs",
+            exceedance,
+            EXCEEDANCE_COLS,
+            ["run_id", "window_s"],
+            note="Each run's windows pooled over its GPUs (the windows stage's run_pooled rows).",
+        ),
+    ]
+    labels = [*points["data"], str(fit.get("data"))]
+    pdf, png = fig.save_figure(decode_curves(points, fit), out / "figures", FIGURE, dpi)
+    caption = (
+        f"{fig.data_label(labels)}. Measured mean power per decode concurrency of each run "
+        "(marker size: samples), with the least-squares line (pulled up by the engine's "
+        "prefill bursts), the steady line the simulator uses, and the literature prior."
+    )
+    return html.section(
+        TITLE,
+        html.figure_html("Decode power against concurrency, measured", caption, png, pdf, out),
+        *(html.table_html(t, out) for t in tables),
+        key="real-traces",
+    )

@@ -1,0 +1,27 @@
+# The simulator against real traces: measured inference runs (an nvidia-smi power.csv beside the
+# engine's engine.csv each), imported with per-sample concurrency, the decode power model fitted
+# and validated on held-out runs, and every run's windowed exceedance (docs: calibration). Only
+# when the config sets real_traces.folder; the report's section reads what it writes.
+
+
+rule real_traces:
+    input:
+        real_trace_logs(),
+    output:
+        **REAL_TRACES.paths(LAYOUT.real_traces),
+    log:
+        LAYOUT.logs / "real_traces.log",
+    params:
+        real_traces=CFG.real_traces.model_dump_json(),
+        gpu=CFG.gpu.model_dump_json(),
+        cap_w=CFG.cap_w,
+        windows=CFG.windows.model_dump_json(),
+        out=LAYOUT.real_traces,
+    conda:
+        "../../envs/analysis.yaml"
+    threads: 1
+    resources:
+        **analysis_resources(),
+    shell:
+        "python -m grpo_power.cli real-traces --out {params.out:q} "
+        "--config {RESOLVED_CONFIG:q} > {log:q} 2>&1"
