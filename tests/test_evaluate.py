@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from grpo_power.analysis.evaluate import comparisons, run_metrics
 from grpo_power.cli import app
-from grpo_power.config import SIM_ARM_NAMES
+from grpo_power.config import SIM_ARM_NAMES, ObjectiveConfig
 from tests.conftest import REPO
 
 
@@ -38,7 +38,7 @@ def test_run_metrics_on_a_hand_computed_run():
         }
     )
     meta = {"period_s": 0.1, "cap_w": 300.0, "budget_s": 10.0}
-    metrics = run_metrics(samples, steps, meta, window_s=0.5)
+    metrics = run_metrics(samples, steps, meta, 0.5, ObjectiveConfig(breaker_window_s=1.0))
     assert metrics["violation_rate"] == 0.5
     # windows end every 0.1 s from 0.5 s; over: every end up to 4.9 s, plus 5.0 and 5.1 s
     assert metrics["exceedance"] == pytest.approx(47 / 95)

@@ -12,6 +12,7 @@ file, the field path and the reason, for example::
     arms           arms, and the one list of arm names
     sim            sim: the simulated deployments
     controller     authority, controller
+    objective      objective: the violation budget and breaker window of the one objective
     evaluate       evaluate: seeds, arms, tuning grid, scenarios
     analysis       windows, fleet
     economics      economics (carbon_region: the carbon region type and its lookup)
@@ -35,6 +36,7 @@ from grpo_power.config.arms import (
     FixedSafeArmConfig,
     SimArmName,
     ThresholdArmConfig,
+    uses_hardware_tier,
 )
 from grpo_power.config.base import ConfigError
 from grpo_power.config.controller import AuthorityConfig, ControllerConfig, RewardConfig
@@ -51,6 +53,7 @@ from grpo_power.config.loading import (
     validate_config,
     write_resolved_config,
 )
+from grpo_power.config.objective import ObjectiveConfig
 from grpo_power.config.options import validate_option, validate_setting
 from grpo_power.config.planner import PlannerConfig
 from grpo_power.config.schema import Config
@@ -83,6 +86,7 @@ __all__ = [
     "LaunchConfig",
     "LauncherName",
     "ModelSize",
+    "ObjectiveConfig",
     "PilotConfig",
     "PlannerConfig",
     "RewardConfig",
@@ -101,6 +105,7 @@ __all__ = [
     "load_config",
     "packaged_config_path",
     "read_yaml",
+    "uses_hardware_tier",
     "validate_config",
     "validate_option",
     "validate_setting",

@@ -77,3 +77,9 @@ class ArmsConfig(Strict):
 # The simulator's arms: the real ones and the oracle (a simulator-only upper bound).
 SimArmName = Literal[ArmName, "oracle"]
 SIM_ARM_NAMES: tuple[str, ...] = get_args(SimArmName)
+
+
+def uses_hardware_tier(arm: str) -> bool:
+    """Whether an arm sets the GPU power limit (``hwcap``, and a ``+hwcap`` tier under a
+    workload controller such as ``ppo+hwcap``)."""
+    return "hwcap" in arm.split("+")
