@@ -41,7 +41,7 @@ from grpo_power.config.arms import (
 from grpo_power.config.base import ConfigError
 from grpo_power.config.controller import AuthorityConfig, ControllerConfig, RewardConfig
 from grpo_power.config.economics import EconomicsConfig, PilotConfig, SourcedValue
-from grpo_power.config.evaluate import EvaluateConfig, ScenarioConfig
+from grpo_power.config.evaluate import EvaluateConfig, ScenarioConfig, ScheduleSegmentConfig
 from grpo_power.config.launch import JobResources, LaunchConfig, LauncherName, RunSize
 from grpo_power.config.loading import (
     DEFAULT_CONFIG_PATH,
@@ -92,6 +92,7 @@ __all__ = [
     "RewardConfig",
     "RunSize",
     "ScenarioConfig",
+    "ScheduleSegmentConfig",
     "SimArmName",
     "SimConfig",
     "SimulatedPowerConfig",
