@@ -33,7 +33,16 @@ from grpo_power.sim.calibration import default_calibration
 from grpo_power.sim.grpo_sim import sweep_deployment
 
 DEPLOYMENTS = ("7b", "14b", "72b")
-ARMS = ["uncontrolled", "fixed", "fixed-safe", "threshold", "ppo", "hwcap", "oracle"]
+ARMS = [
+    "uncontrolled",
+    "fixed",
+    "fixed-safe",
+    "threshold",
+    "ppo",
+    "hwcap",
+    "oracle",
+    "oracle+hwcap",
+]
 
 
 def scenarios(config: Config) -> list[dict[str, Any]]:
@@ -148,7 +157,8 @@ def run_targets(progress: bool = True) -> dict[str, Any]:
                     ]
                 ].to_dict(orient="records"),
                 "feasible": {
-                    d: bool(i["arms"]["oracle"]["feasible"]) for d, i in result.infos.items()
+                    d: {a: bool(i["arms"][a]["feasible"]) for a in ("oracle", "oracle+hwcap")}
+                    for d, i in result.infos.items()
                 },
                 "evaluate_s": round(time.perf_counter() - started, 1),
             }

@@ -225,7 +225,7 @@ def test_study_evaluation_reports_every_arm_with_intervals(small_study):
         assert row["within_budget"] == within, row["arm"]
     assert (summary["data"] == "simulated").all()
     metrics = pd.read_csv(folder / "metrics.csv")
-    assert len(metrics) == 7 * 5
+    assert len(metrics) == len(SIM_ARM_NAMES) * 5
     ratios = pd.read_csv(folder / "ratios.csv")
     assert set(ratios["controller"]) == {"ppo"}  # the study's own setting: no retraining
     table = (folder / "table.md").read_text()

@@ -43,7 +43,7 @@ from grpo_power.analysis.objective import INFEASIBLE, judge, meets_budget
 from grpo_power.analysis.reference import STUDY_SOURCE
 from grpo_power.analysis.windows import gpu_window_counts, prepare_series
 from grpo_power.atomic import write_csv_atomic, write_json_atomic, write_text_atomic
-from grpo_power.config import ObjectiveConfig
+from grpo_power.config import ObjectiveConfig, oracle_for
 from grpo_power.layout import EVALUATE, SIM_RUN, SIM_RUN_METADATA_KEY
 from grpo_power.stats import mean_ci
 
@@ -352,12 +352,13 @@ def budget_targets(
 ) -> pd.DataFrame:
     """The issue's targets under the objective, for each controller arm on each deployment:
 
-    - ``budget_share_of_oracle``: output >= 95 % of the oracle's, the controller within budget;
+    - ``budget_share_of_oracle``: output >= 95 % of its oracle's (``oracle``, or
+      ``oracle+hwcap`` for an arm of the hardware tier), the controller within the budget;
     - ``budget_vs_best_peer``: output >= 100 % (110 % in a changing-workload or cap-schedule
       scenario) of the best classic peer within the budget, the controller within it too.
 
-    Deployments where the oracle found the cap infeasible get no target rows (the table gives
-    the verdict instead)."""
+    A controller whose oracle found the cap infeasible gets no target rows (the table gives the
+    verdict instead)."""
     rows = []
     need = 110.0 if changing else 100.0
     oracle = Comparison(
@@ -379,20 +380,17 @@ def budget_targets(
         lambda v: v >= need,
     )
     for deployment, group in metrics.groupby("deployment", sort=False):
-        oracle_info = infos[deployment]["arms"].get("oracle", {})
-        if not oracle_info.get("feasible", True):
-            continue
         arms = summary[summary["deployment"] == deployment].set_index("arm")
         peers = [p for p in PEERS if p in arms.index and bool(arms.loc[p, "within_budget"])]
         best = max(peers, key=lambda p: arms.loc[p, "output_tokens"]) if peers else None
         for controller in controller_arms:
-            if controller not in arms.index:
+            own = oracle_for(controller)
+            feasible = infos[deployment]["arms"].get(own, {}).get("feasible", True)
+            if controller not in arms.index or not feasible:
                 continue
             within = bool(arms.loc[controller, "within_budget"])
-            if "oracle" in arms.index:
-                v = mean_ci(
-                    _paired(group, controller, "oracle", "output_tokens", "share"), confidence
-                )
+            if own in arms.index:
+                v = mean_ci(_paired(group, controller, own, "output_tokens", "share"), confidence)
                 rows.append(
                     _ratio_row(
                         deployment,
@@ -400,6 +398,7 @@ def budget_targets(
                         oracle,
                         v,
                         within and math.isfinite(v[0]) and oracle.passes(v[0]),
+                        own,
                     )
                 )
             if best is not None:
@@ -427,7 +426,7 @@ def _settings_text(arm: str, settings: dict[str, Any]) -> str:
         holds = ", ".join(f"{k}={v}" for k, v in settings.get("holds", {}).items())
         return f"drives {'+'.join(settings['actuators'])}" + (f"; {holds}" if holds else "")
     text = f"c={settings['concurrency']}, m={settings['max_new_tokens']}"
-    if arm == "oracle" and len(settings.get("segments", [])) > 1:
+    if arm.startswith("oracle") and len(settings.get("segments", [])) > 1:
         text = "; ".join(
             f"from {s['start_s']:g} s: c={s['concurrency']}, m={s['max_new_tokens']}"
             + (f", limit {s['power_limit_w']:g} W" if s.get("power_limit_w") else "")
@@ -458,7 +457,6 @@ def markdown_table(
             f"budget {info['budget_s']:g} s simulated, {len(info['seeds'])} seeds",
             "",
         ]
-        oracle = info["arms"].get("oracle", {})
         objective = info.get("objective", {})
         if objective:
             lines += [
@@ -467,18 +465,23 @@ def markdown_table(
                 "above it.",
                 "",
             ]
-        if not oracle.get("feasible", True):
-            lines += [
-                f"**{INFEASIBLE}**: no setting the oracle searched meets the budget; lowest "
-                f"achievable mean power {oracle['lowest_power_w']:.1f} W per GPU (cap "
-                f"{info['cap_w']:g} W). Arms are not ranked on violations.",
-                "",
-            ]
-        oracle_out = group.set_index("arm")["output_tokens"].get("oracle", float("nan"))
+        for name, actuators in (
+            ("oracle", "the workload actuators"),
+            ("oracle+hwcap", "the workload actuators and the GPU power limit"),
+        ):
+            oracle = info["arms"].get(name, {})
+            if not oracle.get("feasible", True):
+                lines += [
+                    f"**{INFEASIBLE}** ({actuators}, arm {name}): no setting it searched meets "
+                    f"the budget; lowest achievable mean power {oracle['lowest_power_w']:.1f} W "
+                    f"per GPU (cap {info['cap_w']:g} W). Its arms are not ranked on violations.",
+                    "",
+                ]
+        outputs = group.set_index("arm")["output_tokens"]
         lines += [
             "| arm | settings | violation rate % | exceedance 0.5 s % | breaker-window "
             "exceedance % | within budget | output (tokens) | throughput (tok/s) | "
-            "tokens per MJ | share of oracle % |",
+            "tokens per MJ | share of its oracle % |",
             "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for _, row in group.iterrows():
@@ -498,7 +501,8 @@ def markdown_table(
                 )
                 if metric == "breaker_exceedance":
                     cells.append("yes" if row["within_budget"] else "NO")
-            cells.append(_fmt(100.0 * row["output_tokens"] / oracle_out))
+            own = outputs.get(oracle_for(row["arm"]), float("nan"))
+            cells.append(_fmt(100.0 * row["output_tokens"] / own))
             lines.append("| " + " | ".join(cells) + " |")
         mine = ratios[ratios["deployment"] == deployment] if len(ratios) else ratios
         if len(mine):
@@ -576,7 +580,12 @@ def evaluate_folder(
             "deployments": infos,
             "objective": objective.model_dump(),
             "feasible": {
-                d: bool(i["arms"].get("oracle", {}).get("feasible", True)) for d, i in infos.items()
+                d: {
+                    a: bool(i["arms"][a].get("feasible", True))
+                    for a in ("oracle", "oracle+hwcap")
+                    if a in i["arms"]
+                }
+                for d, i in infos.items()
             },
             "targets_met": int(ratios["met"].sum()) if len(ratios) else 0,
             "targets": len(ratios),

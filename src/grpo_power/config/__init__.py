@@ -36,6 +36,7 @@ from grpo_power.config.arms import (
     FixedSafeArmConfig,
     SimArmName,
     ThresholdArmConfig,
+    oracle_for,
     uses_hardware_tier,
 )
 from grpo_power.config.base import ConfigError
@@ -104,6 +105,7 @@ __all__ = [
     "deep_merge",
     "default_config_path",
     "load_config",
+    "oracle_for",
     "packaged_config_path",
     "read_yaml",
     "uses_hardware_tier",

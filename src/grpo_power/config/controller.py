@@ -42,7 +42,8 @@ class RewardConfig(Strict):
         - multiplier * (violation share - objective.violation_budget + breaker)
         - energy_weight * power / fixed power
 
-    The multiplier starts at ``violation_weight`` and follows dual ascent during training."""
+    The multiplier starts at ``violation_weight`` and follows a multiplicative dual update
+    during training (``control/ppo.py``)."""
 
     tokens_weight: Annotated[float, Field(ge=0)] = 1.0
     violation_weight: Annotated[float, Field(ge=0)] = Field(
@@ -51,9 +52,16 @@ class RewardConfig(Strict):
         "violation share over the budget costs 10 % of the fixed arm's output).",
     )
     multiplier_lr: Annotated[float, Field(ge=0)] = Field(
-        100.0,
-        description="Dual-ascent step of the multiplier after each rollout: it changes by "
-        "multiplier_lr x (rollout violation share - budget); 0 = a fixed penalty.",
+        0.1,
+        description="Relative dual step of the multiplier after each rollout: x (1 + lr) when "
+        "the rollout's violation share is above the budget, / (1 + lr) when below; 0 = a fixed "
+        "penalty.",
+    )
+    multiplier_min: Annotated[float, Field(gt=0)] = Field(
+        1.0, description="Lowest the multiplier may fall to."
+    )
+    multiplier_max: Annotated[float, Field(gt=0)] = Field(
+        200.0, description="Highest the multiplier may grow to."
     )
     energy_weight: Annotated[float, Field(ge=0)] = Field(
         0.0,

@@ -107,8 +107,8 @@ class EvaluateConfig(Strict):
     threshold_grid: ThresholdTuningConfig = Field(default_factory=ThresholdTuningConfig)
     oracle_power_limit_fracs: list[Annotated[float, Field(gt=0, le=2)]] = Field(
         default_factory=lambda: [0.95, 1.0, 1.05, 1.1],
-        description="Hardware power limits the oracle searches, as shares of the cap (with no "
-        "limit), when an evaluated arm may use the hardware tier (hwcap, ppo+hwcap).",
+        description="Hardware power limits the oracle+hwcap arm searches, as shares of the cap "
+        "(with no limit): the limit of the arms of the hardware tier (hwcap, ppo+hwcap).",
     )
     oracle_finalists: Annotated[int, Field(ge=1)] = Field(
         3,

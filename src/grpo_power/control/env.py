@@ -19,9 +19,10 @@ tokens within a violation budget and no breaker window above the cap) as a Lagra
 
 where ``breaker`` is 1 when the mean power of the last ``breaker_window_s`` seconds is above the
 cap, ``ref_*`` are the fixed arm's expected rates on the same physics, and the multiplier
-starts at ``reward.violation_weight`` and is adapted during training (dual ascent,
-``control/ppo.py``): it grows while the policy's violation share exceeds the budget and shrinks
-when it is below, so the policy is pushed to the budget rather than to a hand-set trade-off.
+starts at ``reward.violation_weight`` and is adapted during training (a multiplicative dual
+update, ``control/ppo.py``): it grows while the policy's violation share exceeds the budget
+and shrinks when it is below, so the policy is pushed to the budget rather than to a hand-set
+trade-off.
 Episodes last ``controller.episode_steps`` steps
 (a fixed count: with rate rewards a time-limited episode would favour short steps). With
 domain randomisation every episode draws the physics from the calibration's ranges and the cap

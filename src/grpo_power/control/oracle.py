@@ -3,8 +3,9 @@ simulator's own outcomes.
 
 The oracle is the limit the other arms are compared with, not a deployable controller. It
 searches every online actuator the simulator declares (``sim/step_model.py:
-ONLINE_ACTUATORS``, each within ``workload.<name>_bounds``) and, where an evaluated arm may use
-the hardware tier, the GPU power limit (``evaluate.oracle_power_limit_fracs`` of the cap, and
+ONLINE_ACTUATORS``, each within ``workload.<name>_bounds``) and, for the ``oracle+hwcap`` arm
+(the limit of the arms that may use the hardware tier: ``hwcap``, ``ppo+hwcap``), the GPU power
+limit (``evaluate.oracle_power_limit_fracs`` of the cap, and
 no limit). Each setting is scored by simulated runs (:class:`~grpo_power.sim.grpo_sim.SimRun`:
 sensor window, jitter, prefill bursts, noise) judged by the study's objective
 (``analysis/objective.py``: most tokens within the violation budget, no breaker window above
@@ -22,9 +23,18 @@ simulate (7b: 32 x 57 x 5 settings), so the search is:
 3. score the ``evaluate.oracle_finalists`` best per segment on every evaluation seed over the
    whole budget, and keep the best (hindsight on the seeds the arms are evaluated on).
 
-When no setting meets the budget in a segment, the cap is infeasible there with these
-actuators: the oracle holds the setting with the lowest mean power and says so. Everything it
-produces is simulated.
+Screening runs are short, so their violation share is noisy: the finalists are the best under a
+ladder of screening budgets (2, 1, 1/2 and 1/4 times the violation budget, a setting a little
+over the budget in a short run may be within it over the whole budget, and one well under it
+is a safe fallback), and they are judged on the true budget.
+
+The plan shares each segment's time between finalists (a linear programme): the most tokens
+whose time-weighted violation share is within the run's budget (a segment may spend more of it
+than another; time-sharing two settings reaches the budget exactly where one static setting
+cannot, as a feedback controller does by switching) and no breaker window above the cap. When
+no plan is within the budget, the cap is infeasible for the deployment with these actuators: the
+oracle holds the lowest-power finalist per segment and says so, with that lowest achievable mean
+power. Everything it produces is simulated.
 """
 
 from __future__ import annotations
@@ -33,7 +43,9 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from grpo_power.analysis.objective import INFEASIBLE, Outcome, meets_budget, pooled, rank_key
+import numpy as np
+
+from grpo_power.analysis.objective import INFEASIBLE, Outcome, pooled, rank_key
 from grpo_power.config import Config
 from grpo_power.control.contract import Action
 from grpo_power.control.controllers import FixedController, SegmentController
@@ -41,12 +53,14 @@ from grpo_power.control.simulate import segment_outcomes, simulate
 from grpo_power.sim.schedule import Schedule
 from grpo_power.sim.step_model import ONLINE_ACTUATORS, Physics
 
+SCREENING_LADDER = (2.0, 1.0, 0.5, 0.25)  # screening budgets, times the violation budget
 Setting = tuple[tuple[int, ...], float | None]  # actuator values in ONLINE_ACTUATORS order, limit
 
 
 @dataclass(frozen=True)
 class SegmentChoice:
-    """The oracle's setting for one segment and its pooled outcome over the evaluation seeds."""
+    """The oracle's setting for one segment, its pooled outcome over the evaluation seeds there,
+    and whether the whole plan is within the budget."""
 
     start_s: float
     end_s: float
@@ -65,6 +79,7 @@ class OracleResult:
 
     @property
     def feasible(self) -> bool:
+        """Whether the plan is within the budget (the run's: segments may spend it unevenly)."""
         return all(s.feasible for s in self.segments)
 
     def controller(self) -> SegmentController:
@@ -83,7 +98,10 @@ class OracleResult:
             "power_limit_w": self.segments[0].power_limit_w,
             "feasible": self.feasible,
             "verdict": INFEASIBLE if infeasible else "feasible",
-            "lowest_power_w": min(s.outcome.mean_power_w for s in infeasible)
+            "lowest_power_w": sum(
+                s.outcome.mean_power_w * (s.end_s - s.start_s) for s in self.segments
+            )
+            / sum(s.end_s - s.start_s for s in self.segments)
             if infeasible
             else None,
             "settings_searched": self.searched,
@@ -122,6 +140,10 @@ def search_oracle(
     """
     w = config.workload
     objective = config.objective
+    ladder = [
+        objective.model_copy(update={"violation_budget": f * objective.violation_budget})
+        for f in SCREENING_LADDER
+    ]
     bounds = {name: getattr(w, f"{name}_bounds") for name in ONLINE_ACTUATORS}
     limits: list[float | None] = [None]
     if hardware_tier:
@@ -147,8 +169,8 @@ def search_oracle(
         )
         scores[setting] = segment_outcomes(run, screen_schedule, objective)
 
-    def best(segment: int, k: int = 1) -> list[Setting]:
-        ranked = sorted(scores, key=lambda s: _key(scores[s][segment], objective), reverse=True)
+    def best(segment: int, k: int = 1, screening: Any = ladder[0]) -> list[Setting]:
+        ranked = sorted(scores, key=lambda s: _key(scores[s][segment], screening), reverse=True)
         return ranked[:k]
 
     for values in itertools.product(*(bounds[n].levels() for n in ONLINE_ACTUATORS)):
@@ -159,8 +181,9 @@ def search_oracle(
         for i, name in enumerate(ONLINE_ACTUATORS):
             for level in range(bounds[name].min, bounds[name].max + 1):
                 screen(((*values[:i], level, *values[i + 1 :]), limit))
+    k = config.evaluate.oracle_finalists
     finalists = {
-        s for seg in range(n_segments) for s in best(seg, config.evaluate.oracle_finalists)
+        s for segment in range(n_segments) for rung in ladder for s in best(segment, k, rung)
     }
     final: dict[Setting, list[list[Outcome]]] = {}
     for values, limit in finalists:
@@ -181,22 +204,71 @@ def search_oracle(
             )
             for seed in seeds
         ]
+    segments = schedule.segments()
+    outcomes = [
+        {s: pooled([runs[segment] for runs in final[s]]) for s in final}
+        for segment in range(len(segments))
+    ]
+    plan, feasible = _combine(segments, outcomes, objective)
     choices = []
-    for segment, (start_s, end_s, _) in enumerate(schedule.segments()):
-        outcomes = {s: pooled([runs[segment] for runs in final[s]]) for s in final}
-        chosen = max(outcomes, key=lambda s: _key(outcomes[s], objective))
-        outcome = outcomes[chosen]
-        choices.append(
-            SegmentChoice(
-                start_s=start_s,
-                end_s=end_s,
-                values=dict(zip(ONLINE_ACTUATORS, chosen[0], strict=True)),
-                power_limit_w=chosen[1],
-                outcome=outcome,
-                feasible=meets_budget(outcome.violation_rate, outcome.breaker_excess_w, objective),
+    for segment, (start_s, end_s, _) in enumerate(segments):
+        at_s = start_s
+        for setting, share in plan[segment]:
+            length_s = share * (end_s - start_s)
+            choices.append(
+                SegmentChoice(
+                    start_s=at_s,
+                    end_s=at_s + length_s,
+                    values=dict(zip(ONLINE_ACTUATORS, setting[0], strict=True)),
+                    power_limit_w=setting[1],
+                    outcome=outcomes[segment][setting],
+                    feasible=feasible,
+                )
             )
-        )
+            at_s += length_s
     return OracleResult(choices, len(scores))
+
+
+def _combine(
+    segments: list[tuple[float, float, Any]],
+    outcomes: list[dict[Setting, Outcome]],
+    objective: Any,
+) -> tuple[list[list[tuple[Setting, float]]], bool]:
+    """Shares of each segment's time per finalist (a linear programme, scipy): the most tokens
+    whose time-weighted violation share is within the run's budget, using only finalists with
+    no breaker window above the cap. Time-sharing two settings reaches the budget exactly where
+    one static setting cannot (what a feedback controller does by switching), so the plan is a
+    limit for dynamic arms too. None within: the lowest-power finalist per segment."""
+    from scipy.optimize import linprog
+
+    durations = np.array([end - start for start, end, _ in segments])
+    variables = [(i, s) for i, o in enumerate(outcomes) for s in o if o[s].breaker_excess_w <= 0.0]
+    covered = {i for i, _ in variables}
+    if covered == set(range(len(outcomes))):
+        tokens = np.array([outcomes[i][s].tokens for i, s in variables])
+        violation = np.array([outcomes[i][s].violation_rate * durations[i] for i, s in variables])
+        one = np.array([[1.0 if i == seg else 0.0 for i, _ in variables] for seg in covered])
+        result = linprog(
+            -tokens,
+            A_ub=violation[None, :],
+            b_ub=[objective.violation_budget * durations.sum()],
+            A_eq=one,
+            b_eq=np.ones(len(covered)),
+            bounds=(0.0, 1.0),
+            method="highs",
+        )
+        if result.status == 0:
+            plan: list[list[tuple[Setting, float]]] = [[] for _ in outcomes]
+            for (i, s), share in zip(variables, result.x, strict=True):
+                if share > 1e-6:
+                    plan[i].append((s, float(share)))
+            for i, items in enumerate(plan):  # the higher-power setting first, then shares sum 1
+                items.sort(key=lambda item, i=i: -outcomes[i][item[0]].mean_power_w)
+                total = sum(share for _, share in items)
+                plan[i] = [(setting, share / total) for setting, share in items]
+            return plan, True
+    lowest = [[(min(o, key=lambda s, o=o: o[s].mean_power_w), 1.0)] for o in outcomes]
+    return lowest, False
 
 
 def _key(outcome: Outcome, objective: Any) -> tuple[bool, float]:

@@ -17,9 +17,11 @@ table gives for the deployment. A controller folder holds:
   domain-randomised); ``controller.json`` holds the oracle's throughput and violation rate on
   the nominal physics (``oracle``), the line the report draws the curve against.
 
-The reward's Lagrange multiplier follows dual ascent: after each rollout it changes by
-``reward.multiplier_lr x (rollout violation rate - objective.violation_budget)`` (never below
-0) and is set in every environment, so training drives the violation rate to the budget.
+The reward's Lagrange multiplier follows a multiplicative dual update: after each rollout it is
+multiplied by ``1 + reward.multiplier_lr`` when the rollout's violation rate is above
+``objective.violation_budget`` and divided by it when below (within ``multiplier_bounds``), and
+set in every environment, so training drives the violation rate to the budget (the step is
+relative, so a multiplier grown during the random early rollouts comes back as fast).
 
 :class:`PPOController` loads ``policy.npz`` and ``controller.json`` and implements the controller
 protocol (``decide(observation) -> Action``) in a few microseconds of numpy: normalise, run the
@@ -209,8 +211,12 @@ def train_controller(
             tokens, step_s, over, samples = self.totals
             violation_rate = over / max(samples, 1.0)
             self.totals = np.zeros(4)
-            lr = settings.reward.multiplier_lr
-            self.multiplier = max(0.0, self.multiplier + lr * (violation_rate - budget))
+            r = settings.reward
+            factor = 1.0 + r.multiplier_lr
+            moved = (
+                self.multiplier * factor if violation_rate > budget else self.multiplier / factor
+            )
+            self.multiplier = min(r.multiplier_max, max(r.multiplier_min, moved))
             venv.env_method("set_multiplier", self.multiplier)
             episodes = self.model.ep_info_buffer
             curve.append(

@@ -15,6 +15,7 @@ Arms (docs/design.md section 4) in the simulator:
 | ppo          | the trained PPO meta-controller (``controller.json`` + ``policy.npz``)      |
 | hwcap        | uncontrolled settings with the GPU power limit set to the cap              |
 | oracle       | the best setting per segment in hindsight, by simulation (``oracle.py``)   |
+| oracle+hwcap | the same search with the GPU power limit too (limit of the hardware tier)  |
 
 Tuning (documented procedures, on seeds never used for evaluation, ``evaluate.tuning_seeds``,
 runs of ``tuning_budget_frac`` of the deployment's budget):
@@ -221,8 +222,8 @@ def arm_plans(
                 return ThresholdController(s, w.concurrency_bounds, w.concurrency, m)
 
             plans.append(ArmPlan(arm, make_threshold, None, tuned))
-        elif arm == "oracle":
-            hardware = any(uses_hardware_tier(a) for a in arms)
+        elif arm in ("oracle", "oracle+hwcap"):
+            hardware = uses_hardware_tier(arm)
             result = search_oracle(physics, config, cap_w, schedule, seeds, hardware)
             plans.append(ArmPlan(arm, lambda r=result: r.controller(), None, result.settings()))
         elif arm == "ppo" or arm.startswith("ppo-"):
