@@ -573,7 +573,7 @@ CASES: list[Case] = [
         [
             "{name}",
             "evaluate.scenarios",
-            "expected one of ['7b-cap-305w', '7b-demand-response', '7b-length-drift']",
+            "expected one of ['7b-cap-305w']",
             "got 'nope'",
         ],
     ),

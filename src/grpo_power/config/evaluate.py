@@ -117,29 +117,7 @@ class EvaluateConfig(Strict):
     )
     scenarios: list[ScenarioConfig] = Field(
         default_factory=lambda: [
-            ScenarioConfig(name="7b-cap-305w", cap_w=305.0, deployments=["7b"]),
-            ScenarioConfig(
-                name="7b-demand-response",
-                deployments=["7b"],
-                retrain=False,
-                changing=True,
-                schedule=[
-                    ScheduleSegmentConfig(start_frac=0.15, cap_frac=0.7),
-                    ScheduleSegmentConfig(start_frac=0.8167, cap_frac=1.0),
-                ],
-            ),
-            ScenarioConfig(
-                name="7b-length-drift",
-                deployments=["7b"],
-                retrain=False,
-                changing=True,
-                schedule=[
-                    ScheduleSegmentConfig(start_frac=0.0, completion_tokens=64),
-                    ScheduleSegmentConfig(start_frac=0.25, completion_tokens=48),
-                    ScheduleSegmentConfig(start_frac=0.5, completion_tokens=32),
-                    ScheduleSegmentConfig(start_frac=0.75, completion_tokens=16),
-                ],
-            ),
+            ScenarioConfig(name="7b-cap-305w", cap_w=305.0, deployments=["7b"])
         ],
         description="Scenarios evaluated besides the study's (as is, and after retraining).",
     )
