@@ -1,4 +1,5 @@
-"""PPO controller decision latency and simulator speed (issue 4; everything SIMULATED).
+"""PPO controller decision latency, simulator speed, and the controller's targets against the
+oracle and the classic peers (issues 4 and 16; everything SIMULATED).
 
 - decision latency: ``PPOController.decide(observation)`` (numpy actor, what a real run calls
   between steps; target under 1 ms), next to SB3's own ``model.predict`` on the same policy;
@@ -6,7 +7,9 @@
   environment steps per second of :class:`GrpoPowerEnv` (what PPO training consumes).
 
 A short PPO training (a few thousand steps, seconds) provides the policy; latencies are
-per-call percentiles over many calls. Run: ``python -m benchmarks.bench_controller``.
+per-call percentiles over many calls. The targets (``benchmarks/controller_targets.py``) train
+PPO on every deployment and evaluate every arm in every scenario over 5 seeds (minutes). Run:
+``python -m benchmarks controller``.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import save_result
+from benchmarks.controller_targets import run_targets
 from grpo_power.config import load_config
 from grpo_power.control.contract import random_observations
 from grpo_power.control.env import ControlSpace, GrpoPowerEnv
@@ -130,6 +134,7 @@ def main() -> dict[str, Any]:
         train_s = time.perf_counter() - started
         latency = decision_latency(Path(tmp) / "7b")
     speed = simulator_speed()
+    targets = run_targets()
     decide = latency["ppo_controller_decide"]
     result = {
         "simulated": True,
@@ -138,6 +143,7 @@ def main() -> dict[str, Any]:
         "ppo_training_4096_steps_s": round(train_s, 2),
         "target_decision_s": TARGET_DECISION_S,
         "meets_decision_target": decide["p99_us"] * 1e-6 < TARGET_DECISION_S,
+        "controller_targets": targets,
         "load_average_1min": os.getloadavg()[0],
     }
     print(
@@ -146,6 +152,16 @@ def main() -> dict[str, Any]:
         f"simulator 7b {speed['sim_7b']['steps_per_s']} steps/s, "
         f"72b {speed['sim_72b']['steps_per_s']} steps/s; env {speed['env_7b_steps_per_s']} steps/s"
     )
+    for name, scenario in targets["scenarios"].items():
+        print(f"\n### scenario {name} (SIMULATED)\n{scenario['markdown']}")
+    print("target | scenario | deployment | value % [95 % CI] | base | met")
+    for t in targets["targets"]:
+        print(
+            f"{t['comparison']} | {t['scenario']} | {t['deployment']} | {t['value']:.1f} "
+            f"[{t['ci_low']:.1f}, {t['ci_high']:.1f}] | {t['base']} | "
+            f"{'met' if t['met'] else 'MISSED'}"
+        )
+    print(f"targets met: {targets['targets_met']} of {targets['targets_total']} (SIMULATED)")
     return save_result("controller", result)
 
 

@@ -416,7 +416,9 @@ def write_evaluation(folder: Path, config: Config) -> None:
             "arms": arms,
         }
         (out / "arms.json").write_text(json.dumps(info))
-    evaluate_folder(folder, list(SIM_DEPLOYMENTS), 0.5, config.evaluate.confidence)
+    evaluate_folder(
+        folder, list(SIM_DEPLOYMENTS), 0.5, config.evaluate.confidence, config.objective
+    )
 
 
 def write_identify(folder: Path, config: Config) -> None:
@@ -455,10 +457,24 @@ def write_controllers(root: Path) -> list[Path]:
         folder = root / deployment
         folder.mkdir(parents=True)
         evaluation = {"trained_return": 30.0, "random_return": -10.0}
-        info = {"simulated": True, "deployment": deployment, "evaluation": evaluation}
+        oracle = {"tokens_per_s": 900.0, "violation_rate": 0.01, "feasible": True}
+        info = {
+            "simulated": True,
+            "deployment": deployment,
+            "evaluation": evaluation,
+            "oracle": oracle,
+        }
         (folder / "controller.json").write_text(json.dumps(info))
         folders.append(folder)
-    curve = pd.DataFrame({"timesteps": [64, 128, 192], "episode_return": [-5.0, 10.0, 25.0]})
+    curve = pd.DataFrame(
+        {
+            "timesteps": [64, 128, 192],
+            "episode_return": [-5.0, 10.0, 25.0],
+            "tokens_per_s": [500.0, 700.0, 850.0],
+            "violation_rate": [0.2, 0.05, 0.02],
+            "multiplier": [18.0, 21.0, 21.0],
+        }
+    )
     curve.to_csv(root / "7b" / "learning_curve.csv", index=False)
     return folders
 

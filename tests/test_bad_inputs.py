@@ -570,7 +570,12 @@ CASES: list[Case] = [
         "--scenario not in the config",
         ("config", {}),
         ["evaluate", "--out", "{out}", "-c", "{input}", "--scenario", "nope"],
-        ["{name}", "evaluate.scenarios", "expected one of ['7b-cap-305w']", "got 'nope'"],
+        [
+            "{name}",
+            "evaluate.scenarios",
+            "expected one of ['7b-cap-305w']",
+            "got 'nope'",
+        ],
     ),
     # --- economics ---------------------------------------------------------------------------
     Case(

@@ -4,7 +4,6 @@ driving a real tiny run (SIMULATED physics; the tiny run's power is the simulate
 from __future__ import annotations
 
 import pickle
-import time
 
 import numpy as np
 import pandas as pd
@@ -17,17 +16,15 @@ from grpo_power.control.env import (
     ControlSpace,
     GrpoPowerEnv,
     observe,
-    step_reward,
 )
-from grpo_power.control.oracle import oracle_setting
 from grpo_power.control.ppo import (
+    CURVE_COLUMNS,
     PPOController,
     controller_folder,
     deployment_for_size,
     train_controller,
 )
 from grpo_power.sim.calibration import default_calibration
-from grpo_power.sim.step_model import StepModel, expected_rates, physics_for
 from tests.conftest import REPO
 
 
@@ -106,15 +103,16 @@ def test_env_speaks_the_run_contract_and_scores_rates(config):
     obs, reward, terminated, truncated, info = env.step(np.array([-1.0], dtype=np.float32))
     assert (info["concurrency"], info["max_new_tokens"]) == (1, 64)  # driven, held
     np.testing.assert_array_equal(obs, observe(env.run).to_array())
-    record_s = env.run.t_s
-    expected = step_reward(
-        config.controller.reward,
-        info["tokens"] / record_s,
-        info["samples_over_cap"] / info["samples"],
-        info["energy_j"] / record_s,
-        env._ref_tokens_per_s,
-        env._ref_power_w,
+    # the Lagrangian reward, written out: tokens against the fixed arm's expected rate, minus
+    # the multiplier times the violation share over the budget (no breaker window yet: the
+    # run is shorter than it), minus nothing for energy (weight 0)
+    step_s = env.run.t_s
+    w = config.workload
+    fixed = env.run.model.plan(w.concurrency, w.max_new_tokens, w.num_generations)
+    expected = (info["tokens"] / step_s) / (fixed.tokens / fixed.step_s) - 10.0 * (
+        info["samples_over_cap"] / info["samples"] - 0.02
     )
+    assert info["breaker"] == 0.0
     assert reward == pytest.approx(expected)
     assert not terminated and not truncated
     steps = 1
@@ -150,7 +148,7 @@ def test_short_training_beats_a_random_policy(trained):
     for name in ("policy.zip", "vecnormalize.pkl", "policy.npz", "controller.json"):
         assert (result.folder / name).exists()
     curve = pd.read_csv(result.folder / "learning_curve.csv")
-    assert list(curve.columns) == ["timesteps", "episode_return"] and len(curve) >= 2
+    assert list(curve.columns) == CURVE_COLUMNS and len(curve) >= 2
     assert curve["timesteps"].is_monotonic_increasing
 
 
@@ -172,21 +170,6 @@ def test_saved_controller_matches_sb3(trained):
     assert meta["authority"] and meta["calibration_digest"]
 
 
-def test_decisions_are_fast_and_within_bounds(trained):
-    config, _, result = trained
-    controller = PPOController.load(result.folder)
-    obs = Observation(300.0, 330.0, 350.0, 0.2, 32, 32, 600.0, 320.0, 50)
-    times = []
-    for _ in range(500):
-        started = time.perf_counter()
-        action = controller.decide(obs)
-        times.append(time.perf_counter() - started)
-    assert np.median(times) < 1e-3
-    w = config.workload
-    assert w.concurrency_bounds.min <= action.concurrency <= w.concurrency_bounds.max
-    assert w.max_new_tokens_bounds.min <= action.max_new_tokens <= w.max_new_tokens_bounds.max
-
-
 def test_missing_controller_names_the_file_and_the_command(tmp_path):
     with pytest.raises(FileNotFoundError) as error:
         PPOController.load(tmp_path / "controller" / "7b")
@@ -200,36 +183,6 @@ def test_sizes_map_to_deployments(config):
     config.sim.deployments[0].sizes = []
     with pytest.raises(ValueError, match="sizes"):
         deployment_for_size(config, "tiny")
-
-
-# --------------------------------------------------------------------------------------------
-# oracle
-
-
-def test_oracle_is_the_best_static_setting(config):
-    physics = physics_for(default_calibration(config), "7b", config)
-    best = oracle_setting(physics, config, 320.0)
-    model = StepModel(physics, config.workload, config.sim.prompt_tokens)
-    w = config.workload
-    noise = physics.model.params.noise_w
-    reference = expected_rates(model.plan(w.concurrency, w.max_new_tokens, 8), 320.0, noise)
-
-    def reward(c: int, m: int) -> float:
-        rates = expected_rates(model.plan(c, m, 8), 320.0, noise)
-        return step_reward(
-            config.controller.reward,
-            rates.tokens_per_s,
-            rates.violation_rate,
-            rates.power_w,
-            reference.tokens_per_s,
-            reference.power_w,
-        )
-
-    assert best.reward == pytest.approx(reward(best.concurrency, best.max_new_tokens))
-    for c in (1, 8, 16, 24, 32):
-        for m in (8, 32, 64):
-            assert reward(c, m) <= best.reward + 1e-12
-    assert best.rates.violation_rate < 0.05  # far below the fixed arm's
 
 
 # --------------------------------------------------------------------------------------------

@@ -11,9 +11,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from grpo_power.analysis.evaluate import comparisons, run_metrics
+from grpo_power.analysis.evaluate import budget_targets, comparisons, run_metrics, summarize
 from grpo_power.cli import app
-from grpo_power.config import SIM_ARM_NAMES
+from grpo_power.config import SIM_ARM_NAMES, ObjectiveConfig
 from tests.conftest import REPO
 
 
@@ -38,7 +38,7 @@ def test_run_metrics_on_a_hand_computed_run():
         }
     )
     meta = {"period_s": 0.1, "cap_w": 300.0, "budget_s": 10.0}
-    metrics = run_metrics(samples, steps, meta, window_s=0.5)
+    metrics = run_metrics(samples, steps, meta, 0.5, ObjectiveConfig(breaker_window_s=1.0))
     assert metrics["violation_rate"] == 0.5
     # windows end every 0.1 s from 0.5 s; over: every end up to 4.9 s, plus 5.0 and 5.1 s
     assert metrics["exceedance"] == pytest.approx(47 / 95)
@@ -59,6 +59,7 @@ def test_paired_comparisons_and_targets():
             ("threshold", 0.03, 95.0),
             ("oracle", 0.02, 110.0),
             ("ppo", 0.02 + 0.001 * seed, 105.0 + seed),
+            ("ppo-loud", 0.05, 105.0),  # more output than threshold, but more violations
         ):
             rows.append(
                 {
@@ -70,7 +71,12 @@ def test_paired_comparisons_and_targets():
                     "tokens_per_mj": out / 2,
                 }
             )
-    table = comparisons(pd.DataFrame(rows), 0.95, ["ppo"]).set_index("comparison")
+    both = comparisons(pd.DataFrame(rows), 0.95, ["ppo", "ppo-loud"])
+    loud = both[both["controller"] == "ppo-loud"].set_index("comparison")
+    assert loud.loc["output_vs_threshold", "value"] > 0  # its own half passes ...
+    assert not loud.loc["output_vs_threshold", "met"]  # ... but the violation half does not
+    assert not loud.loc["violations_minus_threshold", "met"]
+    table = both[both["controller"] == "ppo"].set_index("comparison")
     assert table.loc["violations_vs_fixed", "value"] == pytest.approx(
         np.mean([100 * ((0.02 + 0.001 * s) / 0.4 - 1) for s in range(5)])
     )
@@ -87,6 +93,53 @@ def test_paired_comparisons_and_targets():
     )
     assert table.loc["output_vs_fixed", "ci_low"] < 7.0 < table.loc["output_vs_fixed", "ci_high"]
     assert (table["data"] == "simulated").all()
+
+
+def test_budget_targets_rank_only_within_the_budget():
+    """ppo beats the best peer within the budget (fixed-safe), not the louder fixed arm; a ppo
+    outside the budget misses both targets; an infeasible deployment gets no target rows."""
+    rows = []
+    for deployment in ("7b", "72b"):
+        for seed in range(5):
+            for arm, viol, out in (
+                ("fixed", 0.30, 150.0),  # most output, far outside the budget
+                ("fixed-safe", 0.005, 100.0),
+                ("threshold", 0.03, 100.0),  # outside the budget
+                ("oracle", 0.015, 110.0),
+                ("ppo", 0.01, 106.0 + 0.1 * seed),
+                ("ppo-loud", 0.04, 120.0),
+            ):
+                rows.append(
+                    {
+                        "deployment": deployment,
+                        "arm": arm,
+                        "seed": seed,
+                        "violation_rate": viol,
+                        "breaker_excess_w": -5.0,
+                        "output_tokens": out,
+                        **{m: 1.0 for m in ("exceedance", "breaker_exceedance", "throughput")},
+                        **{m: 1.0 for m in ("tokens_per_mj", "mean_power_w")},
+                        **{m: 1.0 for m in ("mean_concurrency", "mean_max_new_tokens")},
+                    }
+                )
+    metrics = pd.DataFrame(rows)
+    summary = summarize(metrics, 0.95, ObjectiveConfig())
+    infos = {
+        "7b": {"arms": {"oracle": {"feasible": True}}},
+        "72b": {"arms": {"oracle": {"feasible": False, "lowest_power_w": 250.0}}},
+    }
+    table = budget_targets(metrics, summary, infos, 0.95, ["ppo", "ppo-loud"], changing=False)
+    assert set(table["deployment"]) == {"7b"}  # 72b: infeasible, not ranked
+    t = table.set_index(["controller", "comparison"])
+    assert t.loc[("ppo", "budget_vs_best_peer"), "base"] == "fixed-safe"
+    assert t.loc[("ppo", "budget_vs_best_peer"), "value"] == pytest.approx(106.2)
+    assert t.loc[("ppo", "budget_vs_best_peer"), "met"]
+    assert t.loc[("ppo", "budget_share_of_oracle"), "value"] == pytest.approx(100 * 106.2 / 110)
+    assert t.loc[("ppo", "budget_share_of_oracle"), "met"]
+    assert not t.loc[("ppo-loud", "budget_vs_best_peer"), "met"]  # outside the budget
+    assert not t.loc[("ppo-loud", "budget_share_of_oracle"), "met"]
+    changing = budget_targets(metrics, summary, infos, 0.95, ["ppo"], changing=True)
+    assert not changing.set_index("comparison").loc["budget_vs_best_peer", "met"]  # < 110 %
 
 
 # --------------------------------------------------------------------------------------------
@@ -164,10 +217,15 @@ def test_study_evaluation_reports_every_arm_with_intervals(small_study):
     summary = pd.read_csv(folder / "summary.csv")
     assert list(summary["arm"]) == list(SIM_ARM_NAMES)  # every arm, in the configured order
     assert (summary["seeds"] == 5).all()
-    assert (summary["violation_rate_ci_low"] <= summary["violation_rate"]).all()
+    # every arm's "within budget" is what its runs' violations and breaker windows say
+    metrics_by_arm = pd.read_csv(folder / "metrics.csv").groupby("arm")
+    for _, row in summary.iterrows():
+        runs = metrics_by_arm.get_group(row["arm"])
+        within = runs["violation_rate"].mean() <= 0.02 and runs["breaker_excess_w"].max() <= 0
+        assert row["within_budget"] == within, row["arm"]
     assert (summary["data"] == "simulated").all()
     metrics = pd.read_csv(folder / "metrics.csv")
-    assert len(metrics) == 7 * 5
+    assert len(metrics) == len(SIM_ARM_NAMES) * 5
     ratios = pd.read_csv(folder / "ratios.csv")
     assert set(ratios["controller"]) == {"ppo"}  # the study's own setting: no retraining
     table = (folder / "table.md").read_text()

@@ -232,7 +232,8 @@ def test_expected_rates_match_a_long_simulation(config):
     )
     assert tokens / run.t_s == pytest.approx(rates.tokens_per_s, rel=0.01)
     assert power.mean() == pytest.approx(rates.power_w, rel=0.02)
-    assert (power > config.cap_w).mean() == pytest.approx(rates.violation_rate, abs=0.02)
+    # the closed form ignores the 25 ms sensor window, which smooths the prefill bursts
+    assert (power > config.cap_w).mean() == pytest.approx(rates.violation_rate, abs=0.005)
 
 
 def test_actuators_clamp_to_their_bounds(config):
@@ -370,3 +371,64 @@ def test_fit_from_runs_recovers_phase_times_and_power(config):
     assert summary["power_source"] == "measured"
     assert {"generate_s", "generate_s_fit"} <= set(residuals.columns)
     assert len(residuals) == 4 * 7  # the first step of each run is excluded
+
+
+# --------------------------------------------------------------------------------------------
+# schedules: a cap that changes, completions that end earlier, derating
+
+
+def test_a_cap_schedule_changes_the_cap_each_step_runs_under(config):
+    from grpo_power.sim.schedule import Conditions, Schedule
+
+    schedule = Schedule((0.0, 100.0, 200.0), (Conditions(), Conditions(0.7), Conditions()), 300.0)
+    run = SimRun(
+        model_for(config), config.workload, 0.1, 5.0, 320.0, seed=0, record=True, schedule=schedule
+    )
+    while run.t_s < 300.0:
+        run.step(32, 32)
+    for step in run.steps:
+        inside = 100.0 <= step.start_s < 200.0
+        assert step.cap_w == pytest.approx(224.0 if inside else 320.0)
+    # the same readings score more violations while the cap is low
+    low = [s.over_cap() / s.power_w.size for s in run.steps if s.cap_w < 300]
+    high = [s.over_cap() / s.power_w.size for s in run.steps if s.cap_w > 300]
+    assert np.mean(low) > np.mean(high) + 0.3
+
+
+def test_completions_that_end_early_shorten_decode_and_count_fewer_tokens(config):
+    model = model_for(config)
+    full = model.plan(32, 64, 8)
+    early = model.plan(32, 64, 8, completion_tokens=16)
+    assert early.tokens == full.tokens // 4  # 16 of 64 tokens per completion
+    decode = lambda plan: plan.duration_s[plan.kind == DECODE].sum()  # noqa: E731
+    assert decode(early) == pytest.approx(decode(full) / 4)
+    assert model.plan(32, 8, 8, completion_tokens=16).tokens == model.plan(32, 8, 8).tokens
+
+
+def test_derating_slows_steps_and_lowers_power_above_idle(config):
+    from grpo_power.sim.schedule import Conditions, Schedule
+
+    def run_with(slowdown: float) -> SimRun:
+        schedule = Schedule((0.0,), (Conditions(slowdown=slowdown),), 200.0)
+        run = SimRun(
+            model_for(config),
+            config.workload,
+            0.1,
+            5.0,
+            320.0,
+            seed=0,
+            jitter=0.0,
+            record=True,
+            schedule=schedule,
+        )
+        while run.t_s < 200.0:
+            run.step(32, 32)
+        return run
+
+    nominal, derated = run_with(1.0), run_with(1.5)
+    step_n, step_d = nominal.steps[0], derated.steps[0]
+    assert step_d.end_s - step_d.start_s == pytest.approx(1.5 * (step_n.end_s - step_n.start_s))
+    idle = nominal.model.physics.idle_w
+    assert step_d.energy_j == pytest.approx(
+        step_n.energy_j + 0.5 * idle * (step_n.end_s - step_n.start_s), rel=1e-6
+    )

@@ -171,6 +171,8 @@ def evaluate(
     retrain: bool | None = None,
     authority_path: Path | None = None,
     log: Log = print,
+    schedule: list[Any] | None = None,
+    changing: bool = False,
 ) -> Any:
     """Run every arm on every deployment and write the evaluation into ``out``.
 
@@ -187,6 +189,8 @@ def evaluate(
         deployments: deployments to evaluate (default: all).
         retrain: force (True) or forbid (False) retraining; None: retrain in scenarios.
         authority_path: the study's authority table (its existence is checked when retraining).
+        schedule: the scenario's schedule segments (None: constant conditions).
+        changing: the scenario changes the workload or the cap (its ppo target is 110 %).
     Returns the :class:`~grpo_power.analysis.evaluate.EvaluationResult`.
     """
     from grpo_power.analysis.authority import read_authority, write_authority
@@ -243,9 +247,16 @@ def evaluate(
     for name in names:
         arms_here = arms + (["ppo-retrained"] if name in to_retrain else [])
         log(f"evaluating {len(arms_here)} arms on {name} ({len(config.evaluate.seeds)} seeds)")
-        evaluate_deployment(config, calibration, name, out / name, arms_here, folders[name], cap_w)
+        evaluate_deployment(
+            config, calibration, name, out / name, arms_here, folders[name], cap_w, None, schedule
+        )
     return evaluate_folder(
-        out, names, config.evaluate.exceedance_window_s, config.evaluate.confidence
+        out,
+        names,
+        config.evaluate.exceedance_window_s,
+        config.evaluate.confidence,
+        config.objective,
+        changing,
     )
 
 

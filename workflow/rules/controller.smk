@@ -14,6 +14,11 @@ rule controller:
         deployment="|".join(deployment_names()),
     params:
         controller=CFG.controller.model_dump_json(),
+        objective=CFG.objective.model_dump_json(),
+        oracle_search=(
+            f"{CFG.evaluate.tuning_seeds} {CFG.evaluate.tuning_budget_frac} "
+            f"{CFG.evaluate.oracle_finalists}"
+        ),
         sim=CFG.sim.model_dump_json(),
         workload=CFG.workload.model_dump_json(),
         cap_w=CFG.cap_w,

@@ -24,6 +24,7 @@ rule evaluate:
         sim=CFG.sim.model_dump_json(),
         arms=CFG.arms.model_dump_json(),
         reward=CFG.controller.reward.model_dump_json(),
+        objective=CFG.objective.model_dump_json(),
         out=LAYOUT.evaluate_study,
         controllers=LAYOUT.controllers,
     conda:
@@ -60,6 +61,7 @@ rule evaluate_scenario:
         evaluate=CFG.evaluate.model_dump_json(),
         sim=CFG.sim.model_dump_json(),
         controller=CFG.controller.model_dump_json(),
+        objective=CFG.objective.model_dump_json(),
         out=lambda wildcards: LAYOUT.evaluate_scenario(wildcards.scenario),
         controllers=LAYOUT.controllers,
     conda:

@@ -8,7 +8,17 @@ metrics of docs/design.md section 7:
 - exceedance at ``evaluate.exceedance_window_s`` (0.5 s): share of sliding windows whose mean
   power is above the cap, by :mod:`grpo_power.analysis.windows` (windows pooled over GPUs);
 - output: completion tokens in the deployment's time budget (the last step pro rata);
-- throughput: output / budget; tokens per MJ: output / GPU energy (integrated samples).
+- throughput: output / budget; tokens per MJ: output / GPU energy (integrated samples);
+- the study's objective (``analysis/objective.py``): breaker-window exceedance (share of
+  ``objective.breaker_window_s`` windows above the cap), the worst breaker window, and whether
+  the run is within the violation budget.
+
+An arm is within the budget when its mean violation rate over seeds is at most the budget and
+no seed has a breaker window above the cap. The issue's targets compare the ppo arms with the
+oracle and with the best classic peer (threshold, fixed-safe, fixed) within the budget. When
+the oracle found no setting within the budget, the table says the cap is infeasible for the
+deployment with these actuators and gives the lowest achievable power, instead of ranking
+arms on violations.
 
 Per arm: means with two-sided ``evaluate.confidence`` Student-t intervals over seeds. Ratios
 the study reports are computed per seed (seeds are common to all arms, so comparisons are
@@ -29,13 +39,23 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
+from grpo_power.analysis.objective import INFEASIBLE, judge, meets_budget
 from grpo_power.analysis.reference import STUDY_SOURCE
 from grpo_power.analysis.windows import gpu_window_counts, prepare_series
 from grpo_power.atomic import write_csv_atomic, write_json_atomic, write_text_atomic
+from grpo_power.config import ObjectiveConfig, oracle_for
 from grpo_power.layout import EVALUATE, SIM_RUN, SIM_RUN_METADATA_KEY
 from grpo_power.stats import mean_ci
 
-METRICS = ("violation_rate", "exceedance", "output_tokens", "throughput", "tokens_per_mj")
+METRICS = (
+    "violation_rate",
+    "exceedance",
+    "breaker_exceedance",
+    "output_tokens",
+    "throughput",
+    "tokens_per_mj",
+)
+PEERS = ("threshold", "fixed-safe", "fixed")  # the classic peers of the ppo targets
 
 
 def _read(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -47,9 +67,14 @@ def _read(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
 
 
 def run_metrics(
-    samples: pd.DataFrame, steps: pd.DataFrame, meta: dict[str, Any], window_s: float
+    samples: pd.DataFrame,
+    steps: pd.DataFrame,
+    meta: dict[str, Any],
+    window_s: float,
+    objective: ObjectiveConfig,
 ) -> dict[str, float]:
-    """Metrics of one simulated run (one seed of one arm) from its samples and steps."""
+    """Metrics of one simulated run (one seed of one arm) from its samples and steps (samples
+    carry their cap in ``cap_w`` when it changed over the run, else the metadata's cap)."""
     period_s = float(meta["period_s"])
     cap_w = float(meta["cap_w"])
     budget_s = float(meta["budget_s"])
@@ -67,9 +92,17 @@ def run_metrics(
     share = np.clip((budget_s - start) / np.maximum(end - start, 1e-12), 0.0, 1.0)
     tokens = float((steps["tokens"].to_numpy() * share).sum())
     weights = np.clip(np.minimum(end, budget_s) - start, 0.0, None)
+    grid = samples.pivot_table(index="sample", columns="gpu", values="power_w", aggfunc="first")
+    if "cap_w" in samples:
+        caps = samples.groupby("sample", sort=True)["cap_w"].first().to_numpy(float)
+    else:
+        caps = np.full(len(grid), cap_w)
+    outcome = judge(grid.to_numpy(float), caps, tokens, period_s, objective)
     return {
-        "violation_rate": float((power_all > cap_w).mean()),
+        "violation_rate": outcome.violation_rate,
         "exceedance": over / windows if windows else float("nan"),
+        "breaker_exceedance": outcome.breaker_exceedance,
+        "breaker_excess_w": outcome.breaker_excess_w,
         "output_tokens": tokens,
         "throughput": tokens / budget_s,
         "tokens_per_mj": tokens / (energy_j / 1e6) if energy_j > 0 else float("nan"),
@@ -81,7 +114,9 @@ def run_metrics(
     }
 
 
-def deployment_metrics(folder: Path, window_s: float) -> tuple[pd.DataFrame, dict[str, Any]]:
+def deployment_metrics(
+    folder: Path, window_s: float, objective: ObjectiveConfig
+) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Per-run metrics of every arm in one deployment's folder, and its ``arms.json``."""
     info = json.loads((folder / SIM_RUN.arms).read_text())
     rows = []
@@ -89,7 +124,9 @@ def deployment_metrics(folder: Path, window_s: float) -> tuple[pd.DataFrame, dic
         samples, meta = _read(folder / SIM_RUN.samples(arm))
         steps, _ = _read(folder / SIM_RUN.steps(arm))
         for seed, run_samples in samples.groupby("seed", sort=True):
-            metrics = run_metrics(run_samples, steps[steps["seed"] == seed], meta, window_s)
+            metrics = run_metrics(
+                run_samples, steps[steps["seed"] == seed], meta, window_s, objective
+            )
             rows.append(
                 {
                     "deployment": info["deployment"],
@@ -105,14 +142,19 @@ def deployment_metrics(folder: Path, window_s: float) -> tuple[pd.DataFrame, dic
     return pd.DataFrame(rows), info
 
 
-def summarize(metrics: pd.DataFrame, confidence: float) -> pd.DataFrame:
-    """Per deployment and arm: mean and confidence interval of every metric over seeds."""
+def summarize(metrics: pd.DataFrame, confidence: float, objective: ObjectiveConfig) -> pd.DataFrame:
+    """Per deployment and arm: mean and confidence interval of every metric over seeds, and
+    whether the arm is within the violation budget (mean violation rate, worst breaker)."""
     rows = []
     for (deployment, arm), group in metrics.groupby(["deployment", "arm"], sort=False):
         row: dict[str, Any] = {"deployment": deployment, "arm": arm, "seeds": len(group)}
         for metric in (*METRICS, "mean_power_w", "mean_concurrency", "mean_max_new_tokens"):
             mean, low, high = mean_ci(group[metric].to_numpy(), confidence)
             row[metric], row[f"{metric}_ci_low"], row[f"{metric}_ci_high"] = mean, low, high
+        row["breaker_excess_w"] = float(group["breaker_excess_w"].max())
+        row["within_budget"] = meets_budget(
+            row["violation_rate"], row["breaker_excess_w"], objective
+        )
         row["data"] = "simulated"
         rows.append(row)
     return pd.DataFrame(rows)
@@ -135,6 +177,7 @@ class Comparison:
     passes: Callable[[float], bool]
     study: float | None = None
     deployments: tuple[str, ...] | None = None  # None: every deployment
+    joint: str | None = None  # met only when this comparison (its other half) is met too
 
 
 COMPARISONS: tuple[Comparison, ...] = (
@@ -216,6 +259,7 @@ COMPARISONS: tuple[Comparison, ...] = (
         "change",
         ">= 0 % (with violations_minus_threshold <= 0)",
         lambda v: v >= 0.0,
+        joint="violations_minus_threshold",
     ),
     Comparison(
         "violations_minus_threshold",
@@ -225,6 +269,7 @@ COMPARISONS: tuple[Comparison, ...] = (
         "points",
         "<= 0 points (with output_vs_threshold >= 0)",
         lambda v: v <= 0.0,
+        joint="output_vs_threshold",
     ),
 )
 
@@ -252,30 +297,116 @@ def comparisons(
         for controller in controller_arms:
             if controller not in arms:
                 continue
+            values = {}
             for c in COMPARISONS:
                 if c.deployments is not None and deployment not in c.deployments:
                     continue
                 if c.base not in arms:
                     continue
-                values = _paired(group, controller, c.base, c.metric, c.kind)
-                mean, low, high = mean_ci(values, confidence)
-                rows.append(
-                    {
-                        "deployment": deployment,
-                        "controller": controller,
-                        "comparison": c.key,
-                        "base": c.base,
-                        "metric": c.metric,
-                        "unit": {"change": "%", "share": "%", "points": "points"}[c.kind],
-                        "value": mean,
-                        "ci_low": low,
-                        "ci_high": high,
-                        "target": c.target,
-                        "met": bool(math.isfinite(mean) and c.passes(mean)),
-                        "study": c.study,
-                        "data": "simulated",
-                    }
+                values[c.key] = mean_ci(
+                    _paired(group, controller, c.base, c.metric, c.kind), confidence
                 )
+            by_key = {c.key: c for c in COMPARISONS}
+            for key, (mean, low, high) in values.items():
+                c = by_key[key]
+                met = math.isfinite(mean) and c.passes(mean)
+                if c.joint is not None:
+                    other = values.get(c.joint, (float("nan"),) * 3)[0]
+                    met = met and math.isfinite(other) and by_key[c.joint].passes(other)
+                rows.append(_ratio_row(deployment, controller, c, (mean, low, high), bool(met)))
+    return pd.DataFrame(rows)
+
+
+def _ratio_row(
+    deployment: str,
+    controller: str,
+    c: Comparison,
+    value: tuple[float, float, float],
+    met: bool,
+    base: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "deployment": deployment,
+        "controller": controller,
+        "comparison": c.key,
+        "base": base or c.base,
+        "metric": c.metric,
+        "unit": {"change": "%", "share": "%", "points": "points"}[c.kind],
+        "value": value[0],
+        "ci_low": value[1],
+        "ci_high": value[2],
+        "target": c.target,
+        "met": met,
+        "study": c.study,
+        "data": "simulated",
+    }
+
+
+def budget_targets(
+    metrics: pd.DataFrame,
+    summary: pd.DataFrame,
+    infos: dict[str, dict[str, Any]],
+    confidence: float,
+    controller_arms: list[str],
+    changing: bool,
+) -> pd.DataFrame:
+    """The issue's targets under the objective, for each controller arm on each deployment:
+
+    - ``budget_share_of_oracle``: output >= 95 % of its oracle's (``oracle``, or
+      ``oracle+hwcap`` for an arm of the hardware tier), the controller within the budget;
+    - ``budget_vs_best_peer``: output >= 100 % (110 % in a changing-workload or cap-schedule
+      scenario) of the best classic peer within the budget, the controller within it too.
+
+    A controller whose oracle found the cap infeasible gets no target rows (the table gives the
+    verdict instead)."""
+    rows = []
+    need = 110.0 if changing else 100.0
+    oracle = Comparison(
+        "budget_share_of_oracle",
+        "controller",
+        "oracle",
+        "output_tokens",
+        "share",
+        ">= 95 % within budget",
+        lambda v: v >= 95.0,
+    )
+    peer = Comparison(
+        "budget_vs_best_peer",
+        "controller",
+        "best peer",
+        "output_tokens",
+        "share",
+        f">= {need:g} % of the best peer within budget",
+        lambda v: v >= need,
+    )
+    for deployment, group in metrics.groupby("deployment", sort=False):
+        arms = summary[summary["deployment"] == deployment].set_index("arm")
+        peers = [p for p in PEERS if p in arms.index and bool(arms.loc[p, "within_budget"])]
+        best = max(peers, key=lambda p: arms.loc[p, "output_tokens"]) if peers else None
+        for controller in controller_arms:
+            own = oracle_for(controller)
+            feasible = infos[deployment]["arms"].get(own, {}).get("feasible", True)
+            if controller not in arms.index or not feasible:
+                continue
+            within = bool(arms.loc[controller, "within_budget"])
+            if own in arms.index:
+                v = mean_ci(_paired(group, controller, own, "output_tokens", "share"), confidence)
+                rows.append(
+                    _ratio_row(
+                        deployment,
+                        controller,
+                        oracle,
+                        v,
+                        within and math.isfinite(v[0]) and oracle.passes(v[0]),
+                        own,
+                    )
+                )
+            if best is not None:
+                v = mean_ci(_paired(group, controller, best, "output_tokens", "share"), confidence)
+                met = within and math.isfinite(v[0]) and peer.passes(v[0])
+            else:
+                v, met = (float("nan"),) * 3, within
+            rows.append(_ratio_row(deployment, controller, peer, v, met, best or "none"))
     return pd.DataFrame(rows)
 
 
@@ -295,6 +426,13 @@ def _settings_text(arm: str, settings: dict[str, Any]) -> str:
         holds = ", ".join(f"{k}={v}" for k, v in settings.get("holds", {}).items())
         return f"drives {'+'.join(settings['actuators'])}" + (f"; {holds}" if holds else "")
     text = f"c={settings['concurrency']}, m={settings['max_new_tokens']}"
+    if arm.startswith("oracle") and len(settings.get("segments", [])) > 1:
+        text = "; ".join(
+            f"from {s['start_s']:g} s: c={s['concurrency']}, m={s['max_new_tokens']}"
+            + (f", limit {s['power_limit_w']:g} W" if s.get("power_limit_w") else "")
+            for s in settings["segments"]
+        )
+        return text
     if settings.get("power_limit_w"):
         text += f", limit {settings['power_limit_w']:g} W"
     return text
@@ -318,15 +456,40 @@ def markdown_table(
             f"## {deployment}: {info['gpus']} GPU(s), cap {info['cap_w']:g} W per GPU, "
             f"budget {info['budget_s']:g} s simulated, {len(info['seeds'])} seeds",
             "",
-            "| arm | settings | violation rate % | exceedance 0.5 s % | output (tokens) | "
-            "throughput (tok/s) | tokens per MJ |",
-            "|---|---|---|---|---|---|---|",
+        ]
+        objective = info.get("objective", {})
+        if objective:
+            lines += [
+                f"Objective: most output with at most {100 * objective['violation_budget']:g} % "
+                f"of samples above the cap and no {objective['breaker_window_s']:g} s window "
+                "above it.",
+                "",
+            ]
+        for name, actuators in (
+            ("oracle", "the workload actuators"),
+            ("oracle+hwcap", "the workload actuators and the GPU power limit"),
+        ):
+            oracle = info["arms"].get(name, {})
+            if not oracle.get("feasible", True):
+                lines += [
+                    f"**{INFEASIBLE}** ({actuators}, arm {name}): no setting it searched meets "
+                    f"the budget; lowest achievable mean power {oracle['lowest_power_w']:.1f} W "
+                    f"per GPU (cap {info['cap_w']:g} W). Its arms are not ranked on violations.",
+                    "",
+                ]
+        outputs = group.set_index("arm")["output_tokens"]
+        lines += [
+            "| arm | settings | violation rate % | exceedance 0.5 s % | breaker-window "
+            "exceedance % | within budget | output (tokens) | throughput (tok/s) | "
+            "tokens per MJ | share of its oracle % |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for _, row in group.iterrows():
             cells = [row["arm"], _settings_text(row["arm"], info["arms"][row["arm"]])]
             for metric, scale, digits in (
                 ("violation_rate", 100.0, 2),
                 ("exceedance", 100.0, 2),
+                ("breaker_exceedance", 100.0, 2),
                 ("output_tokens", 1.0, 0),
                 ("throughput", 1.0, 1),
                 ("tokens_per_mj", 1.0, 0),
@@ -336,6 +499,10 @@ def markdown_table(
                     f"[{_fmt(row[metric + '_ci_low'], digits, scale)}, "
                     f"{_fmt(row[metric + '_ci_high'], digits, scale)}]"
                 )
+                if metric == "breaker_exceedance":
+                    cells.append("yes" if row["within_budget"] else "NO")
+            own = outputs.get(oracle_for(row["arm"]), float("nan"))
+            cells.append(_fmt(100.0 * row["output_tokens"] / own))
             lines.append("| " + " | ".join(cells) + " |")
         mine = ratios[ratios["deployment"] == deployment] if len(ratios) else ratios
         if len(mine):
@@ -372,8 +539,13 @@ def evaluate_folder(
     deployments: list[str],
     window_s: float,
     confidence: float,
+    objective: ObjectiveConfig,
+    changing: bool = False,
 ) -> EvaluationResult:
     """Metrics, summary, ratios and table of a scenario folder; written into it atomically.
+
+    ``changing``: a changing-workload or cap-schedule scenario (its ppo target is 110 % of the
+    best classic peer within the budget).
 
     Files: ``metrics.csv`` (per run), ``summary.csv`` (per arm), ``ratios.csv``, ``table.md``,
     ``summary.json``.
@@ -381,13 +553,19 @@ def evaluate_folder(
     folder = Path(folder)
     frames, infos = [], {}
     for deployment in deployments:
-        metrics, info = deployment_metrics(folder / deployment, window_s)
+        metrics, info = deployment_metrics(folder / deployment, window_s, objective)
         frames.append(metrics)
         infos[deployment] = info
     metrics = pd.concat(frames, ignore_index=True)
-    summary = summarize(metrics, confidence)
+    summary = summarize(metrics, confidence, objective)
     controllers = sorted({a for a in metrics["arm"] if a.startswith("ppo")})
-    ratios = comparisons(metrics, confidence, controllers)
+    ratios = pd.concat(
+        [
+            comparisons(metrics, confidence, controllers),
+            budget_targets(metrics, summary, infos, confidence, controllers, changing),
+        ],
+        ignore_index=True,
+    )
     markdown = markdown_table(summary, ratios, infos)
     write_csv_atomic(folder / EVALUATE.metrics, metrics)
     write_csv_atomic(folder / EVALUATE.summary_csv, summary)
@@ -400,6 +578,15 @@ def evaluate_folder(
             "confidence": confidence,
             "exceedance_window_s": window_s,
             "deployments": infos,
+            "objective": objective.model_dump(),
+            "feasible": {
+                d: {
+                    a: bool(i["arms"][a].get("feasible", True))
+                    for a in ("oracle", "oracle+hwcap")
+                    if a in i["arms"]
+                }
+                for d, i in infos.items()
+            },
             "targets_met": int(ratios["met"].sum()) if len(ratios) else 0,
             "targets": len(ratios),
         },

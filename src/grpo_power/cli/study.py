@@ -110,6 +110,7 @@ def evaluate(
     cfg = config_from(config)
     check_numbers({"--cap-w": cap_w}, cfg)
     deployments = None
+    schedule, changing = None, False
     if scenario is not None:
         named = {s.name: s for s in cfg.evaluate.scenarios}
         if scenario not in named:
@@ -122,6 +123,7 @@ def evaluate(
         cap_w = chosen.cap_w if cap_w is None else cap_w
         deployments = chosen.deployments
         retrain = chosen.retrain if retrain is None else retrain
+        schedule, changing = chosen.schedule, chosen.changing
     result = run_evaluate(
         cfg,
         out,
@@ -132,6 +134,8 @@ def evaluate(
         retrain,
         authority or cfg.layout.identify / IDENTIFY.authority_json,
         log=typer.echo,
+        schedule=schedule,
+        changing=changing,
     )
     typer.echo(result.markdown)
     met = int(result.ratios["met"].sum()) if len(result.ratios) else 0

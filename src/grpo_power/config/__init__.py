@@ -12,6 +12,7 @@ file, the field path and the reason, for example::
     arms           arms, and the one list of arm names
     sim            sim: the simulated deployments
     controller     authority, controller
+    objective      objective: the violation budget and breaker window of the one objective
     evaluate       evaluate: seeds, arms, tuning grid, scenarios
     analysis       windows, fleet
     economics      economics (carbon_region: the carbon region type and its lookup)
@@ -35,11 +36,13 @@ from grpo_power.config.arms import (
     FixedSafeArmConfig,
     SimArmName,
     ThresholdArmConfig,
+    oracle_for,
+    uses_hardware_tier,
 )
 from grpo_power.config.base import ConfigError
 from grpo_power.config.controller import AuthorityConfig, ControllerConfig, RewardConfig
 from grpo_power.config.economics import EconomicsConfig, PilotConfig, SourcedValue
-from grpo_power.config.evaluate import EvaluateConfig, ScenarioConfig
+from grpo_power.config.evaluate import EvaluateConfig, ScenarioConfig, ScheduleSegmentConfig
 from grpo_power.config.launch import JobResources, LaunchConfig, LauncherName, RunSize
 from grpo_power.config.loading import (
     DEFAULT_CONFIG_PATH,
@@ -51,6 +54,7 @@ from grpo_power.config.loading import (
     validate_config,
     write_resolved_config,
 )
+from grpo_power.config.objective import ObjectiveConfig
 from grpo_power.config.options import validate_option, validate_setting
 from grpo_power.config.planner import PlannerConfig
 from grpo_power.config.real_traces import RealTracesConfig
@@ -84,12 +88,14 @@ __all__ = [
     "LaunchConfig",
     "LauncherName",
     "ModelSize",
+    "ObjectiveConfig",
     "PilotConfig",
     "PlannerConfig",
     "RealTracesConfig",
     "RewardConfig",
     "RunSize",
     "ScenarioConfig",
+    "ScheduleSegmentConfig",
     "SimArmName",
     "SimConfig",
     "SimulatedPowerConfig",
@@ -101,8 +107,10 @@ __all__ = [
     "deep_merge",
     "default_config_path",
     "load_config",
+    "oracle_for",
     "packaged_config_path",
     "read_yaml",
+    "uses_hardware_tier",
     "validate_config",
     "validate_option",
     "validate_setting",

@@ -74,6 +74,21 @@ class ArmsConfig(Strict):
     fixed_safe: FixedSafeArmConfig = Field(default_factory=FixedSafeArmConfig)
 
 
-# The simulator's arms: the real ones and the oracle (a simulator-only upper bound).
-SimArmName = Literal[ArmName, "oracle"]
+# The simulator's arms: the real ones and the oracles (simulator-only limits): ``oracle`` over the
+# workload actuators, ``oracle+hwcap`` with the GPU power limit too (the limit of the arms that
+# may use the hardware tier).
+SimArmName = Literal[ArmName, "oracle", "oracle+hwcap"]
+
+
+def oracle_for(arm: str) -> str:
+    """The oracle an arm is compared with: ``oracle+hwcap`` for arms of the hardware tier."""
+    return "oracle+hwcap" if uses_hardware_tier(arm) else "oracle"
+
+
 SIM_ARM_NAMES: tuple[str, ...] = get_args(SimArmName)
+
+
+def uses_hardware_tier(arm: str) -> bool:
+    """Whether an arm sets the GPU power limit (``hwcap``, and a ``+hwcap`` tier under a
+    workload controller such as ``ppo+hwcap``)."""
+    return "hwcap" in arm.split("+")

@@ -35,18 +35,39 @@ class AuthorityConfig(Strict):
 
 
 class RewardConfig(Strict):
-    """Reward of the PPO meta-controller, scored on a step's rates against the fixed arm's::
+    """Reward of the PPO meta-controller: the study's objective as a Lagrangian, scored on a
+    step's rates against the fixed arm's (``control/env.py``)::
 
-        tokens_weight * tokens_per_s / fixed tokens_per_s - violation_weight * violation rate
+        tokens_weight * tokens_per_s / fixed tokens_per_s
+        - multiplier * (violation share - objective.violation_budget + breaker)
         - energy_weight * power / fixed power
 
-    The oracle maximises the same reward over static settings (``control/env.py``)."""
+    The multiplier starts at ``violation_weight`` and follows a multiplicative dual update
+    during training (``control/ppo.py``)."""
 
     tokens_weight: Annotated[float, Field(ge=0)] = 1.0
     violation_weight: Annotated[float, Field(ge=0)] = Field(
-        10.0, description="Penalty per unit of violation rate (10: one point = 10 % of output)."
+        10.0,
+        description="Initial Lagrange multiplier of the violation budget (10: one point of "
+        "violation share over the budget costs 10 % of the fixed arm's output).",
     )
-    energy_weight: Annotated[float, Field(ge=0)] = 0.2
+    multiplier_lr: Annotated[float, Field(ge=0)] = Field(
+        0.1,
+        description="Relative dual step of the multiplier after each rollout: x (1 + lr) when "
+        "the rollout's violation share is above the budget, / (1 + lr) when below; 0 = a fixed "
+        "penalty.",
+    )
+    multiplier_min: Annotated[float, Field(gt=0)] = Field(
+        1.0, description="Lowest the multiplier may fall to."
+    )
+    multiplier_max: Annotated[float, Field(gt=0)] = Field(
+        200.0, description="Highest the multiplier may grow to."
+    )
+    energy_weight: Annotated[float, Field(ge=0)] = Field(
+        0.0,
+        description="Penalty on power relative to the fixed arm's (0: the objective counts "
+        "tokens only).",
+    )
 
 
 class ControllerConfig(Strict):
@@ -79,4 +100,7 @@ class ControllerConfig(Strict):
         0.08, description="Training caps are drawn within +-this share of cap_w."
     )
     torch_threads: Annotated[int, Field(ge=1)] = 1
+    progress_bar: bool = Field(
+        True, description="Show SB3's training progress bar (tqdm and rich) on the terminal."
+    )
     seed: Annotated[int, Field(ge=0)] | None = Field(None, description="null = top-level seed.")

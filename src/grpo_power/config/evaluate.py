@@ -32,6 +32,28 @@ class ThresholdTuningConfig(Strict):
     )
 
 
+class ScheduleSegmentConfig(Strict):
+    """One segment of a scenario's schedule (``sim/schedule.py``): from ``start_frac`` of the
+    run's time budget to the next segment's start."""
+
+    start_frac: Annotated[float, Field(ge=0, lt=1)] = Field(
+        description="Start of the segment as a share of the run's time budget."
+    )
+    cap_frac: Annotated[float, Field(gt=0, le=2)] = Field(
+        1.0, description="The cap during the segment as a share of the deployment's cap."
+    )
+    completion_tokens: Annotated[int, Field(ge=1)] | None = Field(
+        None,
+        description="Completions end (EOS) at this length during the segment, tokens; null = "
+        "sim.completion_tokens.",
+    )
+    slowdown: Annotated[float, Field(ge=1, le=3)] = Field(
+        1.0,
+        description="Thermal or co-tenant derating: phases last this many times longer and draw "
+        "1/slowdown of their power above idle.",
+    )
+
+
 class ScenarioConfig(Strict):
     """An evaluation scenario the controllers were not tuned on."""
 
@@ -44,6 +66,16 @@ class ScenarioConfig(Strict):
         None, description="Deployments evaluated in the scenario; null = all."
     )
     retrain: bool = Field(True, description="Also retrain PPO in the scenario and report both.")
+    schedule: list[ScheduleSegmentConfig] = Field(
+        default_factory=list,
+        description="Conditions changing over each run (cap schedule, completion lengths, "
+        "derating); empty = constant.",
+    )
+    changing: bool = Field(
+        False,
+        description="A changing-workload or cap-schedule scenario (its PPO target is 110 % of "
+        "the best classic peer within the budget, not 100 %).",
+    )
 
 
 class EvaluateConfig(Strict):
@@ -73,6 +105,16 @@ class EvaluateConfig(Strict):
         0.95, description="Confidence level of the intervals over seeds."
     )
     threshold_grid: ThresholdTuningConfig = Field(default_factory=ThresholdTuningConfig)
+    oracle_power_limit_fracs: list[Annotated[float, Field(gt=0, le=2)]] = Field(
+        default_factory=lambda: [0.95, 1.0, 1.05, 1.1],
+        description="Hardware power limits the oracle+hwcap arm searches, as shares of the cap "
+        "(with no limit): the limit of the arms of the hardware tier (hwcap, ppo+hwcap).",
+    )
+    oracle_finalists: Annotated[int, Field(ge=1)] = Field(
+        3,
+        description="Best screened settings per segment the oracle scores on every evaluation "
+        "seed over the whole budget.",
+    )
     scenarios: list[ScenarioConfig] = Field(
         default_factory=lambda: [
             ScenarioConfig(name="7b-cap-305w", cap_w=305.0, deployments=["7b"])

@@ -21,6 +21,7 @@ from grpo_power.config.controller import AuthorityConfig, ControllerConfig
 from grpo_power.config.economics import EconomicsConfig
 from grpo_power.config.evaluate import EvaluateConfig
 from grpo_power.config.launch import JobResources, LaunchConfig, RunSize
+from grpo_power.config.objective import ObjectiveConfig
 from grpo_power.config.planner import PlannerConfig
 from grpo_power.config.real_traces import RealTracesConfig
 from grpo_power.config.report import ReportConfig
@@ -56,6 +57,7 @@ class Config(Strict):
     sim: SimConfig = Field(default_factory=SimConfig)
     authority: AuthorityConfig = Field(default_factory=AuthorityConfig)
     controller: ControllerConfig = Field(default_factory=ControllerConfig)
+    objective: ObjectiveConfig = Field(default_factory=ObjectiveConfig)
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
     economics: EconomicsConfig = Field(default_factory=EconomicsConfig)
     report: ReportConfig = Field(default_factory=ReportConfig)

@@ -103,6 +103,12 @@ class SimConfig(Strict):
         description="Prompt length, tokens (the arithmetic task's prompts: 18-20 tokens; "
         "identify measures it from step logs).",
     )
+    completion_tokens: Annotated[int, Field(ge=1)] | None = Field(
+        None,
+        description="Length at which completions sample end-of-sequence, tokens (a calibrated "
+        "parameter of the trained model); null = never: a random-weight model runs every "
+        "completion to max new tokens.",
+    )
     step_jitter: Annotated[float, Field(ge=0, le=0.5)] = Field(
         0.03, description="Relative standard deviation of each step's phase times."
     )

@@ -76,3 +76,34 @@ class ThresholdController:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.concurrency = int(state["concurrency"])
+
+
+class SegmentController:
+    """Holds a setting per segment of simulated time (the oracle's hindsight plan).
+
+    A simulator-only controller: it is told the time (``at``), which a real run's controller
+    never is; ``decide`` gives the first segment's setting.
+
+    Args:
+        starts_s: segment starts, s, ascending (the first 0).
+        actions: the setting of each segment.
+        power_limits_w: the hardware power limit of each segment (None: no limit).
+    """
+
+    def __init__(
+        self,
+        starts_s: list[float],
+        actions: list[Action],
+        power_limits_w: list[float | None],
+    ) -> None:
+        self.starts_s = list(starts_s)
+        self.actions = list(actions)
+        self.power_limits_w = list(power_limits_w)
+
+    def at(self, t_s: float) -> tuple[Action, float | None]:
+        """The setting and power limit of the segment holding at ``t_s``."""
+        i = max(0, sum(1 for s in self.starts_s if s <= t_s) - 1)
+        return self.actions[i], self.power_limits_w[i]
+
+    def decide(self, observation: Observation) -> Action:
+        return self.actions[0]

@@ -10,15 +10,20 @@ The action space is built from the authority table (:class:`ControlSpace`): one 
 mapped linearly onto the actuator's bounds; online actuators without authority are held at the
 level the table chose for them from their sweep. Nothing here names which actuators matter.
 
-Reward of a step (weights in ``controller.reward``) scores its rates against the fixed arm's
-expected rates on the same physics::
+Reward of a step follows the study's objective (``analysis/objective.py``: most completion
+tokens within a violation budget and no breaker window above the cap) as a Lagrangian::
 
     tokens_weight * (tokens / step_s) / ref_tokens_per_s
-    - violation_weight * (share of the step's per-GPU samples above the cap)
+    - multiplier * (violation share of the step - violation_budget + breaker)
     - energy_weight * (mean power of the step) / ref_power_w
 
-so the best static setting for the reward is the one with the best long-run rates (what the
-oracle maximises), whatever its step length. Episodes last ``controller.episode_steps`` steps
+where ``breaker`` is 1 when the mean power of the last ``breaker_window_s`` seconds is above the
+cap, ``ref_*`` are the fixed arm's expected rates on the same physics, and the multiplier
+starts at ``reward.violation_weight`` and is adapted during training (a multiplicative dual
+update, ``control/ppo.py``): it grows while the policy's violation share exceeds the budget
+and shrinks when it is below, so the policy is pushed to the budget rather than to a hand-set
+trade-off.
+Episodes last ``controller.episode_steps`` steps
 (a fixed count: with rate rewards a time-limited episode would favour short steps). With
 domain randomisation every episode draws the physics from the calibration's ranges and the cap
 within ``cap_jitter_frac``. Everything here is simulated.
@@ -26,6 +31,7 @@ within ``cap_jitter_frac``. Everything here is simulated.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -44,7 +50,9 @@ OBSERVATION_SIZE = len(Observation.__dataclass_fields__) - 2  # to_array drops c
 
 
 def observe(run: SimRun) -> Observation:
-    """The observation a controller gets before the next step of a simulated run."""
+    """The observation a controller gets before the next step of a simulated run (the cap is
+    the one the next step runs under)."""
+    run.conditions()
     return Observation(
         **power_observation_fields(run.recent_power_w(), run.cap_w),
         concurrency=run.concurrency,
@@ -193,6 +201,23 @@ class GrpoPowerEnv(gym.Env):
             low=-1.0, high=1.0, shape=(len(space.actuators),), dtype=np.float32
         )
         self.run: SimRun | None = None
+        self.multiplier = config.controller.reward.violation_weight
+        self._breaker: deque[tuple[float, float, float]] = deque()  # end s, duration s, excess W
+
+    def set_multiplier(self, value: float) -> None:
+        """The Lagrange multiplier of the violation budget (adapted by the trainer)."""
+        self.multiplier = float(value)
+
+    def _breaker_over(self, end_s: float, duration_s: float, excess_w: float) -> float:
+        """1 when the mean power of the last breaker window is above the cap, else 0."""
+        self._breaker.append((end_s, duration_s, excess_w))
+        window_s = self.config.objective.breaker_window_s
+        while self._breaker and self._breaker[0][0] < end_s - window_s:
+            self._breaker.popleft()
+        total_s = sum(d for _, d, _ in self._breaker)
+        if total_s < window_s:
+            return 0.0
+        return float(sum(d * e for _, d, e in self._breaker) / total_s > 0.0)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -225,6 +250,7 @@ class GrpoPowerEnv(gym.Env):
             seed=int(rng.integers(2**31)),
             jitter=self.config.sim.step_jitter,
         )
+        self._breaker.clear()
         return observe(self.run).to_array(), {"cap_w": cap_w}
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
@@ -232,18 +258,28 @@ class GrpoPowerEnv(gym.Env):
             raise RuntimeError("call reset() before step()")
         chosen = self.space.to_action(np.asarray(action, dtype=float))
         record = self.run.step(chosen.concurrency, chosen.max_new_tokens)
+        step_s = record.end_s - record.start_s
+        over = record.over_cap()
+        violation_rate = over / max(1, record.power_w.size)
+        excess_w = float(record.power_w.mean()) - record.cap_w if record.power_w.size else 0.0
+        breaker = self._breaker_over(record.end_s, step_s, excess_w)
         reward = step_reward(
             self.config.controller.reward,
-            tokens_per_s=record.tokens / (record.end_s - record.start_s),
-            violation_rate=record.over_cap(self.run.cap_w) / max(1, record.power_w.size),
-            power_w=record.energy_j / (record.end_s - record.start_s),
+            self.multiplier,
+            self.config.objective.violation_budget,
+            tokens_per_s=record.tokens / step_s,
+            violation_rate=violation_rate,
+            breaker=breaker,
+            power_w=record.energy_j / step_s,
             ref_tokens_per_s=self._ref_tokens_per_s,
             ref_power_w=self._ref_power_w,
         )
         info = {
             "tokens": record.tokens,
-            "samples_over_cap": record.over_cap(self.run.cap_w),
+            "step_s": step_s,
+            "samples_over_cap": over,
             "samples": record.power_w.size,
+            "breaker": breaker,
             "energy_j": record.energy_j,
             "concurrency": record.concurrency,
             "max_new_tokens": record.max_new_tokens,
@@ -254,24 +290,30 @@ class GrpoPowerEnv(gym.Env):
 
 def step_reward(
     weights: RewardConfig,
+    multiplier: float,
+    violation_budget: float,
     tokens_per_s: float,
     violation_rate: float,
+    breaker: float,
     power_w: float,
     ref_tokens_per_s: float,
     ref_power_w: float,
 ) -> float:
-    """The reward of rates (a step's, or a setting's long-run ones) against references.
+    """The Lagrangian reward of one step's rates (see the module docstring).
 
     Args:
         weights: reward weights.
+        multiplier: the current Lagrange multiplier of the violation budget.
+        violation_budget: ``objective.violation_budget``.
         tokens_per_s: completion tokens per second, all GPUs.
-        violation_rate: share of per-GPU samples above the cap.
+        violation_rate: share of the step's per-GPU samples above the cap.
+        breaker: 1 when the last breaker window's mean power is above the cap, else 0.
         power_w: mean power of all GPUs together, W.
         ref_tokens_per_s, ref_power_w: the same rates of the fixed arm.
     """
     return (
         weights.tokens_weight * tokens_per_s / ref_tokens_per_s
-        - weights.violation_weight * violation_rate
+        - multiplier * (violation_rate - violation_budget + breaker)
         - weights.energy_weight * power_w / ref_power_w
     )
 

@@ -1,58 +1,282 @@
-"""The oracle arm (simulator only): the best static setting given the true model.
+"""The oracle arm (simulator only): the best setting per segment, found in hindsight by the
+simulator's own outcomes.
 
-The simulated workload is stationary (every step at a setting has the same phases; only noise
-and jitter differ), so the best achievable policy for a reward scored on rates is a static
-setting. The oracle knows the physics of the run it controls (no randomisation, the true cap)
-and scores every combination of every online actuator's integer values with the noise-free
-plan's expected rates (:func:`~grpo_power.sim.step_model.expected_rates`: readings are Gaussian
-around each phase's power), under the same reward the PPO controller is trained on. It is the
-limit a learned controller is compared to, not a deployable controller.
+The oracle is the limit the other arms are compared with, not a deployable controller. It
+searches every online actuator the simulator declares (``sim/step_model.py:
+ONLINE_ACTUATORS``, each within ``workload.<name>_bounds``) and, for the ``oracle+hwcap`` arm
+(the limit of the arms that may use the hardware tier: ``hwcap``, ``ppo+hwcap``), the GPU power
+limit (``evaluate.oracle_power_limit_fracs`` of the cap, and
+no limit). Each setting is scored by simulated runs (:class:`~grpo_power.sim.grpo_sim.SimRun`:
+sensor window, jitter, prefill bursts, noise) judged by the study's objective
+(``analysis/objective.py``: most tokens within the violation budget, no breaker window above
+the cap), the same code that scores the arms. When the workload or the cap changes over the
+run (a schedule), each segment is judged on its own samples and gets its own best setting.
+
+The full product of every integer value of every actuator (and the limits) is too large to
+simulate (7b: 32 x 57 x 5 settings), so the search is:
+
+1. screen the product of each actuator's levels (``ActuatorBounds.levels()``: bounds and powers
+   of two) x the power limits, on the first evaluation seed over ``tuning_budget_frac`` of the
+   budget;
+2. refine each segment's best by trying every integer value of each actuator in turn, the
+   others held (coordinate search, same runs);
+3. score the ``evaluate.oracle_finalists`` best per segment on every evaluation seed over the
+   whole budget, and keep the best (hindsight on the seeds the arms are evaluated on).
+
+Screening runs are short, so their violation share is noisy: the finalists are the best under a
+ladder of screening budgets (2, 1, 1/2 and 1/4 times the violation budget, a setting a little
+over the budget in a short run may be within it over the whole budget, and one well under it
+is a safe fallback), and they are judged on the true budget.
+
+The plan shares each segment's time between finalists (a linear programme): the most tokens
+whose time-weighted violation share is within the run's budget (a segment may spend more of it
+than another; time-sharing two settings reaches the budget exactly where one static setting
+cannot, as a feedback controller does by switching) and no breaker window above the cap. When
+no plan is within the budget, the cap is infeasible for the deployment with these actuators: the
+oracle holds the lowest-power finalist per segment and says so, with that lowest achievable mean
+power. Everything it produces is simulated.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
+
+from grpo_power.analysis.objective import INFEASIBLE, Outcome, pooled, rank_key
 from grpo_power.config import Config
-from grpo_power.control.env import step_reward
-from grpo_power.sim.step_model import ExpectedRates, Physics, StepModel, expected_rates
+from grpo_power.control.contract import Action
+from grpo_power.control.controllers import FixedController, SegmentController
+from grpo_power.control.simulate import segment_outcomes, simulate
+from grpo_power.sim.schedule import Schedule
+from grpo_power.sim.step_model import ONLINE_ACTUATORS, Physics
+
+SCREENING_LADDER = (2.0, 1.0, 0.5, 0.25)  # screening budgets, times the violation budget
+Setting = tuple[tuple[int, ...], float | None]  # actuator values in ONLINE_ACTUATORS order, limit
 
 
 @dataclass(frozen=True)
-class OracleSetting:
-    """The oracle's choice and its expected rates (simulated)."""
+class SegmentChoice:
+    """The oracle's setting for one segment, its pooled outcome over the evaluation seeds there,
+    and whether the whole plan is within the budget."""
 
-    concurrency: int
-    max_new_tokens: int
-    reward: float
-    rates: ExpectedRates
+    start_s: float
+    end_s: float
+    values: dict[str, int]
+    power_limit_w: float | None
+    outcome: Outcome
+    feasible: bool
 
 
-def oracle_setting(
-    physics: Physics, config: Config, cap_w: float, power_limit_w: float | None = None
-) -> OracleSetting:
-    """The static (concurrency, max new tokens) with the best expected reward on ``physics``."""
+@dataclass(frozen=True)
+class OracleResult:
+    """The oracle's plan: one choice per segment, and what was searched."""
+
+    segments: list[SegmentChoice]
+    searched: int
+
+    @property
+    def feasible(self) -> bool:
+        """Whether the plan is within the budget (the run's: segments may spend it unevenly)."""
+        return all(s.feasible for s in self.segments)
+
+    def controller(self) -> SegmentController:
+        """The plan as a controller (switches settings at segment starts)."""
+        return SegmentController(
+            [s.start_s for s in self.segments],
+            [Action(**s.values) for s in self.segments],
+            [s.power_limit_w for s in self.segments],
+        )
+
+    def settings(self) -> dict[str, Any]:
+        """The plan for ``arms.json`` (what the table and the report read)."""
+        infeasible = [s for s in self.segments if not s.feasible]
+        return {
+            **self.segments[0].values,
+            "power_limit_w": self.segments[0].power_limit_w,
+            "feasible": self.feasible,
+            "verdict": INFEASIBLE if infeasible else "feasible",
+            "lowest_power_w": sum(
+                s.outcome.mean_power_w * (s.end_s - s.start_s) for s in self.segments
+            )
+            / sum(s.end_s - s.start_s for s in self.segments)
+            if infeasible
+            else None,
+            "settings_searched": self.searched,
+            "search": "levels grid x power limits, coordinate refinement over every integer "
+            "value, finalists on every evaluation seed (control/oracle.py)",
+            "segments": [
+                {
+                    "start_s": s.start_s,
+                    "end_s": s.end_s,
+                    **s.values,
+                    "power_limit_w": s.power_limit_w,
+                    "feasible": s.feasible,
+                    "expected_tokens": s.outcome.tokens,
+                    "expected_violation_rate": s.outcome.violation_rate,
+                    "expected_breaker_excess_w": s.outcome.breaker_excess_w,
+                    "mean_power_w": s.outcome.mean_power_w,
+                }
+                for s in self.segments
+            ],
+        }
+
+
+def search_oracle(
+    physics: Physics,
+    config: Config,
+    cap_w: float,
+    schedule: Schedule,
+    seeds: list[int],
+    hardware_tier: bool,
+) -> OracleResult:
+    """The oracle's plan on ``physics`` under ``cap_w`` and ``schedule`` (module docstring).
+
+    Args:
+        seeds: the evaluation seeds (the finalists are scored on all of them).
+        hardware_tier: also search the GPU power limit.
+    """
     w = config.workload
-    model = StepModel(physics, w, config.sim.prompt_tokens, power_limit_w)
-    noise_w = physics.model.params.noise_w
-    reference = expected_rates(
-        model.plan(w.concurrency, w.max_new_tokens, w.num_generations), cap_w, noise_w
-    )
-    best: OracleSetting | None = None
-    for concurrency in range(w.concurrency_bounds.min, w.concurrency_bounds.max + 1):
-        for max_new_tokens in range(w.max_new_tokens_bounds.min, w.max_new_tokens_bounds.max + 1):
-            rates = expected_rates(
-                model.plan(concurrency, max_new_tokens, w.num_generations), cap_w, noise_w
+    objective = config.objective
+    ladder = [
+        objective.model_copy(update={"violation_budget": f * objective.violation_budget})
+        for f in SCREENING_LADDER
+    ]
+    bounds = {name: getattr(w, f"{name}_bounds") for name in ONLINE_ACTUATORS}
+    limits: list[float | None] = [None]
+    if hardware_tier:
+        limits += [cap_w * f for f in config.evaluate.oracle_power_limit_fracs]
+    screen_s = schedule.budget_s * config.evaluate.tuning_budget_frac
+    screen_schedule = schedule.scaled(screen_s)
+    n_segments = len(schedule.segments())
+    scores: dict[Setting, list[Outcome]] = {}
+
+    def screen(setting: Setting) -> None:
+        if setting in scores:
+            return
+        values, limit = setting
+        run = simulate(
+            physics,
+            config,
+            _fixed(values),
+            cap_w,
+            screen_s,
+            seeds[0],
+            limit,
+            screen_schedule,
+        )
+        scores[setting] = segment_outcomes(run, screen_schedule, objective)
+
+    def best(segment: int, k: int = 1, screening: Any = ladder[0]) -> list[Setting]:
+        ranked = sorted(scores, key=lambda s: _key(scores[s][segment], screening), reverse=True)
+        return ranked[:k]
+
+    for values in itertools.product(*(bounds[n].levels() for n in ONLINE_ACTUATORS)):
+        for limit in limits:
+            screen((tuple(values), limit))
+    for segment in range(n_segments):
+        values, limit = best(segment)[0]
+        for i, name in enumerate(ONLINE_ACTUATORS):
+            for level in range(bounds[name].min, bounds[name].max + 1):
+                screen(((*values[:i], level, *values[i + 1 :]), limit))
+    k = config.evaluate.oracle_finalists
+    finalists = {
+        s for segment in range(n_segments) for rung in ladder for s in best(segment, k, rung)
+    }
+    final: dict[Setting, list[list[Outcome]]] = {}
+    for values, limit in finalists:
+        final[(values, limit)] = [
+            segment_outcomes(
+                simulate(
+                    physics,
+                    config,
+                    _fixed(values),
+                    cap_w,
+                    schedule.budget_s,
+                    seed,
+                    limit,
+                    schedule,
+                ),
+                schedule,
+                objective,
             )
-            reward = step_reward(
-                config.controller.reward,
-                tokens_per_s=rates.tokens_per_s,
-                violation_rate=rates.violation_rate,
-                power_w=rates.power_w * physics.gpus,
-                ref_tokens_per_s=reference.tokens_per_s,
-                ref_power_w=reference.power_w * physics.gpus,
+            for seed in seeds
+        ]
+    segments = schedule.segments()
+    outcomes = [
+        {s: pooled([runs[segment] for runs in final[s]]) for s in final}
+        for segment in range(len(segments))
+    ]
+    plan, feasible = _combine(segments, outcomes, objective)
+    choices = []
+    for segment, (start_s, end_s, _) in enumerate(segments):
+        at_s = start_s
+        for setting, share in plan[segment]:
+            length_s = share * (end_s - start_s)
+            choices.append(
+                SegmentChoice(
+                    start_s=at_s,
+                    end_s=at_s + length_s,
+                    values=dict(zip(ONLINE_ACTUATORS, setting[0], strict=True)),
+                    power_limit_w=setting[1],
+                    outcome=outcomes[segment][setting],
+                    feasible=feasible,
+                )
             )
-            if best is None or reward > best.reward:
-                best = OracleSetting(concurrency, max_new_tokens, reward, rates)
-    assert best is not None  # bounds are never empty (validated by the config)
-    return best
+            at_s += length_s
+    return OracleResult(choices, len(scores))
+
+
+def _combine(
+    segments: list[tuple[float, float, Any]],
+    outcomes: list[dict[Setting, Outcome]],
+    objective: Any,
+) -> tuple[list[list[tuple[Setting, float]]], bool]:
+    """Shares of each segment's time per finalist (a linear programme, scipy): the most tokens
+    whose time-weighted violation share is within the run's budget, using only finalists with
+    no breaker window above the cap. Time-sharing two settings reaches the budget exactly where
+    one static setting cannot (what a feedback controller does by switching), so the plan is a
+    limit for dynamic arms too. None within: the lowest-power finalist per segment."""
+    from scipy.optimize import linprog
+
+    durations = np.array([end - start for start, end, _ in segments])
+    variables = [(i, s) for i, o in enumerate(outcomes) for s in o if o[s].breaker_excess_w <= 0.0]
+    covered = {i for i, _ in variables}
+    if covered == set(range(len(outcomes))):
+        tokens = np.array([outcomes[i][s].tokens for i, s in variables])
+        violation = np.array([outcomes[i][s].violation_rate * durations[i] for i, s in variables])
+        one = np.array([[1.0 if i == seg else 0.0 for i, _ in variables] for seg in covered])
+        result = linprog(
+            -tokens,
+            A_ub=violation[None, :],
+            b_ub=[objective.violation_budget * durations.sum()],
+            A_eq=one,
+            b_eq=np.ones(len(covered)),
+            bounds=(0.0, 1.0),
+            method="highs",
+        )
+        if result.status == 0:
+            plan: list[list[tuple[Setting, float]]] = [[] for _ in outcomes]
+            for (i, s), share in zip(variables, result.x, strict=True):
+                if share > 1e-6:
+                    plan[i].append((s, float(share)))
+            for i, items in enumerate(plan):  # the higher-power setting first, then shares sum 1
+                items.sort(key=lambda item, i=i: -outcomes[i][item[0]].mean_power_w)
+                total = sum(share for _, share in items)
+                plan[i] = [(setting, share / total) for setting, share in items]
+            return plan, True
+    lowest = [[(min(o, key=lambda s, o=o: o[s].mean_power_w), 1.0)] for o in outcomes]
+    return lowest, False
+
+
+def _key(outcome: Outcome, objective: Any) -> tuple[bool, float]:
+    """The objective's rank, and among settings that all miss the budget the lowest mean power
+    first (the infeasible verdict reports the lowest achievable power)."""
+    within, value = rank_key(outcome, objective)
+    return (within, value if within else -outcome.mean_power_w)
+
+
+def _fixed(values: tuple[int, ...]) -> FixedController:
+    return FixedController(**dict(zip(ONLINE_ACTUATORS, values, strict=True)))

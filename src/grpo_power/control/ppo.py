@@ -11,8 +11,17 @@ table gives for the deployment. A controller folder holds:
 - ``controller.json``: the action space, observation statistics, the authority rows it was
   built on, the calibration digest, training settings, and an evaluation against a random
   policy (all labelled simulated);
-- ``learning_curve.csv``: mean return of the recent training episodes after each rollout
-  (``timesteps``, ``episode_return``; simulated, domain-randomised).
+- ``learning_curve.csv``: after each rollout, the mean return of the recent training episodes,
+  the rollout's throughput and violation rate, and the Lagrange multiplier (``timesteps``,
+  ``episode_return``, ``tokens_per_s``, ``violation_rate``, ``multiplier``; simulated,
+  domain-randomised); ``controller.json`` holds the oracle's throughput and violation rate on
+  the nominal physics (``oracle``), the line the report draws the curve against.
+
+The reward's Lagrange multiplier follows a multiplicative dual update: after each rollout it is
+multiplied by ``1 + reward.multiplier_lr`` when the rollout's violation rate is above
+``objective.violation_budget`` and divided by it when below (within ``multiplier_bounds``), and
+set in every environment, so training drives the violation rate to the budget (the step is
+relative, so a multiplier grown during the random early rollouts comes back as fast).
 
 :class:`PPOController` loads ``policy.npz`` and ``controller.json`` and implements the controller
 protocol (``decide(observation) -> Action``) in a few microseconds of numpy: normalise, run the
@@ -40,6 +49,7 @@ from grpo_power.sim.calibration import Calibration
 from grpo_power.stage_files import read_json, require_keys
 
 CONTROLLER_KIND = "grpo-power PPO controller"
+CURVE_COLUMNS = ["timesteps", "episode_return", "tokens_per_s", "violation_rate", "multiplier"]
 
 
 def deployment_for_size(config: Config, size: str) -> str:
@@ -179,21 +189,50 @@ def train_controller(
         verbose=0,
     )
     curve: list[dict[str, float]] = []
+    budget = config.objective.violation_budget
 
     class _Curve(BaseCallback):
-        """Records the mean return of the recent episodes after every rollout."""
+        """Adapts the multiplier and records the learning curve after every rollout."""
+
+        multiplier = settings.reward.violation_weight
+        totals = np.zeros(4)  # tokens, step seconds, samples over the cap, samples
 
         def _on_step(self) -> bool:
+            for info in self.locals.get("infos", []):
+                self.totals += (
+                    info["tokens"],
+                    info["step_s"],
+                    info["samples_over_cap"],
+                    info["samples"],
+                )
             return True
 
         def _on_rollout_end(self) -> None:
+            tokens, step_s, over, samples = self.totals
+            violation_rate = over / max(samples, 1.0)
+            self.totals = np.zeros(4)
+            r = settings.reward
+            factor = 1.0 + r.multiplier_lr
+            moved = (
+                self.multiplier * factor if violation_rate > budget else self.multiplier / factor
+            )
+            self.multiplier = min(r.multiplier_max, max(r.multiplier_min, moved))
+            venv.env_method("set_multiplier", self.multiplier)
             episodes = self.model.ep_info_buffer
-            if episodes:
-                returns = [float(e["r"]) for e in episodes]
-                curve.append({"timesteps": self.num_timesteps, "episode_return": np.mean(returns)})
+            curve.append(
+                {
+                    "timesteps": self.num_timesteps,
+                    "episode_return": np.mean([float(e["r"]) for e in episodes])
+                    if episodes
+                    else float("nan"),
+                    "tokens_per_s": tokens / max(step_s, 1e-9),
+                    "violation_rate": violation_rate,
+                    "multiplier": self.multiplier,
+                }
+            )
 
     started = time.perf_counter()
-    model.learn(total_timesteps=timesteps, callback=_Curve())
+    model.learn(total_timesteps=timesteps, callback=_Curve(), progress_bar=settings.progress_bar)
     train_s = time.perf_counter() - started
 
     out = Path(out)
@@ -213,9 +252,7 @@ def train_controller(
     write_atomic(out / CONTROLLER.policy_npz, save_arrays)
     write_atomic(
         out / CONTROLLER.learning_curve,
-        lambda tmp: pd.DataFrame(curve, columns=["timesteps", "episode_return"]).to_csv(
-            tmp, index=False
-        ),
+        lambda tmp: pd.DataFrame(curve, columns=CURVE_COLUMNS).to_csv(tmp, index=False),
     )
     stats = venv.obs_rms
     meta = {
@@ -243,6 +280,8 @@ def train_controller(
         "calibration_digest": calibration.digest(),
         "calibration_origin": calibration.origin,
         "reward": settings.reward.model_dump(),
+        "objective": config.objective.model_dump(),
+        "oracle": oracle_reference(config, calibration, deployment, cap_w),
         "training": {
             **settings.model_dump(exclude={"reward"}),
             "timesteps": timesteps,
@@ -258,6 +297,28 @@ def train_controller(
     meta["evaluation"] = evaluation
     write_text_atomic(out / CONTROLLER.controller, json.dumps(meta, indent=2))
     return TrainResult(out, space, timesteps, train_s, evaluation)
+
+
+def oracle_reference(
+    config: Config, calibration: Calibration, deployment: str, cap_w: float
+) -> dict[str, float]:
+    """The oracle's throughput and violation rate on the nominal physics and the deployment's
+    budget (workload actuators only; simulated): the line a learning curve is drawn against."""
+    from grpo_power.control.oracle import search_oracle
+    from grpo_power.sim.schedule import Schedule
+    from grpo_power.sim.step_model import physics_for
+
+    physics = physics_for(calibration, deployment, config)
+    budget_s = config.sim.deployment(deployment).budget_s
+    schedule = Schedule.constant(budget_s, config.sim.completion_tokens)
+    result = search_oracle(physics, config, cap_w, schedule, config.evaluate.tuning_seeds, False)
+    segment = result.segments[0]
+    return {
+        "tokens_per_s": segment.outcome.tokens / budget_s,
+        "violation_rate": segment.outcome.violation_rate,
+        "feasible": segment.feasible,
+        **segment.values,
+    }
 
 
 def compare_with_random(

@@ -14,7 +14,8 @@ Arms (docs/design.md section 4) in the simulator:
 | threshold    | AIMD on concurrency (:class:`ThresholdController`), tuned as below          |
 | ppo          | the trained PPO meta-controller (``controller.json`` + ``policy.npz``)      |
 | hwcap        | uncontrolled settings with the GPU power limit set to the cap              |
-| oracle       | the best static setting given the true model (``control/oracle.py``)       |
+| oracle       | the best setting per segment in hindsight, by simulation (``oracle.py``)   |
+| oracle+hwcap | the same search with the GPU power limit too (limit of the hardware tier)  |
 
 Tuning (documented procedures, on seeds never used for evaluation, ``evaluate.tuning_seeds``,
 runs of ``tuning_budget_frac`` of the deployment's budget):
@@ -25,12 +26,17 @@ runs of ``tuning_budget_frac`` of the deployment's budget):
   output wins (the lowest p99 if none is safe). This is stronger than the run stage's search,
   which varies concurrency only.
 - threshold: every combination of ``evaluate.threshold_grid`` (high and low thresholds, decrease
-  factor) x every max-new-tokens level runs; the one with the best mean reward (the PPO reward)
-  wins.
+  factor) x every max-new-tokens level runs; the best by the study's objective
+  (``analysis/objective.py``: most output within the violation budget, pooled over the tuning
+  seeds) wins.
+
+In a scenario with a schedule (``sim/schedule.py``) every run, the tuning runs included, follows
+the schedule (scaled to the run's length).
 
 Per deployment the output folder gets ``<arm>.samples.parquet`` (seed, gpu, sample index,
 power_w; ``t = sample * period_s``), ``<arm>.steps.parquet`` (one row per step) and
-``arms.json`` (every arm's settings, tuning tables, cap, budget). All simulated.
+``arms.json`` (every arm's settings, tuning tables, cap, budget). Samples carry the cap they were
+taken under (``cap_w``; a schedule changes it). All simulated.
 """
 
 from __future__ import annotations
@@ -44,17 +50,20 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from tqdm.auto import tqdm
 
+from grpo_power.analysis.objective import pooled, rank_key
 from grpo_power.atomic import write_json_atomic, write_parquet_atomic
-from grpo_power.config import Config, ThresholdArmConfig
+from grpo_power.config import Config, ThresholdArmConfig, uses_hardware_tier
 from grpo_power.control.controllers import Controller, FixedController, ThresholdController
-from grpo_power.control.env import deployment_cap_w, observe, step_reward
-from grpo_power.control.oracle import oracle_setting
+from grpo_power.control.env import deployment_cap_w
+from grpo_power.control.oracle import search_oracle
 from grpo_power.control.ppo import PPOController
+from grpo_power.control.simulate import run_outcome, simulate
 from grpo_power.layout import SIM_RUN, SIM_RUN_METADATA_KEY
 from grpo_power.sim.calibration import Calibration
-from grpo_power.sim.grpo_sim import SimRun
-from grpo_power.sim.step_model import Physics, StepModel, expected_rates, physics_for
+from grpo_power.sim.schedule import Schedule
+from grpo_power.sim.step_model import Physics, physics_for
 
 
 @dataclass(frozen=True)
@@ -67,52 +76,13 @@ class ArmPlan:
     settings: dict[str, Any]
 
 
-def simulate(
-    physics: Physics,
-    config: Config,
-    controller: Controller,
-    cap_w: float,
-    budget_s: float,
-    seed: int,
-    power_limit_w: float | None = None,
-) -> SimRun:
-    """One simulated run of ``budget_s`` seconds driven by ``controller`` (recorded)."""
-    run = SimRun(
-        StepModel(physics, config.workload, config.sim.prompt_tokens, power_limit_w),
-        config.workload,
-        config.telemetry.period_s,
-        config.arms.observation_window_s,
-        cap_w,
-        seed=seed,
-        jitter=config.sim.step_jitter,
-        record=True,
-    )
-    while run.t_s < budget_s:
-        action = controller.decide(observe(run))
-        run.step(action.concurrency, action.max_new_tokens)
-    return run
-
-
-def run_summary(run: SimRun, budget_s: float) -> dict[str, float]:
-    """Output (tokens in the budget, the last step pro rata), violation rate, mean power."""
-    tokens = 0.0
-    for step in run.steps:
-        share = min(1.0, max(0.0, (budget_s - step.start_s) / (step.end_s - step.start_s)))
-        tokens += step.tokens * share
-    index = np.concatenate([s.sample_index for s in run.steps])
-    power = np.concatenate([s.power_w for s in run.steps])[index * run.period_s < budget_s]
-    return {
-        "tokens": tokens,
-        "tokens_per_s": tokens / budget_s,
-        "violation_rate": float((power > run.cap_w).mean()) if power.size else 0.0,
-        "power_w": float(power.mean()) * power.shape[1] if power.size else 0.0,
-    }
-
-
-def tune_fixed_safe(physics: Physics, config: Config, cap_w: float) -> dict[str, Any]:
+def tune_fixed_safe(
+    physics: Physics, config: Config, cap_w: float, schedule: Schedule
+) -> dict[str, Any]:
     """The fixed-safe setting by the documented grid search (see the module docstring)."""
     w = config.workload
-    budget_s = config.sim.deployment(physics.name).budget_s * config.evaluate.tuning_budget_frac
+    budget_s = schedule.budget_s * config.evaluate.tuning_budget_frac
+    tuning = schedule.scaled(budget_s)
     percentile = config.arms.fixed_safe.percentile
     rows = []
     for concurrency in range(w.concurrency_bounds.min, w.concurrency_bounds.max + 1):
@@ -120,9 +90,11 @@ def tune_fixed_safe(physics: Physics, config: Config, cap_w: float) -> dict[str,
             controller = FixedController(concurrency, max_new_tokens)
             power, tokens = [], 0.0
             for seed in config.evaluate.tuning_seeds:
-                run = simulate(physics, config, controller, cap_w, budget_s, seed)
-                power.append(np.concatenate([s.power_w for s in run.steps]).ravel())
-                tokens += run_summary(run, budget_s)["tokens"]
+                run = simulate(physics, config, controller, cap_w, budget_s, seed, None, tuning)
+                power.append(
+                    np.concatenate([(s.power_w - s.cap_w).ravel() for s in run.steps]) + cap_w
+                )
+                tokens += run_outcome(run, budget_s, config.objective).tokens
             p_w = float(np.percentile(np.concatenate(power), percentile))
             rows.append(
                 {
@@ -166,50 +138,44 @@ def _threshold_grid(config: Config) -> list[ThresholdArmConfig]:
     return out
 
 
-def tune_threshold(physics: Physics, config: Config, cap_w: float) -> dict[str, Any]:
+def tune_threshold(
+    physics: Physics, config: Config, cap_w: float, schedule: Schedule
+) -> dict[str, Any]:
     """The threshold arm's settings by the documented grid search (see the module docstring)."""
     w = config.workload
-    budget_s = config.sim.deployment(physics.name).budget_s * config.evaluate.tuning_budget_frac
-    model = StepModel(physics, w, config.sim.prompt_tokens)
-    reference = expected_rates(
-        model.plan(w.concurrency, w.max_new_tokens, w.num_generations),
-        cap_w,
-        physics.model.params.noise_w,
-    )
+    budget_s = schedule.budget_s * config.evaluate.tuning_budget_frac
+    tuning = schedule.scaled(budget_s)
     rows = []
-    best: tuple[float, ThresholdArmConfig, int] | None = None
+    best: tuple[tuple[bool, float], ThresholdArmConfig, int] | None = None
     for settings in _threshold_grid(config):
         for max_new_tokens in w.max_new_tokens_bounds.levels():
-            rewards = []
+            outcomes = []
             for seed in config.evaluate.tuning_seeds:
                 controller = ThresholdController(
                     settings, w.concurrency_bounds, w.concurrency, max_new_tokens
                 )
-                summary = run_summary(
-                    simulate(physics, config, controller, cap_w, budget_s, seed), budget_s
-                )
-                rewards.append(
-                    step_reward(
-                        config.controller.reward,
-                        summary["tokens_per_s"],
-                        summary["violation_rate"],
-                        summary["power_w"],
-                        reference.tokens_per_s,
-                        reference.power_w * physics.gpus,
-                    )
-                )
-            reward = float(np.mean(rewards))
+                run = simulate(physics, config, controller, cap_w, budget_s, seed, None, tuning)
+                outcomes.append(run_outcome(run, budget_s, config.objective))
+            outcome = pooled(outcomes)
+            key = rank_key(outcome, config.objective)
             rows.append(
-                {**settings.model_dump(), "max_new_tokens": max_new_tokens, "reward": reward}
+                {
+                    **settings.model_dump(),
+                    "max_new_tokens": max_new_tokens,
+                    "tokens": outcome.tokens,
+                    "violation_rate": outcome.violation_rate,
+                    "breaker_excess_w": outcome.breaker_excess_w,
+                    "within_budget": key[0],
+                }
             )
-            if best is None or reward > best[0]:
-                best = (reward, settings, max_new_tokens)
+            if best is None or key > best[0]:
+                best = (key, settings, max_new_tokens)
     assert best is not None  # the grid always holds low < high pairs (validated below)
     return {
         "settings": best[1].model_dump(),
         "max_new_tokens": best[2],
         "start_concurrency": w.concurrency,
-        "criterion": "best mean reward on the tuning seeds",
+        "criterion": "the objective on the tuning seeds: most output within the budget",
         "candidates": rows,
     }
 
@@ -220,12 +186,16 @@ def arm_plans(
     config: Config,
     cap_w: float,
     controllers: dict[str, Path],
+    schedule: Schedule,
+    seeds: list[int],
 ) -> list[ArmPlan]:
     """How each arm runs on the deployment of ``physics`` (tuning the arms that need it).
 
     Args:
         arms: arm names; ``ppo`` and any ``ppo-*`` need a folder in ``controllers``.
         controllers: arm name -> PPO controller folder for this deployment.
+        schedule: the conditions over an evaluation run (tuning runs scale it).
+        seeds: the evaluation seeds (the oracle's hindsight).
     """
     w = config.workload
     plans = []
@@ -240,11 +210,11 @@ def arm_plans(
             settings = {"concurrency": c, "max_new_tokens": m, "source": "workload defaults"}
             plans.append(ArmPlan(arm, lambda c=c, m=m: FixedController(c, m), None, settings))
         elif arm == "fixed-safe":
-            tuned = tune_fixed_safe(physics, config, cap_w)
+            tuned = tune_fixed_safe(physics, config, cap_w, schedule)
             c, m = tuned["concurrency"], tuned["max_new_tokens"]
             plans.append(ArmPlan(arm, lambda c=c, m=m: FixedController(c, m), None, tuned))
         elif arm == "threshold":
-            tuned = tune_threshold(physics, config, cap_w)
+            tuned = tune_threshold(physics, config, cap_w, schedule)
             settings_t = ThresholdArmConfig(**tuned["settings"])
             m = tuned["max_new_tokens"]
 
@@ -252,17 +222,10 @@ def arm_plans(
                 return ThresholdController(s, w.concurrency_bounds, w.concurrency, m)
 
             plans.append(ArmPlan(arm, make_threshold, None, tuned))
-        elif arm == "oracle":
-            best = oracle_setting(physics, config, cap_w)
-            c, m = best.concurrency, best.max_new_tokens
-            settings = {
-                "concurrency": c,
-                "max_new_tokens": m,
-                "expected_reward": best.reward,
-                "expected_tokens_per_s": best.rates.tokens_per_s,
-                "expected_violation_rate": best.rates.violation_rate,
-            }
-            plans.append(ArmPlan(arm, lambda c=c, m=m: FixedController(c, m), None, settings))
+        elif arm in ("oracle", "oracle+hwcap"):
+            hardware = uses_hardware_tier(arm)
+            result = search_oracle(physics, config, cap_w, schedule, seeds, hardware)
+            plans.append(ArmPlan(arm, lambda r=result: r.controller(), None, result.settings()))
         elif arm == "ppo" or arm.startswith("ppo-"):
             if arm not in controllers:
                 raise ValueError(f"arm {arm!r} needs a trained controller folder")
@@ -287,16 +250,20 @@ def run_arm(
     cap_w: float,
     seeds: list[int],
     out: Path,
+    schedule: Schedule,
 ) -> None:
     """Run one arm over ``seeds`` and write its samples and steps into ``out``."""
-    budget_s = config.sim.deployment(physics.name).budget_s
+    budget_s = schedule.budget_s
     sample_frames, step_frames = [], []
-    for seed in seeds:
-        run = simulate(physics, config, plan.make(), cap_w, budget_s, seed, plan.power_limit_w)
+    for seed in tqdm(seeds, desc=f"{physics.name} {plan.arm}", unit="seed", leave=False):
+        run = simulate(
+            physics, config, plan.make(), cap_w, budget_s, seed, plan.power_limit_w, schedule
+        )
         index = np.concatenate([s.sample_index for s in run.steps])
         power = np.concatenate([s.power_w for s in run.steps])
+        caps = np.concatenate([np.full(len(s.sample_index), s.cap_w) for s in run.steps])
         keep = index * run.period_s < budget_s
-        index, power = index[keep], power[keep]
+        index, power, caps = index[keep], power[keep], caps[keep]
         gpus = power.shape[1]
         sample_frames.append(
             pd.DataFrame(
@@ -305,6 +272,7 @@ def run_arm(
                     "gpu": np.tile(np.arange(gpus, dtype=np.int16), len(index)),
                     "sample": np.repeat(index.astype(np.int64), gpus),
                     "power_w": power.ravel(),
+                    "cap_w": np.repeat(caps.astype(np.float32), gpus),
                 }
             )
         )
@@ -320,6 +288,7 @@ def run_arm(
                     "num_generations": [s.num_generations for s in run.steps],
                     "tokens": [s.tokens for s in run.steps],
                     "energy_j": [s.energy_j for s in run.steps],
+                    "cap_w": [s.cap_w for s in run.steps],
                 }
             )
         )
@@ -350,24 +319,33 @@ def evaluate_deployment(
     controllers: dict[str, Path],
     cap_w: float | None = None,
     seeds: list[int] | None = None,
+    schedule: list[Any] | None = None,
 ) -> dict[str, Any]:
     """Tune and run every arm on one deployment (nominal physics); write files into ``out``.
+
+    Args:
+        schedule: the scenario's schedule segments (``evaluate.scenarios[].schedule``); None or
+            empty = constant conditions.
 
     Returns the arms' settings (also written to ``out/arms.json``).
     """
     physics = physics_for(calibration, deployment, config)
     cap_w = float(cap_w if cap_w is not None else deployment_cap_w(config, deployment))
     seeds = list(seeds if seeds is not None else config.evaluate.seeds)
-    plans = arm_plans(arms, physics, config, cap_w, controllers)
-    for plan in plans:
-        run_arm(plan, physics, config, cap_w, seeds, out)
+    budget_s = config.sim.deployment(deployment).budget_s
+    timeline = Schedule.from_segments(schedule or [], budget_s, config.sim.completion_tokens)
+    plans = arm_plans(arms, physics, config, cap_w, controllers, timeline, seeds)
+    for plan in tqdm(plans, desc=f"{deployment} arms", unit="arm"):
+        run_arm(plan, physics, config, cap_w, seeds, out, timeline)
     info = {
         "simulated": True,
         "deployment": deployment,
         "gpus": physics.gpus,
         "cap_w": cap_w,
-        "budget_s": config.sim.deployment(deployment).budget_s,
+        "budget_s": budget_s,
         "seeds": seeds,
+        "objective": config.objective.model_dump(),
+        "schedule": [{"start_s": a, "end_s": b, **vars(c)} for a, b, c in timeline.segments()],
         "calibration_digest": calibration.digest(),
         "calibration_origin": calibration.origin,
         "arms": {plan.arm: plan.settings for plan in plans},

@@ -30,7 +30,16 @@ from grpo_power.analysis.reference import (
 )
 from grpo_power.atomic import write_atomic
 
-ARM_ORDER = ("uncontrolled", "fixed", "fixed-safe", "threshold", "ppo", "hwcap", "oracle")
+ARM_ORDER = (
+    "uncontrolled",
+    "fixed",
+    "fixed-safe",
+    "threshold",
+    "ppo",
+    "hwcap",
+    "oracle",
+    "oracle+hwcap",
+)
 FORMATS = ("pdf", "png")
 STYLE = {
     "context": "paper",
@@ -304,7 +313,9 @@ def fleet(fleet_windows: pd.DataFrame, scaling: pd.DataFrame, window_s: float) -
 def ppo_learning(controllers: dict[str, dict], curves: dict[str, pd.DataFrame | None]) -> Figure:
     """The PPO meta-controller's training: episode return against environment steps where the
     controller stage wrote a learning curve, and the trained and random policies' returns on
-    nominal physics (``controller.json``), per deployment."""
+    nominal physics (``controller.json``), per deployment; where the curve has the rollouts'
+    throughput and ``controller.json`` the oracle's, the throughput against the oracle's on a
+    second axis (the returns' multiplier changes during training; the throughput does not)."""
     names = list(controllers)
     fig, axes = _grid(len(names), 3, 3.4, 2.6)
     for ax, name in zip(axes, names, strict=False):
@@ -324,10 +335,23 @@ def ppo_learning(controllers: dict[str, dict], curves: dict[str, pd.DataFrame | 
             )
         ax.axhline(evaluation["trained_return"], color="C2", label="trained (nominal)")
         ax.axhline(evaluation["random_return"], color="C3", ls=":", label="random policy")
+        oracle = controllers[name].get("oracle")
+        if curve is not None and "tokens_per_s" in curve and oracle:
+            twin = ax.twinx()
+            twin.plot(
+                curve["timesteps"],
+                curve["tokens_per_s"],
+                color="C4",
+                lw=0.8,
+                label="rollout tokens/s",
+            )
+            twin.axhline(oracle["tokens_per_s"], color="C4", ls="--", label="oracle tokens/s")
+            twin.set_ylabel("tokens/s (rollouts; oracle dashed)", fontsize=7)
+            twin.legend(frameon=False, fontsize=6, loc="lower right")
         ax.set_title(f"{name}: PPO (SIMULATED)")
         ax.set_xlabel("environment steps (GRPO steps)")
         ax.set_ylabel("episode return")
-        ax.legend(frameon=False, fontsize=6)
+        ax.legend(frameon=False, fontsize=6, loc="upper left")
     fig.tight_layout()
     return fig
 

@@ -190,10 +190,18 @@ def _setup(infos: list[RunInfo], evaluate: tab.JsonFile, fleet: tab.JsonFile, ou
     deployments = tab.Table(
         "deployments",
         "Simulated deployments (SIMULATED; the evaluate stage's summary.json)",
-        ["deployment", "GPUs", "cap per GPU (W)", "time budget (s)", "seeds", "arms"],
+        ["deployment", "GPUs", "cap per GPU (W)", "time budget (s)", "seeds", "arms", "cap"],
         sources=[evaluate.path],
     )
     for name, info in evaluate.get("deployments").items():
+        oracle = info["arms"].get("oracle", {})
+        verdict = (
+            f"{oracle['verdict']} (lowest achievable {oracle['lowest_power_w']:.0f} W)"
+            if oracle.get("feasible") is False
+            else "feasible"
+            if oracle
+            else "no oracle arm"
+        )
         deployments.rows.append(
             [
                 name,
@@ -202,6 +210,7 @@ def _setup(infos: list[RunInfo], evaluate: tab.JsonFile, fleet: tab.JsonFile, ou
                 evaluate.num(f"deployments.{name}.budget_s", ",.0f"),
                 str(len(info["seeds"])),
                 ", ".join(info["arms"]),
+                verdict,
             ]
         )
     sizes = sorted({i.manifest["size"] for i in infos})

@@ -309,6 +309,8 @@ EVALUATION_COLS = (
     Col("seeds", "seeds"),
     Col("violation rate %", "violation_rate", ".2f", 100.0, ci=True),
     Col("exceedance %", "exceedance", ".2f", 100.0, ci=True),
+    Col("breaker-window exceedance %", "breaker_exceedance", ".2f", 100.0, ci=True),
+    Col("within budget", "within_budget"),
     Col("output (tokens)", "output_tokens", ",.0f", ci=True),
     Col("throughput (tokens/s)", "throughput", ",.1f", ci=True),
     Col("tokens per MJ", "tokens_per_mj", ",.0f", ci=True),

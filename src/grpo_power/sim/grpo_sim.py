@@ -21,6 +21,7 @@ from grpo_power.config import (
     WorkloadConfig,
 )
 from grpo_power.sim.calibration import Calibration
+from grpo_power.sim.schedule import Conditions, Schedule
 from grpo_power.sim.step_model import (
     ACTUATORS,
     StepModel,
@@ -39,6 +40,7 @@ class StepRecord:
         energy_j: true energy of all GPUs over the step, J.
         sample_index: indices ``k`` of the samples taken during the step (time ``k * period_s``).
         power_w: readings, shape (samples, gpus), W.
+        cap_w: the cap while the step ran, W.
     """
 
     start_s: float
@@ -50,10 +52,11 @@ class StepRecord:
     energy_j: float
     sample_index: np.ndarray
     power_w: np.ndarray
+    cap_w: float
 
-    def over_cap(self, cap_w: float) -> int:
-        """Per-GPU samples of this step above ``cap_w``."""
-        return int(np.count_nonzero(self.power_w > cap_w))
+    def over_cap(self) -> int:
+        """Per-GPU samples of this step above its cap."""
+        return int(np.count_nonzero(self.power_w > self.cap_w))
 
 
 def clamp(value: int, bounds: ActuatorBounds) -> int:
@@ -70,11 +73,13 @@ class SimRun:
         workload: actuator defaults and bounds.
         period_s: telemetry sample period, s.
         window_s: what an observation covers, s (``arms.observation_window_s``).
-        cap_w: the power cap, W.
+        cap_w: the power cap, W (the deployment's: a schedule scales it per segment).
         seed: seed of noise and phase-time jitter.
         jitter: relative standard deviation of each phase's duration per step.
         num_generations: group size of the run (fixed for a run, as in TRL).
         record: keep every step (for evaluation) or only the recent window (training).
+        schedule: conditions changing over the run (cap, completion length, derating); None =
+            constant, completions running to max new tokens.
     """
 
     model: StepModel
@@ -86,11 +91,13 @@ class SimRun:
     jitter: float = 0.0
     num_generations: int | None = None
     record: bool = False
+    schedule: Schedule | None = None
     t_s: float = 0.0
     steps: list[StepRecord] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.rng = np.random.default_rng(self.seed)
+        self.base_cap_w = self.cap_w
         self.concurrency = self.workload.concurrency
         self.max_new_tokens = self.workload.max_new_tokens
         if self.num_generations is None:
@@ -122,8 +129,18 @@ class SimRun:
     def step(self, concurrency: int | None = None, max_new_tokens: int | None = None) -> StepRecord:
         """Set the actuators given (None: unchanged) and run one GRPO step."""
         self.apply(concurrency, max_new_tokens)
-        plan = self.model.plan(self.concurrency, self.max_new_tokens, int(self.num_generations))
-        duration_s = plan.duration_s
+        conditions = self.conditions()
+        plan = self.model.plan(
+            self.concurrency,
+            self.max_new_tokens,
+            int(self.num_generations),
+            conditions.completion_tokens,
+        )
+        duration_s, power_w = plan.duration_s, plan.power_w
+        if conditions.slowdown != 1.0:
+            idle_w = self.model.physics.idle_w
+            duration_s = duration_s * conditions.slowdown
+            power_w = idle_w + (power_w - idle_w) / conditions.slowdown
         if self.jitter > 0:
             duration_s = duration_s * np.clip(
                 self.rng.normal(1.0, self.jitter, len(duration_s)), 0.5, 1.5
@@ -134,7 +151,7 @@ class SimRun:
         first = self._next_sample
         last = max(first, math.ceil(end_s / self.period_s - 1e-9))
         index = np.arange(first, last)
-        power = self._readings(index * self.period_s, start_s, bounds, plan.power_w)
+        power = self._readings(index * self.period_s, start_s, bounds, power_w)
         record = StepRecord(
             start_s=start_s,
             end_s=end_s,
@@ -142,19 +159,28 @@ class SimRun:
             max_new_tokens=self.max_new_tokens,
             num_generations=int(self.num_generations),
             tokens=plan.tokens,
-            energy_j=float(duration_s @ plan.power_w) * self.model.physics.gpus,
+            energy_j=float(duration_s @ power_w) * self.model.physics.gpus,
             sample_index=index,
             power_w=power,
+            cap_w=self.cap_w,
         )
         self.t_s, self._next_sample = end_s, last
         self.step_count += 1
         self.last_tokens_per_s = plan.tokens / (end_s - start_s)
-        self.last_power_w = float(plan.power_w[-1])
+        self.last_power_w = float(power_w[-1])
         if len(index):
             self._recent.append((index, power))
         if self.record:
             self.steps.append(record)
         return record
+
+    def conditions(self) -> Conditions:
+        """The schedule's conditions now (also sets the cap the next step runs under)."""
+        if self.schedule is None:
+            return _CONSTANT
+        conditions = self.schedule.at(self.t_s)
+        self.cap_w = self.base_cap_w * conditions.cap_frac
+        return conditions
 
     def _readings(
         self, t_s: np.ndarray, start_s: float, bounds: np.ndarray, power_w: np.ndarray
@@ -183,6 +209,9 @@ class SimRun:
         readings += true_w.astype(np.float32)[:, None]
         np.clip(readings, physics.idle_w, physics.model.peak_w, out=readings)
         return readings
+
+
+_CONSTANT = Conditions()
 
 
 def sweep_deployment(

@@ -5,8 +5,10 @@ phases, each with a duration and a steady power:
 
 1. generation, in chunks of ``concurrency`` sequences: per chunk a host-side setup
    (``gen_call_s``), a prefill of all the chunk's prompt tokens at once, and ``max_new_tokens``
-   decode steps of the whole chunk (random-weight models run every completion to the limit,
-   docs/design.md section 8). A decode step takes ``decode_base_ms + decode_ms_per_seq * batch``;
+   decode steps of the whole chunk, or fewer when completions end earlier (``completion_tokens``:
+   the end-of-sequence length, a calibrated parameter; random-weight models never end and run to
+   the limit, docs/design.md section 8). A decode step takes
+   ``decode_base_ms + decode_ms_per_seq * batch``;
 2. scoring on the CPU (GPU near idle);
 3. training in micro-batches of ``train_micro_batch`` sequences, time proportional to tokens;
 4. the optimizer step.
@@ -167,7 +169,7 @@ class StepModel:
         self.workload = workload
         self.prompt_tokens = prompt_tokens
         self.power_limit_w = power_limit_w
-        self._cache: dict[tuple[int, int, int], StepPlan] = {}
+        self._cache: dict[tuple[int, int, int], StepPlan] = {}  # key: c, tokens per completion, g
 
     def _mix(self, compute_s: float, gather_s: float, busy_frac: float) -> tuple[float, float]:
         """Duration (s) and power fraction of a phase with ``compute_s`` of compute and
@@ -205,9 +207,19 @@ class StepModel:
             (DECODE, decode_s * max_new_tokens, self._power_w(decode_frac)),
         ]
 
-    def plan(self, concurrency: int, max_new_tokens: int, num_generations: int) -> StepPlan:
-        """The phases of one step at these actuator values (cached)."""
-        key = (int(concurrency), int(max_new_tokens), int(num_generations))
+    def plan(
+        self,
+        concurrency: int,
+        max_new_tokens: int,
+        num_generations: int,
+        completion_tokens: int | None = None,
+    ) -> StepPlan:
+        """The phases of one step at these actuator values (cached); completions end at
+        ``completion_tokens`` when that is below ``max_new_tokens`` (None: at the limit)."""
+        length = int(max_new_tokens)
+        if completion_tokens is not None:
+            length = max(1, min(length, int(completion_tokens)))
+        key = (int(concurrency), length, int(num_generations))
         cached = self._cache.get(key)
         if cached is not None:
             return cached

@@ -1,0 +1,104 @@
+"""The oracle against the simulator (SIMULATED): over random small scenarios no arm produces
+more than the oracle within the violation budget, and an infeasible cap is called so."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from grpo_power.analysis.objective import meets_budget, pooled
+from grpo_power.config import Config, load_config, oracle_for
+from grpo_power.control.controllers import FixedController
+from grpo_power.control.rollout import arm_plans
+from grpo_power.control.simulate import run_outcome, simulate
+from grpo_power.sim.calibration import default_calibration
+from grpo_power.sim.schedule import Conditions, Schedule
+from grpo_power.sim.step_model import physics_for
+from tests.conftest import REPO
+
+ARMS = ["uncontrolled", "fixed", "fixed-safe", "threshold", "hwcap", "oracle", "oracle+hwcap"]
+
+
+def small_config(budget_s: float) -> Config:
+    """A small step (8 sequences) so that steps are short against the schedule's segments, as
+    in the study (steps of seconds, budgets of 15-60 minutes)."""
+    return load_config(
+        REPO / "config" / "config.yaml",
+        {
+            "workload": {
+                "prompts_per_step": 2,
+                "num_generations": 4,
+                "concurrency": 8,
+                "concurrency_bounds": {"min": 1, "max": 8},
+            },
+            "sim": {
+                "deployments": [{"name": "7b", "gpus": 1, "params_b": 7.6, "budget_s": budget_s}]
+            },
+            "evaluate": {
+                "seeds": [0, 1, 2, 3, 4],
+                "tuning_seeds": [1000],
+                "threshold_grid": {
+                    "high_frac_of_cap": [0.95, 1.0],
+                    "low_frac_of_cap": [0.9],
+                    "decrease_factor": [0.5],
+                },
+                "oracle_power_limit_fracs": [0.95, 1.0],
+            },
+            "objective": {"breaker_window_s": 10.0},
+        },
+    )
+
+
+def random_schedule(rng: np.random.Generator, budget_s: float) -> Schedule:
+    """Constant, or two segments with a lower cap or shorter completions in the second."""
+    kind = rng.integers(3)
+    if kind == 0:
+        return Schedule.constant(budget_s)
+    second = (
+        Conditions(cap_frac=float(rng.uniform(0.7, 0.9)))
+        if kind == 1
+        else Conditions(completion_tokens=int(rng.integers(10, 40)))
+    )
+    return Schedule((0.0, budget_s / 2), (Conditions(), second), budget_s)
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_no_arm_beats_the_oracle_within_the_budget(case):
+    rng = np.random.default_rng(100 + case)
+    budget_s = 120.0
+    config = small_config(budget_s)
+    physics = physics_for(default_calibration(config), "7b", config)
+    cap_w = float(rng.uniform(0.83, 0.92) * physics.model.gpu.nameplate_w)
+    schedule = random_schedule(rng, budget_s)
+    seeds = config.evaluate.seeds
+    plans = {p.arm: p for p in arm_plans(ARMS, physics, config, cap_w, {}, schedule, seeds)}
+    outcomes = {}
+    for arm, plan in plans.items():
+        runs = [
+            simulate(physics, config, plan.make(), cap_w, budget_s, s, plan.power_limit_w, schedule)
+            for s in seeds
+        ]
+        outcomes[arm] = pooled([run_outcome(r, budget_s, config.objective) for r in runs])
+    for arm, outcome in outcomes.items():
+        within = meets_budget(outcome.violation_rate, outcome.breaker_excess_w, config.objective)
+        own = oracle_for(arm)
+        if within and arm != own:
+            # an arm within the budget means its oracle found the budget feasible, and more
+            assert plans[own].settings["feasible"], (arm, own)
+            assert outcome.tokens <= outcomes[own].tokens * (1 + 1e-9), (arm, outcome, own)
+
+
+def test_an_unreachable_cap_is_called_infeasible_with_the_lowest_power():
+    config = small_config(120.0)
+    physics = physics_for(default_calibration(config), "7b", config)
+    cap_w = physics.idle_w + 20.0  # below what the training pass alone draws
+    schedule = Schedule.constant(120.0)
+    plan = arm_plans(["oracle"], physics, config, cap_w, {}, schedule, [0, 1, 2, 3, 4])[0]
+    assert not plan.settings["feasible"]
+    assert plan.settings["verdict"] == "cap infeasible for this deployment with these actuators"
+    # the lowest power it reports is what the simulator gives its setting, and no searched
+    # corner of the actuators draws less
+    lowest = plan.settings["lowest_power_w"]
+    for c, m in ((1, 8), (1, 64), (8, 8), (plan.settings["concurrency"], 8)):
+        run = simulate(physics, config, FixedController(c, m), cap_w, 120.0, 0)
+        assert run_outcome(run, 120.0, config.objective).mean_power_w >= lowest - 2.0
