@@ -249,9 +249,16 @@ def test_levels_and_sweeps(config):
     assert ActuatorBounds(min=8, max=64).levels() == [8, 16, 32, 64]
     assert ActuatorBounds(min=3, max=20).levels() == [3, 4, 8, 16, 20]
     assert ActuatorBounds(min=1, max=32).levels() == [1, 2, 4, 8, 16, 32]
+    assert ActuatorBounds(min=0, max=8).levels() == [0, 1, 2, 4, 8]
     rows = sweep_deployment(default_calibration(config), "72b", config, seed=0)
     frame = pd.DataFrame(rows)
-    assert set(frame["actuator"]) == {"concurrency", "max_new_tokens", "num_generations"}
+    assert set(frame["actuator"]) == {
+        "concurrency",
+        "max_new_tokens",
+        "num_generations",
+        "train_micro_batch",
+        "pause_s",
+    }
     assert (frame["steps"] >= config.sim.sweep_min_steps).all()
     assert (frame["data"] == "simulated").all()
     assert frame.groupby("actuator")["default"].sum().eq(1).all()

@@ -32,10 +32,10 @@ from typing import Any
 import pandas as pd
 
 from grpo_power.atomic import write_csv_atomic, write_json_atomic, write_text_atomic
+from grpo_power.config.workload import ONLINE_ACTUATORS
 from grpo_power.layout import IDENTIFY
 from grpo_power.stage_files import read_json, require_keys
 
-ONLINE = {"concurrency": True, "max_new_tokens": True, "num_generations": False}
 STUDY_RETAINED_CONCURRENCY = (17.0, 22.0)  # %, docs/design.md section 1 (72B, concurrency alone)
 SWEEP_COLUMNS = (
     "deployment",
@@ -102,7 +102,7 @@ def authority_table(
                 "deployment": deployment,
                 "gpus": int(high["gpus"]),
                 "actuator": actuator,
-                "online": ONLINE.get(actuator, False),
+                "online": actuator in ONLINE_ACTUATORS,
                 "level_low": int(low["level"]),
                 "level_high": int(high["level"]),
                 "power_low_w": float(low["mean_power_w"]),

@@ -89,7 +89,7 @@ def simulate(
     )
     while run.t_s < budget_s:
         action = controller.decide(observe(run))
-        run.step(action.concurrency, action.max_new_tokens)
+        run.step(**action.settings())
     return run
 
 
@@ -317,6 +317,8 @@ def run_arm(
                     "end_s": [s.end_s for s in run.steps],
                     "concurrency": [s.concurrency for s in run.steps],
                     "max_new_tokens": [s.max_new_tokens for s in run.steps],
+                    "train_micro_batch": [s.train_micro_batch for s in run.steps],
+                    "pause_s": [s.pause_s for s in run.steps],
                     "num_generations": [s.num_generations for s in run.steps],
                     "tokens": [s.tokens for s in run.steps],
                     "energy_j": [s.energy_j for s in run.steps],
