@@ -97,6 +97,8 @@ def test_hwcap_is_rejected_without_nvml(config: Config, tmp_path: Path) -> None:
         ValueError, match=r"hwcap.*needs real GPUs, root and `telemetry\.source: nvml`"
     ):
         controller_for_arm("hwcap", config, tmp_path)
+    with pytest.raises(ValueError, match=r"ppo\+hwcap.*needs real GPUs"):
+        controller_for_arm("ppo+hwcap", config, tmp_path)
     with pytest.raises(ValueError, match="unknown arm 'ppo2'"):
         controller_for_arm("ppo2", config, tmp_path)
 

@@ -30,7 +30,16 @@ from grpo_power.analysis.reference import (
 )
 from grpo_power.atomic import write_atomic
 
-ARM_ORDER = ("uncontrolled", "fixed", "fixed-safe", "threshold", "ppo", "hwcap", "oracle")
+ARM_ORDER = (
+    "uncontrolled",
+    "fixed",
+    "fixed-safe",
+    "threshold",
+    "ppo",
+    "hwcap",
+    "ppo+hwcap",
+    "oracle",
+)
 FORMATS = ("pdf", "png")
 STYLE = {
     "context": "paper",

@@ -28,7 +28,7 @@ from trl import GRPOConfig
 
 from grpo_power.atomic import write_json_atomic
 from grpo_power.callbacks import PowerCallback
-from grpo_power.config import Config
+from grpo_power.config import HARDWARE_LIMIT_ARMS, Config
 from grpo_power.control.controllers import Controller
 from grpo_power.telemetry.factory import open_source
 from grpo_power.telemetry.monitor import PowerMonitor
@@ -163,7 +163,7 @@ def run_grpo(
     monitor: PowerMonitor | None = None
     if local_rank == 0:
         source = open_source(config, signal)
-        if arm == "hwcap":  # controllers_for_arm has checked that the source is NVML
+        if arm in HARDWARE_LIMIT_ARMS:  # controller_for_arm has checked that the source is NVML
             source.set_power_limit_w(config.cap_w)  # type: ignore[attr-defined]
         metadata = trace_metadata(
             source,
