@@ -184,9 +184,7 @@ def study_comparison(table: pd.DataFrame) -> list[str]:
     for _, r in rows.iterrows():
         name, figure = STUDY_AUTHORITY_72B.get(r["actuator"], ("-", float("nan")))
         study = "n/a" if not math.isfinite(figure) else f"{figure:g} %"
-        lines.append(
-            f"| {r['actuator']} | {name} | {100 * abs(r['authority']):.1f} % | {study} |"
-        )
+        lines.append(f"| {r['actuator']} | {name} | {100 * abs(r['authority']):.1f} % | {study} |")
     return lines
 
 
