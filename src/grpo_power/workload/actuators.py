@@ -58,7 +58,7 @@ class Actuators:
         self.available = tuple(
             name
             for name in ACTUATORS
-            if (name not in _ON_TRAINER or hasattr(trainer, name))
+            if (name not in _ON_TRAINER or getattr(trainer, name, None) is not None)
             and (name != "pause_s" or name in bounds)
         )
         missing = set(self.available) - set(bounds)

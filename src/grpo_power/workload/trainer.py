@@ -72,12 +72,13 @@ class PowerAwareGRPOTrainer(GRPOTrainer):
     Args:
         signal: where phases are announced (drives the simulated GPU).
         concurrency: initial generation concurrency, sequences per generate call.
-        train_micro_batch: initial training chunk, sequences per forward/backward.
+        train_micro_batch: initial training chunk, sequences per forward/backward (None: each
+            batch TRL hands to ``training_step`` is trained whole, and the chunk is no actuator).
         *args, **kwargs: passed to :class:`trl.GRPOTrainer`.
 
     Raises:
-        ValueError: vLLM generation, a loss type or a setting whose loss is not a sum over
-            chunks (top-entropy masking, the entropy bonus).
+        ValueError: vLLM generation; with a training chunk, a loss type or a setting whose loss
+            is not a sum over chunks (top-entropy masking, the entropy bonus).
     """
 
     def __init__(
@@ -85,7 +86,7 @@ class PowerAwareGRPOTrainer(GRPOTrainer):
         *args: Any,
         signal: WorkloadSignal,
         concurrency: int,
-        train_micro_batch: int,
+        train_micro_batch: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
@@ -94,12 +95,13 @@ class PowerAwareGRPOTrainer(GRPOTrainer):
                 "the concurrency actuator drives the transformers generation path; "
                 "vLLM's max_num_seqs is a later step"
             )
-        if self.loss_type not in CHUNK_WEIGHT:
+        chunked = train_micro_batch is not None
+        if chunked and self.loss_type not in CHUNK_WEIGHT:
             raise ValueError(
                 f"loss_type {self.loss_type!r}: the training-chunk actuator knows how to split "
                 f"{sorted(CHUNK_WEIGHT)}"
             )
-        if self.top_entropy_quantile < 1.0 or self._entropy_bonus_enabled:
+        if chunked and (self.top_entropy_quantile < 1.0 or self._entropy_bonus_enabled):
             raise ValueError(
                 "top_entropy_quantile < 1 and entropy_coef are per-chunk statistics: the "
                 "training-chunk actuator would change the gradient; leave them at their defaults"
@@ -171,7 +173,8 @@ class PowerAwareGRPOTrainer(GRPOTrainer):
         if not model.training:
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         size = int(inputs["completion_ids"].size(0))
-        chunk = max(1, min(int(self.train_micro_batch), size))  # read on every step
+        wanted = size if self.train_micro_batch is None else int(self.train_micro_batch)
+        chunk = max(1, min(wanted, size))  # read on every step
         spans = [(first, min(size, first + chunk)) for first in range(0, size, chunk)]
         done: torch.Tensor | float = 0.0
         for first, last in spans[:-1]:
@@ -191,7 +194,7 @@ class PowerAwareGRPOTrainer(GRPOTrainer):
         self.step_stats.train_chunks += 1
         part = _rows(inputs, first, last, size)
         loss = super().compute_loss(model, part, False, num_items_in_batch)
-        weight_of = CHUNK_WEIGHT[self.loss_type]
+        weight_of = CHUNK_WEIGHT.get(self.loss_type, "one")  # one chunk: any loss type
         if weight_of == "sequences":
             return loss * ((last - first) / size)
         if weight_of == "tokens":
