@@ -210,3 +210,69 @@ def test_the_loss_of_authority_comes_from_the_gathers(simulated_table):
         ungathered.loc[("72b", "num_generations"), "authority"]
         > table.loc[("72b", "num_generations"), "authority"] * 2
     )
+
+
+def test_a_pause_dilutes_power_by_its_share_of_the_step(simulated_table):
+    """The pause's authority is the duty cycle's: the mean power at a pause of P seconds is the
+    step's energy plus P seconds of idle over the step's time plus P (computed here from the
+    noise-free plan); a fixed pause weighs less on longer steps (7b > 14b > 72b)."""
+    from grpo_power.sim.step_model import StepModel, physics_for
+
+    config, _, table = simulated_table
+    calibration = default_calibration(config)  # the fixture's is changed by the gathers test
+    w = config.workload
+    for name in ("7b", "14b", "72b"):
+        physics = physics_for(calibration, name, config)
+        plan = StepModel(physics, w, config.sim.prompt_tokens).plan(
+            w.concurrency, w.max_new_tokens, w.num_generations
+        )
+        pause_s = w.pause_s_bounds.max
+        expected_w = (plan.energy_j + physics.idle_w * pause_s) / (plan.step_s + pause_s)
+        assert table.loc[(name, "pause_s"), "power_high_w"] == pytest.approx(expected_w, rel=0.03)
+        assert table.loc[(name, "pause_s"), "authority"] < 0
+    magnitude = [-table.loc[(n, "pause_s"), "authority"] for n in ("7b", "14b", "72b")]
+    assert magnitude[0] > magnitude[1] > magnitude[2]
+
+
+def test_the_training_chunk_amortises_the_gathers(simulated_table):
+    """Without gathers (7b) a training chunk's time is proportional to its tokens, so the chunk
+    size moves power but not throughput; on the sharded 72b every chunk pays its gathers, so a
+    larger chunk is faster as well as more occupied."""
+    config, _, table = simulated_table
+    calibration = default_calibration(config)  # the fixture's is changed by the gathers test
+    rows = pd.DataFrame(sweep_deployment(calibration, "7b", config, seed=0))
+    rows = pd.concat([rows, pd.DataFrame(sweep_deployment(calibration, "72b", config, seed=0))])
+    chunk = rows[rows["actuator"] == "train_micro_batch"].set_index(["deployment", "level"])
+    low, high = (
+        config.workload.train_micro_batch_bounds.min,
+        config.workload.train_micro_batch_bounds.max,
+    )
+    assert chunk.loc[("7b", high), "tokens_per_s"] == pytest.approx(
+        chunk.loc[("7b", low), "tokens_per_s"], rel=1e-9
+    )
+    assert chunk.loc[("72b", high), "tokens_per_s"] > 1.5 * chunk.loc[("72b", low), "tokens_per_s"]
+    for name in ("7b", "72b"):
+        assert table.loc[(name, "train_micro_batch"), "authority"] > 0  # occupancy: more power
+
+
+def test_new_actuators_enter_the_action_space_only_when_selected(simulated_table):
+    from grpo_power.sim.step_model import ONLINE_ACTUATORS
+
+    config, _, table = simulated_table
+    rows = table.reset_index().to_dict(orient="records")
+    for name in ("7b", "14b", "72b"):
+        space = ControlSpace.from_authority(rows, name, config.workload)
+        selected = {a for a in ONLINE_ACTUATORS if table.loc[(name, a), "selected"]}
+        assert set(space.actuators) == selected
+        assert set(space.holds) == set(ONLINE_ACTUATORS) - selected
+        action = space.to_action(-np.ones(len(space.actuators)))
+        for actuator in ONLINE_ACTUATORS:  # driven: the lower bound; held: the hold level
+            expected = (
+                getattr(config.workload, f"{actuator}_bounds").min
+                if actuator in selected
+                else int(table.loc[(name, actuator), "hold_level"])
+            )
+            assert getattr(action, actuator) == expected
+    text = markdown(table.reset_index())
+    assert "beside the study's 72B authority sweep" in text
+    assert "| pause_s | inter-batch pause |" in text and "| 6.3 % |" in text

@@ -554,6 +554,13 @@ CASES: list[Case] = [
         ["policy.npz", "expected the actor's arrays", "unreadable file"],
     ),
     Case(
+        "evaluate-controller-older-observation",
+        "a controller trained on the 7-value observation of before the training-chunk actuator",
+        ("controller", {"meta": {"observation": {"mean": [0.0] * 7}}}),
+        [*EVALUATE, "--controllers", "{input}"],
+        ["controller.json", "observation.mean", "expected 9 values", "got 7", "retrain"],
+    ),
+    Case(
         "evaluate-calibration-other-deployments",
         "calibration of deployments the config does not have (h100-8b)",
         ("calibration", {"rename": {"7b": "h100-8b", "14b": "h100-16b", "72b": "h100-80b"}}),

@@ -98,7 +98,7 @@ def test_env_speaks_the_run_contract_and_scores_rates(config):
     env = GrpoPowerEnv(config, default_calibration(config), "72b", space, randomize=False)
     obs, info = env.reset(seed=0)
     assert info["cap_w"] == 220.0  # the deployment's own cap
-    first = Observation(0.0, 0.0, 0.0, 0.0, 32, 32, 0.0, 220.0, 0)
+    first = Observation(0.0, 0.0, 0.0, 0.0, 32, 32, 0.0, 220.0, 0, train_micro_batch=4)
     np.testing.assert_array_equal(obs, first.to_array())
     obs, reward, terminated, truncated, info = env.step(np.array([-1.0], dtype=np.float32))
     assert (info["concurrency"], info["max_new_tokens"]) == (1, 64)  # driven, held

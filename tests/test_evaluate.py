@@ -205,6 +205,8 @@ def test_identify_writes_the_table_and_calibration(small_study):
         "concurrency",
         "max_new_tokens",
         "num_generations",
+        "train_micro_batch",
+        "pause_s",
     }
     calibration = json.loads((results / "identify" / "calibration.json").read_text())
     assert calibration["simulated"] is True and "7b" in calibration["deployments"]
@@ -227,7 +229,8 @@ def test_study_evaluation_reports_every_arm_with_intervals(small_study):
     metrics = pd.read_csv(folder / "metrics.csv")
     assert len(metrics) == len(SIM_ARM_NAMES) * 5
     ratios = pd.read_csv(folder / "ratios.csv")
-    assert set(ratios["controller"]) == {"ppo"}  # the study's own setting: no retraining
+    # the study's own setting: no retraining; the ppo controller alone and over the hardware limit
+    assert set(ratios["controller"]) == {"ppo", "ppo+hwcap"}
     table = (folder / "table.md").read_text()
     assert "SIMULATED" in table and "c=32, m=32" in table  # the fixed arm's workload defaults
     arms = json.loads((folder / "7b" / "arms.json").read_text())["arms"]
@@ -245,6 +248,10 @@ def test_study_evaluation_reports_every_arm_with_intervals(small_study):
     # the fixed arm's violations are far above the oracle's (the cap binds at the defaults)
     by_arm = summary.set_index("arm")
     assert by_arm.loc["fixed", "violation_rate"] > 5 * by_arm.loc["oracle", "violation_rate"]
+    # ppo+hwcap: the ppo controller over the GPU power limit at the cap, which holds power
+    assert arms["ppo+hwcap"]["power_limit_w"] == 320.0
+    assert arms["ppo+hwcap"]["folder"] == arms["ppo"]["folder"]
+    assert by_arm.loc["ppo+hwcap", "violation_rate"] < by_arm.loc["fixed", "violation_rate"] / 5
     assert "targets met" in outputs["study"].output
 
 

@@ -85,7 +85,12 @@ def test_no_arm_beats_the_oracle_within_the_budget(case):
         if within and arm != own:
             # an arm within the budget means its oracle found the budget feasible, and more
             assert plans[own].settings["feasible"], (arm, own)
-            assert outcome.tokens <= outcomes[own].tokens * (1 + 1e-9), (arm, outcome, own)
+            # the plan switches settings at its segments' starts; the step in flight at a
+            # switch still runs at the old setting, so each switch may cost up to one step
+            switches = len(plans[own].settings["segments"]) - 1
+            step_tokens = plans[own].settings["max_step_tokens"]
+            slack = switches * step_tokens
+            assert outcome.tokens <= outcomes[own].tokens + slack + 1e-6, (arm, outcome, own)
 
 
 def test_an_unreachable_cap_is_called_infeasible_with_the_lowest_power():

@@ -26,7 +26,9 @@ from grpo_power.sim.grpo_sim import SimRun, sweep_deployment
 from grpo_power.sim.step_model import (
     DECODE,
     OPTIMIZER,
+    PAUSE,
     PREFILL,
+    TRAIN,
     StepModel,
     expected_rates,
     physics_for,
@@ -169,6 +171,32 @@ def test_hardware_limit_holds_power_and_slows_phases(config):
     assert segment_power(held, OPTIMIZER) == segment_power(plan, OPTIMIZER)
 
 
+def test_a_pause_adds_idle_time_and_no_tokens(config):
+    g = config.workload.num_generations
+    model = model_for(config)
+    plan, paused = model.plan(32, 32, g), model.plan(32, 32, g, pause_s=3)
+    assert paused.tokens == plan.tokens
+    assert paused.step_s == pytest.approx(plan.step_s + 3.0)
+    assert paused.energy_j == pytest.approx(plan.energy_j + 3.0 * model.physics.idle_w)
+    assert segment_time(paused, PAUSE) == 3.0 and not (plan.kind == PAUSE).any()
+
+
+def test_the_training_chunk_sets_the_training_occupancy(config):
+    """A larger chunk draws more power in the training phase; on the gather-free 7b its time
+    follows tokens only, so a size that leaves a remainder chunk (5: six chunks and one of 2)
+    trains the step's 32 sequences in the same time as a divisor does."""
+    g = config.workload.num_generations
+    model = model_for(config)
+    small, large, uneven = (model.plan(32, 32, g, train_micro_batch=k) for k in (1, 8, 5))
+    assert segment_power(large, TRAIN) > segment_power(small, TRAIN)
+    assert segment_time(uneven, TRAIN) == pytest.approx(segment_time(large, TRAIN))
+    assert (uneven.kind == TRAIN).sum() == 2  # the chunks of 5 and the remainder
+    run = SimRun(model, config.workload, 0.1, 5.0, config.cap_w, seed=0)
+    record = run.step(train_micro_batch=1000, pause_s=-4)  # clamped to the bounds
+    bounds = config.workload.train_micro_batch_bounds, config.workload.pause_s_bounds
+    assert (record.train_micro_batch, record.pause_s) == (bounds[0].max, bounds[1].min)
+
+
 # --------------------------------------------------------------------------------------------
 # telemetry and runs
 
@@ -251,9 +279,16 @@ def test_levels_and_sweeps(config):
     assert ActuatorBounds(min=8, max=64).levels() == [8, 16, 32, 64]
     assert ActuatorBounds(min=3, max=20).levels() == [3, 4, 8, 16, 20]
     assert ActuatorBounds(min=1, max=32).levels() == [1, 2, 4, 8, 16, 32]
+    assert ActuatorBounds(min=0, max=8).levels() == [0, 1, 2, 4, 8]
     rows = sweep_deployment(default_calibration(config), "72b", config, seed=0)
     frame = pd.DataFrame(rows)
-    assert set(frame["actuator"]) == {"concurrency", "max_new_tokens", "num_generations"}
+    assert set(frame["actuator"]) == {
+        "concurrency",
+        "max_new_tokens",
+        "num_generations",
+        "train_micro_batch",
+        "pause_s",
+    }
     assert (frame["steps"] >= config.sim.sweep_min_steps).all()
     assert (frame["data"] == "simulated").all()
     assert frame.groupby("actuator")["default"].sum().eq(1).all()

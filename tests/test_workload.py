@@ -6,9 +6,11 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 from grpo_power.config import Config
 from grpo_power.control.contract import Action, Observation
@@ -42,7 +44,14 @@ def test_actuators_change_the_next_generation_and_are_clamped(
         return original(completions, **kwargs)
 
     monkeypatch.setattr(runner, "format_reward", counting_format_reward)
-    controller = ScriptedController([Action(4, 8), Action(16, 40), Action(32, 8), Action(1000, 1)])
+    controller = ScriptedController(
+        [
+            Action(4, 8, train_micro_batch=2),
+            Action(16, 40, train_micro_batch=8, pause_s=1),
+            Action(32, 8, train_micro_batch=5, pause_s=0),
+            Action(1000, 1, train_micro_batch=1000),
+        ]
+    )
     result = runner.run_grpo(
         config, "scripted", 0, tmp_path, controller, steps=4, show_progress=False
     )
@@ -50,6 +59,14 @@ def test_actuators_change_the_next_generation_and_are_clamped(
     # 32 sequences per step: concurrency 4 -> 8 generate calls, 16 -> 2, 32 -> 1.
     assert steps["generate_calls"].tolist() == [8, 2, 1, 1]
     assert steps["sequences"].tolist() == [32, 32, 32, 32]
+    # The training pass runs in chunks of the step's train_micro_batch: 32 / 2, 32 / 8,
+    # 32 / 5 (six of 5 and a remainder of 2), and the bound 8.
+    assert steps["train_chunks"].tolist() == [16, 4, 7, 4]
+    assert steps["train_micro_batch"].tolist() == [2, 8, 5, 8]
+    # The pause: step 2 idles a second before generating, inside its wall time.
+    assert steps["pause_s"].tolist() == [0, 1, 0, 0]
+    second = steps.iloc[1]
+    assert second["end_s"] - second["start_s"] >= 1.0 + second["generate_s"] + second["train_s"]
     # Completion lengths follow max_new_tokens (a random model rarely stops early).
     assert steps["max_completion_tokens"].tolist()[0] <= 8
     assert 8 < steps["max_completion_tokens"].tolist()[1] <= 40
@@ -59,6 +76,8 @@ def test_actuators_change_the_next_generation_and_are_clamped(
     assert (last["action_concurrency"], last["concurrency"]) == (1000, 32)
     assert (last["action_max_new_tokens"], last["max_new_tokens"]) == (1, 8)
     assert bool(last["clamped_concurrency"]) and bool(last["clamped_max_new_tokens"])
+    assert (last["action_train_micro_batch"], last["train_micro_batch"]) == (1000, 8)
+    assert bool(last["clamped_train_micro_batch"])
     assert not steps["clamped_concurrency"].iloc[:3].any()
     # Token counts in the log equal the completion ids TRL handed to the reward function.
     assert steps["completion_tokens"].tolist() == counted
@@ -78,6 +97,8 @@ def test_hwcap_is_rejected_without_nvml(config: Config, tmp_path: Path) -> None:
         ValueError, match=r"hwcap.*needs real GPUs, root and `telemetry\.source: nvml`"
     ):
         controller_for_arm("hwcap", config, tmp_path)
+    with pytest.raises(ValueError, match=r"ppo\+hwcap.*needs real GPUs"):
+        controller_for_arm("ppo+hwcap", config, tmp_path)
     with pytest.raises(ValueError, match="unknown arm 'ppo2'"):
         controller_for_arm("ppo2", config, tmp_path)
 
@@ -170,3 +191,67 @@ def test_two_process_zero3_run_matches_a_single_process_run(tmp_path: Path) -> N
         assert trace.complete and len(trace.frame) > 5
     manifest = json.loads((folders["zero3"] / "manifest.json").read_text())
     assert manifest["config"]["run_sizes"][0]["zero_stage"] == 3
+
+
+def _tiny_trainer(config: Config, tmp_path: Path) -> Any:
+    """A PowerAwareGRPOTrainer on the tiny model (built locally), training chunk 4."""
+    from grpo_power.telemetry.signals import WorkloadSignal
+    from grpo_power.workload.models import load_model
+    from grpo_power.workload.task import arithmetic_dataset, exact_answer_reward
+    from grpo_power.workload.trainer import PowerAwareGRPOTrainer
+
+    device = torch.device("cpu")
+    model, tokenizer = load_model(config.workload, device)
+    return PowerAwareGRPOTrainer(
+        model=model,
+        reward_funcs=[exact_answer_reward],
+        args=runner._grpo_args(config, tmp_path, 0, 1, device),
+        train_dataset=arithmetic_dataset(16, 0),
+        processing_class=tokenizer,
+        signal=WorkloadSignal(),
+        concurrency=32,
+        train_micro_batch=4,
+    )
+
+
+def _batch(vocab: int, sequences: int = 8) -> dict[str, torch.Tensor]:
+    """A TRL training batch of ``sequences`` completions of different lengths."""
+    rng = torch.Generator().manual_seed(0)
+    lengths = torch.tensor([6, 1, 4, 6, 2, 5, 3, 6])[:sequences]
+    completion_mask = (torch.arange(6)[None, :] < lengths[:, None]).long()
+    return {
+        "prompt_ids": torch.randint(0, vocab, (sequences, 5), generator=rng),
+        "prompt_mask": torch.ones(sequences, 5, dtype=torch.long),
+        "completion_ids": torch.randint(0, vocab, (sequences, 6), generator=rng),
+        "completion_mask": completion_mask,
+        "advantages": torch.randn(sequences, generator=rng),
+        "num_items_in_batch": completion_mask.sum(),
+    }
+
+
+def test_the_training_chunk_leaves_the_gradient_unchanged(config: Config, tmp_path: Path) -> None:
+    trainer = _tiny_trainer(config, tmp_path)
+    trainer.current_gradient_accumulation_steps = 1  # what the training loop sets (runner: 1)
+    model = trainer.model
+    model.train()
+    inputs = _batch(model.config.vocab_size)
+
+    def gradient(chunk: int) -> tuple[torch.Tensor, float, int]:
+        model.zero_grad()
+        trainer.train_micro_batch = chunk
+        before = trainer.step_stats.train_chunks
+        loss = trainer.compute_loss(model, inputs)
+        trainer.accelerator.backward(loss)
+        grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+        return grads, float(loss), trainer.step_stats.train_chunks - before
+
+    # Per sequence, per token and per generation-batch normalised losses (TRL's loss types).
+    for loss_type in ("dapo", "grpo", "bnpo"):
+        trainer.loss_type = loss_type
+        whole, whole_loss, chunks = gradient(8)  # one chunk: TRL's own loss of the whole batch
+        assert chunks == 1 and whole.norm() > 0
+        for chunk, expected_chunks in ((4, 2), (3, 3), (2, 4), (1, 8)):  # 3: a remainder of 2
+            grads, loss, chunks = gradient(chunk)
+            assert chunks == expected_chunks
+            assert float((grads - whole).norm() / whole.norm()) < 1e-5, (loss_type, chunk)
+            assert loss == pytest.approx(whole_loss, rel=1e-5, abs=1e-7)

@@ -21,7 +21,7 @@ from grpo_power.config import Config
 RESULT_FREE_WORKLOAD = frozenset({"cache_dir", "checkpoint_every_steps", "report_to"})
 RESULT_FREE_TELEMETRY = frozenset({"flush_s"})
 # Arms whose actions depend on the cap (uncontrolled and fixed never look at it).
-CAPPED_ARMS = frozenset({"fixed-safe", "threshold", "ppo", "hwcap"})
+CAPPED_ARMS = frozenset({"fixed-safe", "threshold", "ppo", "hwcap", "ppo+hwcap"})
 
 
 def result_config(data: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,5 @@
 # Shared by every stage: the validated config and the input functions.
+import re
 from pathlib import Path
 
 from snakemake.utils import validate

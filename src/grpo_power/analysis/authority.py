@@ -32,11 +32,21 @@ from typing import Any
 import pandas as pd
 
 from grpo_power.atomic import write_csv_atomic, write_json_atomic, write_text_atomic
+from grpo_power.config.workload import ONLINE_ACTUATORS
 from grpo_power.layout import IDENTIFY
 from grpo_power.stage_files import read_json, require_keys
 
-ONLINE = {"concurrency": True, "max_new_tokens": True, "num_generations": False}
 STUDY_RETAINED_CONCURRENCY = (17.0, 22.0)  # %, docs/design.md section 1 (72B, concurrency alone)
+# The study's 72B authority sweep, % (docs/design.md section 1), by the actuator here that stands
+# for it: generation batch, group size as concurrency, completion length, inter-batch pause (the
+# training chunk has no study figure).
+STUDY_AUTHORITY_72B = {
+    "concurrency": ("generation batch", 22.5),
+    "num_generations": ("group size as concurrency", 16.9),
+    "max_new_tokens": ("completion length", 3.5),
+    "pause_s": ("inter-batch pause", 6.3),
+}
+STUDY_DEPLOYMENT = "72b"  # the deployment the study's figures are put beside
 SWEEP_COLUMNS = (
     "deployment",
     "gpus",
@@ -102,7 +112,7 @@ def authority_table(
                 "deployment": deployment,
                 "gpus": int(high["gpus"]),
                 "actuator": actuator,
-                "online": ONLINE.get(actuator, False),
+                "online": actuator in ONLINE_ACTUATORS,
                 "level_low": int(low["level"]),
                 "level_high": int(high["level"]),
                 "power_low_w": float(low["mean_power_w"]),
@@ -155,7 +165,27 @@ def markdown(table: pd.DataFrame) -> str:
         f"Study: on the sharded 72B deployment concurrency alone keeps {low:g}-{high:g} % "
         "power authority and the group-level actuator loses it (docs/design.md section 1).",
     ]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + study_comparison(table)) + "\n"
+
+
+def study_comparison(table: pd.DataFrame) -> list[str]:
+    """Markdown lines putting the simulated :data:`STUDY_DEPLOYMENT` rows' |authority| beside
+    the study's 72B sweep (:data:`STUDY_AUTHORITY_72B`); none without such rows."""
+    rows = table[(table["deployment"] == STUDY_DEPLOYMENT) & (table["data"] == "simulated")]
+    if rows.empty:
+        return []
+    lines = [
+        "",
+        f"## {STUDY_DEPLOYMENT} (SIMULATED) beside the study's 72B authority sweep",
+        "",
+        "| actuator | study's actuator | |authority| here (simulated) | study |",
+        "|---|---|---|---|",
+    ]
+    for _, r in rows.iterrows():
+        name, figure = STUDY_AUTHORITY_72B.get(r["actuator"], ("-", float("nan")))
+        study = "n/a" if not math.isfinite(figure) else f"{figure:g} %"
+        lines.append(f"| {r['actuator']} | {name} | {100 * abs(r['authority']):.1f} % | {study} |")
+    return lines
 
 
 def write_authority(

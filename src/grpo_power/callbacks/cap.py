@@ -9,8 +9,10 @@ Actuators`):
 - **generation concurrency**, only on the project's ``PowerAwareGRPOTrainer`` (a one-line swap
   for ``GRPOTrainer``, see the README); on the stock trainer a requested concurrency is not
   applied and is counted in ``power_cap/concurrency_unavailable_steps``;
+- **the training chunk** (``train_micro_batch``), only on ``PowerAwareGRPOTrainer``;
 - **the pause**: with ``pause_s > 0``, a step whose observation window averaged above the cap
-  (or saw stale telemetry) waits ``pause_s`` first, the GPUs idle;
+  (or saw stale telemetry) waits ``pause_s`` first, the GPUs idle; a controller whose action
+  space holds the pause actuator (a PPO controller's bounds name it) sets the pause itself;
 - **the power limit** (``set_power_limit=True``): NVML's limit set to the cap at the start where
   the source is NVML and the process may (root); otherwise a warning, and the run goes on.
 
@@ -54,7 +56,11 @@ def controller_bounds(controller: Controller, config: Config) -> dict[str, Actua
     if space is not None:
         return {name: ActuatorBounds(min=lo, max=hi) for name, (lo, hi) in space.bounds.items()}
     w = config.workload
-    return {"concurrency": w.concurrency_bounds, "max_new_tokens": w.max_new_tokens_bounds}
+    return {
+        "concurrency": w.concurrency_bounds,
+        "max_new_tokens": w.max_new_tokens_bounds,
+        "train_micro_batch": w.train_micro_batch_bounds,
+    }
 
 
 class PowerCapCallback(TrainerCallback):
@@ -98,7 +104,9 @@ class PowerCapCallback(TrainerCallback):
         self.bounds = bounds or controller_bounds(self.controller, config)
         self.window_s, self.staleness_s, self.pause_s = window_s, staleness_s, pause_s
         self.set_power_limit = set_power_limit
-        self.failsafe = Action(**{name: self.bounds[name].min for name in ACTUATORS})
+        self.failsafe = Action(
+            **{name: bounds.min for name, bounds in self.bounds.items() if name in ACTUATORS}
+        )
         self.actuators: Actuators | None = None
         self.last_tokens_per_s = 0.0
         self.counts = {"failsafe_steps": 0, "paused_s": 0.0, "concurrency_unavailable_steps": 0}
@@ -146,10 +154,13 @@ class PowerCapCallback(TrainerCallback):
         self.counts["failsafe_steps"] += int(stale)
         if applied.requested["concurrency"] is not None and applied.applied["concurrency"] is None:
             self.counts["concurrency_unavailable_steps"] += 1
+        pause_s = float(applied.applied["pause_s"] or 0)  # the controller's pause, if any
         if self.pause_s > 0 and (stale or observation.mean_power_w > self.cap_w):
+            pause_s = max(pause_s, self.pause_s)
+        if pause_s > 0:
             self.monitor.signal.set("idle")
-            time.sleep(self.pause_s)
-            self.counts["paused_s"] += self.pause_s
+            time.sleep(pause_s)
+            self.counts["paused_s"] += pause_s
         self._step = (time.monotonic(), float(state.num_input_tokens_seen or 0))
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:

@@ -30,6 +30,7 @@ lists them all. ``workflow/schemas/config.schema.json`` is generated from :class
 
 from grpo_power.config.arms import (
     ARM_NAMES,
+    HARDWARE_LIMIT_ARMS,
     SIM_ARM_NAMES,
     ArmName,
     ArmsConfig,
@@ -71,6 +72,7 @@ from grpo_power.config.workload import ActuatorBounds, ModelSize, WorkloadConfig
 __all__ = [
     "ARM_NAMES",
     "DEFAULT_CONFIG_PATH",
+    "HARDWARE_LIMIT_ARMS",
     "SIM_ARM_NAMES",
     "ActuatorBounds",
     "ArmName",

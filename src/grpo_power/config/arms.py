@@ -49,9 +49,13 @@ class FixedSafeArmConfig(Strict):
     )
 
 
-# The arms of a real run (`grpo-power run --arm`): the one list of their names.
-ArmName = Literal["uncontrolled", "fixed", "fixed-safe", "threshold", "ppo", "hwcap"]
+# The arms of a real run (`grpo-power run --arm`): the one list of their names. ``hwcap`` is the
+# workload-blind baseline (uncontrolled settings under the GPU power limit); ``ppo+hwcap`` is the
+# hardware limit as a tier under the workload controller, for sites where users may set it.
+ArmName = Literal["uncontrolled", "fixed", "fixed-safe", "threshold", "ppo", "hwcap", "ppo+hwcap"]
 ARM_NAMES: tuple[str, ...] = get_args(ArmName)
+# The arms that set the GPUs' power limit to the cap.
+HARDWARE_LIMIT_ARMS = frozenset({"hwcap", "ppo+hwcap"})
 
 
 class ArmsConfig(Strict):

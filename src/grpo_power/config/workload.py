@@ -21,10 +21,16 @@ ModelSize = Literal[
 ]
 
 
-class ActuatorBounds(Strict):
-    """Inclusive range a controller may set an actuator to; actions outside are clamped."""
+# The actuators a controller may change between the steps of a run; each has a default field
+# and ``<name>_bounds`` here (sim/step_model.py names the same ones: ONLINE_ACTUATORS).
+ONLINE_ACTUATORS = ("concurrency", "max_new_tokens", "train_micro_batch", "pause_s")
 
-    min: Annotated[int, Field(ge=1)]
+
+class ActuatorBounds(Strict):
+    """Inclusive range a controller may set an actuator to; actions outside are clamped (0 is
+    allowed for the pause; the actuators that count sequences or tokens start at 1)."""
+
+    min: Annotated[int, Field(ge=0)]
     max: Annotated[int, Field(ge=1)]
 
     @model_validator(mode="after")
@@ -35,7 +41,7 @@ class ActuatorBounds(Strict):
 
     def levels(self) -> list[int]:
         """The levels an actuator is swept and searched at: its bounds and the powers of two
-        between them, ascending."""
+        between them, ascending (``min=0``: 0, then 1, 2, 4, ...)."""
         levels = {self.min, self.max}
         value = 1
         while value <= self.max:
@@ -64,8 +70,10 @@ class WorkloadConfig(Strict):
     )
     train_micro_batch: Annotated[int, Field(ge=1)] = Field(
         4,
-        description="Sequences per training forward/backward pass (gradients accumulate over "
-        "the step's sequences). Occupancy of the training phase.",
+        description="Default sequences per training forward/backward chunk: the step's "
+        "sequences are trained in chunks of this many (the last one smaller when it does not "
+        "divide them), gradients accumulated inside the step, so the gradient does not depend "
+        "on it. Occupancy of the training phase; an online actuator.",
     )
     concurrency: Annotated[int, Field(ge=1)] = Field(
         32,
@@ -75,11 +83,26 @@ class WorkloadConfig(Strict):
     max_new_tokens: Annotated[int, Field(ge=1)] = Field(
         32, description="Default completion length limit, tokens (fixed arm)."
     )
+    pause_s: Annotated[int, Field(ge=0)] = Field(
+        0,
+        description="Default pause before each step, whole seconds, the GPUs idle (an online "
+        "actuator: the study's inter-batch pause).",
+    )
     concurrency_bounds: ActuatorBounds = Field(
         default_factory=lambda: ActuatorBounds(min=1, max=32)
     )
     max_new_tokens_bounds: ActuatorBounds = Field(
         default_factory=lambda: ActuatorBounds(min=8, max=64)
+    )
+    train_micro_batch_bounds: ActuatorBounds = Field(
+        default_factory=lambda: ActuatorBounds(min=1, max=8),
+        description="Training chunk sizes a controller may set (max: twice the default, what "
+        "memory is assumed to allow; a size above the sequences per step trains them in one "
+        "chunk).",
+    )
+    pause_s_bounds: ActuatorBounds = Field(
+        default_factory=lambda: ActuatorBounds(min=0, max=8),
+        description="Pauses before a step a controller may set, whole seconds.",
     )
     learning_rate: PositiveFloat = 1e-5
     checkpoint_every_steps: Annotated[int, Field(ge=0)] = Field(
@@ -100,17 +123,14 @@ class WorkloadConfig(Strict):
 
     @model_validator(mode="after")
     def _defaults_within_bounds(self) -> WorkloadConfig:
-        for name in ("concurrency", "max_new_tokens"):
+        for name in ONLINE_ACTUATORS:
             value, bounds = getattr(self, name), getattr(self, f"{name}_bounds")
+            if name != "pause_s" and bounds.min < 1:
+                raise ValueError(f"{name}_bounds.min ({bounds.min}) must be at least 1")
             if not bounds.min <= value <= bounds.max:
                 raise ValueError(
                     f"{name} ({value}) lies outside {name}_bounds [{bounds.min}, {bounds.max}]"
                 )
-        if self.sequences_per_step % self.train_micro_batch:
-            raise ValueError(
-                f"train_micro_batch ({self.train_micro_batch}) must divide the sequences per step "
-                f"(prompts_per_step x num_generations = {self.sequences_per_step})"
-            )
         if self.concurrency_bounds.max > self.sequences_per_step:
             raise ValueError(
                 f"concurrency_bounds.max ({self.concurrency_bounds.max}) exceeds the sequences "

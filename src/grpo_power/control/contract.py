@@ -23,6 +23,8 @@ class Observation:
     tokens_per_s: float  # completion tokens per second of the last step
     cap_w: float
     samples: int  # power samples in the window (0: no telemetry yet)
+    train_micro_batch: int = 0  # current training chunk, sequences (0: not reported)
+    pause_s: int = 0  # current pause before a step, s
 
     @classmethod
     def from_power(
@@ -32,6 +34,8 @@ class Observation:
         concurrency: int,
         max_new_tokens: int,
         tokens_per_s: float,
+        train_micro_batch: int = 0,
+        pause_s: int = 0,
     ) -> Observation:
         """The observation of a window of per-GPU power samples and the current settings."""
         return cls(
@@ -40,6 +44,8 @@ class Observation:
             max_new_tokens=max_new_tokens,
             tokens_per_s=tokens_per_s,
             cap_w=cap_w,
+            train_micro_batch=train_micro_batch,
+            pause_s=pause_s,
         )
 
     def to_dict(self, prefix: str = "obs_") -> dict[str, float]:
@@ -57,6 +63,8 @@ class Observation:
                 float(self.concurrency),
                 float(self.max_new_tokens),
                 self.tokens_per_s,
+                float(self.train_micro_batch),
+                float(self.pause_s),
             ],
             dtype=np.float32,
         )
@@ -79,6 +87,8 @@ def random_observations(
             tokens_per_s=float(rng.uniform(0, 1500)),
             cap_w=cap_w,
             samples=50,
+            train_micro_batch=int(rng.integers(1, 9)),
+            pause_s=int(rng.integers(0, 9)),
         )
         for _ in range(n)
     ]
@@ -105,7 +115,16 @@ def power_observation_fields(power_w: np.ndarray, cap_w: float) -> dict[str, flo
 
 @dataclass(frozen=True)
 class Action:
-    """Actuator values a controller asks for; None leaves an actuator unchanged."""
+    """Actuator values a controller asks for; None leaves an actuator unchanged.
+
+    The fields are the online actuators (``sim/step_model.py``: ``ONLINE_ACTUATORS``), in the
+    same order, so ``run.step(**action.settings())`` drives a simulated run."""
 
     concurrency: int | None = None
     max_new_tokens: int | None = None
+    train_micro_batch: int | None = None  # training chunk, sequences
+    pause_s: int | None = None  # pause before the step, whole seconds, GPUs idle
+
+    def settings(self) -> dict[str, int | None]:
+        """The requested value of every actuator, by name (None: unchanged)."""
+        return asdict(self)

@@ -34,8 +34,20 @@ class StatefulController(Protocol):
 class FixedController:
     """Holds one setting for the whole run (the uncontrolled, fixed and fixed-safe arms)."""
 
-    def __init__(self, concurrency: int, max_new_tokens: int) -> None:
-        self.action = Action(concurrency=concurrency, max_new_tokens=max_new_tokens)
+    def __init__(
+        self,
+        concurrency: int,
+        max_new_tokens: int,
+        train_micro_batch: int | None = None,
+        pause_s: int | None = None,
+    ) -> None:
+        """The setting to hold; an actuator given as None is left as the run has it."""
+        self.action = Action(
+            concurrency=concurrency,
+            max_new_tokens=max_new_tokens,
+            train_micro_batch=train_micro_batch,
+            pause_s=pause_s,
+        )
 
     def decide(self, observation: Observation) -> Action:
         return self.action

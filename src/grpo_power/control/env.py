@@ -59,10 +59,13 @@ def observe(run: SimRun) -> Observation:
         max_new_tokens=run.max_new_tokens,
         tokens_per_s=run.last_tokens_per_s,
         cap_w=run.cap_w,
+        train_micro_batch=run.train_micro_batch,
+        pause_s=run.pause_s,
     )
 
 
 def _bounds(workload: WorkloadConfig, actuator: str) -> tuple[int, int]:
+    """Inclusive (min, max) of an actuator's ``<name>_bounds``."""
     bounds = getattr(workload, f"{actuator}_bounds")
     return int(bounds.min), int(bounds.max)
 
@@ -131,7 +134,7 @@ class ControlSpace:
             low, high = self.bounds[name]
             value = low + (float(x) + 1.0) / 2.0 * (high - low)
             values[name] = min(high, max(low, round(value)))
-        return Action(concurrency=values["concurrency"], max_new_tokens=values["max_new_tokens"])
+        return Action(**{name: values.get(name) for name in ONLINE_ACTUATORS})
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -257,7 +260,7 @@ class GrpoPowerEnv(gym.Env):
         if self.run is None:
             raise RuntimeError("call reset() before step()")
         chosen = self.space.to_action(np.asarray(action, dtype=float))
-        record = self.run.step(chosen.concurrency, chosen.max_new_tokens)
+        record = self.run.step(**chosen.settings())
         step_s = record.end_s - record.start_s
         over = record.over_cap()
         violation_rate = over / max(1, record.power_w.size)
@@ -283,6 +286,8 @@ class GrpoPowerEnv(gym.Env):
             "energy_j": record.energy_j,
             "concurrency": record.concurrency,
             "max_new_tokens": record.max_new_tokens,
+            "train_micro_batch": record.train_micro_batch,
+            "pause_s": record.pause_s,
         }
         truncated = self.run.step_count >= self.episode_steps
         return observe(self.run).to_array(), float(reward), False, truncated, info

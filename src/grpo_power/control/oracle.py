@@ -76,6 +76,7 @@ class OracleResult:
 
     segments: list[SegmentChoice]
     searched: int
+    max_step_tokens: int  # the most completion tokens one step of the plan makes, all GPUs
 
     @property
     def feasible(self) -> bool:
@@ -105,6 +106,7 @@ class OracleResult:
             if infeasible
             else None,
             "settings_searched": self.searched,
+            "max_step_tokens": self.max_step_tokens,
             "search": "levels grid x power limits, coordinate refinement over every integer "
             "value, finalists on every evaluation seed (control/oracle.py)",
             "segments": [
@@ -185,6 +187,7 @@ def search_oracle(
     finalists = {
         s for segment in range(n_segments) for rung in ladder for s in best(segment, k, rung)
     }
+    finalists |= _static_settings(config, cap_w if hardware_tier else None)
     final: dict[Setting, list[list[Outcome]]] = {}
     for values, limit in finalists:
         final[(values, limit)] = [
@@ -226,7 +229,9 @@ def search_oracle(
                 )
             )
             at_s += length_s
-    return OracleResult(choices, len(scores))
+    sequences = w.prompts_per_step * w.num_generations
+    step_tokens = max(sequences * c.values["max_new_tokens"] * physics.gpus for c in choices)
+    return OracleResult(choices, len(scores), step_tokens)
 
 
 def _combine(
@@ -276,6 +281,27 @@ def _key(outcome: Outcome, objective: Any) -> tuple[bool, float]:
     first (the infeasible verdict reports the lowest achievable power)."""
     within, value = rank_key(outcome, objective)
     return (within, value if within else -outcome.mean_power_w)
+
+
+def _static_settings(config: Config, limit_w: float | None) -> set[Setting]:
+    """The settings of the static arms (uncontrolled, fixed; ``limit_w`` given: hwcap's too),
+    always among the finalists: screening noise never leaves the oracle below a static arm."""
+    w = config.workload
+    held = {name: getattr(w, name) for name in ONLINE_ACTUATORS}
+    corners = [
+        {
+            **held,
+            "concurrency": w.concurrency_bounds.max,
+            "max_new_tokens": w.max_new_tokens_bounds.max,
+        },
+        held,
+    ]
+    limits = [None] if limit_w is None else [None, limit_w]
+    return {
+        (tuple(int(c[name]) for name in ONLINE_ACTUATORS), limit)
+        for c in corners
+        for limit in limits
+    }
 
 
 def _fixed(values: tuple[int, ...]) -> FixedController:

@@ -43,7 +43,12 @@ import numpy as np
 from grpo_power.atomic import write_atomic, write_text_atomic
 from grpo_power.config import Config
 from grpo_power.control.contract import Action, Observation
-from grpo_power.control.env import ControlSpace, GrpoPowerEnv, deployment_cap_w
+from grpo_power.control.env import (
+    OBSERVATION_SIZE,
+    ControlSpace,
+    GrpoPowerEnv,
+    deployment_cap_w,
+)
 from grpo_power.layout import CONTROLLER
 from grpo_power.sim.calibration import Calibration
 from grpo_power.stage_files import read_json, require_keys
@@ -417,6 +422,13 @@ class PPOController:
                 f"unreadable file ({type(error).__name__})"
             ) from None
         require_keys(arrays, ("w0", "b0", "activations"), str(arrays_path), "the actor's arrays")
+        size = len(meta["observation"].get("mean", []))
+        if size != OBSERVATION_SIZE:
+            raise ValueError(
+                f"{path}: observation.mean: expected {OBSERVATION_SIZE} values (the observation "
+                f"of this version), got {size}: the controller predates an actuator; retrain it "
+                f"with {command}"
+            )
         return cls(meta, arrays)
 
     def action_vector(self, observation_array: np.ndarray) -> np.ndarray:

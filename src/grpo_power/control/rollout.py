@@ -14,6 +14,7 @@ Arms (docs/design.md section 4) in the simulator:
 | threshold    | AIMD on concurrency (:class:`ThresholdController`), tuned as below          |
 | ppo          | the trained PPO meta-controller (``controller.json`` + ``policy.npz``)      |
 | hwcap        | uncontrolled settings with the GPU power limit set to the cap              |
+| ppo+hwcap    | the ppo controller with the GPU power limit set to the cap (hardware tier) |
 | oracle       | the best setting per segment in hindsight, by simulation (``oracle.py``)   |
 | oracle+hwcap | the same search with the GPU power limit too (limit of the hardware tier)  |
 
@@ -192,7 +193,8 @@ def arm_plans(
     """How each arm runs on the deployment of ``physics`` (tuning the arms that need it).
 
     Args:
-        arms: arm names; ``ppo`` and any ``ppo-*`` need a folder in ``controllers``.
+        arms: arm names; ``ppo`` and any ``ppo-*`` need a folder in ``controllers``
+            (``ppo+hwcap`` runs the ``ppo`` one).
         controllers: arm name -> PPO controller folder for this deployment.
         schedule: the conditions over an evaluation run (tuning runs scale it).
         seeds: the evaluation seeds (the oracle's hindsight).
@@ -227,20 +229,35 @@ def arm_plans(
             result = search_oracle(physics, config, cap_w, schedule, seeds, hardware)
             plans.append(ArmPlan(arm, lambda r=result: r.controller(), None, result.settings()))
         elif arm == "ppo" or arm.startswith("ppo-"):
-            if arm not in controllers:
-                raise ValueError(f"arm {arm!r} needs a trained controller folder")
-            controller = PPOController.load(controllers[arm], physics.name)
-            settings = {
-                "folder": str(controllers[arm]),
-                "actuators": list(controller.space.actuators),
-                "holds": controller.space.holds,
-                "trained_cap_w": controller.meta["cap_w"],
-                "calibration_digest": controller.meta["calibration_digest"],
-            }
-            plans.append(ArmPlan(arm, lambda c=controller: c, None, settings))
+            plans.append(_ppo_plan(arm, arm, physics, controllers, None))
+        elif arm == "ppo+hwcap":  # the ppo controller, the hardware limit a tier under it
+            plans.append(_ppo_plan(arm, "ppo", physics, controllers, cap_w))
         else:
             raise ValueError(f"unknown simulator arm {arm!r}")
     return plans
+
+
+def _ppo_plan(
+    arm: str,
+    trained: str,
+    physics: Physics,
+    controllers: dict[str, Path],
+    power_limit_w: float | None,
+) -> ArmPlan:
+    """The plan of a PPO arm: the controller trained as arm ``trained``, under the GPU power
+    limit ``power_limit_w`` (None: no limit)."""
+    if trained not in controllers:
+        raise ValueError(f"arm {arm!r} needs the trained controller folder of arm {trained!r}")
+    controller = PPOController.load(controllers[trained], physics.name)
+    settings = {
+        "folder": str(controllers[trained]),
+        "actuators": list(controller.space.actuators),
+        "holds": controller.space.holds,
+        "trained_cap_w": controller.meta["cap_w"],
+        "calibration_digest": controller.meta["calibration_digest"],
+        "power_limit_w": power_limit_w,
+    }
+    return ArmPlan(arm, lambda c=controller: c, power_limit_w, settings)
 
 
 def run_arm(
@@ -285,6 +302,8 @@ def run_arm(
                     "end_s": [s.end_s for s in run.steps],
                     "concurrency": [s.concurrency for s in run.steps],
                     "max_new_tokens": [s.max_new_tokens for s in run.steps],
+                    "train_micro_batch": [s.train_micro_batch for s in run.steps],
+                    "pause_s": [s.pause_s for s in run.steps],
                     "num_generations": [s.num_generations for s in run.steps],
                     "tokens": [s.tokens for s in run.steps],
                     "energy_j": [s.energy_j for s in run.steps],

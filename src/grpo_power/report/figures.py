@@ -37,6 +37,7 @@ ARM_ORDER = (
     "threshold",
     "ppo",
     "hwcap",
+    "ppo+hwcap",
     "oracle",
     "oracle+hwcap",
 )

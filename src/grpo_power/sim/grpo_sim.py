@@ -24,6 +24,7 @@ from grpo_power.sim.calibration import Calibration
 from grpo_power.sim.schedule import Conditions, Schedule
 from grpo_power.sim.step_model import (
     ACTUATORS,
+    ONLINE_ACTUATORS,
     StepModel,
     physics_for,
 )
@@ -35,7 +36,8 @@ class StepRecord:
 
     Attributes:
         start_s, end_s: step boundaries, s since run start.
-        concurrency, max_new_tokens, num_generations: the actuator values it ran with.
+        concurrency, max_new_tokens, num_generations, train_micro_batch, pause_s: the
+            actuator values it ran with.
         tokens: completion tokens, all GPUs.
         energy_j: true energy of all GPUs over the step, J.
         sample_index: indices ``k`` of the samples taken during the step (time ``k * period_s``).
@@ -53,6 +55,8 @@ class StepRecord:
     sample_index: np.ndarray
     power_w: np.ndarray
     cap_w: float
+    train_micro_batch: int = 0
+    pause_s: int = 0
 
     def over_cap(self) -> int:
         """Per-GPU samples of this step above its cap."""
@@ -100,6 +104,8 @@ class SimRun:
         self.base_cap_w = self.cap_w
         self.concurrency = self.workload.concurrency
         self.max_new_tokens = self.workload.max_new_tokens
+        self.train_micro_batch = self.workload.train_micro_batch
+        self.pause_s = self.workload.pause_s
         if self.num_generations is None:
             self.num_generations = self.workload.num_generations
         self.step_count = 0
@@ -119,22 +125,42 @@ class SimRun:
         power = np.concatenate([r[1] for r in self._recent])
         return power[index * self.period_s >= since].ravel()
 
-    def apply(self, concurrency: int | None, max_new_tokens: int | None) -> None:
+    def apply(
+        self,
+        concurrency: int | None = None,
+        max_new_tokens: int | None = None,
+        train_micro_batch: int | None = None,
+        pause_s: int | None = None,
+    ) -> None:
         """Set the actuators given (None: unchanged), clamped to their bounds."""
-        if concurrency is not None:
-            self.concurrency = clamp(concurrency, self.workload.concurrency_bounds)
-        if max_new_tokens is not None:
-            self.max_new_tokens = clamp(max_new_tokens, self.workload.max_new_tokens_bounds)
+        requested = {
+            "concurrency": concurrency,
+            "max_new_tokens": max_new_tokens,
+            "train_micro_batch": train_micro_batch,
+            "pause_s": pause_s,
+        }
+        for name in ONLINE_ACTUATORS:
+            if requested[name] is not None:
+                bounds = getattr(self.workload, f"{name}_bounds")
+                setattr(self, name, clamp(requested[name], bounds))
 
-    def step(self, concurrency: int | None = None, max_new_tokens: int | None = None) -> StepRecord:
+    def step(
+        self,
+        concurrency: int | None = None,
+        max_new_tokens: int | None = None,
+        train_micro_batch: int | None = None,
+        pause_s: int | None = None,
+    ) -> StepRecord:
         """Set the actuators given (None: unchanged) and run one GRPO step."""
-        self.apply(concurrency, max_new_tokens)
+        self.apply(concurrency, max_new_tokens, train_micro_batch, pause_s)
         conditions = self.conditions()
         plan = self.model.plan(
             self.concurrency,
             self.max_new_tokens,
             int(self.num_generations),
             conditions.completion_tokens,
+            self.train_micro_batch,
+            self.pause_s,
         )
         duration_s, power_w = plan.duration_s, plan.power_w
         if conditions.slowdown != 1.0:
@@ -163,6 +189,8 @@ class SimRun:
             sample_index=index,
             power_w=power,
             cap_w=self.cap_w,
+            train_micro_batch=self.train_micro_batch,
+            pause_s=self.pause_s,
         )
         self.t_s, self._next_sample = end_s, last
         self.step_count += 1
@@ -226,16 +254,9 @@ def sweep_deployment(
     """
     physics = physics_for(calibration, deployment, config)
     w = config.workload
-    levels = {
-        "concurrency": w.concurrency_bounds.levels(),
-        "max_new_tokens": w.max_new_tokens_bounds.levels(),
-        "num_generations": sorted(set(config.sim.group_sizes)),
-    }
-    defaults = {
-        "concurrency": w.concurrency,
-        "max_new_tokens": w.max_new_tokens,
-        "num_generations": w.num_generations,
-    }
+    levels = {name: getattr(w, f"{name}_bounds").levels() for name in ONLINE_ACTUATORS}
+    levels["num_generations"] = sorted(set(config.sim.group_sizes))
+    defaults = {name: getattr(w, name) for name in ACTUATORS}
     model = StepModel(physics, w, config.sim.prompt_tokens)
     rows = []
     for actuator in ACTUATORS:
@@ -252,7 +273,7 @@ def sweep_deployment(
                 num_generations=settings["num_generations"],
                 record=True,
             )
-            run.apply(settings["concurrency"], settings["max_new_tokens"])
+            run.apply(**{name: settings[name] for name in ONLINE_ACTUATORS})
             while run.t_s < config.sim.sweep_s or run.step_count < config.sim.sweep_min_steps:
                 run.step()
             power = np.concatenate([s.power_w for s in run.steps])

@@ -3,6 +3,7 @@
 One GRPO step on each GPU (all GPUs of a deployment act alike, data parallel) is a sequence of
 phases, each with a duration and a steady power:
 
+0. a pause of ``pause_s`` seconds at idle power, when the controller asks for one (no tokens);
 1. generation, in chunks of ``concurrency`` sequences: per chunk a host-side setup
    (``gen_call_s``), a prefill of all the chunk's prompt tokens at once, and ``max_new_tokens``
    decode steps of the whole chunk, or fewer when completions end earlier (``completion_tokens``:
@@ -10,7 +11,10 @@ phases, each with a duration and a steady power:
    the limit, docs/design.md section 8). A decode step takes
    ``decode_base_ms + decode_ms_per_seq * batch``;
 2. scoring on the CPU (GPU near idle);
-3. training in micro-batches of ``train_micro_batch`` sequences, time proportional to tokens;
+3. training in chunks of ``train_micro_batch`` sequences (an online actuator: the real trainer
+   accumulates gradients over the chunks inside the step, so the gradient does not depend on
+   it; the last chunk holds the remainder when the size does not divide the step's sequences),
+   time proportional to tokens;
 4. the optimizer step.
 
 Power follows occupancy (:class:`~grpo_power.sim.power_model.GpuPowerModel`: the decode batch,
@@ -42,15 +46,17 @@ from grpo_power.config import (
     GpuSpec,
     WorkloadConfig,
 )
+from grpo_power.config.workload import ONLINE_ACTUATORS as WORKLOAD_ONLINE_ACTUATORS
 from grpo_power.sim.calibration import Calibration
 from grpo_power.sim.defaults import draw
 from grpo_power.sim.power_model import GpuPowerModel
 from grpo_power.stats import normal_sf
 
-KINDS = ("host", "prefill", "decode", "score", "train", "optimizer")
-HOST, PREFILL, DECODE, SCORE, TRAIN, OPTIMIZER = range(len(KINDS))
-ACTUATORS = ("concurrency", "max_new_tokens", "num_generations")
-ONLINE_ACTUATORS = ("concurrency", "max_new_tokens")  # changeable between steps of a run
+KINDS = ("host", "prefill", "decode", "score", "train", "optimizer", "pause")
+HOST, PREFILL, DECODE, SCORE, TRAIN, OPTIMIZER, PAUSE = range(len(KINDS))
+# Changeable between steps of a run (each has a default and ``<name>_bounds`` in the workload).
+ONLINE_ACTUATORS = WORKLOAD_ONLINE_ACTUATORS
+ACTUATORS = (*ONLINE_ACTUATORS, "num_generations")  # what the authority stage sweeps
 
 
 @dataclass(frozen=True)
@@ -169,7 +175,8 @@ class StepModel:
         self.workload = workload
         self.prompt_tokens = prompt_tokens
         self.power_limit_w = power_limit_w
-        self._cache: dict[tuple[int, int, int], StepPlan] = {}  # key: c, tokens per completion, g
+        # key: concurrency, tokens per completion, group size, training chunk, pause
+        self._cache: dict[tuple[int, ...], StepPlan] = {}
 
     def _mix(self, compute_s: float, gather_s: float, busy_frac: float) -> tuple[float, float]:
         """Duration (s) and power fraction of a phase with ``compute_s`` of compute and
@@ -207,27 +214,48 @@ class StepModel:
             (DECODE, decode_s * max_new_tokens, self._power_w(decode_frac)),
         ]
 
+    def _train(self, micro: int, max_new_tokens: int, chunks: int) -> tuple[int, float, float]:
+        """(kind, duration s, power W) of ``chunks`` training chunks of ``micro`` sequences."""
+        t = self.physics.times
+        micro_s, train_frac = self._mix(
+            t["train_ms_per_token"] * 1e-3 * micro * (self.prompt_tokens + max_new_tokens),
+            3.0 * t["gather_ms"] * 1e-3,  # forward and backward gathers, gradient reduce-scatter
+            self.physics.model.busy_fraction("train", micro),
+        )
+        return (TRAIN, micro_s * chunks, self._power_w(train_frac))
+
     def plan(
         self,
         concurrency: int,
         max_new_tokens: int,
         num_generations: int,
         completion_tokens: int | None = None,
+        train_micro_batch: int | None = None,
+        pause_s: int = 0,
     ) -> StepPlan:
         """The phases of one step at these actuator values (cached); completions end at
-        ``completion_tokens`` when that is below ``max_new_tokens`` (None: at the limit)."""
+        ``completion_tokens`` when that is below ``max_new_tokens`` (None: at the limit);
+        ``train_micro_batch`` None: the workload's default."""
         length = int(max_new_tokens)
         if completion_tokens is not None:
             length = max(1, min(length, int(completion_tokens)))
-        key = (int(concurrency), length, int(num_generations))
+        micro_default = self.workload.train_micro_batch
+        key = (
+            int(concurrency),
+            length,
+            int(num_generations),
+            int(micro_default if train_micro_batch is None else train_micro_batch),
+            int(pause_s),
+        )
         cached = self._cache.get(key)
         if cached is not None:
             return cached
         t, p, w = self.physics.times, self.physics.power, self.workload
         sequences = w.prompts_per_step * key[2]
+        segments = [(PAUSE, float(key[4]), self.physics.idle_w)] if key[4] > 0 else []
         batch = max(1, min(key[0], sequences))
         full, rest = divmod(sequences, batch)
-        segments = self._chunk(batch, key[1]) * full
+        segments += self._chunk(batch, key[1]) * full
         if rest:
             segments += self._chunk(rest, key[1])
         segments.append(
@@ -237,13 +265,11 @@ class StepModel:
                 self._power_w(p["score_frac"]),
             )
         )
-        micro = min(w.train_micro_batch, sequences)
-        micro_s, train_frac = self._mix(
-            t["train_ms_per_token"] * 1e-3 * micro * (self.prompt_tokens + key[1]),
-            3.0 * t["gather_ms"] * 1e-3,  # forward and backward gathers, gradient reduce-scatter
-            self.physics.model.busy_fraction("train", micro),
-        )
-        segments.append((TRAIN, micro_s * sequences / micro, self._power_w(train_frac)))
+        micro = max(1, min(key[3], sequences))
+        full, rest = divmod(sequences, micro)
+        segments.append(self._train(micro, key[1], full))
+        if rest:
+            segments.append(self._train(rest, key[1], 1))
         segments.append((OPTIMIZER, t["optimizer_s"], self._power_w(p["optimizer_frac"])))
         kind = np.array([s[0] for s in segments], dtype=np.int8)
         duration_s = np.array([s[1] for s in segments], dtype=float)

@@ -159,7 +159,8 @@ class NvmlSource:
         return rows
 
     def set_power_limit_w(self, limit_w: float) -> None:
-        """Set every sampled GPU's power limit (the ``hwcap`` arm); restored by :meth:`close`.
+        """Set every sampled GPU's power limit (the ``hwcap`` and ``ppo+hwcap`` arms); restored
+        by :meth:`close`.
 
         Raises:
             TelemetryUnavailable: the limit is outside the GPU's range or needs root.
@@ -176,7 +177,7 @@ class NvmlSource:
                 self.nvml.nvmlDeviceSetPowerManagementLimit(handle, int(limit_w * 1000))
             except self.nvml.NVMLError as error:
                 raise TelemetryUnavailable(
-                    f"cannot set the GPU power limit ({error}): the hwcap arm needs root "
+                    f"cannot set the GPU power limit ({error}): the hwcap arms need root "
                     "(or `nvidia-smi -pl` rights) on the GPU node"
                 ) from None
             self._restore_limits_mw.append((handle, previous_mw))

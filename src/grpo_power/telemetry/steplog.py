@@ -22,6 +22,7 @@ STEP_LOG_SCHEMA = pa.schema(
         ("score_s", pa.float64()),
         ("train_s", pa.float64()),
         ("generate_calls", pa.int64()),
+        ("train_chunks", pa.int64()),  # forward/backward chunks of the training pass
         ("sequences", pa.int64()),
         ("prompt_tokens", pa.int64()),
         ("completion_tokens", pa.int64()),
@@ -39,6 +40,12 @@ STEP_LOG_SCHEMA = pa.schema(
         ("action_max_new_tokens", pa.int64()),
         ("max_new_tokens", pa.int64()),
         ("clamped_max_new_tokens", pa.bool_()),
+        ("action_train_micro_batch", pa.int64()),
+        ("train_micro_batch", pa.int64()),
+        ("clamped_train_micro_batch", pa.bool_()),
+        ("action_pause_s", pa.int64()),
+        ("pause_s", pa.int64()),
+        ("clamped_pause_s", pa.bool_()),
         # the controller's observation before the step
         ("obs_mean_power_w", pa.float64()),
         ("obs_p95_power_w", pa.float64()),
@@ -49,9 +56,17 @@ STEP_LOG_SCHEMA = pa.schema(
         ("obs_tokens_per_s", pa.float64()),
         ("obs_cap_w", pa.float64()),
         ("obs_samples", pa.int64()),
+        ("obs_train_micro_batch", pa.int64()),
+        ("obs_pause_s", pa.int64()),
     ]
 )
 STEP_LOG_COLUMNS = tuple(STEP_LOG_SCHEMA.names)
+# Columns of the training-chunk and pause actuators: step logs written before them lack them.
+LATER_COLUMNS = frozenset(
+    f"{prefix}{name}"
+    for name in ("train_micro_batch", "pause_s")
+    for prefix in ("action_", "", "clamped_", "obs_")
+) | {"train_chunks"}
 
 
 class StepLogWriter(ParquetJournal):
@@ -86,7 +101,9 @@ def trim_step_log(path: Path, last_step: int) -> list[int]:
 def read_step_log(path: Path | str) -> pd.DataFrame:
     """A step log (or the journal of a killed run) as a DataFrame; errors name the file."""
     table, _ = read_journaled(path)
-    missing = [c for c in STEP_LOG_COLUMNS if c not in table.column_names]
+    missing = [
+        c for c in STEP_LOG_COLUMNS if c not in table.column_names and c not in LATER_COLUMNS
+    ]
     if missing:
         raise ValueError(f"{path}: missing step-log column(s) {missing}")
     return table.to_pandas()

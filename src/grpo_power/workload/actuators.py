@@ -3,9 +3,13 @@
 ``concurrency`` (occupancy): sequences generated together, read by
 :class:`~grpo_power.workload.trainer.PowerAwareGRPOTrainer` on every generation call.
 ``max_new_tokens`` (volume): ``trainer.generation_config.max_new_tokens``, read on every
-``generate()`` call. Values outside the configured bounds are clamped, and the clamp is reported.
-The stock ``trl.GRPOTrainer`` has no concurrency: there only max new tokens is driven, and a
-requested concurrency is reported as not applied (``None``).
+``generate()`` call. ``train_micro_batch`` (training occupancy): the trainer's chunk of the
+training pass, read on every step (the gradient does not depend on it). ``pause_s``: seconds the
+GPUs idle before the step; held here and slept by the controller hook
+(:mod:`grpo_power.workload.hook`), so it exists only where pause bounds are given. Values outside
+the configured bounds are clamped, and the clamp is reported. The stock ``trl.GRPOTrainer`` has
+no concurrency and no training chunk: there a requested value is reported as not applied
+(``None``).
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ from typing import Any
 from grpo_power.config import ActuatorBounds
 from grpo_power.control.contract import Action
 
-ACTUATORS = ("concurrency", "max_new_tokens")
+ACTUATORS = ("concurrency", "max_new_tokens", "train_micro_batch", "pause_s")
+_ON_TRAINER = ("concurrency", "train_micro_batch")  # attributes of PowerAwareGRPOTrainer
 
 
 @dataclass(frozen=True)
@@ -38,24 +43,38 @@ class AppliedAction:
 
 
 class Actuators:
-    """Reads and sets, within bounds, the actuators a trainer has: both on a
-    :class:`PowerAwareGRPOTrainer`, max new tokens alone on the stock ``GRPOTrainer``."""
+    """Reads and sets, within bounds, the actuators a trainer has: all of them on a
+    :class:`PowerAwareGRPOTrainer`, max new tokens (and the pause) on the stock
+    ``GRPOTrainer``.
 
-    def __init__(self, trainer: Any, bounds: dict[str, ActuatorBounds]) -> None:
+    Args:
+        trainer: the trainer whose actuators are set.
+        bounds: bounds of each actuator; the pause is available only when it has bounds.
+        pause_s: the initial pause, s.
+    """
+
+    def __init__(self, trainer: Any, bounds: dict[str, ActuatorBounds], pause_s: int = 0) -> None:
         self.trainer = trainer
         self.available = tuple(
-            name for name in ACTUATORS if name != "concurrency" or hasattr(trainer, "concurrency")
+            name
+            for name in ACTUATORS
+            if (name not in _ON_TRAINER or getattr(trainer, name, None) is not None)
+            and (name != "pause_s" or name in bounds)
         )
         missing = set(self.available) - set(bounds)
         if missing:
             raise ValueError(f"actuator bounds missing for {sorted(missing)}")
         self.bounds = bounds
+        self.pause_s = int(pause_s)
 
     def values(self) -> dict[str, int]:
         """Current values of the available actuators."""
         values = {"max_new_tokens": int(self.trainer.generation_config.max_new_tokens)}
-        if "concurrency" in self.available:
-            values["concurrency"] = int(self.trainer.concurrency)
+        for name in _ON_TRAINER:
+            if name in self.available:
+                values[name] = int(getattr(self.trainer, name))
+        if "pause_s" in self.available:
+            values["pause_s"] = self.pause_s
         return values
 
     def apply(self, action: Action) -> AppliedAction:
@@ -70,7 +89,10 @@ class Actuators:
             bounds = self.bounds[name]
             applied[name] = min(bounds.max, max(bounds.min, wanted))
             clamped[name] = applied[name] != wanted
-        if "concurrency" in self.available:
-            self.trainer.concurrency = applied["concurrency"]
+        for name in _ON_TRAINER:
+            if name in self.available:
+                setattr(self.trainer, name, applied[name])
+        if "pause_s" in self.available:
+            self.pause_s = int(applied["pause_s"])  # type: ignore[arg-type]
         self.trainer.generation_config.max_new_tokens = applied["max_new_tokens"]
         return AppliedAction(requested=requested, applied=applied, clamped=clamped)

@@ -9,36 +9,36 @@
 | ppo          | the PPO meta-controller trained in the simulator for the deployment |
 |              | this workload size stands for (``sim.deployments[].sizes``)         |
 | hwcap        | uncontrolled settings, GPU power limit set to the cap through NVML  |
+| ppo+hwcap    | the ppo arm's controller, GPU power limit set to the cap (the       |
+|              | hardware tier under the workload controller, where users may set it)|
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from grpo_power.config import Config
+from grpo_power.config import ARM_NAMES, HARDWARE_LIMIT_ARMS, Config
 from grpo_power.control.controllers import Controller, FixedController, ThresholdController
 from grpo_power.workload.fixed_safe import calibrate_fixed_safe
-
-ARMS = ("uncontrolled", "fixed", "fixed-safe", "threshold", "ppo", "hwcap")
 
 
 def controller_for_arm(arm: str, config: Config, calibration_dir: Path) -> Controller:
     """The controller an arm runs with.
 
     Raises:
-        ValueError: an unknown arm, ``hwcap`` without NVML telemetry, or ``ppo`` for a size no
-            simulated deployment stands for.
+        ValueError: an unknown arm, ``hwcap`` or ``ppo+hwcap`` without NVML telemetry, or
+            ``ppo`` for a size no simulated deployment stands for.
         FileNotFoundError: ``ppo`` before its controller was trained (the message names the
             file and the command that creates it).
     """
     w = config.workload
+    if arm in HARDWARE_LIMIT_ARMS and config.telemetry.source != "nvml":
+        raise ValueError(
+            f"arm '{arm}' sets the GPU power limit through NVML, which needs real GPUs, "
+            "root and `telemetry.source: nvml`; this config uses "
+            f"'{config.telemetry.source}' telemetry"
+        )
     if arm in ("uncontrolled", "hwcap"):
-        if arm == "hwcap" and config.telemetry.source != "nvml":
-            raise ValueError(
-                "arm 'hwcap' sets the GPU power limit through NVML, which needs real GPUs, "
-                "root and `telemetry.source: nvml`; this config uses "
-                f"'{config.telemetry.source}' telemetry"
-            )
         return FixedController(w.concurrency_bounds.max, w.max_new_tokens_bounds.max)
     if arm == "fixed":
         return FixedController(w.concurrency, w.max_new_tokens)
@@ -49,7 +49,7 @@ def controller_for_arm(arm: str, config: Config, calibration_dir: Path) -> Contr
         return ThresholdController(
             config.arms.threshold, w.concurrency_bounds, w.concurrency, w.max_new_tokens
         )
-    if arm == "ppo":
+    if arm in ("ppo", "ppo+hwcap"):
         from grpo_power.control.ppo import (
             PPOController,
             controller_folder,
@@ -58,4 +58,4 @@ def controller_for_arm(arm: str, config: Config, calibration_dir: Path) -> Contr
 
         deployment = deployment_for_size(config, w.size)
         return PPOController.load(controller_folder(config, deployment), deployment)
-    raise ValueError(f"unknown arm {arm!r}; expected one of {ARMS}")
+    raise ValueError(f"unknown arm {arm!r}; expected one of {ARM_NAMES}")

@@ -23,11 +23,18 @@ def calibration_key(config: Config) -> str:
 
 def failsafe_action(config: Config) -> Action:
     """The setting a run holds while its telemetry is stale: the calibrated fixed-safe
-    concurrency where a calibration exists for this size, else the lowest concurrency."""
+    concurrency where a calibration exists for this size, else the lowest concurrency, with the
+    other actuators at the defaults the calibration was measured at."""
     path = config.layout.fixed_safe(config.workload.size)
     concurrency = config.workload.concurrency_bounds.min
     if path.exists():
         saved = json.loads(path.read_text())
         if saved.get("key") == calibration_key(config):
             concurrency = int(saved["concurrency"])
-    return Action(concurrency=concurrency, max_new_tokens=config.workload.max_new_tokens)
+    w = config.workload
+    return Action(
+        concurrency=concurrency,
+        max_new_tokens=w.max_new_tokens,
+        train_micro_batch=w.train_micro_batch,
+        pause_s=w.pause_s,
+    )

@@ -1,5 +1,8 @@
 """The controller hook: before each step, observe, decide, actuate; after it, log the step.
 
+Actuating includes the pause actuator: the GPUs idle for the step's ``pause_s`` (whole seconds)
+at its start, inside the step's wall time (as the simulator counts it), before generation.
+
 It also stops the run at the end of a step when a stop signal arrived (after a checkpoint) and,
 after each checkpoint, writes the run's resume point (:mod:`grpo_power.workload.resume`).
 """
@@ -130,6 +133,8 @@ class ControllerCallback(TrainerCallback):
             values["concurrency"],
             values["max_new_tokens"],
             self.last_tokens_per_s,
+            train_micro_batch=values.get("train_micro_batch", 0),
+            pause_s=values.get("pause_s", 0),
         )
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -155,6 +160,10 @@ class ControllerCallback(TrainerCallback):
             **applied.to_dict(),
             **observation.to_dict(),
         }
+        pause_s = applied.applied["pause_s"] or 0
+        if pause_s > 0:
+            self.trainer.signal.set("idle")
+            time.sleep(pause_s)
 
     def _global_stats(self) -> StepStats:
         """This step's stats with sequences and tokens summed over all processes."""

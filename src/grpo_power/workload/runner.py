@@ -28,7 +28,7 @@ from trl import GRPOConfig
 
 from grpo_power.atomic import write_json_atomic
 from grpo_power.callbacks import PowerCallback
-from grpo_power.config import Config
+from grpo_power.config import HARDWARE_LIMIT_ARMS, Config
 from grpo_power.control.controllers import Controller
 from grpo_power.telemetry.factory import open_source
 from grpo_power.telemetry.monitor import PowerMonitor
@@ -37,7 +37,7 @@ from grpo_power.telemetry.sampler import PowerSampler
 from grpo_power.telemetry.signals import WorkloadSignal
 from grpo_power.telemetry.steplog import StepLogWriter
 from grpo_power.telemetry.store import TraceWriter
-from grpo_power.workload.actuators import Actuators
+from grpo_power.workload.actuators import ACTUATORS, Actuators
 from grpo_power.workload.failsafe import failsafe_action
 from grpo_power.workload.hook import ControllerCallback
 from grpo_power.workload.lock import RunLock
@@ -66,10 +66,11 @@ def _grpo_args(
     w = config.workload
     return GRPOConfig(
         output_dir=str(out / "trainer"),
-        # One generation of sequences_per_step completions per optimizer step, trained in
-        # micro-batches of train_micro_batch with gradient accumulation.
-        per_device_train_batch_size=w.train_micro_batch,
-        gradient_accumulation_steps=w.sequences_per_step // w.train_micro_batch,
+        # One generation of sequences_per_step completions per optimizer step, handed to one
+        # training_step: the trainer trains them in chunks of its live train_micro_batch with
+        # gradient accumulation inside the step (workload/trainer.py).
+        per_device_train_batch_size=w.sequences_per_step,
+        gradient_accumulation_steps=1,
         num_generations=w.num_generations,
         max_completion_length=w.max_new_tokens_bounds.max,
         max_steps=steps,
@@ -162,7 +163,7 @@ def run_grpo(
     monitor: PowerMonitor | None = None
     if local_rank == 0:
         source = open_source(config, signal)
-        if arm == "hwcap":  # controllers_for_arm has checked that the source is NVML
+        if arm in HARDWARE_LIMIT_ARMS:  # controller_for_arm has checked that the source is NVML
             source.set_power_limit_w(config.cap_w)  # type: ignore[attr-defined]
         metadata = trace_metadata(
             source,
@@ -204,6 +205,7 @@ def run_grpo(
                 processing_class=tokenizer,
                 signal=signal,
                 concurrency=config.workload.concurrency,
+                train_micro_batch=config.workload.train_micro_batch,
             )
             trainer.generation_config.max_new_tokens = config.workload.max_new_tokens
             for reporter in trainer.callback_handler.callbacks:
@@ -211,10 +213,8 @@ def run_grpo(
                     reporter.logging_dir = str(paths.folder / "tensorboard")
             actuators = Actuators(
                 trainer,
-                {
-                    "concurrency": config.workload.concurrency_bounds,
-                    "max_new_tokens": config.workload.max_new_tokens_bounds,
-                },
+                {name: getattr(config.workload, f"{name}_bounds") for name in ACTUATORS},
+                pause_s=config.workload.pause_s,
             )
             callback = ControllerCallback(
                 trainer,
