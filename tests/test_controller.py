@@ -143,7 +143,12 @@ def test_domain_randomisation_changes_physics_and_cap(config):
 def test_short_training_beats_a_random_policy(trained):
     _, _, result = trained
     e = result.evaluation
-    assert e["trained_return"] > e["random_return"] + 1.0
+    # the objective (docs/design.md): within the violation budget, and more output than a
+    # uniformly random policy over the same actuators (which, on nominal physics, is not within
+    # it); the per-step Lagrangian return is the means, not the measure
+    budget = trained[0].objective.violation_budget
+    assert e["trained_violation_rate"] <= budget < e["random_violation_rate"]
+    assert e["trained_tokens"] > e["random_tokens"]
     assert result.space.actuators == ("concurrency", "max_new_tokens")
     for name in ("policy.zip", "vecnormalize.pkl", "policy.npz", "controller.json"):
         assert (result.folder / name).exists()

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from grpo_power.analysis.evaluate import budget_targets, comparisons, run_metrics, summarize
 from grpo_power.cli import app
-from grpo_power.config import SIM_ARM_NAMES, ObjectiveConfig
+from grpo_power.config import SIM_ARM_NAMES, ObjectiveConfig, load_config
 from tests.conftest import REPO
 
 
@@ -245,9 +245,10 @@ def test_study_evaluation_reports_every_arm_with_intervals(small_study):
         c for c in safe["candidates"] if c["safe"] and c["tokens_per_s"] > chosen["tokens_per_s"]
     ]
     assert not better  # and no safe candidate produces more
-    # the fixed arm's violations are far above the oracle's (the cap binds at the defaults)
+    # the cap binds at the defaults: the fixed arm is over the violation budget, the oracle not
     by_arm = summary.set_index("arm")
-    assert by_arm.loc["fixed", "violation_rate"] > 5 * by_arm.loc["oracle", "violation_rate"]
+    budget = load_config(REPO / "config" / "config.yaml").objective.violation_budget
+    assert by_arm.loc["fixed", "violation_rate"] > budget and arms["oracle"]["feasible"]
     # ppo+hwcap: the ppo controller over the GPU power limit at the cap, which holds power
     assert arms["ppo+hwcap"]["power_limit_w"] == 320.0
     assert arms["ppo+hwcap"]["folder"] == arms["ppo"]["folder"]
