@@ -17,6 +17,7 @@ from grpo_power.layout import (
     REPORT_FIGURES,
     RUN,
     SWEEP,
+    TRACE_FIT,
     WINDOWS,
 )
 from grpo_power.workflow_params import calibration_settings, real_sweep_settings, run_settings
@@ -166,10 +167,16 @@ def real_trace_logs():
 
 
 def real_trace_outputs():
-    """What the report's real-traces section reads (none when real_traces.folder is not set)."""
+    """The files the report's real-traces section reads, by name (none when real_traces.folder
+    is not set): the run index, the exceedance table and the fit's files."""
     if CFG.real_traces.folder is None:
-        return []
-    return list(REAL_TRACES.paths(LAYOUT.real_traces).values())
+        return {}
+    root = LAYOUT.real_traces
+    return {
+        "runs": root / REAL_TRACES.runs,
+        "exceedance": root / REAL_TRACES.exceedance,
+        **TRACE_FIT.paths(root / REAL_TRACES.fit),
+    }
 
 
 def all_outputs():

@@ -8,7 +8,8 @@ rule real_traces:
     input:
         real_trace_logs(),
     output:
-        **REAL_TRACES.paths(LAYOUT.real_traces),
+        **real_trace_outputs(),
+        traces=directory(LAYOUT.real_traces / REAL_TRACES.traces),
     log:
         LAYOUT.logs / "real_traces.log",
     params:

@@ -19,7 +19,7 @@ rule report:
             for name in (EVALUATE.summary_csv, EVALUATE.ratios, EVALUATE.summary_json)
         ],
         economics=list(ECONOMICS.paths(LAYOUT.economics).values()),
-        real_traces=real_trace_outputs(),
+        real_traces=list(real_trace_outputs().values()),
     output:
         index=report(
             LAYOUT.report / REPORT.page,
