@@ -108,6 +108,16 @@ def test_readme_real_trace_commands_meet_the_targets(shared: Path, tmp_path: Pat
         ("noise_w", sim.noise_w),
     ):
         assert steady[key]["low"] <= value <= steady[key]["high"], key
+    # the cited constants (sim/defaults.py, docs/calibration.md) are this fit, rounded
+    from grpo_power.sim import defaults
+
+    for key, cited in (
+        ("power_at_1_w", defaults.MEASURED_DECODE_AT_1_W),
+        ("slope_w_per_doubling", defaults.MEASURED_DECODE_W_PER_DOUBLING),
+        ("noise_w", defaults.MEASURED_NOISE_W),
+    ):
+        fitted = [steady[key][k] for k in ("value", "low", "high")]
+        assert fitted == pytest.approx(list(cited), abs=0.06), key
     assert p["transient_peak_frac"]["value"] == pytest.approx(sim.transient_peak_frac, abs=0.005)
     assert p["decode_base_frac"]["prior"] == pytest.approx(0.49, abs=0.005)
     assert p["decode_slope_per_doubling"]["prior"] == pytest.approx(0.057)
