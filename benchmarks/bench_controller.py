@@ -6,10 +6,12 @@ oracle and the classic peers (issues 4 and 16; everything SIMULATED).
 - simulator: GRPO steps per second of :class:`SimRun` (with telemetry) on each deployment, and
   environment steps per second of :class:`GrpoPowerEnv` (what PPO training consumes).
 
+- the targets: read from the study's evaluation under ``results/`` when the study has run
+  (``benchmarks/controller_targets.py``; ``config/controller-targets.yaml`` adds the issue's
+  scenarios), else reported as skipped.
+
 A short PPO training (a few thousand steps, seconds) provides the policy; latencies are
-per-call percentiles over many calls. The targets (``benchmarks/controller_targets.py``) train
-PPO on every deployment and evaluate every arm in every scenario over 5 seeds (minutes). Run:
-``python -m benchmarks controller``.
+per-call percentiles over many calls. Run: ``python -m benchmarks controller``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import save_result
-from benchmarks.controller_targets import run_targets
+from benchmarks.controller_targets import print_targets, read_targets
 from grpo_power.config import load_config
 from grpo_power.control.contract import random_observations
 from grpo_power.control.env import ControlSpace, GrpoPowerEnv
@@ -134,7 +136,7 @@ def main() -> dict[str, Any]:
         train_s = time.perf_counter() - started
         latency = decision_latency(Path(tmp) / "7b")
     speed = simulator_speed()
-    targets = run_targets()
+    targets = read_targets(load_config().layout)
     decide = latency["ppo_controller_decide"]
     result = {
         "simulated": True,
@@ -152,16 +154,7 @@ def main() -> dict[str, Any]:
         f"simulator 7b {speed['sim_7b']['steps_per_s']} steps/s, "
         f"72b {speed['sim_72b']['steps_per_s']} steps/s; env {speed['env_7b_steps_per_s']} steps/s"
     )
-    for name, scenario in targets["scenarios"].items():
-        print(f"\n### scenario {name} (SIMULATED)\n{scenario['markdown']}")
-    print("target | scenario | deployment | value % [95 % CI] | base | met")
-    for t in targets["targets"]:
-        print(
-            f"{t['comparison']} | {t['scenario']} | {t['deployment']} | {t['value']:.1f} "
-            f"[{t['ci_low']:.1f}, {t['ci_high']:.1f}] | {t['base']} | "
-            f"{'met' if t['met'] else 'MISSED'}"
-        )
-    print(f"targets met: {targets['targets_met']} of {targets['targets_total']} (SIMULATED)")
+    print_targets(targets)
     return save_result("controller", result)
 
 

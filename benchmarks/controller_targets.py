@@ -1,167 +1,86 @@
-"""The issue's controller targets on the simulator's outcomes (everything SIMULATED).
+"""The controller's targets (issue 16) as the study's evaluation computed them (SIMULATED).
 
-Per deployment (7b, 14b, 72b) the PPO controller is trained once on the study's setting (the
-default config: authority from the simulated sweeps, the Lagrangian reward), then every arm runs
-over the 5 evaluation seeds in each scenario: the study's, a demand-response cap schedule (70 %
-for ten minutes of the 7b's 15-minute budget, the same shares of the others'), completion
-lengths that drift (64, 48, 32, 16 tokens by quarter), thermal derating (phases 1.3x slower in
-the middle 40 %), and on 7b a cap of 0.6 of nameplate. The classic peers are tuned on the tuning
-seeds in each scenario, as in the study; PPO runs as trained (it never saw a schedule).
-
-Targets (``analysis/evaluate.py: budget_targets``, 95 % CIs over seeds by
-``grpo_power.stats.mean_ci``): where the budget is feasible, PPO within the budget with output
->= 95 % of the oracle's and >= 100 % of the best classic peer within the budget (110 % in the
-changing-workload and cap-schedule scenarios). Numbers are reported as they come out; nothing is
-tuned to meet them.
+The study is the experiment: its ``evaluate`` rule runs every arm on every deployment over the
+evaluation seeds, and each ``evaluate_scenario`` rule the configured scenarios (a cap schedule,
+completion lengths that drift, derating, another cap: ``config/controller-targets.yaml`` holds
+the issue's set). Each evaluation's ``ratios.csv`` carries the target rows
+(``analysis/evaluate.py: budget_targets``, 95 % CIs over seeds): where the budget is feasible,
+PPO within the budget with output >= 95 % of the oracle's and >= 100 % of the best classic
+peer within the budget (110 % in the changing-workload and cap-schedule scenarios). This module
+reads them back, with each evaluation's table; it trains and tunes nothing, so the numbers are
+the study's as they came out.
 """
 
 from __future__ import annotations
 
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from grpo_power.analysis.authority import authority_table
-from grpo_power.analysis.evaluate import evaluate_folder
-from grpo_power.config import Config, ScheduleSegmentConfig, load_config
-from grpo_power.control.ppo import train_controller
-from grpo_power.control.rollout import evaluate_deployment
-from grpo_power.sim.calibration import default_calibration
-from grpo_power.sim.grpo_sim import sweep_deployment
+from grpo_power.layout import EVALUATE, ResultsLayout
 
-DEPLOYMENTS = ("7b", "14b", "72b")
-ARMS = [
-    "uncontrolled",
-    "fixed",
-    "fixed-safe",
-    "threshold",
-    "ppo",
-    "hwcap",
-    "oracle",
-    "oracle+hwcap",
+SUMMARY_COLUMNS = [
+    "deployment",
+    "arm",
+    "violation_rate",
+    "breaker_exceedance",
+    "within_budget",
+    "throughput",
+    "tokens_per_mj",
+    "output_tokens",
 ]
 
 
-def scenarios(config: Config) -> list[dict[str, Any]]:
-    """The benchmark's scenarios: name, deployments, cap (None: the deployment's), schedule,
-    and whether the workload or cap changes."""
-    s = ScheduleSegmentConfig
-    nameplate_w = config.gpu.nameplate_w
-    return [
-        {
-            "name": "study",
-            "deployments": DEPLOYMENTS,
-            "cap_w": None,
-            "schedule": [],
-            "changing": False,
-        },
-        {
-            "name": "demand-response",
-            "deployments": DEPLOYMENTS,
-            "cap_w": None,
-            "schedule": [s(start_frac=0.15, cap_frac=0.7), s(start_frac=0.8167, cap_frac=1.0)],
-            "changing": True,
-        },
-        {
-            "name": "length-drift",
-            "deployments": DEPLOYMENTS,
-            "cap_w": None,
-            "schedule": [
-                s(start_frac=0.0, completion_tokens=64),
-                s(start_frac=0.25, completion_tokens=48),
-                s(start_frac=0.5, completion_tokens=32),
-                s(start_frac=0.75, completion_tokens=16),
-            ],
-            "changing": True,
-        },
-        {
-            "name": "derating",
-            "deployments": DEPLOYMENTS,
-            "cap_w": None,
-            "schedule": [s(start_frac=0.3, slowdown=1.3), s(start_frac=0.7, slowdown=1.0)],
-            "changing": True,
-        },
-        {
-            "name": "cap-0.6",
-            "deployments": ("7b",),
-            "cap_w": 0.6 * nameplate_w,
-            "schedule": [],
-            "changing": False,
-        },
-    ]
+def evaluations(layout: ResultsLayout) -> dict[str, Path]:
+    """The evaluation folders the study wrote: ``study`` and each scenario by name, those with
+    a ratios table only."""
+    found = {"study": layout.evaluate_study}
+    scenarios = layout.evaluate_scenario("x").parent
+    if scenarios.is_dir():
+        found |= {p.name: p for p in sorted(scenarios.iterdir()) if p.is_dir()}
+    return {name: p for name, p in found.items() if (p / EVALUATE.ratios).is_file()}
 
 
-def run_targets(progress: bool = True) -> dict[str, Any]:
-    """Train, evaluate every scenario, and return the tables, the target rows and timings."""
-    config = load_config(overrides={"controller": {"progress_bar": progress}})
-    calibration = default_calibration(config)
+def read_targets(layout: ResultsLayout) -> dict[str, Any]:
+    """The target rows and tables of every evaluation under ``layout``.
+
+    Returns:
+        ``{"simulated", "scenarios": {name: {markdown, summary, folder}}, "targets": [row],
+        "targets_met", "targets_total"}``; with no evaluation, ``{"skipped": reason}``.
+    """
+    found = evaluations(layout)
+    if not found:
+        where = layout.evaluate_study.parent
+        return {"skipped": f"no study evaluation under {where}: run the study first"}
     out: dict[str, Any] = {"simulated": True, "scenarios": {}, "targets": []}
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        rows = []
-        for name in DEPLOYMENTS:
-            rows += sweep_deployment(calibration, name, config, config.seed)
-        authority = authority_table(
-            pd.DataFrame(rows),
-            config.authority.threshold,
-            config.authority.reference,
-            config.controller.reward.model_dump(),
-        ).to_dict(orient="records")
-        folders = {}
-        started = time.perf_counter()
-        for name in DEPLOYMENTS:
-            folders[name] = root / "controllers" / name
-            train_controller(config, calibration, name, authority, folders[name])
-        out["training_s"] = round(time.perf_counter() - started, 1)
-        for scenario in scenarios(config):
-            started = time.perf_counter()
-            folder = root / scenario["name"]
-            for name in scenario["deployments"]:
-                evaluate_deployment(
-                    config,
-                    calibration,
-                    name,
-                    folder / name,
-                    ARMS,
-                    {"ppo": folders[name]},
-                    scenario["cap_w"],
-                    None,
-                    scenario["schedule"],
-                )
-            result = evaluate_folder(
-                folder,
-                list(scenario["deployments"]),
-                config.evaluate.exceedance_window_s,
-                config.evaluate.confidence,
-                config.objective,
-                scenario["changing"],
-            )
-            targets = result.ratios[result.ratios["comparison"].str.startswith("budget_")]
-            for _, row in targets.iterrows():
-                out["targets"].append({"scenario": scenario["name"], **row.to_dict()})
-            out["scenarios"][scenario["name"]] = {
-                "markdown": result.markdown,
-                "summary": result.summary[
-                    [
-                        "deployment",
-                        "arm",
-                        "violation_rate",
-                        "breaker_exceedance",
-                        "within_budget",
-                        "throughput",
-                        "tokens_per_mj",
-                        "output_tokens",
-                    ]
-                ].to_dict(orient="records"),
-                "feasible": {
-                    d: {a: bool(i["arms"][a]["feasible"]) for a in ("oracle", "oracle+hwcap")}
-                    for d, i in result.infos.items()
-                },
-                "evaluate_s": round(time.perf_counter() - started, 1),
-            }
+    for name, folder in found.items():
+        ratios = pd.read_csv(folder / EVALUATE.ratios)
+        rows = ratios[ratios["comparison"].str.startswith("budget_")]
+        out["targets"] += [{"scenario": name, **row} for row in rows.to_dict(orient="records")]
+        summary = pd.read_csv(folder / EVALUATE.summary_csv)
+        out["scenarios"][name] = {
+            "folder": str(folder),
+            "markdown": (folder / EVALUATE.table).read_text(encoding="utf-8"),
+            "summary": summary[[c for c in SUMMARY_COLUMNS if c in summary]].to_dict("records"),
+        }
     out["targets_met"] = int(sum(bool(t["met"]) for t in out["targets"]))
     out["targets_total"] = len(out["targets"])
     return out
+
+
+def print_targets(targets: dict[str, Any]) -> None:
+    """Print each evaluation's table, then one line per target."""
+    if "skipped" in targets:
+        print(f"controller targets skipped: {targets['skipped']}")
+        return
+    for name, scenario in targets["scenarios"].items():
+        print(f"\n### {name} ({scenario['folder']}, SIMULATED)\n{scenario['markdown']}")
+    print("target | evaluation | deployment | controller | value % [95 % CI] | base | met")
+    for t in targets["targets"]:
+        print(
+            f"{t['comparison']} | {t['scenario']} | {t['deployment']} | {t['controller']} | "
+            f"{t['value']:.1f} [{t['ci_low']:.1f}, {t['ci_high']:.1f}] | {t['base']} | "
+            f"{'met' if t['met'] else 'MISSED'}"
+        )
+    print(f"targets met: {targets['targets_met']} of {targets['targets_total']} (SIMULATED)")

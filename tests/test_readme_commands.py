@@ -3,7 +3,8 @@
 The commands are read from README.md. Each must be listed in :data:`HOW` with how it is run:
 
 - ``run``: as written, through bash, in its place's checkout copy, in README order;
-- ``dry``: it needs GPUs, so its dry form (``-n``, shown in the README too) stands for it;
+- ``dry``: it needs GPUs, or runs longer than CI allows (the controller-targets study), so its
+  dry form (``-n``, shown in the README too) stands for it;
 - ``stand-in``: it needs an NVIDIA GPU; the file it would write is put in place from
   ``tests/data`` (a mock of the hardware only), and the commands after it run on that file;
 - ``this``: ``make test``, the command that runs this test;
@@ -49,6 +50,9 @@ REAL_TRACES_TEST = "tests/test_real_traces.py::test_readme_real_trace_commands_m
 REAL_TRACES_STUDY = (
     "snakemake --cores 2 --config real_traces='{folder: ../shared/data/real-traces, held_out: "
     '[arrival_rate, trace_replay], origin: "grantwilkins/powertrace-sim @96361ef"}\''
+)
+TARGETS_DRY = (
+    "snakemake -n --cores 2 --configfile config/config.yaml config/controller-targets.yaml"
 )
 # command -> (how, place or detail). Places: local (the laptop study), cluster, tools.
 HOW: dict[str, tuple[str, str]] = {
@@ -109,6 +113,9 @@ HOW: dict[str, tuple[str, str]] = {
         PLANNER_REAL,
     ),
     "make bench": ("run", "tools"),
+    TARGETS_DRY: ("run", "local"),
+    TARGETS_DRY.replace(" -n", ""): ("dry", TARGETS_DRY),
+    ".venv/bin/python -m benchmarks controller": ("run", "local"),
     # the public traces lie outside the checkout (../shared): run as written there
     **{command: ("covered", REAL_TRACES_TEST) for command in REAL_TRACE_COMMANDS},
     ".venv/bin/python -m benchmarks fleet_scaling": ("run", "tools"),
@@ -191,6 +198,21 @@ def test_readme_local_commands(tmp_path: Path) -> None:
             "arrival_pattern_qwen3-8b_a100_bursty",
             "arrival_pattern_qwen3-8b_a100_smooth",
         }
+    # the controller-targets study planned on top of the laptop study: its new scenarios only
+    plan = outputs[TARGETS_DRY]
+    for scenario in ("demand-response", "length-drift", "derating", "7b-cap-0.6"):
+        assert f"results/evaluate/scenarios/{scenario}/table.md" in plan, scenario
+    assert "rule run:" not in plan and "rule sweep:" not in plan
+    # the targets benchmark reads what the study's evaluation wrote, every row labelled
+    bench = json.loads((results / "benchmarks" / "controller.json").read_text())
+    targets = pd.DataFrame(bench["controller_targets"]["targets"])
+    ratios = pd.read_csv(results / "evaluate" / "study" / "ratios.csv")
+    study = ratios[ratios["comparison"].str.startswith("budget_")]
+    assert len(targets[targets["scenario"] == "study"]) == len(study) > 0
+    assert set(targets["scenario"]) == {"study", "7b-cap-305w"}
+    assert set(targets["data"]) == {"simulated"}
+    said = outputs[".venv/bin/python -m benchmarks controller"]
+    assert f"targets met: {bench['controller_targets']['targets_met']} of {len(targets)}" in said
 
 
 def _sacct_rows(since: str) -> list[list[str]]:
