@@ -79,6 +79,10 @@ def test_no_arm_beats_the_oracle_within_the_budget(case):
             for s in seeds
         ]
         outcomes[arm] = pooled([run_outcome(r, budget_s, config.objective) for r in runs])
+    for own in ("oracle", "oracle+hwcap"):  # a plan called feasible is within it as it runs
+        if plans[own].settings["feasible"]:
+            o = outcomes[own]
+            assert meets_budget(o.violation_rate, o.breaker_excess_w, config.objective), (own, o)
     for arm, outcome in outcomes.items():
         within = meets_budget(outcome.violation_rate, outcome.breaker_excess_w, config.objective)
         own = oracle_for(arm)

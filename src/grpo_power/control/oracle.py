@@ -31,7 +31,12 @@ is a safe fallback), and they are judged on the true budget.
 The plan shares each segment's time between finalists (a linear programme): the most tokens
 whose time-weighted violation share is within the run's budget (a segment may spend more of it
 than another; time-sharing two settings reaches the budget exactly where one static setting
-cannot, as a feedback controller does by switching) and no breaker window above the cap. When
+cannot, as a feedback controller does by switching) and no breaker window above the cap. The
+finalists' outcomes are those of static runs; a plan that switches runs a step in flight at a
+switch at the old setting, so it may land a little over the budget. The plan is therefore run
+on every evaluation seed (hindsight) and, if it is over, solved again with the linear
+programme's budget tightened by the share it overshot, the last of ``PLAN_CHECKS`` tries with
+no violation allowed to the finalists (a plan of settings that never exceed the cap). When
 no plan is within the budget, the cap is infeasible for the deployment with these actuators: the
 oracle holds the lowest-power finalist per segment and says so, with that lowest achievable mean
 power. Everything it produces is simulated.
@@ -45,15 +50,17 @@ from typing import Any
 
 import numpy as np
 
-from grpo_power.analysis.objective import INFEASIBLE, Outcome, pooled, rank_key
+from grpo_power.analysis.objective import INFEASIBLE, Outcome, meets_budget, pooled, rank_key
 from grpo_power.config import Config
 from grpo_power.control.contract import Action
 from grpo_power.control.controllers import FixedController, SegmentController
-from grpo_power.control.simulate import segment_outcomes, simulate
+from grpo_power.control.simulate import run_outcome, segment_outcomes, simulate
 from grpo_power.sim.schedule import Schedule
 from grpo_power.sim.step_model import ONLINE_ACTUATORS, Physics
 
 SCREENING_LADDER = (2.0, 1.0, 0.5, 0.25)  # screening budgets, times the violation budget
+PLAN_CHECKS = 4  # plans tried: each run on every evaluation seed, the budget tightened if over
+PLAN_MARGIN = 0.9  # each retry's budget, times the share the last plan overshot by
 Setting = tuple[tuple[int, ...], float | None]  # actuator values in ONLINE_ACTUATORS order, limit
 
 
@@ -212,7 +219,48 @@ def search_oracle(
         {s: pooled([runs[segment] for runs in final[s]]) for s in final}
         for segment in range(len(segments))
     ]
-    plan, feasible = _combine(segments, outcomes, objective)
+    sequences = w.prompts_per_step * w.num_generations
+    budget = objective.violation_budget
+    result = None
+    for attempt in range(PLAN_CHECKS):
+        plan, feasible = _combine(segments, outcomes, budget)
+        if not feasible and result is not None:  # no plan without violations: keep the last
+            break
+        choices = _choices(segments, plan, outcomes, feasible)
+        step_tokens = max(sequences * c.values["max_new_tokens"] * physics.gpus for c in choices)
+        result = OracleResult(choices, len(scores), step_tokens)
+        if not feasible:
+            break
+        runs = [
+            simulate(
+                physics,
+                config,
+                result.controller(),
+                cap_w,
+                schedule.budget_s,
+                seed,
+                None,
+                schedule,
+            )
+            for seed in seeds
+        ]
+        realized = pooled([run_outcome(run, schedule.budget_s, objective) for run in runs])
+        if meets_budget(realized.violation_rate, realized.breaker_excess_w, objective):
+            break
+        # over: tighten by the overshoot; the last try allows the finalists no violation
+        over = objective.violation_budget / max(realized.violation_rate, 1e-12)
+        budget = budget * over * PLAN_MARGIN if attempt < PLAN_CHECKS - 2 else 0.0
+    assert result is not None
+    return result
+
+
+def _choices(
+    segments: list[tuple[float, float, Any]],
+    plan: list[list[tuple[Setting, float]]],
+    outcomes: list[dict[Setting, Outcome]],
+    feasible: bool,
+) -> list[SegmentChoice]:
+    """The plan's time shares as consecutive choices, each with its finalist's outcome."""
     choices = []
     for segment, (start_s, end_s, _) in enumerate(segments):
         at_s = start_s
@@ -229,18 +277,16 @@ def search_oracle(
                 )
             )
             at_s += length_s
-    sequences = w.prompts_per_step * w.num_generations
-    step_tokens = max(sequences * c.values["max_new_tokens"] * physics.gpus for c in choices)
-    return OracleResult(choices, len(scores), step_tokens)
+    return choices
 
 
 def _combine(
     segments: list[tuple[float, float, Any]],
     outcomes: list[dict[Setting, Outcome]],
-    objective: Any,
+    budget: float,
 ) -> tuple[list[list[tuple[Setting, float]]], bool]:
     """Shares of each segment's time per finalist (a linear programme, scipy): the most tokens
-    whose time-weighted violation share is within the run's budget, using only finalists with
+    whose time-weighted violation share is within ``budget``, using only finalists with
     no breaker window above the cap. Time-sharing two settings reaches the budget exactly where
     one static setting cannot (what a feedback controller does by switching), so the plan is a
     limit for dynamic arms too. None within: the lowest-power finalist per segment."""
@@ -256,7 +302,7 @@ def _combine(
         result = linprog(
             -tokens,
             A_ub=violation[None, :],
-            b_ub=[objective.violation_budget * durations.sum()],
+            b_ub=[budget * durations.sum()],
             A_eq=one,
             b_eq=np.ones(len(covered)),
             bounds=(0.0, 1.0),
