@@ -194,12 +194,48 @@ def test_a_few_numbers_against_their_source_files(report: dict) -> None:
     assert cost == [f"{fixed['energy_usd_per_mtok']:,.3f}"]
 
 
+def test_the_live_arm_table_sets_the_study_beside_the_files(report: dict) -> None:
+    """The study's four live 7B arms with this run's: the evaluation's 7b arms, the sweep's
+    half concurrency, and the real runs' tokens/s and share over the cap, or "not ..." where
+    the study's arm has no counterpart in this run."""
+    root = report["root"]
+    text = (root / "report" / "index.html").read_text()
+    section = text[text.index('id="live-arms"') :]
+    section = section[: section.index("</table>")]
+    rows = [re.sub(r"<[^>]+>", "", r) for r in section.split("<tr>")[2:]]
+    assert len(rows) == 4
+    for study, tokens in (("static generation batch 8", "222,472"), ("PPO", "183,069")):
+        assert any(r.startswith(study) and tokens in r for r in rows), study
+    summary = pd.read_csv(root / "evaluate" / "study" / "summary.csv").set_index(
+        ["deployment", "arm"]
+    )
+    ppo = next(r for r in rows if r.startswith("PPO"))
+    assert f"{summary.loc[('7b', 'ppo'), 'output_tokens']:,.0f}" in ppo
+    assert f"{100 * summary.loc[('7b', 'ppo'), 'violation_rate']:.2f}" in ppo
+    assert "not run" in ppo  # no real ppo run in this small study
+    sweeps = pd.read_csv(root / "identify" / "sweeps.csv")
+    half = sweeps[(sweeps["deployment"] == "7b") & (sweeps["actuator"] == "concurrency")]
+    half = half[half["level"] <= 16].sort_values("level").iloc[-1]  # fixed arm's 32, halved
+    batch4 = next(r for r in rows if r.startswith("static generation batch 4"))
+    assert f"concurrency {half['level']} (sweep)" in batch4
+    assert f"{half['tokens_per_s']:,.1f}" in batch4
+    hysteresis = next(r for r in rows if r.startswith("hysteresis"))
+    assert "not evaluated" in hysteresis  # the small evaluation has no threshold arm
+    arms = pd.read_csv(root / "economics" / "arms.csv")
+    real = arms[(arms["source"] == "run") & (arms["arm"] == "threshold")].iloc[0]
+    assert f"{real['tokens_per_gpu_s']:,.1f}" in hysteresis
+    exceedance = pd.read_csv(next(p for p in root.rglob("exceedance.csv") if "threshold" in str(p)))
+    over = exceedance[(exceedance["scope"] == "run_pooled") & (exceedance["window_s"] == 0.5)]
+    assert f"{100 * over['exceedance'].iloc[0]:.2f}" in hysteresis
+
+
 def test_the_page_reads_top_to_bottom_and_labels_simulation(report: dict) -> None:
     page = report["page"]
     assert page.headings == [
         "The question",
         "Setup",
         "The study and this run",
+        "The study's live arms",
         "Figures",
         "Tables",
         "Simulator against real traces",

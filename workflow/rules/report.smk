@@ -13,6 +13,7 @@ rule report:
             for name in (FLEET.summary, FLEET.fleet_csv, FLEET.scaling_csv, FLEET.comparison_csv)
         ],
         authority=LAYOUT.identify / IDENTIFY.authority_csv,
+        sweeps=LAYOUT.identify / IDENTIFY.sweeps,
         controllers=controller_outputs(),
         evaluate=[
             LAYOUT.evaluate_study / name

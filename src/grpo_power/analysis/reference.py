@@ -147,3 +147,28 @@ PUBLISHED_OVERSUBSCRIPTION: tuple[ReferenceFigure, ...] = (
         "datacenters using reserved (redundant) power, production",
     ),
 )
+
+STUDY_LIVE_SOURCE = (
+    "arXiv 2608.11226, abstract or a secondary summary of it (not checked against the paper's "
+    "own table)"
+)
+STUDY_7B_CAP_W = 314.6  # the study's 7B cap, W (same source)
+
+
+@dataclass(frozen=True)
+class StudyLiveArm:
+    """One of the study's live 7B arms (Qwen2.5-7B GRPO on one A100-SXM4-80GB under the 314.6 W
+    cap, a fixed time budget): its output and share of NVML samples over the cap."""
+
+    arm: str  # the study's name for it
+    tokens: int
+    violation_pct: float
+    source: str = STUDY_LIVE_SOURCE
+
+
+STUDY_LIVE_ARMS: tuple[StudyLiveArm, ...] = (
+    StudyLiveArm("static generation batch 8", 222_472, 17.72),
+    StudyLiveArm("static generation batch 4", 134_860, 0.01),
+    StudyLiveArm("hysteresis controller", 166_189, 1.96),
+    StudyLiveArm("PPO", 183_069, 2.27),
+)

@@ -40,6 +40,7 @@ from grpo_power.report.inputs import (
     sim_power,
     written_by,
 )
+from grpo_power.report.live_arms import first_run_exceedance, live_arm_table
 from grpo_power.report.real_traces import real_traces_section
 from grpo_power.stage_files import read_csv
 from grpo_power.version import __version__
@@ -278,6 +279,36 @@ def _cautions(oversub: tab.CsvFile, fleet: tab.JsonFile, infos: list[RunInfo], o
     return html.section("Cautions", html.bullet_list(items, out, "caution"), key="cautions")
 
 
+def _live_arms(
+    config: Config,
+    inputs: ReportInputs,
+    infos: list[RunInfo],
+    summary: tab.CsvFile,
+    run_arms: tab.CsvFile,
+    single: list[str],
+) -> tab.Table:
+    """The live-arm table on the first single-GPU deployment and the first real run size that
+    stands for it (``sim.deployments[].sizes``; the first run size when none does)."""
+    deployment = next(
+        (d for d in config.sim.deployments if d.name in single), config.sim.deployments[0]
+    )
+    sizes = [s.size for s in config.run_sizes]
+    size = next((s for s in sizes if s in deployment.sizes), sizes[0])
+    arms = {i.metadata["run_id"]: i.manifest["arm"] for i in infos if i.manifest["size"] == size}
+    sweeps = tab.CsvFile(inputs.identify / IDENTIFY.sweeps, written_by("identify", IDENTIFY.sweeps))
+    return live_arm_table(
+        summary,
+        sweeps,
+        run_arms,
+        first_run_exceedance(inputs.exceedance, arms),
+        deployment.name,
+        size,
+        deployment.cap_w or config.cap_w,
+        config.workload.concurrency,
+        min(config.windows.windows_s),
+    )
+
+
 def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportResult:
     """Draw the figures and write ``out/index.html`` (and ``out/figures/*.pdf|png``)."""
     out = Path(out)
@@ -319,6 +350,7 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
         sharded[-1] if sharded else next(iter(deployments)),
         setup_text,
     )
+    live = _live_arms(config, inputs, infos, summary, e["arms"], single)
     controller_savings = e["savings"].select(arm=econ.controller_arm)
     tables = [
         tab.csv_table(
@@ -408,6 +440,7 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
         html.section("The question", html.paragraph(QUESTION), key="question"),
         _setup(infos, evaluate_json, fleet_json, out),
         html.section("The study and this run", html.table_html(study, out), key="study"),
+        html.section("The study's live arms", html.table_html(live, out), key="live-arms"),
         html.section(
             "Figures",
             *(
@@ -428,7 +461,7 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
     index = write_text_atomic(out / REPORT.page, html.page(config.report.title, subtitle, sections))
     numbers = sum(
         isinstance(part, tab.Num)
-        for t in [study, *tables, *economics]
+        for t in [study, live, *tables, *economics]
         for row in t.rows
         for cell in row
         for part in (cell if isinstance(cell, list) else [cell])
