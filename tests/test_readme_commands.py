@@ -182,7 +182,7 @@ def test_readme_local_commands(tmp_path: Path) -> None:
     assert "rule run" not in forcerun  # nothing upstream
     # the PPO arm ran for real: its step log holds the controller's actions and what it saw
     steps = pd.read_parquet(results / "runs" / "tiny" / "ppo" / "seed0" / "steps.parquet")
-    assert steps["action_concurrency"].notna().all() and steps["action_max_new_tokens"].notna().all()
+    assert steps[["action_concurrency", "action_max_new_tokens"]].notna().all().all()
     assert (steps["obs_mean_power_w"].iloc[1:] > 0).all() and (steps["obs_cap_w"] > 0).all()
     one = outputs["snakemake --cores 2 results/runs/tiny/threshold/seed0/trace.parquet"]
     assert "Nothing to be done" in one
