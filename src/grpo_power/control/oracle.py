@@ -13,15 +13,23 @@ the cap), the same code that scores the arms. When the workload or the cap chang
 run (a schedule), each segment is judged on its own samples and gets its own best setting.
 
 The full product of every integer value of every actuator (and the limits) is too large to
-simulate (7b: 32 x 57 x 5 settings), so the search is:
+simulate (7b: 32 x 57 x 8 x 9 settings x 5 limits), so the search is:
 
-1. screen the product of each actuator's levels (``ActuatorBounds.levels()``: bounds and powers
-   of two) x the power limits, on the first evaluation seed over ``tuning_budget_frac`` of the
-   budget;
-2. refine each segment's best by trying every integer value of each actuator in turn, the
-   others held (coordinate search, same runs);
+1. screen the product of the generation actuators' levels (``GRID_ACTUATORS``, each
+   ``ActuatorBounds.levels()``: bounds and powers of two) x the power limits, the training chunk
+   and the pause at their defaults, on the first evaluation seed over ``tuning_budget_frac`` of
+   the budget;
+2. refine each segment's best by coordinate ascent: every integer value of each actuator in
+   turn (the generation actuators, the training chunk, the pause), the others held at the best
+   so far, repeated while a round moves the best (``REFINE_ROUNDS`` at most; same runs);
 3. score the ``evaluate.oracle_finalists`` best per segment on every evaluation seed over the
    whole budget, and keep the best (hindsight on the seeds the arms are evaluated on).
+
+Measured on 7b at the defaults (2026-12-02): the product of all four actuators' levels took
+567 screening runs and planned 411,218 tokens at 2.00 % violations; this search takes 118 and
+plans 409,787 at 1.97 % (0.3 % fewer tokens). A pause or a smaller training chunk only lowers
+power, so its best value follows from the generation setting it is paired with, which the
+coordinate rounds find.
 
 Screening runs are short, so their violation share is noisy: the finalists are the best under a
 ladder of screening budgets (2, 1, 1/2 and 1/4 times the violation budget, a setting a little
@@ -59,6 +67,8 @@ from grpo_power.sim.schedule import Schedule
 from grpo_power.sim.step_model import ONLINE_ACTUATORS, Physics
 
 SCREENING_LADDER = (2.0, 1.0, 0.5, 0.25)  # screening budgets, times the violation budget
+GRID_ACTUATORS = ("concurrency", "max_new_tokens")  # screened on a grid of levels together
+REFINE_ROUNDS = 2  # coordinate rounds over every integer value of every actuator, at most
 PLAN_CHECKS = 4  # plans tried: each run on every evaluation seed, the budget tightened if over
 PLAN_MARGIN = 0.9  # each retry's budget, times the share the last plan overshot by
 Setting = tuple[tuple[int, ...], float | None]  # actuator values in ONLINE_ACTUATORS order, limit
@@ -182,21 +192,28 @@ def search_oracle(
         ranked = sorted(scores, key=lambda s: _key(scores[s][segment], screening), reverse=True)
         return ranked[:k]
 
-    for values in itertools.product(*(bounds[n].levels() for n in ONLINE_ACTUATORS)):
+    grid = [
+        bounds[n].levels() if n in GRID_ACTUATORS else [getattr(w, n)] for n in ONLINE_ACTUATORS
+    ]
+    for values in itertools.product(*grid):
         for limit in limits:
             screen((tuple(values), limit))
     for segment in range(n_segments):
-        values, limit = best(segment)[0]
-        for i, name in enumerate(ONLINE_ACTUATORS):
-            for level in range(bounds[name].min, bounds[name].max + 1):
-                screen(((*values[:i], level, *values[i + 1 :]), limit))
+        for _ in range(REFINE_ROUNDS):
+            start = best(segment)[0]
+            for i, name in enumerate(ONLINE_ACTUATORS):
+                values, limit = best(segment)[0]
+                for level in range(bounds[name].min, bounds[name].max + 1):
+                    screen(((*values[:i], level, *values[i + 1 :]), limit))
+            if best(segment)[0] == start:
+                break
     k = config.evaluate.oracle_finalists
     finalists = {
         s for segment in range(n_segments) for rung in ladder for s in best(segment, k, rung)
     }
     finalists |= _static_settings(config, cap_w if hardware_tier else None)
     final: dict[Setting, list[list[Outcome]]] = {}
-    for values, limit in finalists:
+    for values, limit in sorted(finalists, key=_order):  # a set: same order every process
         final[(values, limit)] = [
             segment_outcomes(
                 simulate(
@@ -348,6 +365,13 @@ def _static_settings(config: Config, limit_w: float | None) -> set[Setting]:
         for c in corners
         for limit in limits
     }
+
+
+def _order(setting: Setting) -> tuple[tuple[int, ...], float]:
+    """A sort key of settings (no limit first): ``None`` hashes differently in every process,
+    so a set of settings is iterated in the same order only once sorted."""
+    values, limit = setting
+    return values, -1.0 if limit is None else limit
 
 
 def _fixed(values: tuple[int, ...]) -> FixedController:
