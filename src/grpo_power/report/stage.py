@@ -25,6 +25,7 @@ from grpo_power.layout import (
     REPORT,
     REPORT_FIGURES,
     RUN,
+    STUDY_FLEET,
     WINDOWS,
 )
 from grpo_power.report import figures as fig
@@ -309,6 +310,14 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
         f"({', '.join(sorted({i.metadata['source'] for i in infos}))} power); "
         f"{len(deployments)} SIMULATED deployments ({', '.join(deployments)})"
     )
+    study_fleet = (
+        tab.CsvFile(
+            inputs.study_fleet / STUDY_FLEET.comparison_csv,
+            written_by("study fleet", STUDY_FLEET.comparison_csv),
+        )
+        if inputs.study_fleet is not None
+        else None
+    )
     study = tab.study_table(
         ratios,
         authority,
@@ -318,6 +327,8 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
         single[0] if single else next(iter(deployments)),
         sharded[-1] if sharded else next(iter(deployments)),
         setup_text,
+        study_fleet,
+        ("uncontrolled", econ.controller_arm),
     )
     controller_savings = e["savings"].select(arm=econ.controller_arm)
     tables = [
@@ -350,6 +361,16 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
             ["reference", "quantity", "note"],
         ),
     ]
+    if study_fleet is not None:
+        tables.append(
+            tab.csv_table(
+                "study_fleet",
+                "The study's fleet mix and the 72B windows, every arm (SIMULATED deployments)",
+                study_fleet,
+                tab.STUDY_FLEET_COLS,
+                ["key", "arm"],
+            )
+        )
     economics = [
         tab.csv_table(
             "constants",
