@@ -141,8 +141,15 @@ def make_figures(
     return made
 
 
-def _setup(infos: list[RunInfo], evaluate: tab.JsonFile, fleet: tab.JsonFile, out: Path) -> str:
-    """Hardware, models, versions and what was simulated."""
+def _setup(
+    infos: list[RunInfo],
+    evaluate: tab.JsonFile,
+    fleet: tab.JsonFile,
+    out: Path,
+    study_fleet: tab.JsonFile | None = None,
+) -> str:
+    """Hardware, models, versions and what was simulated (``study_fleet``: the study fleet's
+    summary.json, when there is one)."""
     hardware = tab.Table(
         "hardware",
         "Real runs: hardware and telemetry (from the run manifests and trace metadata)",
@@ -228,6 +235,14 @@ def _setup(infos: list[RunInfo], evaluate: tab.JsonFile, fleet: tab.JsonFile, ou
         "Economics multiply these energies and throughputs by sourced constants; they inherit "
         "every simulated label.",
     ]
+    if study_fleet is not None:
+        simulated.insert(
+            -1,
+            f"The study's fleet mix ({study_fleet.get('mix_text')}: "
+            f"{study_fleet.get('n_gpus')} GPUs) is SIMULATED: the deployments' evaluation runs, "
+            f"{study_fleet.get('draws')} draws of seeds and random start offsets per arm; its "
+            f"72B windows are the {study_fleet.get('windows_72b_from')} deployment's runs.",
+        )
     return html.section(
         "Setup",
         html.table_html(hardware, out),
@@ -314,6 +329,14 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
         tab.CsvFile(
             inputs.study_fleet / STUDY_FLEET.comparison_csv,
             written_by("study fleet", STUDY_FLEET.comparison_csv),
+        )
+        if inputs.study_fleet is not None
+        else None
+    )
+    study_fleet_json = (
+        tab.JsonFile(
+            inputs.study_fleet / STUDY_FLEET.summary,
+            written_by("study fleet", STUDY_FLEET.summary),
         )
         if inputs.study_fleet is not None
         else None
@@ -427,7 +450,7 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
     made = make_figures(config, inputs, infos, out)
     sections = [
         html.section("The question", html.paragraph(QUESTION), key="question"),
-        _setup(infos, evaluate_json, fleet_json, out),
+        _setup(infos, evaluate_json, fleet_json, out, study_fleet_json),
         html.section("The study and this run", html.table_html(study, out), key="study"),
         html.section(
             "Figures",
