@@ -106,15 +106,29 @@ def make_figures(
     samples = pd.concat([run_samples, sim_samples])
     arms = read_csv(inputs.economics / ECONOMICS.arms, written_by("economics", ECONOMICS.arms))
     scaling = read_csv(inputs.fleet / FLEET.scaling_csv, written_by("fleet", FLEET.scaling_csv))
+    sim_72b = None
+    if inputs.study_fleet is not None:
+        rows = read_csv(
+            inputs.study_fleet / STUDY_FLEET.comparison_csv,
+            written_by("study fleet", STUDY_FLEET.comparison_csv),
+            ("key", "arm", "window_s", "this_run", "data"),
+        )
+        shown = ("uncontrolled", config.economics.controller_arm)
+        sim_72b = rows[rows["key"].str.startswith("exceedance_72b") & rows["arm"].isin(shown)]
     # name -> (draw the figure, the data labels it shows)
     drawn = {
         "power_traces": (lambda: fig.power_traces(traces), traces["data"]),
         "power_distributions": (lambda: fig.power_distributions(samples), samples["data"]),
         "exceedance_windows": (
             lambda: fig.exceedance_windows(
-                exceedance, fleet_windows, summary, config.evaluate.exceedance_window_s
+                exceedance, fleet_windows, summary, config.evaluate.exceedance_window_s, sim_72b
             ),
-            [*exceedance["data"], *fleet_windows["data"], *summary["data"]],
+            [
+                *exceedance["data"],
+                *fleet_windows["data"],
+                *summary["data"],
+                *([] if sim_72b is None else sim_72b["data"]),
+            ],
         ),
         "authority": (
             lambda: fig.authority(

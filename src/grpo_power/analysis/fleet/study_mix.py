@@ -178,6 +178,7 @@ def _row(fig: reference.ReferenceFigure, arm: str, value: float, note: str) -> d
         "this_run": value,
         "difference": fig.difference(value),
         "unit": fig.unit,
+        "window_s": fig.window_s,
         "data": "simulated",
         "study_origin": fig.origin,
         "note": note,
