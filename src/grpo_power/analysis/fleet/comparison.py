@@ -87,6 +87,12 @@ def comparison_table(
     fleet_desc = f"{n_gpus}-GPU fleet, {alignment}"
     if alignment == "monte_carlo":
         fleet_desc += f", {int(fleet_table['draws'].iloc[0])} draws"
+    named = sorted({str(s) for s in sizes.values() if s})
+    fleet_desc += (
+        f" of {len(runs)} run(s) ({', '.join(named) or 'size not in the metadata'}); differs: "
+        "these runs, not the study's mix of 72B, 14B and 7B runs (the simulated mix: "
+        "fleet/study-mix)"
+    )
     long = fleet_table[fleet_table["window_s"] >= 30.0]
     long = long[np.isfinite(long["exceedance_mean"])]
     mc = alignment == "monte_carlo"
