@@ -243,7 +243,8 @@ def evaluated_arms(evaluation: Path | str, deployment: str) -> list[str]:
         ValueError: the evaluation did not run this deployment (the message lists those it ran).
     """
     path = Path(evaluation) / EVALUATE.summary_json
-    summary = read_json(path, "the evaluate stage's summary.json", ("deployments",))
+    expected = "the evaluate stage's summary.json, written by `grpo-power evaluate`"
+    summary = read_json(path, expected, ("deployments",))
     deployments = summary["deployments"]
     if deployment not in deployments:
         raise ValueError(
