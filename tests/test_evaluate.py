@@ -153,7 +153,6 @@ def small_study(tmp_path_factory):
     data = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     data["results_dir"] = str(root / "results")
     data["sim"]["deployments"] = [{**data["sim"]["deployments"][0], "budget_s": 120}]
-    data["fleet"]["study_mix"] = []  # the study's fleet needs its 14b and 72b
     data["sim"]["sweep_s"] = 120
     data["authority"]["real_sweep_steps"] = 0
     data["controller"].update(total_timesteps=4096, n_envs=4, episode_steps=32)

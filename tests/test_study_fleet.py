@@ -168,6 +168,13 @@ def test_study_fleet_needs_every_deployment_of_the_mix(tmp_path):
         analyze_study_fleet([big], config())
 
 
+def test_the_default_mix_is_off_without_the_study_deployments():
+    one = {"name": "7b", "gpus": 1, "params_b": 7.6, "budget_s": 900}
+    only_7b = validate_config({"sim": {"deployments": [one]}})
+    assert only_7b.fleet.study_mix == []
+    assert [e.deployment for e in config().fleet.study_mix] == ["72b", "14b", "7b"]
+
+
 def test_study_mix_names_configured_deployments():
     with pytest.raises(ValueError, match=r"fleet\.study_mix: deployment 'h100' is not in"):
         validate_config({"fleet": {"study_mix": [{"deployment": "h100", "jobs": 1}]}})

@@ -129,7 +129,8 @@ class FleetConfig(Strict):
         description="The study's fleet composed of the evaluation's simulated runs, per arm "
         "(rule study_fleet): runs of each deployment, each at a random seed and start offset; "
         "the study's 16 GPUs: 2 x 72b (4 GPUs each), 2 x 14b (2), 4 x 7b (1). Empty: no "
-        "study fleet.",
+        "study fleet; left at its default, it is empty where sim.deployments lacks one of "
+        "these.",
     )
 
     @model_validator(mode="after")

@@ -120,7 +120,10 @@ class Config(Strict):
                 )
         mix = [entry.deployment for entry in self.fleet.study_mix]
         unknown = [name for name in mix if name not in names]
-        if unknown:
+        if unknown and "study_mix" not in self.fleet.model_fields_set:
+            # The default mix needs the study's deployments: without them, no study fleet.
+            self.fleet.study_mix = []
+        elif unknown:
             raise ValueError(
                 f"fleet.study_mix: deployment {unknown[0]!r} is not in sim.deployments {names}; "
                 "expected configured deployments, or study_mix: [] for no study fleet"
