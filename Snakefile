@@ -21,14 +21,15 @@ os.environ.update(
 
 # GPU work: the run, calibration and sweep rules submit their GPU jobs through submitit
 # (launch.launcher: submitit, one job array each) and wait for them, so on Slurm they run where
-# Snakemake runs. windows is a few seconds of CPU per trace: run where Snakemake runs too, rather
-# than queueing one tiny Slurm job per trace. Every other rule is a CPU-only analysis job.
+# Snakemake runs. windows and sim_windows are a few seconds of CPU per trace or deployment: run
+# where Snakemake runs too, rather than queueing one tiny Slurm job each. Every other rule is a CPU-only analysis job.
 localrules:
     all,
     run,
     calibrate_fixed_safe,
     sweep,
     windows,
+    sim_windows,
 
 
 

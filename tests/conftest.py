@@ -24,7 +24,9 @@ import pytest
 from grpo_power.analysis.authority import write_authority
 from grpo_power.analysis.evaluate import evaluate_folder
 from grpo_power.analysis.fleet import run_fleet
+from grpo_power.analysis.fleet.study_mix import run_study_fleet
 from grpo_power.analysis.windows import run_windows
+from grpo_power.analysis.windows.simulated import run_sim_windows, sim_sample_files
 from grpo_power.config import Config, load_config, validate_config
 from grpo_power.layout import SIM_RUN_METADATA_KEY
 from grpo_power.telemetry.schema import TraceMetadata
@@ -264,6 +266,8 @@ def small_config(root: Path) -> Config:
                 "horizon_s": 40.0,
                 "scaling_sizes": [4, 16, 64],
                 "scaling_draws": 3,
+                # the synthetic evaluation's deployments (SIM_DEPLOYMENTS: no 14b)
+                "study_mix": [{"deployment": "72b", "jobs": 2}, {"deployment": "7b", "jobs": 4}],
             },
             "economics": {"fleet_gpus": 32},
             "report": {"trace_s": 10.0, "max_points": 400, "dpi": 50},
@@ -398,6 +402,7 @@ def write_evaluation(folder: Path, config: Config) -> None:
                 "cap_w": cap_w,
                 "budget_s": budget_s,
                 "period_s": period_s,
+                "nameplate_w": config.gpu.nameplate_w,
             }
             _sim_parquet(out / f"{arm}.samples.parquet", pd.concat(samples), metadata)
             _sim_parquet(out / f"{arm}.steps.parquet", pd.concat(steps), metadata)
@@ -493,6 +498,12 @@ def build_stage_outputs(root: Path) -> tuple[Config, dict[str, list[Path] | Path
         exceedance.append(out / "exceedance.csv")
     run_fleet([p.parent / "bins.parquet" for p in exceedance], root / "fleet", config)
     write_evaluation(root / "evaluate" / "study", config)
+    for deployment in SIM_DEPLOYMENTS:
+        files = sim_sample_files(root / "evaluate" / "study", deployment, SIM_ARMS)
+        run_sim_windows(files, config.layout.sim_windows(deployment), config)
+    run_study_fleet(
+        [config.layout.sim_windows(d) for d in SIM_DEPLOYMENTS], config.layout.study_fleet, config
+    )
     write_identify(root / "identify", config)
     controllers = write_controllers(root / "controller")
     paths = {"runs": runs, "exceedance": exceedance, "controllers": controllers}

@@ -431,6 +431,21 @@ CASES: list[Case] = [
         ["fleet", "{input}", "{input}/bins.parquet", "--out", "{out}", "-c", "{config}"],
         ["bins.parquet", "run_id", "the same run is given twice", "expected each run"],
     ),
+    # --- sim-windows, study-fleet ------------------------------------------------------------
+    Case(
+        "sim-windows-no-evaluation",
+        "evaluation folder that does not exist",
+        ("absent", {"name": "evaluate-study"}),
+        ["sim-windows", "{input}", "--deployment", "72b", "--out", "{out}", "-c", "{config}"],
+        ["summary.json", "no such file", "grpo-power evaluate"],
+    ),
+    Case(
+        "study-fleet-missing-folder",
+        "simulated windows folder that does not exist",
+        ("absent", {"name": "windows-72b"}),
+        ["study-fleet", "{input}", "--out", "{out}", "-c", "{config}"],
+        ["summary.json", "no such file", "grpo-power sim-windows"],
+    ),
     # --- identify ----------------------------------------------------------------------------
     Case(
         "identify-calibration-missing",

@@ -254,6 +254,17 @@ def test_comparison_table_study_and_published(tmp_path):
     assert thunderbolt.difference(1.2) == 0.0 and thunderbolt.shown() == "1.09-1.25 x"
 
 
+def test_runs_not_labelled_72b_are_not_pooled_as_72b(tmp_path):
+    a = counter_run(tmp_path, "a", [(60.0, 380.0)])  # above the 300 W cap, but not a 72B run
+    b = counter_run(tmp_path, "b", [(60.0, 200.0)])
+    table = analyze_fleet([a, b], config()).comparison
+    rows = table[table["key"].str.startswith("exceedance_72b")]
+    assert len(rows) == 3 and rows["this_run"].isna().all()
+    assert rows["note"].str.contains("no input run is labelled 72B").all()
+    assert rows["note"].str.contains("fleet/study-mix").all()
+    assert (rows["study_origin"] == "abstract").all()
+
+
 def test_measured_inputs_are_not_labelled_simulated(tmp_path):
     a = counter_run(tmp_path, "a", [(60.0, 300.0)], simulated=False)
     b = counter_run(tmp_path, "b", [(60.0, 200.0)], simulated=False)

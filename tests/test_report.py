@@ -156,6 +156,7 @@ def test_every_number_in_the_tables_traces_back_to_a_stage_file(report: dict) ->
         "evaluate/study/summary.json",
         "identify/authority.csv",
         "fleet/comparison.csv",
+        "fleet/study-mix/comparison.csv",
         "economics/arms.csv",
         "economics/constants.csv",
         "economics/oversubscription.csv",
@@ -227,6 +228,39 @@ def test_the_live_arm_table_sets_the_study_beside_the_files(report: dict) -> Non
     exceedance = pd.read_csv(next(p for p in root.rglob("exceedance.csv") if "threshold" in str(p)))
     over = exceedance[(exceedance["scope"] == "run_pooled") & (exceedance["window_s"] == 0.5)]
     assert f"{100 * over['exceedance'].iloc[0]:.2f}" in hysteresis
+
+
+def test_the_study_table_shows_the_simulated_72b_share_and_the_study_fleet(report: dict) -> None:
+    root, numbers = report["root"], report["page"].numbers
+
+    def study_rows(key: str, arm: str) -> list[str]:
+        return [
+            n["text"]
+            for n in numbers
+            if n["data-src"].endswith("study-mix/comparison.csv")
+            and n["data-col"] == "this_run"
+            and json.loads(n["data-row"]) == {"key": key, "arm": arm}
+        ]
+
+    # The 72b uncontrolled runs' 0.5 s over-cap share, from the samples by a sliding sum: a
+    # window ending at sample k holds the trapezoids of samples k - 5 ... k (0.1 s each).
+    samples = pd.read_parquet(root / "evaluate" / "study" / "72b" / "uncontrolled.samples.parquet")
+    over = windows = 0
+    for _, run in samples.groupby(["seed", "gpu"]):
+        p = run.sort_values("sample")["power_w"].to_numpy(dtype=float)
+        inner = sum(p[i : len(p) - 5 + i] for i in range(1, 5))
+        energy_j = 0.1 * (0.5 * (p[:-5] + p[5:]) + inner)
+        over += int((energy_j / 0.5 > 220.0).sum())
+        windows += len(energy_j)
+    share = 100 * over / windows
+    # Twice in the page: the study table and the study fleet's table.
+    assert study_rows("exceedance_72b_0.5s", "uncontrolled") == [f"{share:.1f}", f"{share:,.2f}"]
+    for arm in ("uncontrolled", "ppo"):
+        assert all(t != "n/a" for t in study_rows("fleet_peak_kw", arm))
+        assert all(t != "n/a" for t in study_rows("exceedance_72b_30s", arm))
+    html = (root / "report" / "index.html").read_text()
+    study = html[html.index("findings and this run") : html.index("Figures")]
+    assert "summary" in study and "abstract" in study and "(simulated, arm ppo)" in study
 
 
 def test_the_page_reads_top_to_bottom_and_labels_simulation(report: dict) -> None:

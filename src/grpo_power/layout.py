@@ -15,7 +15,9 @@ Parquet file's schema.
       controller/DEPLOYMENT/        CONTROLLER: policy, normalisation      (stage controller)
       evaluate/study/, scenarios/N  EVALUATE: per-arm metrics, ratios      (stage evaluate)
       windows/<trace key>/          WINDOWS: exceedance, gaps, bins        (stage windows)
+      windows/simulated/DEPLOYMENT/ SIM_WINDOWS: the evaluation's simulated runs windowed
       fleet/                        FLEET: fleet peak, scaling, comparison (stage fleet)
+      fleet/study-mix/              STUDY_FLEET: the study's 16-GPU mix of simulated runs
       economics/                    ECONOMICS: cost, carbon, pilot         (stage economics)
       report/                       REPORT: index.html, figures/           (stage report)
       planner/                      planner mode: traces/ (PLANNER_TRACES), windows/KEY/,
@@ -154,6 +156,17 @@ class WindowsFiles(_Files):
 
 
 @dataclass(frozen=True)
+class SimWindowsFiles(_Files):
+    """The windows stage on one deployment's simulated runs (``windows/simulated/DEPLOYMENT``):
+    every arm's seeds windowed, one row set per arm and seed."""
+
+    exceedance_csv: str = "exceedance.csv"
+    exceedance_parquet: str = "exceedance.parquet"
+    bins: str = "bins.parquet"
+    summary: str = "summary.json"
+
+
+@dataclass(frozen=True)
 class FleetFiles(_Files):
     """The fleet stage's folder."""
 
@@ -161,6 +174,17 @@ class FleetFiles(_Files):
     fleet_parquet: str = "fleet_windows.parquet"
     scaling_csv: str = "scaling.csv"
     scaling_parquet: str = "scaling.parquet"
+    comparison_csv: str = "comparison.csv"
+    comparison_md: str = "comparison.md"
+    summary: str = "summary.json"
+
+
+@dataclass(frozen=True)
+class StudyFleetFiles(_Files):
+    """The study's fleet mix composed of simulated runs, per arm (``fleet/study-mix``)."""
+
+    fleet_csv: str = "fleet_windows.csv"
+    fleet_parquet: str = "fleet_windows.parquet"
     comparison_csv: str = "comparison.csv"
     comparison_md: str = "comparison.md"
     summary: str = "summary.json"
@@ -218,7 +242,9 @@ CONTROLLER = ControllerFiles()
 EVALUATE = EvaluateFiles()
 SIM_RUN = SimRunFiles()
 WINDOWS = WindowsFiles()
+SIM_WINDOWS = SimWindowsFiles()
 FLEET = FleetFiles()
+STUDY_FLEET = StudyFleetFiles()
 ECONOMICS = EconomicsFiles()
 REPORT = ReportFiles()
 PLANNER_TRACES = PlannerTraceFiles()
@@ -328,9 +354,18 @@ class ResultsLayout:
         key = Path(trace).relative_to(self.root).with_suffix("")
         return self.root / "windows" / key
 
+    def sim_windows(self, deployment: str) -> Path:
+        """The windows of one deployment's simulated runs in the study's evaluation."""
+        return self.root / "windows" / "simulated" / deployment
+
     @property
     def fleet(self) -> Path:
         return self.root / "fleet"
+
+    @property
+    def study_fleet(self) -> Path:
+        """The study's fleet mix composed of the deployments' simulated runs."""
+        return self.fleet / "study-mix"
 
     @property
     def economics(self) -> Path:

@@ -16,6 +16,8 @@ from grpo_power.layout import (
     REPORT,
     REPORT_FIGURES,
     RUN,
+    SIM_WINDOWS,
+    STUDY_FLEET,
     SWEEP,
     TRACE_FIT,
     WINDOWS,
@@ -146,6 +148,28 @@ def windows_outputs(name):
     return [LAYOUT.windows(trace) / name for trace in trace_files()]
 
 
+def sim_windows_outputs():
+    """The windows of every deployment's simulated runs (their summaries)."""
+    return [LAYOUT.sim_windows(name) / SIM_WINDOWS.summary for name in deployment_names()]
+
+
+def study_fleet_inputs():
+    """The simulated windows the study's fleet mix composes: every file of each deployment's."""
+    return [
+        path
+        for entry in CFG.fleet.study_mix
+        for path in SIM_WINDOWS.paths(LAYOUT.sim_windows(entry.deployment)).values()
+    ]
+
+
+def study_fleet_outputs():
+    """The study fleet's files the report reads, by name (none when fleet.study_mix is empty)."""
+    if not CFG.fleet.study_mix:
+        return {}
+    root = LAYOUT.study_fleet
+    return {"comparison": root / STUDY_FLEET.comparison_csv, "summary": root / STUDY_FLEET.summary}
+
+
 def run_files(name):
     """One file (e.g. "manifest.json") of every run folder."""
     return [folder / name for folder in run_folders()]
@@ -185,6 +209,8 @@ def all_outputs():
         *trace_files(),
         *windows_outputs(WINDOWS.exceedance_csv),
         *FLEET.paths(LAYOUT.fleet).values(),
+        *sim_windows_outputs(),
+        *study_fleet_outputs().values(),
         LAYOUT.identify / IDENTIFY.authority_md,
         *controller_outputs(),
         *evaluate_outputs(),

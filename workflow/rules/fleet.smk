@@ -24,3 +24,30 @@ rule fleet:
         **analysis_resources(),
     shell:
         "python -m grpo_power.cli fleet {input.bins:q} --out {params.out:q} --config {RESOLVED_CONFIG:q} > {log:q} 2>&1"
+
+
+# The study's fleet (fleet.study_mix: 2 x 72b, 2 x 14b, 4 x 7b) composed of the deployments'
+# simulated runs per arm, beside the study's 30 s peaks and the 72B windows (SIMULATED); only
+# when the mix is configured.
+rule study_fleet:
+    input:
+        windows=study_fleet_inputs(),
+    output:
+        **STUDY_FLEET.paths(LAYOUT.study_fleet),
+    log:
+        LAYOUT.logs / "study_fleet.log",
+    params:
+        fleet=CFG.fleet.model_dump_json(),
+        windows=CFG.windows.model_dump_json(),
+        deployments=CFG.sim.model_dump_json(include={"deployments"}),
+        seed=CFG.seed,
+        folders=[LAYOUT.sim_windows(entry.deployment) for entry in CFG.fleet.study_mix],
+        out=LAYOUT.study_fleet,
+    conda:
+        "../../envs/analysis.yaml"
+    threads: 1
+    resources:
+        **analysis_resources(),
+    shell:
+        "python -m grpo_power.cli study-fleet {params.folders:q} --out {params.out:q} "
+        "--config {RESOLVED_CONFIG:q} > {log:q} 2>&1"

@@ -21,6 +21,7 @@ rule report:
         ],
         economics=list(ECONOMICS.paths(LAYOUT.economics).values()),
         real_traces=list(real_trace_outputs().values()),
+        study_fleet=list(study_fleet_outputs().values()),
     output:
         index=report(
             LAYOUT.report / REPORT.page,
@@ -51,6 +52,7 @@ rule report:
         evaluate=LAYOUT.evaluate_study,
         economics_dir=LAYOUT.economics,
         real_traces=option_args("--real-traces", [LAYOUT.real_traces] if real_trace_outputs() else []),
+        study_fleet=option_args("--study-fleet", [LAYOUT.study_fleet] if study_fleet_outputs() else []),
         out=LAYOUT.report,
     conda:
         "../../envs/analysis.yaml"
@@ -61,4 +63,5 @@ rule report:
         "python -m grpo_power.cli report --out {params.out:q} {params.runs:q} {params.exceedance:q} "
         "{params.controllers:q} --fleet {params.fleet:q} --identify {params.identify:q} "
         "--evaluate {params.evaluate:q} --economics {params.economics_dir:q} {params.real_traces:q} "
+        "{params.study_fleet:q} "
         "--config {RESOLVED_CONFIG:q} > {log:q} 2>&1"

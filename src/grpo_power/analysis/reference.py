@@ -15,9 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 STUDY_SOURCE = (
-    "Reference study: 2026 paper on the power behaviour of RL (GRPO) post-training, "
-    "as summarised in docs/design.md section 1"
+    "Reference study: arXiv 2608.11226 (2026), on the power behaviour of RL (GRPO) post-training: "
+    "its abstract and a secondary summary, as listed in docs/design.md section 1"
 )
+# Where a study figure comes from (docs/design.md section 1): the paper's abstract, or the
+# secondary summary that adds the setup (A100 at 400 W, the fleet's mix and its kW peaks).
+ABSTRACT = "abstract"
+SUMMARY = "summary"
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,7 @@ class ReferenceFigure:
     source: str
     setting: str
     window_s: float | None = None
+    origin: str = ""  # a study figure's: ABSTRACT or SUMMARY; a published result's: "paper"
 
     @property
     def is_range(self) -> bool:
@@ -64,6 +69,7 @@ STUDY_EXCEEDANCE_72B: tuple[ReferenceFigure, ...] = (
         STUDY_SOURCE,
         "72B GRPO, A100, power every 0.5 s",
         0.5,
+        ABSTRACT,
     ),
     ReferenceFigure(
         "exceedance_72b_30s",
@@ -74,6 +80,7 @@ STUDY_EXCEEDANCE_72B: tuple[ReferenceFigure, ...] = (
         STUDY_SOURCE,
         "72B GRPO, A100, power every 0.5 s",
         30.0,
+        ABSTRACT,
     ),
     ReferenceFigure(
         "exceedance_72b_300s",
@@ -84,6 +91,7 @@ STUDY_EXCEEDANCE_72B: tuple[ReferenceFigure, ...] = (
         STUDY_SOURCE,
         "72B GRPO, A100, power every 0.5 s",
         300.0,
+        ABSTRACT,
     ),
 )
 
@@ -96,6 +104,7 @@ STUDY_FLEET_EXCEEDANCE = ReferenceFigure(
     STUDY_SOURCE,
     "16-GPU fleet",
     30.0,
+    ABSTRACT,
 )
 STUDY_FLEET_PEAK = ReferenceFigure(
     "fleet_peak_share",
@@ -105,6 +114,20 @@ STUDY_FLEET_PEAK = ReferenceFigure(
     "%",
     STUDY_SOURCE,
     "16-GPU fleet",
+    30.0,
+    ABSTRACT,
+)
+STUDY_FLEET_PEAK_KW = ReferenceFigure(
+    "fleet_peak_kw",
+    "16-GPU fleet 30 s peak demand",
+    3.17,
+    3.59,
+    "kW",
+    STUDY_SOURCE,
+    "16-GPU fleet of 2 x 72B (4 GPUs each) + 2 x 14B (2) + 4 x 7B (1), A100 at 400 W: "
+    "peaks of 3.59, 3.44, 3.38 and 3.17 kW",
+    30.0,
+    SUMMARY,
 )
 STUDY_OVERSUBSCRIPTION = ReferenceFigure(
     "oversubscription_factor",
@@ -114,7 +137,10 @@ STUDY_OVERSUBSCRIPTION = ReferenceFigure(
     "x",
     STUDY_SOURCE,
     "16-GPU fleet, 'about 2x nameplate looks feasible'",
+    30.0,
+    ABSTRACT,
 )
+STUDY_SAMPLE_PERIOD_S = 0.5  # NVML every 500 ms (abstract)
 
 PUBLISHED_OVERSUBSCRIPTION: tuple[ReferenceFigure, ...] = (
     ReferenceFigure(
@@ -126,6 +152,8 @@ PUBLISHED_OVERSUBSCRIPTION: tuple[ReferenceFigure, ...] = (
         "Patel et al., 'POLCA: Power Oversubscription in LLM Cloud Providers', "
         "arXiv:2308.12908 (2023)",
         "LLM inference GPU clusters, simulated from production power patterns",
+        None,
+        "paper",
     ),
     ReferenceFigure(
         "thunderbolt",
@@ -136,6 +164,8 @@ PUBLISHED_OVERSUBSCRIPTION: tuple[ReferenceFigure, ...] = (
         "Li et al., 'Thunderbolt: Throughput-Optimized, Quality-of-Service-Aware Power Capping "
         "at Scale', OSDI 2020",
         "production CPU clusters with QoS-aware power capping",
+        None,
+        "paper",
     ),
     ReferenceFigure(
         "flex",
@@ -145,6 +175,8 @@ PUBLISHED_OVERSUBSCRIPTION: tuple[ReferenceFigure, ...] = (
         "x",
         "Zhang et al., 'Flex: High-Availability Datacenters With Zero Reserved Power', ISCA 2021",
         "datacenters using reserved (redundant) power, production",
+        None,
+        "paper",
     ),
 )
 

@@ -90,6 +90,66 @@ def fleet(
     typer.echo(f"wrote {out}/fleet_windows.csv, scaling.csv, comparison.csv, comparison.md")
 
 
+@app.command("sim-windows")
+@user_errors
+def sim_windows(
+    evaluation: Annotated[
+        Path, typer.Argument(help="The evaluate stage's study folder (results/evaluate/study).")
+    ],
+    deployment: Annotated[str, typer.Option("--deployment", help="The simulated deployment.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder of the deployment.")],
+    config: ConfigOption = DEFAULT_CONFIG_PATH,
+) -> None:
+    """The windows stage on a deployment's simulated runs: every arm and seed (SIMULATED)."""
+    from grpo_power.analysis.windows.simulated import (
+        evaluated_arms,
+        run_sim_windows,
+        sim_sample_files,
+    )
+
+    cfg = config_from(config)
+    arms = evaluated_arms(evaluation, deployment)
+    result = run_sim_windows(sim_sample_files(evaluation, deployment, arms), out, cfg)
+    rows = result.exceedance[result.exceedance["scope"] == "arm_pooled"]
+    typer.echo(
+        f"windows of {deployment}'s simulated runs (SIMULATED power): {len(arms)} arms x "
+        f"{len(result.summary['seeds'])} seeds, cap {result.summary['cap_w']:g} W per GPU"
+    )
+    shown = rows[["arm", "window_s", "windows", "exceedance", "peak_mean_w"]]
+    typer.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    typer.echo(f"wrote {out}/exceedance.csv, exceedance.parquet, bins.parquet, summary.json")
+
+
+@app.command("study-fleet")
+@user_errors
+def study_fleet(
+    sim_windows_dirs: Annotated[
+        list[Path],
+        typer.Argument(help="Outputs of `grpo-power sim-windows`: one folder per deployment."),
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")],
+    config: ConfigOption = DEFAULT_CONFIG_PATH,
+) -> None:
+    """The study's fleet mix (fleet.study_mix) of simulated runs per arm (SIMULATED)."""
+    from grpo_power.analysis.fleet.study_mix import run_study_fleet
+
+    cfg = config_from(config)
+    result = run_study_fleet(sim_windows_dirs, out, cfg)
+    s = result.summary
+    typer.echo(
+        f"study fleet (SIMULATED power): {s['mix_text']} = {s['n_gpus']} GPUs, "
+        f"{s['nameplate_kw']:g} kW nameplate, {s['draws']} draws, window {s['window_s']:g} s, "
+        f"margin {s['margin']:g}"
+    )
+    for arm, info in s["per_arm"].items():
+        typer.echo(
+            f"  {arm}: peak {info['peak_kw_mean']:.3g} kW ({100 * info['peak_share_mean']:.3g} % "
+            f"of nameplate), factor {info['factor']:.3g}x (no margin: "
+            f"{info['factor_no_margin_mean_peak']:.3g}x)"
+        )
+    typer.echo(f"wrote {out}/fleet_windows.csv, comparison.csv, comparison.md, summary.json")
+
+
 @app.command("identify")
 @user_errors
 def identify(

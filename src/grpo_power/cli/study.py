@@ -223,6 +223,14 @@ def report(
             "real_traces.folder).",
         ),
     ] = None,
+    study_fleet_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--study-fleet",
+            help="`grpo-power study-fleet`'s folder (default: the results' when the config sets "
+            "fleet.study_mix).",
+        ),
+    ] = None,
     config: ConfigOption = DEFAULT_CONFIG_PATH,
 ) -> None:
     """Stage 8: publication figures (PDF + PNG) and the HTML report."""
@@ -241,6 +249,7 @@ def report(
         economics=economics_dir or layout.economics,
         real_traces=real_traces_dir
         or (layout.real_traces if cfg.real_traces.folder is not None else None),
+        study_fleet=study_fleet_dir or (layout.study_fleet if cfg.fleet.study_mix else None),
     )
     result = run_report(cfg, inputs, out)
     typer.echo(

@@ -59,6 +59,23 @@ class WindowsConfig(Strict):
         return self
 
 
+class MixJobs(Strict):
+    """One entry of the study's fleet mix: ``jobs`` runs of a simulated deployment."""
+
+    deployment: str = Field(description="A name from sim.deployments.")
+    jobs: Annotated[int, Field(ge=1)] = Field(
+        description="Runs of this deployment in the fleet (each with all its GPUs)."
+    )
+
+
+def _study_mix() -> list[MixJobs]:
+    return [
+        MixJobs(deployment="72b", jobs=2),
+        MixJobs(deployment="14b", jobs=2),
+        MixJobs(deployment="7b", jobs=4),
+    ]
+
+
 class FleetConfig(Strict):
     """Fleet aggregation and oversubscription (the fleet stage, ``analysis/fleet/``)."""
 
@@ -107,6 +124,14 @@ class FleetConfig(Strict):
     seed: Annotated[int, Field(ge=0)] | None = Field(
         None, description="Seed of the Monte Carlo draws; null = the top-level seed."
     )
+    study_mix: list[MixJobs] = Field(
+        default_factory=_study_mix,
+        description="The study's fleet composed of the evaluation's simulated runs, per arm "
+        "(rule study_fleet): runs of each deployment, each at a random seed and start offset; "
+        "the study's 16 GPUs: 2 x 72b (4 GPUs each), 2 x 14b (2), 4 x 7b (1). Empty: no "
+        "study fleet; left at its default, it is empty where sim.deployments lacks one of "
+        "these.",
+    )
 
     @model_validator(mode="after")
     def _sizes_valid(self) -> FleetConfig:
@@ -116,4 +141,7 @@ class FleetConfig(Strict):
             raise ValueError(
                 f"scaling_sizes must be increasing without repeats: {self.scaling_sizes}"
             )
+        names = [entry.deployment for entry in self.study_mix]
+        if len(set(names)) != len(names):
+            raise ValueError(f"study_mix lists a deployment twice: {names}")
         return self

@@ -118,6 +118,16 @@ class Config(Strict):
                 raise ValueError(
                     f"deployment {d.name}: cap_w ({d.cap_w} W) must lie in (idle_w, nameplate_w]"
                 )
+        mix = [entry.deployment for entry in self.fleet.study_mix]
+        unknown = [name for name in mix if name not in names]
+        if unknown and "study_mix" not in self.fleet.model_fields_set:
+            # The default mix needs the study's deployments: without them, no study fleet.
+            self.fleet.study_mix = []
+        elif unknown:
+            raise ValueError(
+                f"fleet.study_mix: deployment {unknown[0]!r} is not in sim.deployments {names}; "
+                "expected configured deployments, or study_mix: [] for no study fleet"
+            )
         scenarios = [s.name for s in self.evaluate.scenarios]
         if len(set(scenarios)) != len(scenarios):
             raise ValueError(f"evaluate.scenarios need unique names, got {scenarios}")

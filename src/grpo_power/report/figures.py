@@ -178,14 +178,20 @@ def power_distributions(samples: pd.DataFrame) -> Figure:
 
 
 def exceedance_windows(
-    runs: pd.DataFrame, fleet: pd.DataFrame, sim: pd.DataFrame, sim_window_s: float
+    runs: pd.DataFrame,
+    fleet: pd.DataFrame,
+    sim: pd.DataFrame,
+    sim_window_s: float,
+    sim_72b: pd.DataFrame | None = None,
 ) -> Figure:
     """Share of windows whose mean power is above the cap, against the window length.
 
     ``runs``: the windows stage's ``run_pooled`` rows of every run (``run_id``, ``arm``,
     ``window_s``, ``exceedance``, ``data``); ``fleet``: the fleet stage's
     ``fleet_windows.csv``; ``sim``: the evaluate stage's ``summary.csv`` (exceedance at
-    ``sim_window_s`` per deployment and arm). The study's 72B points are black crosses.
+    ``sim_window_s`` per deployment and arm); ``sim_72b``: the study fleet's comparison rows of
+    the simulated 72B's over-cap share (``arm``, ``window_s``, ``this_run`` in %) at the study's
+    windows. The study's 72B points are black crosses.
     """
     fig, ax = plt.subplots(figsize=(5.6, 3.4))
     palette = arm_palette(runs["arm"])
@@ -218,6 +224,18 @@ def exceedance_windows(
             color="0.5",
             label=f"simulator {row['deployment']}, uncontrolled (SIMULATED)",
         )
+    if sim_72b is not None:
+        for (arm, sub), style in zip(sim_72b.groupby("arm", sort=False), ("--", ":"), strict=False):
+            ax.plot(
+                sub["window_s"],
+                sub["this_run"],
+                ls=style,
+                marker="x",
+                ms=4,
+                lw=1,
+                color="0.2",
+                label=f"simulator 72B, {arm}, seeds pooled (SIMULATED)",
+            )
     study = [(f.window_s, f.low) for f in STUDY_EXCEEDANCE_72B]
     ax.scatter(*zip(*study, strict=True), label="study: 72B, measured", **STUDY_STYLE)
     ax.set_xscale("log")
@@ -436,8 +454,10 @@ CAPTIONS = {
     "line is the cap.",
     "exceedance_windows": "Share of sliding windows whose mean power is above the cap against the "
     "window length: each real run (per-GPU windows pooled), the fleet (mean over Monte Carlo "
-    "draws), the simulator's uncontrolled arm at the evaluation window, and the study's 72B "
-    "figures (black crosses). Exceedance need not fall monotonically with the window.",
+    "draws), the simulator's uncontrolled arm at the evaluation window, the simulated 72B "
+    "deployment's share at the study's windows (uncontrolled and the controller, seeds pooled), "
+    "and the study's 72B figures (black crosses). Exceedance need not fall monotonically with "
+    "the window.",
     "authority": "Actuator authority per deployment: the change of mean per-GPU power between an "
     "actuator's lowest and highest level, as a share of nameplate minus idle (left), and the "
     "share of the single-GPU deployment's authority a sharded deployment retains (right), beside "

@@ -27,6 +27,7 @@ STAGE_COMMANDS = {
     "run": "grpo-power run --out DIR",
     "windows": "grpo-power windows TRACE --out DIR",
     "fleet": "grpo-power fleet --out DIR",
+    "study fleet": "grpo-power study-fleet --out DIR",
     "identify": "grpo-power identify --out DIR",
     "controller": "grpo-power controller train --out DIR",
     "evaluate": "grpo-power evaluate --out DIR",
@@ -54,6 +55,7 @@ class ReportInputs:
     evaluate: Path  # the evaluate stage's study folder
     economics: Path  # the economics stage's folder
     real_traces: Path | None = None  # `grpo-power real-traces`' folder, if measured runs are set
+    study_fleet: Path | None = None  # `grpo-power study-fleet`'s folder, if fleet.study_mix is set
 
 
 @dataclass(frozen=True)

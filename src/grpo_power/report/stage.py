@@ -25,6 +25,7 @@ from grpo_power.layout import (
     REPORT,
     REPORT_FIGURES,
     RUN,
+    STUDY_FLEET,
     WINDOWS,
 )
 from grpo_power.report import figures as fig
@@ -106,15 +107,29 @@ def make_figures(
     samples = pd.concat([run_samples, sim_samples])
     arms = read_csv(inputs.economics / ECONOMICS.arms, written_by("economics", ECONOMICS.arms))
     scaling = read_csv(inputs.fleet / FLEET.scaling_csv, written_by("fleet", FLEET.scaling_csv))
+    sim_72b = None
+    if inputs.study_fleet is not None:
+        rows = read_csv(
+            inputs.study_fleet / STUDY_FLEET.comparison_csv,
+            written_by("study fleet", STUDY_FLEET.comparison_csv),
+            ("key", "arm", "window_s", "this_run", "data"),
+        )
+        shown = ("uncontrolled", config.economics.controller_arm)
+        sim_72b = rows[rows["key"].str.startswith("exceedance_72b") & rows["arm"].isin(shown)]
     # name -> (draw the figure, the data labels it shows)
     drawn = {
         "power_traces": (lambda: fig.power_traces(traces), traces["data"]),
         "power_distributions": (lambda: fig.power_distributions(samples), samples["data"]),
         "exceedance_windows": (
             lambda: fig.exceedance_windows(
-                exceedance, fleet_windows, summary, config.evaluate.exceedance_window_s
+                exceedance, fleet_windows, summary, config.evaluate.exceedance_window_s, sim_72b
             ),
-            [*exceedance["data"], *fleet_windows["data"], *summary["data"]],
+            [
+                *exceedance["data"],
+                *fleet_windows["data"],
+                *summary["data"],
+                *([] if sim_72b is None else sim_72b["data"]),
+            ],
         ),
         "authority": (
             lambda: fig.authority(
@@ -141,8 +156,15 @@ def make_figures(
     return made
 
 
-def _setup(infos: list[RunInfo], evaluate: tab.JsonFile, fleet: tab.JsonFile, out: Path) -> str:
-    """Hardware, models, versions and what was simulated."""
+def _setup(
+    infos: list[RunInfo],
+    evaluate: tab.JsonFile,
+    fleet: tab.JsonFile,
+    out: Path,
+    study_fleet: tab.JsonFile | None = None,
+) -> str:
+    """Hardware, models, versions and what was simulated (``study_fleet``: the study fleet's
+    summary.json, when there is one)."""
     hardware = tab.Table(
         "hardware",
         "Real runs: hardware and telemetry (from the run manifests and trace metadata)",
@@ -228,6 +250,14 @@ def _setup(infos: list[RunInfo], evaluate: tab.JsonFile, fleet: tab.JsonFile, ou
         "Economics multiply these energies and throughputs by sourced constants; they inherit "
         "every simulated label.",
     ]
+    if study_fleet is not None:
+        simulated.insert(
+            -1,
+            f"The study's fleet mix ({study_fleet.get('mix_text')}: "
+            f"{study_fleet.get('n_gpus')} GPUs) is SIMULATED: the deployments' evaluation runs, "
+            f"{study_fleet.get('draws')} draws of seeds and random start offsets per arm; its "
+            f"72B windows are the {study_fleet.get('windows_72b_from')} deployment's runs.",
+        )
     return html.section(
         "Setup",
         html.table_html(hardware, out),
@@ -340,6 +370,22 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
         f"({', '.join(sorted({i.metadata['source'] for i in infos}))} power); "
         f"{len(deployments)} SIMULATED deployments ({', '.join(deployments)})"
     )
+    study_fleet = (
+        tab.CsvFile(
+            inputs.study_fleet / STUDY_FLEET.comparison_csv,
+            written_by("study fleet", STUDY_FLEET.comparison_csv),
+        )
+        if inputs.study_fleet is not None
+        else None
+    )
+    study_fleet_json = (
+        tab.JsonFile(
+            inputs.study_fleet / STUDY_FLEET.summary,
+            written_by("study fleet", STUDY_FLEET.summary),
+        )
+        if inputs.study_fleet is not None
+        else None
+    )
     study = tab.study_table(
         ratios,
         authority,
@@ -349,6 +395,8 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
         single[0] if single else next(iter(deployments)),
         sharded[-1] if sharded else next(iter(deployments)),
         setup_text,
+        study_fleet,
+        ("uncontrolled", econ.controller_arm),
     )
     live = _live_arms(config, inputs, infos, summary, e["arms"], single)
     controller_savings = e["savings"].select(arm=econ.controller_arm)
@@ -382,6 +430,16 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
             ["reference", "quantity", "note"],
         ),
     ]
+    if study_fleet is not None:
+        tables.append(
+            tab.csv_table(
+                "study_fleet",
+                "The study's fleet mix and the 72B windows, every arm (SIMULATED deployments)",
+                study_fleet,
+                tab.STUDY_FLEET_COLS,
+                ["key", "arm"],
+            )
+        )
     economics = [
         tab.csv_table(
             "constants",
@@ -438,7 +496,7 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
     made = make_figures(config, inputs, infos, out)
     sections = [
         html.section("The question", html.paragraph(QUESTION), key="question"),
-        _setup(infos, evaluate_json, fleet_json, out),
+        _setup(infos, evaluate_json, fleet_json, out, study_fleet_json),
         html.section("The study and this run", html.table_html(study, out), key="study"),
         html.section("The study's live arms", html.table_html(live, out), key="live-arms"),
         html.section(

@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from grpo_power.analysis.authority import STUDY_RETAINED_CONCURRENCY
-from grpo_power.analysis.reference import STUDY_SOURCE
+from grpo_power.analysis.reference import ABSTRACT, STUDY_SOURCE
 from grpo_power.stage_files import read_csv, read_json
 
 
@@ -186,7 +186,7 @@ def _pct_change(file: CsvFile, deployment: str, controller: str, comparison: str
     keys = {"deployment": deployment, "controller": controller, "comparison": comparison}
     rows = file.select(**keys)
     if rows.empty:
-        return ["not evaluated", "", ""]
+        return ["not evaluated", ABSTRACT, "", ""]
     value = file.num("value", "+,.1f", **keys)
     low, high = file.num("ci_low", "+,.1f", **keys), file.num("ci_high", "+,.1f", **keys)
     row = rows.iloc[0]
@@ -194,9 +194,30 @@ def _pct_change(file: CsvFile, deployment: str, controller: str, comparison: str
     met = "met" if str(row["met"]) == "True" else "NOT met"
     return [
         with_unit(study, row["unit"]),
+        ABSTRACT,
         [*with_unit(value, row["unit"]), " [", low, ", ", high, "]"],
         f"target {row['target']}: {met}",
     ]
+
+
+def _comparison_rows(
+    table: Table, comparison: CsvFile, rows: pd.DataFrame, keys: Sequence[str], prefix: str = ""
+) -> None:
+    """Rows of a comparison file (the fleet stage's or the study fleet's) in the study table:
+    the study's figure, where it comes from (abstract or summary), this run's, and the note
+    (the evidence, and where and why this run differs)."""
+    for _, row in rows.iterrows():
+        spec = ".2f" if row["unit"] in ("x", "kW") else ".1f"
+        select = {k: row[k] for k in keys}
+        table.rows.append(
+            [
+                f"{prefix}{row['quantity']}",
+                str(row["reference_value"]),
+                str(row["study_origin"]),
+                with_unit(comparison.num("this_run", spec, **select), row["unit"]),
+                f"{row['data']}; {row['note']}",
+            ]
+        )
 
 
 def study_table(
@@ -208,6 +229,8 @@ def study_table(
     single_gpu: str,
     sharded: str,
     setup: str,
+    study_fleet: CsvFile | None = None,
+    study_arms: Sequence[str] = (),
 ) -> Table:
     """The study's findings (docs/design.md section 1) and this run's, side by side.
 
@@ -218,16 +241,22 @@ def study_table(
         controller: the controller arm; single_gpu, sharded: the single-node deployment and the
             sharded one the study's 72B rows compare with.
         setup: what this run measured and simulated (text).
+        study_fleet: the study fleet's ``comparison.csv`` (the simulated 72B windows and the
+            study's fleet mix per arm), shown for ``study_arms``.
     """
+    sources = [ratios.path, authority.path, comparison.path, headline.path]
     table = Table(
         "study",
         "The study's findings and this run's, side by side",
-        ["finding", "study", "this run", "note"],
-        sources=[ratios.path, authority.path, comparison.path, headline.path],
-        note=f"Study: {STUDY_SOURCE}. Simulator rows are SIMULATED; intervals are 95 % over "
+        ["finding", "study", "study figure from", "this run", "note"],
+        sources=sources + ([study_fleet.path] if study_fleet is not None else []),
+        note=f"Study: {STUDY_SOURCE}. 'Study figure from' says whether the paper's abstract or "
+        "the secondary summary gives it. Simulator rows are SIMULATED; intervals are 95 % over "
         "seeds. Differences are kept, not tuned away.",
     )
-    table.rows.append(["GRPO runs", "7B, 14B, 72B on 1-4 A100s, power every 0.5 s", setup, ""])
+    table.rows.append(
+        ["GRPO runs", "7B, 14B, 72B on 1-4 A100s, power every 0.5 s", ABSTRACT, setup, ""]
+    )
     for comparison_key, finding in (
         ("violations_vs_fixed", f"cap violations, {controller} vs fixed ({single_gpu})"),
         ("output_vs_fixed", f"tokens, {controller} vs fixed ({single_gpu})"),
@@ -242,6 +271,7 @@ def study_table(
             [
                 f"group size (volume) authority, {sharded} sharded",
                 "loses its authority",
+                ABSTRACT,
                 [
                     authority.num("authority", ".3f", actuator="num_generations", **keys),
                     " (retained ",
@@ -258,6 +288,7 @@ def study_table(
             [
                 f"concurrency alone, {sharded} sharded: retained authority",
                 f"{low:g}-{high:g} %",
+                ABSTRACT,
                 [
                     authority.num(
                         "retained_authority", ".0f", 100.0, actuator="concurrency", **keys
@@ -272,17 +303,19 @@ def study_table(
         ("violations_vs_uncontrolled", f"violations, {controller} vs uncontrolled ({sharded})"),
     ):
         table.rows.append([finding, *_pct_change(ratios, sharded, controller, comparison_key)])
-    for _, row in comparison.select(reference="study").iterrows():
-        keys = {"reference": "study", "quantity": row["quantity"], "note": row["note"]}
-        spec = ".2f" if row["unit"] == "x" else ".1f"
-        table.rows.append(
-            [
-                row["quantity"],
-                str(row["reference_value"]),
-                with_unit(comparison.num("this_run", spec, **keys), row["unit"]),
-                f"{row['data']}; {row['note']}",
-            ]
-        )
+    if study_fleet is not None:
+        shown = study_fleet.frame[study_fleet.frame["arm"].isin(list(study_arms))]
+        _comparison_rows(table, study_fleet, shown, ("key", "arm"))
+    fleet_stage = comparison.select(reference="study")
+    # The fleet stage's 72B rows count only runs labelled 72B: none among the tiny runs, whose
+    # rows then say so in the fleet table; the simulated 72B deployment's rows are above.
+    measured_72b = (
+        fleet_stage["key"].str.startswith("exceedance_72b") & fleet_stage["this_run"].notna()
+    )
+    kept = fleet_stage[measured_72b | ~fleet_stage["key"].str.startswith("exceedance_72b")]
+    _comparison_rows(
+        table, comparison, kept, ("reference", "quantity", "note"), "the real runs' fleet: "
+    )
     for _, row in headline.select(parameter="base").iterrows():
         if not row["quantity"].startswith(("energy $ saved", "carbon saved", "capital avoided")):
             continue
@@ -296,6 +329,7 @@ def study_table(
             [
                 f"{row['quantity']} ({row['source']} {row['deployment']})",
                 "savings of the controller and of oversubscription",
+                ABSTRACT,
                 with_unit(headline.num("value", ",.0f", **keys), row["unit"]),
                 f"{row['data']}; see the economics section for assumptions",
             ]
@@ -329,6 +363,18 @@ COMPARISON_COLS = (
     Col("reference", "reference"),
     Col("quantity", "quantity"),
     Col("reference value", "reference_value"),
+    Col("study figure from", "study_origin"),
+    Col("this run", "this_run", ",.2f"),
+    Col("difference", "difference", "+,.2f"),
+    Col("unit", "unit"),
+    Col("data", "data"),
+    Col("note", "note"),
+)
+STUDY_FLEET_COLS = (
+    Col("arm", "arm"),
+    Col("quantity", "quantity"),
+    Col("study", "reference_value"),
+    Col("study figure from", "study_origin"),
     Col("this run", "this_run", ",.2f"),
     Col("difference", "difference", "+,.2f"),
     Col("unit", "unit"),

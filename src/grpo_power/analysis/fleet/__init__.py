@@ -31,6 +31,7 @@ simulated.
     factors      exceedance and peak share per window; the oversubscription factor
     comparison   beside the study and published results
     stage        the stage: build, scale, compare, write
+    study_mix    the study's fleet mix (2 x 72B, 2 x 14B, 4 x 7B) of simulated runs, per arm
 """
 
 from grpo_power.analysis.fleet.inputs import JobSource, RunBins, load_job_source, read_run_bins

@@ -42,20 +42,26 @@ def comparison_table(
     if big:
         pooled = pooled[pooled["run_id"].isin(big)]
         pooled_note = f"72B runs only: {', '.join(sorted(big))}"
-    else:
-        pooled_note += "; no input run is labelled 72B (metadata model_size), so all are pooled"
+    else:  # the tiny runs are no 72B: the simulated 72B deployment's rows are the study fleet's
+        pooled = pooled.iloc[0:0]
+        pooled_note = (
+            "no input run is labelled 72B (metadata model_size); the simulated 72B deployment's "
+            "shares are in fleet/study-mix (rule study_fleet)"
+        )
     rows: list[dict[str, Any]] = []
 
     def add(fig: reference.ReferenceFigure, value: float, note: str, ref: str = "study") -> None:
         rows.append(
             {
                 "reference": ref,
+                "key": fig.key,
                 "quantity": fig.quantity,
                 "reference_value": fig.shown(),
                 "this_run": value,
                 "difference": fig.difference(value),
                 "unit": fig.unit,
                 "data": label,
+                "study_origin": fig.origin,
                 "note": note,
                 "source": fig.source,
             }
@@ -67,7 +73,7 @@ def comparison_table(
         value = 100.0 * float(at["windows_over"].sum()) / windows if windows else math.nan
         note = (
             pooled_note
-            if windows
+            if windows or not big
             else (
                 f"{fig.window_s:g} s is not in windows.windows_s"
                 if not len(at)
@@ -81,6 +87,12 @@ def comparison_table(
     fleet_desc = f"{n_gpus}-GPU fleet, {alignment}"
     if alignment == "monte_carlo":
         fleet_desc += f", {int(fleet_table['draws'].iloc[0])} draws"
+    named = sorted({str(s) for s in sizes.values() if s})
+    fleet_desc += (
+        f" of {len(runs)} run(s) ({', '.join(named) or 'size not in the metadata'}); differs: "
+        "these runs, not the study's mix of 72B, 14B and 7B runs (the simulated mix: "
+        "fleet/study-mix)"
+    )
     long = fleet_table[fleet_table["window_s"] >= 30.0]
     long = long[np.isfinite(long["exceedance_mean"])]
     mc = alignment == "monte_carlo"
@@ -131,9 +143,13 @@ def comparison_table(
     return pd.DataFrame(rows)
 
 
-def comparison_markdown(table: pd.DataFrame, label: str, summary: dict[str, Any]) -> str:
-    """The comparison table as Markdown, with its data label in the title."""
-    title = "Fleet and windowed exceedance: reference figures vs this run"
+def comparison_markdown(
+    table: pd.DataFrame,
+    label: str,
+    summary: dict[str, Any],
+    title: str = "Fleet and windowed exceedance: reference figures vs this run",
+) -> str:
+    """A comparison table as Markdown, with its data label in the title."""
     if label == "simulated":
         title += " (SIMULATED power)"
     lines = [f"# {title}", ""]

@@ -158,12 +158,31 @@ class JobSource:
 def load_job_source(run: RunBins) -> JobSource:
     """Read a run's bins and keep the bins where all its GPUs have data, in time order."""
     table = pq.read_table(run.path, columns=["bin", "gpu", "energy_j"])
-    index = table.column("bin").to_numpy()
-    gpu = table.column("gpu").to_numpy()
-    energy = table.column("energy_j").to_numpy()
+    return job_source_from_bins(
+        run.run_id,
+        run.nameplate_w,
+        table.column("bin").to_numpy(),
+        table.column("gpu").to_numpy(),
+        table.column("energy_j").to_numpy(),
+        run.bin_s,
+        str(run.path),
+    )
+
+
+def job_source_from_bins(
+    run_id: str,
+    nameplate_w: float,
+    index: np.ndarray,
+    gpu: np.ndarray,
+    energy: np.ndarray,
+    bin_s: float,
+    where: str,
+) -> JobSource:
+    """A run's (bin, gpu, energy_j) rows as a job source: the bins where all its GPUs have data,
+    in time order, gaps removed (``where`` names the file in errors)."""
     if len(index) == 0:
         raise ValueError(
-            f"{run.path}: the run has no complete bins (trace shorter than one {run.bin_s} s bin "
+            f"{where}: the run has no complete bins (trace shorter than one {bin_s} s bin "
             "or cut by gaps everywhere)"
         )
     gpus = np.unique(gpu)
@@ -173,7 +192,7 @@ def load_job_source(run: RunBins) -> JobSource:
     present = np.bincount(rel, minlength=size)
     complete = np.flatnonzero(present == len(gpus))
     if len(complete) == 0:
-        raise ValueError(f"{run.path}: no bin where all {len(gpus)} GPUs have data")
+        raise ValueError(f"{where}: no bin where all {len(gpus)} GPUs have data")
     per_gpu = np.zeros((len(gpus), len(complete)))
     slot = np.searchsorted(gpus, gpu)
     position = np.full(size, -1, dtype=np.int64)
@@ -182,4 +201,4 @@ def load_job_source(run: RunBins) -> JobSource:
     keep = where >= 0
     per_gpu[slot[keep], where[keep]] = energy[keep]
     joins = int(np.count_nonzero(np.diff(complete) > 1))
-    return JobSource(run.run_id, run.nameplate_w, per_gpu, joins)
+    return JobSource(run_id, nameplate_w, per_gpu, joins)

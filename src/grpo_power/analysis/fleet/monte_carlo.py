@@ -3,7 +3,7 @@ periodic series summed exactly (shifted adds for a few copies, FFT convolution f
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,7 +93,14 @@ class MonteCarloFleet:
 
     def fleet_energy(self, n_gpus: int) -> tuple[np.ndarray, float]:
         """One drawn fleet: its summed energy per bin over the horizon (J) and nameplate (W)."""
-        counts, partial = self.draw_jobs(n_gpus)
+        return self.sum_jobs(*self.draw_jobs(n_gpus))
+
+    def sum_jobs(
+        self, counts: np.ndarray, partial: tuple[int, int] | None = None
+    ) -> tuple[np.ndarray, float]:
+        """``counts[j]`` copies of each job ``j`` (and a last job cut to ``partial = (job,
+        gpus)``), each at a uniform random start offset: the fleet's summed energy per bin over
+        the horizon (J) and its nameplate (W)."""
         horizon = self.horizon_bins
         total = np.zeros(horizon)
         spectra: dict[int, np.ndarray] = {}
@@ -127,19 +134,33 @@ class MonteCarloFleet:
         self, n_gpus: int, draws: int, windows_s: Sequence[float], bin_s: float, cap_w: float
     ) -> DrawStats:
         """Draw ``draws`` fleets of ``n_gpus`` and window each against ``n_gpus x cap_w``."""
-        window_bins = window_bins_of(windows_s, bin_s)
-        shape = (draws, len(window_bins))
-        windows = np.zeros(shape, dtype=np.int64)
-        over = np.zeros(shape, dtype=np.int64)
-        peak_w = np.full(shape, np.nan)
-        nameplate = np.zeros(draws)
-        for d in range(draws):
-            energy, nameplate[d] = self.fleet_energy(n_gpus)
-            acc = WindowAccumulator(window_bins, bin_s, cap_w * n_gpus)
-            acc.update(energy)
-            for i, c in enumerate(acc.results()):
-                windows[d, i], over[d, i], peak_w[d, i] = c.windows, c.over, c.peak_mean_w
-        return DrawStats(list(windows_s), windows, over, peak_w, nameplate)
+        return window_draws(
+            lambda: self.fleet_energy(n_gpus), draws, windows_s, bin_s, cap_w * n_gpus
+        )
+
+
+def window_draws(
+    draw: Callable[[], tuple[np.ndarray, float]],
+    draws: int,
+    windows_s: Sequence[float],
+    bin_s: float,
+    fleet_cap_w: float,
+) -> DrawStats:
+    """``draws`` fleets from ``draw`` (energy per bin, J; nameplate, W), each windowed against
+    the fleet's total cap ``fleet_cap_w``."""
+    window_bins = window_bins_of(windows_s, bin_s)
+    shape = (draws, len(window_bins))
+    windows = np.zeros(shape, dtype=np.int64)
+    over = np.zeros(shape, dtype=np.int64)
+    peak_w = np.full(shape, np.nan)
+    nameplate = np.zeros(draws)
+    for d in range(draws):
+        energy, nameplate[d] = draw()
+        acc = WindowAccumulator(window_bins, bin_s, fleet_cap_w)
+        acc.update(energy)
+        for i, c in enumerate(acc.results()):
+            windows[d, i], over[d, i], peak_w[d, i] = c.windows, c.over, c.peak_mean_w
+    return DrawStats(list(windows_s), windows, over, peak_w, nameplate)
 
 
 def add_shifted(total: np.ndarray, series: np.ndarray, offset: int) -> None:

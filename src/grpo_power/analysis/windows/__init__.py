@@ -35,6 +35,7 @@ Everything is vectorised over samples with cumulative sums and histograms (no pe
     kernel  window means and counts over one series
     bins    energy in wall-clock bins; windows over bins (run totals, fleets)
     stage   the stage: exceedance, gaps, bins and summary of one trace, written atomically
+    simulated  the same on the evaluation's simulated runs (every arm and seed of a deployment)
 """
 
 from grpo_power.analysis.windows.bins import (

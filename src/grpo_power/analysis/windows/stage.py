@@ -189,8 +189,17 @@ def _bins(all_series: list[GpuSeries], start_unix_s: float, bin_s: float) -> pd.
     return bins.iloc[order].reset_index(drop=True)
 
 
-def analyze_trace(trace: Trace, config: Config) -> WindowsResult:
+def analyze_trace(
+    trace: Trace,
+    config: Config,
+    cap_w: float | None = None,
+    windows_s: Sequence[float] | None = None,
+) -> WindowsResult:
     """Exceedance per GPU and per run at every configured window, gaps, and energy bins.
+
+    ``cap_w`` (default: the config's ``cap_w``) and ``windows_s`` (default:
+    ``windows.windows_s``) override the config's for a trace taken under another cap (a
+    simulated deployment's) or windowed at other lengths.
 
     Rows of ``exceedance`` (one per scope and window):
     - ``scope = gpu``: one GPU;
@@ -204,8 +213,8 @@ def analyze_trace(trace: Trace, config: Config) -> WindowsResult:
     period_s = meta.sample_period_s
     step_s = cfg.step_s or period_s
     max_gap_s = cfg.gap_periods * period_s
-    cap_w = config.cap_w
-    windows_s = list(cfg.windows_s)
+    cap_w = config.cap_w if cap_w is None else float(cap_w)
+    windows_s = list(cfg.windows_s if windows_s is None else windows_s)
     all_series = series_from_frame(trace.frame, max_gap_s, where, meta.nameplate_w)
     label = _data_label(meta.simulated or meta.source == "simulated")
     common = {"run_id": meta.run_id, "cap_w": cap_w, "data": label}
