@@ -464,7 +464,9 @@ def test_window_means_match_brute_force_and_stay_within_samples(trace, window_s,
     cap_w = 250.0
     c = gpu_window_counts(s, [window_s], cap_w, step_s)[0]
     assert c.windows == len(means)
-    assert c.over == int(np.count_nonzero(means > cap_w))
+    # a window whose mean is the cap to rounding may fall either side of it
+    tie = 1e-9 * cap_w
+    assert np.count_nonzero(means > cap_w + tie) <= c.over <= np.count_nonzero(means > cap_w - tie)
     if len(means):
         assert c.peak_mean_w == pytest.approx(means.max(), rel=1e-9, abs=1e-9)
 
