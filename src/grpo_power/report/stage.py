@@ -370,22 +370,17 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
         f"({', '.join(sorted({i.metadata['source'] for i in infos}))} power); "
         f"{len(deployments)} SIMULATED deployments ({', '.join(deployments)})"
     )
-    study_fleet = (
-        tab.CsvFile(
+    study_fleet: tab.CsvFile | None = None
+    study_fleet_json: tab.JsonFile | None = None
+    if inputs.study_fleet is not None:
+        study_fleet = tab.CsvFile(
             inputs.study_fleet / STUDY_FLEET.comparison_csv,
             written_by("study fleet", STUDY_FLEET.comparison_csv),
         )
-        if inputs.study_fleet is not None
-        else None
-    )
-    study_fleet_json = (
-        tab.JsonFile(
+        study_fleet_json = tab.JsonFile(
             inputs.study_fleet / STUDY_FLEET.summary,
             written_by("study fleet", STUDY_FLEET.summary),
         )
-        if inputs.study_fleet is not None
-        else None
-    )
     study = tab.study_table(
         ratios,
         authority,
