@@ -36,7 +36,7 @@ def evaluations(layout: ResultsLayout) -> dict[str, Path]:
     """The evaluation folders the study wrote: ``study`` and each scenario by name, those with
     a ratios table only."""
     found = {"study": layout.evaluate_study}
-    scenarios = layout.evaluate_scenario("x").parent
+    scenarios = layout.evaluate_scenarios
     if scenarios.is_dir():
         found |= {p.name: p for p in sorted(scenarios.iterdir()) if p.is_dir()}
     return {name: p for name, p in found.items() if (p / EVALUATE.ratios).is_file()}

@@ -344,9 +344,14 @@ class ResultsLayout:
     def evaluate_study(self) -> Path:
         return self.root / "evaluate" / "study"
 
+    @property
+    def evaluate_scenarios(self) -> Path:
+        """The folder of every evaluation scenario's folder."""
+        return self.root / "evaluate" / "scenarios"
+
     def evaluate_scenario(self, name: str) -> Path:
         """An evaluation scenario's folder."""
-        return self.root / "evaluate" / "scenarios" / name
+        return self.evaluate_scenarios / name
 
     def windows(self, trace: Path | str) -> Path:
         """The windows folder of a trace under ``root``: ``runs/7b/x/seed0/trace.parquet`` ->
