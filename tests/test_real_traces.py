@@ -138,13 +138,27 @@ def test_gpu_name_chooses_the_parameter_set_and_its_nvml_semantics() -> None:
     assert (other.nameplate_w, other.idle_w, other.nvml_power) == (350.0, 35.0, "instant")
 
 
-def test_an_a100_calibration_is_refused_for_an_h100() -> None:
+def test_a_calibration_is_refused_for_another_gpu() -> None:
     from grpo_power.sim.calibration import check_calibration_matches, default_calibration
 
     a100 = load_config(REPO / "config" / "config.yaml")
     h100 = a100.model_copy(update={"gpu": GpuSpec(name="NVIDIA H100 80GB HBM3")})
-    with pytest.raises(ValueError, match="expected 700 W"):
+    with pytest.raises(ValueError, match="gpu.name: expected 'NVIDIA H100 80GB HBM3'"):
         check_calibration_matches(default_calibration(a100), h100, "cal.json")
+    # parts of the same board power are told apart by name: an H100's for an H200, an A100 40 GB
+    # board's for the 80 GB one
+    h200 = a100.model_copy(update={"gpu": GpuSpec(name="NVIDIA H200")})
+    with pytest.raises(ValueError, match=r"gpu\.name: expected 'NVIDIA H200'.*'NVIDIA H100"):
+        check_calibration_matches(default_calibration(h100), h200, "cal.json")
+    a100_40 = a100.model_copy(update={"gpu": GpuSpec(name="NVIDIA A100-SXM4-40GB")})
+    with pytest.raises(ValueError, match="calibration of another GPU"):
+        check_calibration_matches(default_calibration(a100), a100_40, "cal.json")
+    # a calibration without a name (an older file) is still judged by its board power
+    unnamed = default_calibration(a100)
+    unnamed.gpu.pop("name")
+    with pytest.raises(ValueError, match="expected 700 W"):
+        check_calibration_matches(unnamed, h100, "cal.json")
+    check_calibration_matches(default_calibration(a100), a100, "cal.json")
 
 
 def test_a_1s_average_part_reports_the_average_as_its_power() -> None:

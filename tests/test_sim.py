@@ -8,12 +8,13 @@ calibration file, and the identify fit.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_power.config import Config
+from grpo_power.config import Config, GpuSpec
 from grpo_power.sim.calibration import (
     calibration_for,
     default_calibration,
@@ -467,3 +468,34 @@ def test_derating_slows_steps_and_lowers_power_above_idle(config):
     assert step_d.energy_j == pytest.approx(
         step_n.energy_j + 0.5 * idle * (step_n.end_s - step_n.start_s), rel=1e-6
     )
+
+
+def test_a_1s_average_part_reads_1s_averages_in_the_step_simulator(config):
+    """An H100's NVML reports a 1 s average (`gpu.nvml_power: average_1s`), so the simulator the
+    controllers train and are scored in reads that, not the A100's 25 ms window: noise-free, the
+    short phases' swings are smoothed (a mean of 25 ms windows never exceeds their maximum)."""
+    readings = {}
+    for nvml_power in ("instant", "average_1s"):
+        gpu = GpuSpec(name="NVIDIA H100 80GB HBM3", nvml_power=nvml_power)
+        h100 = config.model_copy(update={"gpu": gpu})
+        physics = physics_for(default_calibration(h100), "7b", h100)
+        params = physics.model.params.model_copy(update={"noise_w": 0.0})
+        quiet = replace(physics, model=type(physics.model)(physics.model.gpu, params))
+        run = SimRun(
+            StepModel(quiet, h100.workload, 24),
+            h100.workload,
+            0.01,
+            5.0,
+            560.0,
+            seed=0,
+            record=True,
+        )
+        for _ in range(3):
+            run.step(32, 32)
+        readings[nvml_power] = np.concatenate([s.power_w[:, 0] for s in run.steps[1:]])
+        window_s = quiet.sensor_window_s
+        assert window_s == (
+            1.0 if nvml_power == "average_1s" else h100.telemetry.simulated.sensor_window_s
+        )
+    assert readings["average_1s"].max() <= readings["instant"].max() + 1e-3
+    assert readings["average_1s"].std() < 0.8 * readings["instant"].std()

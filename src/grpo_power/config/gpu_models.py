@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 NvmlPower = Literal["instant", "average_1s"]
+# What an ``average_1s`` part's NVML power reading averages over, s.
+NVML_AVERAGE_WINDOW_S = 1.0
 
 
 @dataclass(frozen=True)

@@ -166,8 +166,9 @@ def save_calibration(calibration: Calibration, path: Path | str) -> Path:
 def check_calibration_matches(calibration: Calibration, config: Config, where: str) -> None:
     """Refuse a calibration made for other deployments than the config's.
 
-    A calibration belongs to the GPU and the deployments it was identified on: its
-    ``gpu.nameplate_w`` must be the config's, and every deployment it shares by name with
+    A calibration belongs to the GPU and the deployments it was identified on: its ``gpu.name``
+    (where it records one) and ``gpu.nameplate_w`` must be the config's (an H100 and an H200 share
+    700 W, an A100's 40 and 80 GB boards 400 W), and every deployment it shares by name with
     ``sim.deployments`` must have the same GPUs, ZeRO stage and parameter count (its phase times
     mean nothing for another shape). It must share at least one deployment name with the config.
 
@@ -175,6 +176,12 @@ def check_calibration_matches(calibration: Calibration, config: Config, where: s
         ValueError: naming the file, the field, the calibration's value and the config's.
     """
     hint = "use the calibration `grpo-power identify` wrote with this config, or rerun it"
+    name = calibration.gpu.get("name")
+    if name is not None and name != config.gpu.name:
+        raise ValueError(
+            f"{where}: gpu.name: expected {config.gpu.name!r} (the config's), got {name!r} (the "
+            f"calibration's): a calibration of another GPU; {hint}"
+        )
     nameplate_w = float(calibration.gpu["nameplate_w"])
     if not math.isclose(nameplate_w, config.gpu.nameplate_w, rel_tol=1e-9):
         raise ValueError(

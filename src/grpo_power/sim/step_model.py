@@ -46,6 +46,7 @@ from grpo_power.config import (
     GpuSpec,
     WorkloadConfig,
 )
+from grpo_power.config.gpu_models import NVML_AVERAGE_WINDOW_S
 from grpo_power.config.workload import ONLINE_ACTUATORS as WORKLOAD_ONLINE_ACTUATORS
 from grpo_power.sim.calibration import Calibration
 from grpo_power.sim.defaults import draw
@@ -69,7 +70,9 @@ class Physics:
         power: GPU-level power parameters (``POWER_PARAMETERS``; fractions of nameplate - idle).
         times: phase-time parameters (``DEPLOYMENT_PARAMETERS``; ms, s as named).
         model: the occupancy power curve of one GPU.
-        sensor_window_s: each reading averages the true power over this window, s.
+        sensor_window_s: each reading averages the true power over this window, s: the
+            configured sensor window (25 ms, the A100's instantaneous reading), or 1 s on parts
+            whose NVML reports a 1 s average (`gpu.nvml_power: average_1s`, H100 and newer).
     """
 
     name: str
@@ -102,6 +105,7 @@ def physics_for(
         name=str(calibration.gpu.get("name", config.gpu.name)),
         nameplate_w=float(calibration.gpu["nameplate_w"]),
         idle_w=float(calibration.gpu["idle_w"]),
+        nvml_power=calibration.gpu.get("nvml_power", config.gpu.nvml_power),
     )
     params = config.telemetry.simulated.model_copy(
         update={
@@ -122,7 +126,11 @@ def physics_for(
         power=power,
         times=times,
         model=GpuPowerModel(gpu, params),
-        sensor_window_s=config.telemetry.simulated.sensor_window_s,
+        sensor_window_s=(
+            NVML_AVERAGE_WINDOW_S
+            if gpu.nvml_power == "average_1s"
+            else config.telemetry.simulated.sensor_window_s
+        ),
     )
 
 

@@ -16,11 +16,10 @@ from collections import deque
 import numpy as np
 
 from grpo_power.config import GpuSpec, SimulatedPowerConfig
+from grpo_power.config.gpu_models import NVML_AVERAGE_WINDOW_S
 from grpo_power.sim.power_model import GpuPowerModel
 from grpo_power.telemetry.signals import WorkloadSignal
 from grpo_power.telemetry.source import GpuInfo, Row
-
-AVERAGE_WINDOW_S = 1.0
 
 
 class _GpuState:
@@ -70,7 +69,7 @@ class SimulatedGpuSource:
             state.energy_j += 0.5 * (power_w + state.last_power_w) * dt_s
             state.temp_c = self.model.next_temp_c(state.temp_c, power_w, dt_s)
             state.recent.append((now_s, power_w))
-            while state.recent[0][0] < now_s - AVERAGE_WINDOW_S:
+            while state.recent[0][0] < now_s - NVML_AVERAGE_WINDOW_S:
                 state.recent.popleft()
             state.last_t_s, state.last_power_w = now_s, power_w
             average_w = sum(p for _, p in state.recent) / len(state.recent)
