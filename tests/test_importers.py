@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from grpo_power.telemetry.engine import EngineLog, align_engine
 from grpo_power.telemetry.importers import ImportError_, import_log
 from grpo_power.telemetry.store import read_trace
 from tests.conftest import DATA
@@ -116,3 +117,60 @@ def test_import_cli_writes_a_trace(tmp_path: Path) -> None:
     )
     assert bad.returncode == 2
     assert "--nameplate-w" in bad.stderr and not (tmp_path / "x.parquet").exists()
+
+
+def _engine_run(
+    drift_s: float, length_s: float = 2400.0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, EngineLog]:
+    """A synthetic run of ``length_s``: concurrency changes every 2-6 s, power follows it (the
+    decode line plus 2 W of noise), the power log at 250 ms on local time read as UTC, the engine's
+    samples at 250 ms on a clock 7 h (a time zone) and 0.3 s ahead that gains ``drift_s`` over
+    the run. Returns the power log's times and power, the true concurrency at each power sample,
+    and the engine log."""
+    rng = np.random.default_rng(0)
+    start_s, period_s = 1_784_400_000.0, 0.25
+    changes_s = start_s + np.cumsum(rng.uniform(2.0, 6.0, 1000))
+    levels = 2 ** rng.integers(0, 7, len(changes_s) + 1)
+
+    def concurrency_at(t_s: np.ndarray) -> np.ndarray:
+        return levels[np.searchsorted(changes_s, t_s)].astype(float)
+
+    power_t_s = start_s + np.arange(0.0, length_s, period_s)
+    true_c = concurrency_at(power_t_s)
+    power_w = 277.5 + 6.55 * np.log2(true_c) + rng.normal(0.0, 2.0, len(power_t_s))
+    engine_true_s = start_s + 0.1 + np.arange(0.0, length_s, period_s)
+    engine_clock_s = engine_true_s + 25_200.0 + 0.3 + drift_s * (engine_true_s - start_s) / length_s
+    log = EngineLog(
+        engine_clock_s,
+        concurrency_at(engine_true_s),
+        np.zeros(len(engine_true_s)),
+        "vllm",
+        Path("engine.csv"),
+        float(np.median(np.diff(engine_clock_s))),
+    )
+    return power_t_s, power_w, true_c, log
+
+
+def test_an_engine_clock_that_drifts_is_followed() -> None:
+    """Clocks at different rates (2 s in 40 minutes: 830 ppm, a poor quartz): the drift over
+    the run is found and followed, so the concurrency matched to each power sample is the one
+    the engine ran at that moment (a constant offset would leave the run's ends 1 s off, four
+    samples); a faster apparent drift is no clock's and is left alone."""
+    matched_share = {}
+    for drift_s in (0.0, 2.0, -2.0):
+        power_t_s, power_w, true_c, log = _engine_run(drift_s)
+        columns, info, notes = align_engine(power_t_s, power_w, log)
+        assert info["zone_offset_s"] == 25_200.0
+        assert info["offset_s"] == pytest.approx(25_200.4, abs=0.25)
+        matched_share[drift_s] = float(np.mean(columns["concurrency"].to_numpy() == true_c))
+        if drift_s:
+            assert info["drift_corrected"] and info["drift_s"] == pytest.approx(drift_s, abs=0.3)
+            assert "followed linearly" in notes[0]
+        else:
+            assert not info["drift_corrected"] and "not followed" in notes[0]
+    assert matched_share[0.0] > 0.95
+    assert min(matched_share.values()) > matched_share[0.0] - 0.03
+    power_t_s, power_w, _, log = _engine_run(2.0, length_s=120.0)  # 17,000 ppm
+    _, info, notes = align_engine(power_t_s, power_w, log)
+    assert info["drift_s"] > 1.0 and not info["drift_corrected"]
+    assert "faster than a clock drifts" in notes[0]

@@ -143,7 +143,7 @@ def test_a_calibration_is_refused_for_another_gpu() -> None:
 
     a100 = load_config(REPO / "config" / "config.yaml")
     h100 = a100.model_copy(update={"gpu": GpuSpec(name="NVIDIA H100 80GB HBM3")})
-    with pytest.raises(ValueError, match="gpu.name: expected 'NVIDIA H100 80GB HBM3'"):
+    with pytest.raises(ValueError, match=r"gpu\.name: expected 'NVIDIA H100 80GB HBM3'"):
         check_calibration_matches(default_calibration(a100), h100, "cal.json")
     # parts of the same board power are told apart by name: an H100's for an H200, an A100 40 GB
     # board's for the 80 GB one

@@ -10,9 +10,13 @@ its samples to every power sample with :func:`pandas.merge_asof`, adding the tra
 Clocks: nvidia-smi writes local wall time without a zone, engines write unix seconds. The
 offset is found from the data: the whole quarter hour between -14 h and +14 h (every time
 zone's offset) that puts the most engine samples inside the power log's span, then the
-residual skew within +-1 s that best correlates power with concurrency, measured over the first
-and the second half of the run (their difference is the drift). No candidate that covers at
-least half the engine samples: refused. What was chosen is recorded in the trace metadata.
+residual skew within +-1 s that best correlates power with concurrency, measured over segments
+of the run too (at least six, at most 20 s long; those where power follows concurrency with a
+correlation of 0.3 or more): the Theil-Sen line through their skews is the drift, and a drift
+of more than a power sample over the run, whose 95 % interval excludes none and whose rate a
+clock can have (1,000 ppm at most), is followed along that line. No candidate that covers at
+least half the engine samples: refused. What was chosen is recorded in the trace metadata and
+printed.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from grpo_power.telemetry.importers import ImportError_, numeric_column, read_csv_log
 
@@ -39,6 +44,12 @@ QUARTER_HOUR_S = 900.0
 ZONE_LIMIT_S = 14 * 3600.0
 SKEW_LIMIT_S = 1.0
 MIN_COVERED = 0.5  # the share of engine samples an offset must put inside the power log
+DRIFT_SEGMENTS = 6  # the run's parts whose skews give the drift: at least six,
+DRIFT_SEGMENT_S = 20.0  # and as many more as make them this long at most
+DRIFT_MIN_CORRELATION = 0.3  # a segment's skew counts where power follows concurrency this well
+# A clock's rate error: quartz oscillators are within about 100 ppm; a faster apparent drift is
+# the engine's reporting lag changing, not its clock, and is not followed.
+MAX_DRIFT_PPM = 1000.0
 
 
 @dataclass(frozen=True)
@@ -95,9 +106,10 @@ def _covered(power_unix_s: np.ndarray, engine_unix_s: np.ndarray, offset_s: floa
 
 
 def _merged(
-    power_unix_s: np.ndarray, log: EngineLog, offset_s: float, tolerance_s: float
+    power_unix_s: np.ndarray, log: EngineLog, offset_s: float | np.ndarray, tolerance_s: float
 ) -> pd.DataFrame:
-    """Each power sample's nearest engine sample within ``tolerance_s`` (NaN where none)."""
+    """Each power sample's nearest engine sample within ``tolerance_s`` (NaN where none); the
+    offset is one for the run or one per power sample (a drift followed)."""
     left = pd.DataFrame({"unix_s": power_unix_s + offset_s, "row": np.arange(len(power_unix_s))})
     right = pd.DataFrame(
         {"unix_s": log.unix_s, "concurrency": log.concurrency, "tokens_per_s": log.tokens_per_s}
@@ -119,14 +131,19 @@ def _skew(
     concurrency, and that correlation (NaN when concurrency never varies)."""
     best = (0.0, float("nan"))
     for skew_s in np.arange(-SKEW_LIMIT_S, SKEW_LIMIT_S + step_s / 2, step_s):
-        merged = _merged(power_unix_s, log, offset_s + skew_s, log.period_s)
-        ok = merged["concurrency"].notna().to_numpy()
-        if ok.sum() < 3 or np.std(merged["concurrency"][ok]) == 0 or np.std(power_w[ok]) == 0:
-            continue
-        r = float(np.corrcoef(power_w[ok], merged["concurrency"][ok])[0, 1])
-        if not np.isfinite(best[1]) or r > best[1] + 1e-9:
+        r = _correlation(power_w, _merged(power_unix_s, log, offset_s + skew_s, log.period_s))
+        if np.isfinite(r) and (not np.isfinite(best[1]) or r > best[1] + 1e-9):
             best = (float(skew_s), r)
     return best
+
+
+def _correlation(power_w: np.ndarray, merged: pd.DataFrame) -> float:
+    """Power's correlation with the matched engine concurrency (NaN when either never varies
+    or fewer than 3 samples matched)."""
+    ok = merged["concurrency"].notna().to_numpy()
+    if ok.sum() < 3 or np.std(merged["concurrency"][ok]) == 0 or np.std(power_w[ok]) == 0:
+        return float("nan")
+    return float(np.corrcoef(power_w[ok], merged["concurrency"][ok])[0, 1])
 
 
 def align_engine(
@@ -161,29 +178,54 @@ def align_engine(
         )
     zone_s = float(candidates[int(np.argmax(shares))])
     step_s = float(np.median(np.diff(order))) if len(order) > 1 else log.period_s
-    half = len(power_unix_s) // 2
     skew_s, r = _skew(power_unix_s, power_w, log, zone_s, step_s)
-    first, _ = _skew(power_unix_s[:half], power_w[:half], log, zone_s, step_s)
-    second, _ = _skew(power_unix_s[half:], power_w[half:], log, zone_s, step_s)
-    offset_s = zone_s + skew_s
+    # the skew of each segment of the run, and the line through them: the drift
+    centres_s, skews_s = [], []
+    segments = max(DRIFT_SEGMENTS, int((order[-1] - order[0]) // DRIFT_SEGMENT_S))
+    for part in np.array_split(np.arange(len(power_unix_s)), segments):
+        part_skew_s, part_r = _skew(power_unix_s[part], power_w[part], log, zone_s + skew_s, step_s)
+        if part_r >= DRIFT_MIN_CORRELATION:  # a segment whose power follows concurrency
+            centres_s.append(float(power_unix_s[part].mean()) - order[0])
+            skews_s.append(skew_s + part_skew_s)
+    line = stats.theilslopes(skews_s, centres_s) if len(skews_s) >= 3 else None
+    rate = float(line.slope) if line is not None else 0.0
+    drift_s = float(rate * (order[-1] - order[0]))
+    offset_s: float | np.ndarray = zone_s + skew_s
+    # followed when over a sample and its 95 % interval excludes none: noisy segments' skews
+    # scatter by a sample or two without any drift
+    significant = line is not None and (line.low_slope > 0 or line.high_slope < 0)
+    plausible = abs(rate) <= MAX_DRIFT_PPM * 1e-6
+    corrected = bool(significant and plausible and abs(drift_s) > 1.01 * step_s)
+    if corrected:  # the clocks run at different rates: the skew follows the segments' line
+        intercept_s = float(np.median(np.array(skews_s) - rate * np.array(centres_s)))
+        offset_s = zone_s + intercept_s + rate * (power_unix_s - order[0])
+        r = _correlation(power_w, _merged(power_unix_s, log, offset_s, log.period_s))
     merged = _merged(power_unix_s, log, offset_s, log.period_s)
     matched = float(merged["concurrency"].notna().mean())
+    start_offset_s = float(np.ravel(offset_s)[0]) if corrected else float(offset_s)
     info = {
         "engine": log.engine,
         "engine_log": str(log.path),
-        "offset_s": offset_s,
+        "offset_s": start_offset_s,
         "zone_offset_s": zone_s,
-        "skew_s": skew_s,
+        "skew_s": start_offset_s - zone_s,
         "skew_correlation": r,
-        "drift_s": second - first,
+        "drift_s": drift_s,
+        "drift_corrected": corrected,
         "engine_samples_covered": float(shares.max()),
         "power_samples_matched": matched,
         "tolerance_s": log.period_s,
     }
+    drift = (
+        f"drift {drift_s:+.3f} s over the run, followed linearly"
+        if corrected
+        else f"drift {drift_s:+.3f} s over the run, not followed (under one sample, within the "
+        f"segments' scatter or faster than a clock drifts, {MAX_DRIFT_PPM:g} ppm)"
+    )
     note = (
-        f"{log.path}: engine clock = power log clock {offset_s:+.3f} s (time-zone offset "
-        f"{zone_s / 3600:+.2f} h, residual skew {skew_s:+.3f} s, power-concurrency correlation "
-        f"{r:.2f}, drift {second - first:+.3f} s over the run); {matched:.0%} of power samples "
+        f"{log.path}: engine clock = power log clock {start_offset_s:+.3f} s at the start "
+        f"(time-zone offset {zone_s / 3600:+.2f} h, residual skew {start_offset_s - zone_s:+.3f} "
+        f"s, power-concurrency correlation {r:.2f}, {drift}); {matched:.0%} of power samples "
         f"matched within {log.period_s:.3g} s"
     )
     return merged[["concurrency", "tokens_per_s"]], info, [note]
