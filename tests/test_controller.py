@@ -173,6 +173,10 @@ def test_saved_controller_matches_sb3(trained):
     meta = controller.meta
     assert meta["simulated"] is True and meta["deployment"] == "7b"
     assert meta["authority"] and meta["calibration_digest"]
+    # the metadata names every entry of the observation vector the policy was trained on
+    names = meta["observation"]["fields"]
+    assert len(names) == len(meta["observation"]["mean"]) == len(obs) == len(set(names))
+    assert {"train_micro_batch", "pause_s"} <= set(names)
 
 
 def test_missing_controller_names_the_file_and_the_command(tmp_path):

@@ -53,7 +53,8 @@ class Observation:
         return {f"{prefix}{k}": v for k, v in asdict(self).items()}
 
     def to_array(self) -> np.ndarray:
-        """A float vector for learned policies (power fields as a share of the cap)."""
+        """A float vector for learned policies (power fields as a share of the cap), in the
+        order of :data:`ARRAY_FIELDS`."""
         return np.array(
             [
                 self.mean_power_w / self.cap_w,
@@ -68,6 +69,20 @@ class Observation:
             ],
             dtype=np.float32,
         )
+
+
+# What each entry of :meth:`Observation.to_array` is, in order (a trained controller's metadata).
+ARRAY_FIELDS = (
+    "mean_power_w/cap_w",
+    "p95_power_w/cap_w",
+    "max_power_w/cap_w",
+    "share_above_cap",
+    "concurrency",
+    "max_new_tokens",
+    "tokens_per_s",
+    "train_micro_batch",
+    "pause_s",
+)
 
 
 def random_observations(

@@ -41,12 +41,17 @@ import numpy as np
 from gymnasium import spaces
 
 from grpo_power.config import Config, RewardConfig, WorkloadConfig
-from grpo_power.control.contract import Action, Observation, power_observation_fields
+from grpo_power.control.contract import (
+    ARRAY_FIELDS,
+    Action,
+    Observation,
+    power_observation_fields,
+)
 from grpo_power.sim.calibration import Calibration
 from grpo_power.sim.grpo_sim import SimRun
 from grpo_power.sim.step_model import ONLINE_ACTUATORS, StepModel, expected_rates, physics_for
 
-OBSERVATION_SIZE = len(Observation.__dataclass_fields__) - 2  # to_array drops cap_w and samples
+OBSERVATION_SIZE = len(ARRAY_FIELDS)
 
 
 def observe(run: SimRun) -> Observation:

@@ -42,7 +42,7 @@ import numpy as np
 
 from grpo_power.atomic import write_atomic, write_text_atomic
 from grpo_power.config import Config
-from grpo_power.control.contract import Action, Observation
+from grpo_power.control.contract import ARRAY_FIELDS, Action, Observation
 from grpo_power.control.env import (
     OBSERVATION_SIZE,
     ControlSpace,
@@ -267,15 +267,7 @@ def train_controller(
         "cap_w": cap_w,
         "space": space.to_dict(),
         "observation": {
-            "fields": [
-                "mean_power_w/cap_w",
-                "p95_power_w/cap_w",
-                "max_power_w/cap_w",
-                "share_above_cap",
-                "concurrency",
-                "max_new_tokens",
-                "tokens_per_s",
-            ],
+            "fields": list(ARRAY_FIELDS),
             "mean": stats.mean.tolist(),
             "var": stats.var.tolist(),
             "epsilon": float(venv.epsilon),
