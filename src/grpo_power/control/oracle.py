@@ -25,11 +25,11 @@ simulate (7b: 32 x 57 x 8 x 9 settings x 5 limits), so the search is:
 3. score the ``evaluate.oracle_finalists`` best per segment on every evaluation seed over the
    whole budget, and keep the best (hindsight on the seeds the arms are evaluated on).
 
-In the simulator on 7b at the defaults (simulated, 2026-12-02): the product of all four actuators' levels took
-567 screening runs and planned 411,218 tokens at 2.00 % violations; this search takes 118 and
-plans 409,787 at 1.97 % (0.3 % fewer tokens). A pause or a smaller training chunk only lowers
-power, so its best value follows from the generation setting it is paired with, which the
-coordinate rounds find.
+In the simulator on 7b at the defaults (simulated, 2026-12-02): the product of all four
+actuators' levels took 567 screening runs and planned 411,218 tokens at 2.00 % violations; this
+search takes 118 and plans 409,787 at 1.97 % (0.3 % fewer tokens). A pause or a smaller
+training chunk only lowers power, so its best value follows from the generation setting it is
+paired with, which the coordinate rounds find.
 
 Screening runs are short, so their violation share is noisy: the finalists are the best under a
 ladder of screening budgets (2, 1, 1/2 and 1/4 times the violation budget, a setting a little
