@@ -521,7 +521,14 @@ CASES: list[Case] = [
         "calibration of a 700 W GPU (config: 400 W A100)",
         ("calibration", {"edit": {"gpu.nameplate_w": 700, "gpu.name": "NVIDIA H100 SXM5"}}),
         [*TRAIN, "--calibration", "{input}"],
-        ["{name}", "gpu.nameplate_w", "expected 400 W", "got 700 W", "H100"],
+        ["{name}", "gpu.name", "expected 'NVIDIA A100-SXM4-80GB'", "got 'NVIDIA H100 SXM5'"],
+    ),
+    Case(
+        "train-calibration-other-board-power",
+        "calibration of the 500 W board of the same part (config: 400 W)",
+        ("calibration", {"edit": {"gpu.nameplate_w": 500}}),
+        [*TRAIN, "--calibration", "{input}"],
+        ["{name}", "gpu.nameplate_w", "expected 400 W", "got 500 W", "another GPU"],
     ),
     # --- evaluate ----------------------------------------------------------------------------
     Case(
