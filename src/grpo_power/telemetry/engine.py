@@ -199,10 +199,11 @@ def align_engine(
     if corrected:  # the clocks run at different rates: the skew follows the segments' line
         intercept_s = float(np.median(np.array(skews_s) - rate * np.array(centres_s)))
         offset_s = zone_s + intercept_s + rate * (power_unix_s - order[0])
-        r = _correlation(power_w, _merged(power_unix_s, log, offset_s, log.period_s))
     merged = _merged(power_unix_s, log, offset_s, log.period_s)
+    if corrected:
+        r = _correlation(power_w, merged)
     matched = float(merged["concurrency"].notna().mean())
-    start_offset_s = float(np.ravel(offset_s)[0]) if corrected else float(offset_s)
+    start_offset_s = float(np.ravel(offset_s)[0])  # at the power log's first sample
     info = {
         "engine": log.engine,
         "engine_log": str(log.path),
