@@ -138,6 +138,7 @@ class ControllerCallback(TrainerCallback):
         )
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        start_s = time.monotonic() - self.origin_s  # before the decision: it is part of the step
         observation = self.observe()
         decided: list[Any] = [None, False, 0.0]  # action, fail-safe, telemetry age (s)
         if self.is_main:
@@ -155,7 +156,7 @@ class ControllerCallback(TrainerCallback):
             "step": state.global_step + 1,
             "failsafe": stale,
             "telemetry_age_s": age_s,
-            "start_s": time.monotonic() - self.origin_s,
+            "start_s": start_s,
             "num_generations": self.trainer.num_generations,
             **applied.to_dict(),
             **observation.to_dict(),
