@@ -248,8 +248,8 @@ def fake_nvml(gpus: list[FakeGpu], library_present: bool = True) -> types.Simple
 # a small study written by the stages' own code
 
 
-RUN_ARMS = ("uncontrolled", "fixed", "threshold")
-SIM_ARMS = ("uncontrolled", "fixed", "fixed-safe", "ppo")
+RUN_ARMS = ("uncontrolled", "fixed", "fixed-half", "threshold")
+SIM_ARMS = ("uncontrolled", "fixed", "fixed-half", "fixed-safe", "ppo")
 SIM_DEPLOYMENTS = {"7b": (1, 320.0), "72b": (4, 220.0)}  # gpus, cap per GPU
 
 
@@ -356,6 +356,7 @@ def write_evaluation(folder: Path, config: Config) -> None:
     levels = {
         "uncontrolled": (350.0, 1.2),
         "fixed": (330.0, 1.0),
+        "fixed-half": (305.0, 0.7),
         "fixed-safe": (280.0, 0.8),
         "ppo": (300.0, 1.15),
     }
@@ -434,7 +435,11 @@ def write_identify(folder: Path, config: Config) -> None:
         ("simulated", "72b", 4, 0.3),
         ("measured (simulated power)", "tiny-run", 1, 0.8),
     ):
-        for actuator, span_w in (("concurrency", 70.0), ("num_generations", 40.0)):
+        for actuator, span_w in (
+            ("concurrency", 70.0),
+            ("num_generations", 40.0),
+            ("pause_s", -30.0),  # a pause lowers power; max_new_tokens: not swept
+        ):
             for level, power in ((1, 200.0), (16, 200.0 + gain * span_w)):
                 rows.append(
                     {
@@ -489,7 +494,9 @@ def build_stage_outputs(root: Path) -> tuple[Config, dict[str, list[Path] | Path
     config = small_config(root)
     runs = [
         write_run(root / "runs" / "tiny" / arm / "seed0", config, arm, high, tokens)
-        for arm, high, tokens in zip(RUN_ARMS, (360.0, 330.0, 310.0), (900, 800, 760), strict=True)
+        for arm, high, tokens in zip(
+            RUN_ARMS, (360.0, 330.0, 300.0, 310.0), (900, 800, 600, 760), strict=True
+        )
     ]
     exceedance = []
     for folder in runs:

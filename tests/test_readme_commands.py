@@ -237,7 +237,7 @@ def test_readme_cluster_commands(slurm: None, tmp_path: Path) -> None:
     checkout, outputs = _run_place("cluster", tmp_path)
     plan = outputs["snakemake -n --profile profiles/slurm --configfile config/a100-slurm.yaml"]
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", plan, re.M))
-    assert counts["run"] == "15" and counts["windows"] == "45" and counts["sweep"] == "1"
+    assert counts["run"] == "18" and counts["windows"] == "54" and counts["sweep"] == "1"
     dag, rulegraph = ((checkout / f"{n}.dot").read_text() for n in ("dag", "rulegraph"))
     assert dag.startswith("digraph") and rulegraph.startswith("digraph")
     assert rulegraph.count("label = ") < 20 < dag.count("label = ")  # rules, and jobs

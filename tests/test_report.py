@@ -9,6 +9,7 @@ code; the economics and report stages run through the CLI.
 from __future__ import annotations
 
 import functools
+import html
 import json
 import math
 import re
@@ -196,14 +197,15 @@ def test_a_few_numbers_against_their_source_files(report: dict) -> None:
 
 
 def test_the_live_arm_table_sets_the_study_beside_the_files(report: dict) -> None:
-    """The study's four live 7B arms with this run's: the evaluation's 7b arms, the sweep's
-    half concurrency, and the real runs' tokens/s and share over the cap, or "not ..." where
-    the study's arm has no counterpart in this run."""
+    """The study's four live 7B arms with this run's: the evaluation's 7b arms (batch 4: the
+    fixed-half arm), the real runs' tokens/s and share over the cap, or "not ..." where the
+    study's arm has no counterpart in this run; each row names the summary as its source and
+    says how this run differs."""
     root = report["root"]
     text = (root / "report" / "index.html").read_text()
     section = text[text.index('id="live-arms"') :]
     section = section[: section.index("</table>")]
-    rows = [re.sub(r"<[^>]+>", "", r) for r in section.split("<tr>")[2:]]
+    rows = [html.unescape(re.sub(r"<[^>]+>", "", r)) for r in section.split("<tr>")[2:]]
     assert len(rows) == 4
     for study, tokens in (("static generation batch 8", "222,472"), ("PPO", "183,069")):
         assert any(r.startswith(study) and tokens in r for r in rows), study
@@ -214,20 +216,57 @@ def test_the_live_arm_table_sets_the_study_beside_the_files(report: dict) -> Non
     assert f"{summary.loc[('7b', 'ppo'), 'output_tokens']:,.0f}" in ppo
     assert f"{100 * summary.loc[('7b', 'ppo'), 'violation_rate']:.2f}" in ppo
     assert "not run" in ppo  # no real ppo run in this small study
-    sweeps = pd.read_csv(root / "identify" / "sweeps.csv")
-    half = sweeps[(sweeps["deployment"] == "7b") & (sweeps["actuator"] == "concurrency")]
-    half = half[half["level"] <= 16].sort_values("level").iloc[-1]  # fixed arm's 32, halved
     batch4 = next(r for r in rows if r.startswith("static generation batch 4"))
-    assert f"concurrency {half['level']} (sweep)" in batch4
-    assert f"{half['tokens_per_s']:,.1f}" in batch4
+    assert "fixed-half (concurrency 16)" in batch4  # the fixed arm's 32, halved
+    half = summary.loc[("7b", "fixed-half")]
+    assert f"{half['output_tokens']:,.0f}" in batch4
+    assert f"{100 * half['violation_rate']:.2f}" in batch4
+    arms = pd.read_csv(root / "economics" / "arms.csv")
+    real_half = arms[(arms["source"] == "run") & (arms["arm"] == "fixed-half")].iloc[0]
+    assert f"{real_half['tokens_per_gpu_s']:,.1f}" in batch4
+    # the study's 0.01 % against this run's share: the row says which way it differs
+    said = [d for d in ("fewer violations", "more violations", "near the study's") if d in batch4]
+    expected = "more violations" if 100 * half["violation_rate"] > 1.01 else "near the study's"
+    assert said == [expected]
+    assert all("summary" in r for r in rows)
     hysteresis = next(r for r in rows if r.startswith("hysteresis"))
     assert "not evaluated" in hysteresis  # the small evaluation has no threshold arm
-    arms = pd.read_csv(root / "economics" / "arms.csv")
     real = arms[(arms["source"] == "run") & (arms["arm"] == "threshold")].iloc[0]
     assert f"{real['tokens_per_gpu_s']:,.1f}" in hysteresis
     exceedance = pd.read_csv(next(p for p in root.rglob("exceedance.csv") if "threshold" in str(p)))
     over = exceedance[(exceedance["scope"] == "run_pooled") & (exceedance["window_s"] == 0.5)]
     assert f"{100 * over['exceedance'].iloc[0]:.2f}" in hysteresis
+
+
+def test_the_72b_authority_sits_beside_the_studys_four_figures(report: dict) -> None:
+    """The study's 72B sweep (generation batch, group size as concurrency, completion length,
+    inter-batch pause) beside the simulated 72b rows of authority.csv, each row saying where the
+    study's figure comes from and how this run's differs; an actuator not swept says so."""
+    root = report["root"]
+    text = (root / "report" / "index.html").read_text()
+    section = text[text.index('id="table-study-authority"') :]
+    section = section[: section.index("</table>")]
+    rows = {
+        r.split("|")[0]: r
+        for r in (
+            html.unescape(re.sub(r"<[^>]+>", "|", r)).replace("||", "|").strip("|")
+            for r in section.split("<tr>")[2:]
+        )
+    }
+    assert set(rows) == {"concurrency", "num_generations", "max_new_tokens", "pause_s"}
+    authority = pd.read_csv(root / "identify" / "authority.csv").set_index(
+        ["data", "deployment", "actuator"]
+    )
+    study_figures = {"concurrency": "22.5", "num_generations": "16.9", "pause_s": "6.3"}
+    for actuator, study in study_figures.items():
+        row = rows[actuator]
+        here = authority.loc[("simulated", "72b", actuator), "authority"]
+        assert f"{100 * here:.1f}" in row and study in row and "summary" in row
+        assert "smaller" in row  # the synthetic 72b sweep moves power far less than the study's
+    assert "4 to 32 sequences" in rows["num_generations"]  # 4 prompts x 1-16, at most 32
+    pause = authority.loc[("simulated", "72b", "pause_s"), "authority"]
+    assert pause < 0 and f"|{100 * pause:.1f}|" in rows["pause_s"]  # signed: a pause lowers power
+    assert "not swept" in rows["max_new_tokens"] and "3.5" in rows["max_new_tokens"]
 
 
 def test_the_study_table_shows_the_simulated_72b_share_and_the_study_fleet(report: dict) -> None:

@@ -181,8 +181,8 @@ PUBLISHED_OVERSUBSCRIPTION: tuple[ReferenceFigure, ...] = (
 )
 
 STUDY_LIVE_SOURCE = (
-    "arXiv 2608.11226, abstract or a secondary summary of it (not checked against the paper's "
-    "own table)"
+    "arXiv 2608.11226, its secondary summary (the abstract gives none of the live arms' figures; "
+    "not checked against the paper's own table)"
 )
 STUDY_7B_CAP_W = 314.6  # the study's 7B cap, W (same source)
 
@@ -196,6 +196,7 @@ class StudyLiveArm:
     tokens: int
     violation_pct: float
     source: str = STUDY_LIVE_SOURCE
+    origin: str = SUMMARY
 
 
 STUDY_LIVE_ARMS: tuple[StudyLiveArm, ...] = (

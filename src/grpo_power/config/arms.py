@@ -49,10 +49,14 @@ class FixedSafeArmConfig(Strict):
     )
 
 
-# The arms of a real run (`grpo-power run --arm`): the one list of their names. ``hwcap`` is the
-# workload-blind baseline (uncontrolled settings under the GPU power limit); ``ppo+hwcap`` is the
-# hardware limit as a tier under the workload controller, for sites where users may set it.
-ArmName = Literal["uncontrolled", "fixed", "fixed-safe", "threshold", "ppo", "hwcap", "ppo+hwcap"]
+# The arms of a real run (`grpo-power run --arm`): the one list of their names. ``fixed-half`` is
+# static at half the fixed arm's concurrency (the study's static batch 4 beside its batch 8);
+# ``hwcap`` is the workload-blind baseline (uncontrolled settings under the GPU power limit);
+# ``ppo+hwcap`` is the hardware limit as a tier under the workload controller, for sites where
+# users may set it.
+ArmName = Literal[
+    "uncontrolled", "fixed", "fixed-half", "fixed-safe", "threshold", "ppo", "hwcap", "ppo+hwcap"
+]
 ARM_NAMES: tuple[str, ...] = get_args(ArmName)
 # The arms that set the GPUs' power limit to the cap.
 HARDWARE_LIMIT_ARMS = frozenset({"hwcap", "ppo+hwcap"})

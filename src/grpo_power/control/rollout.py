@@ -207,9 +207,11 @@ def arm_plans(
             limit = cap_w if arm == "hwcap" else None
             settings = {"concurrency": c, "max_new_tokens": m, "power_limit_w": limit}
             plans.append(ArmPlan(arm, lambda c=c, m=m: FixedController(c, m), limit, settings))
-        elif arm == "fixed":
-            c, m = w.concurrency, w.max_new_tokens
-            settings = {"concurrency": c, "max_new_tokens": m, "source": "workload defaults"}
+        elif arm in ("fixed", "fixed-half"):
+            c = w.concurrency if arm == "fixed" else w.half_concurrency
+            m = w.max_new_tokens
+            source = "workload defaults" if arm == "fixed" else "half the default concurrency"
+            settings = {"concurrency": c, "max_new_tokens": m, "source": source}
             plans.append(ArmPlan(arm, lambda c=c, m=m: FixedController(c, m), None, settings))
         elif arm == "fixed-safe":
             tuned = tune_fixed_safe(physics, config, cap_w, schedule)

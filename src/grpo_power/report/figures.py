@@ -33,6 +33,7 @@ from grpo_power.atomic import write_atomic
 ARM_ORDER = (
     "uncontrolled",
     "fixed",
+    "fixed-half",
     "fixed-safe",
     "threshold",
     "ppo",

@@ -43,6 +43,7 @@ from grpo_power.report.inputs import (
 )
 from grpo_power.report.live_arms import first_run_exceedance, live_arm_table
 from grpo_power.report.real_traces import real_traces_section
+from grpo_power.report.study_authority import study_authority_table
 from grpo_power.stage_files import read_csv
 from grpo_power.version import __version__
 
@@ -325,16 +326,15 @@ def _live_arms(
     sizes = [s.size for s in config.run_sizes]
     size = next((s for s in sizes if s in deployment.sizes), sizes[0])
     arms = {i.metadata["run_id"]: i.manifest["arm"] for i in infos if i.manifest["size"] == size}
-    sweeps = tab.CsvFile(inputs.identify / IDENTIFY.sweeps, written_by("identify", IDENTIFY.sweeps))
+    w = config.workload
     return live_arm_table(
         summary,
-        sweeps,
         run_arms,
         first_run_exceedance(inputs.exceedance, arms),
         deployment.name,
         size,
         deployment.cap_w or config.cap_w,
-        config.workload.concurrency,
+        {"fixed": w.concurrency, "fixed-half": w.half_concurrency},
         min(config.windows.windows_s),
     )
 
@@ -417,6 +417,7 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
             tab.AUTHORITY_COLS,
             ["data", "deployment", "actuator"],
         ),
+        *filter(None, [study_authority_table(authority, config)]),
         tab.csv_table(
             "fleet",
             "Fleet and windowed exceedance: reference figures vs this run",

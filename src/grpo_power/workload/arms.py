@@ -4,6 +4,8 @@
 |--------------|---------------------------------------------------------------------|
 | uncontrolled | fixed at the upper bounds of concurrency and max new tokens          |
 | fixed        | fixed at the workload's configured defaults                         |
+| fixed-half   | fixed at half the default concurrency (the study's static batch 4   |
+|              | beside its batch 8), the default max new tokens                     |
 | fixed-safe   | fixed at the calibrated highest concurrency with p99 power < cap    |
 | threshold    | AIMD on concurrency from recent p95 power                           |
 | ppo          | the PPO meta-controller trained in the simulator for the deployment |
@@ -42,6 +44,8 @@ def controller_for_arm(arm: str, config: Config, calibration_dir: Path) -> Contr
         return FixedController(w.concurrency_bounds.max, w.max_new_tokens_bounds.max)
     if arm == "fixed":
         return FixedController(w.concurrency, w.max_new_tokens)
+    if arm == "fixed-half":
+        return FixedController(w.half_concurrency, w.max_new_tokens)
     if arm == "fixed-safe":
         calibration = calibrate_fixed_safe(config, calibration_dir)
         return FixedController(calibration["concurrency"], calibration["max_new_tokens"])
