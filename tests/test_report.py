@@ -302,6 +302,45 @@ def test_the_study_table_shows_the_simulated_72b_share_and_the_study_fleet(repor
     assert "summary" in study and "abstract" in study and "(simulated, arm ppo)" in study
 
 
+def test_the_study_ratio_rows_say_what_sets_the_difference(report: dict) -> None:
+    """Each ratio row of the study table names the baseline behind it, read from the evaluate
+    stage's files: the fixed arm's violations (7b), the uncontrolled arm's (72b), the
+    fixed-safe arm's concurrency (72b); the 72B concurrency row reads authority, not the share
+    retained."""
+    root = report["root"]
+    text = html.unescape(re.sub(r"<[^>]+>", "", (root / "report" / "index.html").read_text()))
+    rows = text[text.index("findings and this run") : text.index("The study's live arms")]
+    rows = rows.split("\n")
+    summary = pd.read_csv(root / "evaluate" / "study" / "summary.csv").set_index(
+        ["deployment", "arm"]
+    )
+    fixed = next(r for r in rows if r.startswith("cap violations, ppo vs fixed (7b)"))
+    violations = 100 * summary.loc[("7b", "fixed"), "violation_rate"]
+    assert f"fixed arm violates {violations:.2f} %" in fixed
+    assert "17.72 %" in fixed
+    tokens = next(r for r in rows if r.startswith("tokens, ppo vs fixed (7b)"))
+    assert "-17.7%" in tokens  # the study's live PPO against its batch 8: 183,069 / 222,472
+    uncontrolled = 100 * summary.loc[("72b", "uncontrolled"), "violation_rate"]
+    assert any(
+        r.startswith("violations, ppo vs uncontrolled (72b)")
+        and f"uncontrolled arm violates {uncontrolled:.2f} %" in r
+        for r in rows
+    )
+    safe = json.loads((root / "evaluate" / "study" / "summary.json").read_text())
+    concurrency = safe["deployments"]["72b"]["arms"]["fixed-safe"]["concurrency"]
+    assert any(
+        r.startswith("output, ppo vs fixed-safe (72b)") and f"holds concurrency {concurrency} " in r
+        for r in rows
+    )
+    authority = pd.read_csv(root / "identify" / "authority.csv").set_index(
+        ["data", "deployment", "actuator"]
+    )
+    concurrency_row = next(r for r in rows if r.startswith("concurrency alone, 72b sharded"))
+    here = 100 * authority.loc[("simulated", "72b", "concurrency"), "authority"]
+    assert f"{here:.1f} % (group size as concurrency" in concurrency_row
+    assert "smaller than the study's" in concurrency_row  # the synthetic 72b: 6.2 % of 17-22 %
+
+
 def test_the_page_reads_top_to_bottom_and_labels_simulation(report: dict) -> None:
     page = report["page"]
     assert page.headings == [

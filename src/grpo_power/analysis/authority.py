@@ -18,9 +18,12 @@ measured runs for the real tiny run), per deployment and actuator:
   level's), so a duration-only actuator is set once for throughput and efficiency rather than
   learned.
 
-The study measured that on the sharded 72B deployment the group-level actuator loses its
-authority and concurrency keeps 17-22 % (:data:`STUDY_RETAINED_CONCURRENCY`); the table puts its
-own numbers beside that. Simulated rows are labelled ``simulated``.
+The study measured that on the sharded 72B deployment the group-level (volume) actuator loses its
+authority and concurrency alone keeps 17-22 % of it (the abstract;
+:data:`STUDY_CONCURRENCY_AUTHORITY_72B`): its summary's 72B sweep gives the two concurrency
+actuators 22.5 % (generation batch) and 16.9 % (group size as concurrency), so the range is an
+authority on 72B, not a share retained from 7B (:data:`STUDY_AUTHORITY_72B`). The table puts its
+own numbers beside them. Simulated rows are labelled ``simulated``.
 """
 
 from __future__ import annotations
@@ -36,7 +39,9 @@ from grpo_power.config.workload import ONLINE_ACTUATORS
 from grpo_power.layout import IDENTIFY
 from grpo_power.stage_files import read_json, require_keys
 
-STUDY_RETAINED_CONCURRENCY = (17.0, 22.0)  # %, docs/design.md section 1 (72B, concurrency alone)
+# The abstract's authority of concurrency alone on 72B, % of nameplate - idle (docs/design.md
+# section 1): the summary's generation batch and group size as concurrency, rounded.
+STUDY_CONCURRENCY_AUTHORITY_72B = (17.0, 22.0)
 # The study's 72B authority sweep, % (docs/design.md section 1), by the actuator here that stands
 # for it: generation batch, group size as concurrency, completion length, inter-batch pause (the
 # training chunk has no study figure).
@@ -137,7 +142,7 @@ def authority_table(
 
 def markdown(table: pd.DataFrame) -> str:
     """The authority table as Markdown, beside the study's retained concurrency authority."""
-    low, high = STUDY_RETAINED_CONCURRENCY
+    low, high = STUDY_CONCURRENCY_AUTHORITY_72B
     lines = [
         "# Actuator authority (simulated rows are SIMULATED)",
         "",
@@ -163,7 +168,8 @@ def markdown(table: pd.DataFrame) -> str:
     lines += [
         "",
         f"Study: on the sharded 72B deployment concurrency alone keeps {low:g}-{high:g} % "
-        "power authority and the group-level actuator loses it (docs/design.md section 1).",
+        "power authority (an authority on 72B, not a share retained from 7B) and the "
+        "group-level actuator loses it (docs/design.md section 1).",
     ]
     return "\n".join(lines + study_comparison(table)) + "\n"
 

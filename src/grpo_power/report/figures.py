@@ -247,13 +247,18 @@ def exceedance_windows(
     return fig
 
 
-def authority(table: pd.DataFrame, threshold: float, study_retained: tuple[float, float]) -> Figure:
-    """Authority of each actuator per deployment, and the share a deployment retains."""
+def authority(table: pd.DataFrame, threshold: float, study_72b_pct: tuple[float, float]) -> Figure:
+    """Authority of each actuator per deployment beside the study's 72B concurrency authority
+    (``study_72b_pct``, %), and the share a deployment retains."""
     table = table.assign(where=table["deployment"] + "\n" + table["data"].str.replace(" (", "\n("))
     fig, (left, right) = plt.subplots(1, 2, figsize=(9.0, 3.2))
     sns.barplot(table, x="where", y="authority", hue="actuator", ax=left)
     left.axhline(threshold, **CAP_STYLE)
-    left.set_title(f"authority (dashed: selection threshold {threshold:g})")
+    left.axhspan(*(v / 100.0 for v in study_72b_pct), color="0.8", zorder=0)
+    left.set_title(
+        f"authority (dashed: selection threshold {threshold:g}; grey: study, 72B "
+        f"concurrency {study_72b_pct[0]:g}-{study_72b_pct[1]:g} %)"
+    )
     left.set_ylabel("(power at highest - lowest level) / (nameplate - idle)")
     retained = table.dropna(subset=["retained_authority"])
     sns.barplot(
@@ -263,11 +268,7 @@ def authority(table: pd.DataFrame, threshold: float, study_retained: tuple[float
         hue="actuator",
         ax=right,
     )
-    right.axhspan(*study_retained, color="0.8", zorder=0)
-    right.set_title(
-        f"retained authority (grey: study, 72B concurrency {study_retained[0]:g}-"
-        f"{study_retained[1]:g} %)"
-    )
+    right.set_title("retained authority")
     right.set_ylabel("% of the single-GPU deployment's")
     for ax in (left, right):
         ax.set_xlabel("")
@@ -461,8 +462,8 @@ CAPTIONS = {
     "the window.",
     "authority": "Actuator authority per deployment: the change of mean per-GPU power between an "
     "actuator's lowest and highest level, as a share of nameplate minus idle (left), and the "
-    "share of the single-GPU deployment's authority a sharded deployment retains (right), beside "
-    "the study's 17-22 % for concurrency on 72B.",
+    "share of the single-GPU deployment's authority a sharded deployment retains (right); the grey "
+    "band is the study's 17-22 % authority of concurrency on 72B.",
     "fleet": "Fleet peak demand as a share of nameplate against the averaging window (left) and "
     "the fleet size (middle), and the oversubscription factor nameplate / (peak x (1 + margin)) "
     "against the fleet size (right), beside the study's 50-56 % and about 2x and the published "

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from grpo_power.analysis.authority import STUDY_RETAINED_CONCURRENCY
+from grpo_power.analysis.authority import STUDY_CONCURRENCY_AUTHORITY_72B
 from grpo_power.atomic import write_text_atomic
 from grpo_power.config import Config
 from grpo_power.layout import (
@@ -134,7 +134,7 @@ def make_figures(
         ),
         "authority": (
             lambda: fig.authority(
-                authority, config.authority.threshold, STUDY_RETAINED_CONCURRENCY
+                authority, config.authority.threshold, STUDY_CONCURRENCY_AUTHORITY_72B
             ),
             authority["data"],
         ),
@@ -383,6 +383,8 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
         )
     study = tab.study_table(
         ratios,
+        summary,
+        evaluate_json,
         authority,
         comparison,
         e["sensitivity"],

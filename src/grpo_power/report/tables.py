@@ -5,7 +5,7 @@ shown (format spec and scale), and its provenance. The HTML writes the provenanc
 number's element (``data-src``, ``data-col``, ``data-row``, ``data-spec``, ``data-scale``), so a
 reader or a test can trace any shown number back to the file a stage wrote. Study figures come
 from :mod:`grpo_power.analysis.reference`, the evaluate stage's ``study`` column and
-:data:`grpo_power.analysis.authority.STUDY_RETAINED_CONCURRENCY`; nothing is typed in.
+:data:`grpo_power.analysis.authority.STUDY_CONCURRENCY_AUTHORITY_72B`; nothing is typed in.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 
 import pandas as pd
 
-from grpo_power.analysis.authority import STUDY_RETAINED_CONCURRENCY
-from grpo_power.analysis.reference import ABSTRACT, STUDY_SOURCE
+from grpo_power.analysis.authority import STUDY_AUTHORITY_72B, STUDY_CONCURRENCY_AUTHORITY_72B
+from grpo_power.analysis.reference import ABSTRACT, STUDY_LIVE_ARMS, STUDY_SOURCE
 from grpo_power.stage_files import read_csv, read_json
 
 
@@ -181,8 +181,11 @@ def with_unit(num: Num, unit: str) -> list[Part]:
     return [num, f" {unit}"] if num.text() != "n/a" else [num]
 
 
-def _pct_change(file: CsvFile, deployment: str, controller: str, comparison: str) -> list[Cell]:
-    """This run's ratio (with interval) and the study's figure from the evaluate ratios."""
+def _pct_change(
+    file: CsvFile, deployment: str, controller: str, comparison: str, why: list[Part]
+) -> list[Cell]:
+    """This run's ratio (with interval) and the study's figure from the evaluate ratios, and
+    ``why`` it may differ."""
     keys = {"deployment": deployment, "controller": controller, "comparison": comparison}
     rows = file.select(**keys)
     if rows.empty:
@@ -196,8 +199,58 @@ def _pct_change(file: CsvFile, deployment: str, controller: str, comparison: str
         with_unit(study, row["unit"]),
         ABSTRACT,
         [*with_unit(value, row["unit"]), " [", low, ", ", high, "]"],
-        f"target {row['target']}: {met}",
+        [f"target {row['target']}: {met}; ", *why],
     ]
+
+
+def _ratio_reasons(
+    summary: CsvFile, evaluation: JsonFile, single_gpu: str, sharded: str
+) -> dict[str, list[Part]]:
+    """Per study ratio, what in this run's baselines sets how it compares with the study's:
+    the baselines' own violations and settings, and the study's live arms (its summary)."""
+    batch8, _, _, ppo = STUDY_LIVE_ARMS
+
+    def violations(deployment: str, arm: str) -> list[Part]:
+        keys = {"deployment": deployment, "arm": arm}
+        if summary.select(**keys).empty:
+            return ["not evaluated"]
+        return [summary.num("violation_rate", ".2f", 100.0, **keys), " %"]
+
+    fixed_is_largest = [
+        "this run's fixed arm is its largest static batch; against the study's largest "
+        f"({batch8.arm}) the study's live PPO also made {ppo.tokens / batch8.tokens - 1:+.1%} "
+        "tokens (summary); the abstract does not say what its fixed baseline was"
+    ]
+    safe = f"deployments.{sharded}.arms.fixed-safe.concurrency"
+    return {
+        "violations_vs_fixed": [
+            "the cut depends on the baseline: this run's fixed arm violates ",
+            *violations(single_gpu, "fixed"),
+            f" of samples, the study's {batch8.arm} {batch8.violation_pct:g} % (summary)",
+        ],
+        "output_vs_fixed": fixed_is_largest,
+        "tokens_per_mj_vs_fixed": fixed_is_largest,
+        "output_vs_fixed_safe": [
+            "this run's fixed-safe holds concurrency ",
+            evaluation.num(safe, ".0f") if _has(evaluation, safe) else "n/a",
+            " (the highest static setting whose tuned p99 stays under the cap); the abstract "
+            "does not give the study's",
+        ],
+        "violations_vs_uncontrolled": [
+            "the cut depends on the baseline: this run's uncontrolled arm violates ",
+            *violations(sharded, "uncontrolled"),
+            " of samples; the abstract does not give the study's",
+        ],
+    }
+
+
+def _has(file: JsonFile, key: str) -> bool:
+    """Whether ``file`` has the dotted ``key``."""
+    try:
+        file.get(key)
+    except ValueError:
+        return False
+    return True
 
 
 def _comparison_rows(
@@ -222,6 +275,8 @@ def _comparison_rows(
 
 def study_table(
     ratios: CsvFile,
+    summary: CsvFile,
+    evaluation: JsonFile,
     authority: CsvFile,
     comparison: CsvFile,
     headline: CsvFile,
@@ -235,16 +290,18 @@ def study_table(
     """The study's findings (docs/design.md section 1) and this run's, side by side.
 
     Args:
-        ratios: the evaluate stage's ``ratios.csv``; authority: the identify stage's
-            ``authority.csv``; comparison: the fleet stage's ``comparison.csv``; headline: the
-            economics stage's ``sensitivity.csv`` (its base rows).
+        ratios, summary, evaluation: the evaluate stage's ``ratios.csv``, ``summary.csv`` and
+            ``summary.json`` (the baselines' violations and settings); authority: the identify
+            stage's ``authority.csv``; comparison: the fleet stage's ``comparison.csv``;
+            headline: the economics stage's ``sensitivity.csv`` (its base rows).
         controller: the controller arm; single_gpu, sharded: the single-node deployment and the
             sharded one the study's 72B rows compare with.
         setup: what this run measured and simulated (text).
         study_fleet: the study fleet's ``comparison.csv`` (the simulated 72B windows and the
             study's fleet mix per arm), shown for ``study_arms``.
     """
-    sources = [ratios.path, authority.path, comparison.path, headline.path]
+    sources = [ratios.path, summary.path, evaluation.path, authority.path, comparison.path]
+    sources.append(headline.path)
     table = Table(
         "study",
         "The study's findings and this run's, side by side",
@@ -257,12 +314,14 @@ def study_table(
     table.rows.append(
         ["GRPO runs", "7B, 14B, 72B on 1-4 A100s, power every 0.5 s", ABSTRACT, setup, ""]
     )
+    why = _ratio_reasons(summary, evaluation, single_gpu, sharded)
     for comparison_key, finding in (
         ("violations_vs_fixed", f"cap violations, {controller} vs fixed ({single_gpu})"),
         ("output_vs_fixed", f"tokens, {controller} vs fixed ({single_gpu})"),
         ("tokens_per_mj_vs_fixed", f"tokens per MJ, {controller} vs fixed ({single_gpu})"),
     ):
-        table.rows.append([finding, *_pct_change(ratios, single_gpu, controller, comparison_key)])
+        changed = _pct_change(ratios, single_gpu, controller, comparison_key, why[comparison_key])
+        table.rows.append([finding, *changed])
     group = authority.select(data="simulated", deployment=sharded, actuator="num_generations")
     concurrency = authority.select(data="simulated", deployment=sharded, actuator="concurrency")
     if len(group) and len(concurrency):
@@ -280,29 +339,38 @@ def study_table(
                     ),
                     " %)",
                 ],
-                "SIMULATED; authority as a share of nameplate - idle",
+                "SIMULATED; authority as a share of nameplate - idle; the study gives no "
+                "figure for the volume actuator, only that it loses its authority",
             ]
         )
-        low, high = STUDY_RETAINED_CONCURRENCY
+        low, high = STUDY_CONCURRENCY_AUTHORITY_72B
+        batch, group = STUDY_AUTHORITY_72B["concurrency"], STUDY_AUTHORITY_72B["num_generations"]
         table.rows.append(
             [
-                f"concurrency alone, {sharded} sharded: retained authority",
+                f"concurrency alone, {sharded} sharded: authority",
                 f"{low:g}-{high:g} %",
                 ABSTRACT,
                 [
+                    authority.num("authority", ".1f", 100.0, actuator="concurrency", **keys),
+                    " % (group size as concurrency ",
+                    authority.num("authority", ".1f", 100.0, actuator="num_generations", **keys),
+                    " %; concurrency retains ",
                     authority.num(
                         "retained_authority", ".0f", 100.0, actuator="concurrency", **keys
                     ),
-                    " %",
+                    " % of its single-GPU authority)",
                 ],
-                "SIMULATED",
+                f"SIMULATED; {_against(100 * abs(concurrency['authority'].iloc[0]), low, high)}"
+                f"; the study's range is its summary's {batch[0]} ({batch[1]:g} %) and "
+                f"{group[0]} ({group[1]:g} %): see the 72B authority table",
             ]
         )
     for comparison_key, finding in (
         ("output_vs_fixed_safe", f"output, {controller} vs fixed-safe ({sharded})"),
         ("violations_vs_uncontrolled", f"violations, {controller} vs uncontrolled ({sharded})"),
     ):
-        table.rows.append([finding, *_pct_change(ratios, sharded, controller, comparison_key)])
+        changed = _pct_change(ratios, sharded, controller, comparison_key, why[comparison_key])
+        table.rows.append([finding, *changed])
     if study_fleet is not None:
         shown = study_fleet.frame[study_fleet.frame["arm"].isin(list(study_arms))]
         _comparison_rows(table, study_fleet, shown, ("key", "arm"))
@@ -335,6 +403,19 @@ def study_table(
             ]
         )
     return table
+
+
+def _against(authority_pct: float, low_pct: float, high_pct: float) -> str:
+    """How a 72B concurrency authority (%) compares with the study's range, and why it may."""
+    if low_pct <= authority_pct <= high_pct:
+        return "within the study's range"
+    if authority_pct > high_pct:
+        return "larger than the study's"
+    return (
+        "smaller than the study's: the measured decode line gains little power per doubling of "
+        "the batch and sharded decode waits on parameter gathers, where the study generated "
+        "with an AWQ proxy"
+    )
 
 
 EVALUATION_COLS = (
