@@ -312,7 +312,14 @@ def study_table(
         "seeds. Differences are kept, not tuned away.",
     )
     table.rows.append(
-        ["GRPO runs", "7B, 14B, 72B on 1-4 A100s, power every 0.5 s", ABSTRACT, setup, ""]
+        [
+            "GRPO runs",
+            "7B, 14B, 72B on 1-4 A100s, power every 0.5 s",
+            ABSTRACT,
+            setup,
+            "differs: the real runs' power is measured only where telemetry is nvml; the "
+            "deployments are the calibrated simulator's, not measured runs",
+        ]
     )
     why = _ratio_reasons(summary, evaluation, single_gpu, sharded)
     for comparison_key, finding in (
@@ -399,7 +406,8 @@ def study_table(
                 "savings of the controller and of oversubscription",
                 ABSTRACT,
                 with_unit(headline.num("value", ",.0f", **keys), row["unit"]),
-                f"{row['data']}; see the economics section for assumptions",
+                f"{row['data']}; the abstract names these savings without a figure; see the "
+                "economics section for assumptions",
             ]
         )
     return table
