@@ -317,9 +317,9 @@ def test_the_study_ratio_rows_say_what_sets_the_difference(report: dict) -> None
     fixed = next(r for r in rows if r.startswith("cap violations, ppo vs fixed (7b)"))
     violations = 100 * summary.loc[("7b", "fixed"), "violation_rate"]
     assert f"fixed arm violates {violations:.2f} %" in fixed
-    assert "17.72 %" in fixed
+    assert "batch 8: 17.72 %" in fixed
     tokens = next(r for r in rows if r.startswith("tokens, ppo vs fixed (7b)"))
-    assert "-17.7%" in tokens  # the study's live PPO against its batch 8: 183,069 / 222,472
+    assert "17.7% fewer tokens" in tokens  # the study's live PPO against its batch 8
     uncontrolled = 100 * summary.loc[("72b", "uncontrolled"), "violation_rate"]
     assert any(
         r.startswith("violations, ppo vs uncontrolled (72b)")

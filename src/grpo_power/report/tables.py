@@ -216,17 +216,19 @@ def _ratio_reasons(
             return ["not evaluated"]
         return [summary.num("violation_rate", ".2f", 100.0, **keys), " %"]
 
+    change = ppo.tokens / batch8.tokens - 1.0
     fixed_is_largest = [
         "this run's fixed arm is its largest static batch; against the study's largest "
-        f"({batch8.arm}) the study's live PPO also made {ppo.tokens / batch8.tokens - 1:+.1%} "
-        "tokens (summary); the abstract does not say what its fixed baseline was"
+        f"({batch8.arm}) the study's live PPO also made {abs(change):.1%} "
+        f"{'fewer' if change < 0 else 'more'} tokens (summary); the abstract does not say what "
+        "its fixed baseline was"
     ]
     safe = f"deployments.{sharded}.arms.fixed-safe.concurrency"
     return {
         "violations_vs_fixed": [
             "the cut depends on the baseline: this run's fixed arm violates ",
             *violations(single_gpu, "fixed"),
-            f" of samples, the study's {batch8.arm} {batch8.violation_pct:g} % (summary)",
+            f" of samples, the study's {batch8.arm}: {batch8.violation_pct:g} % (summary)",
         ],
         "output_vs_fixed": fixed_is_largest,
         "tokens_per_mj_vs_fixed": fixed_is_largest,
