@@ -1,7 +1,10 @@
-"""The oracle against the simulator (SIMULATED): over random small scenarios no arm produces
-more than the oracle within the violation budget, and an infeasible cap is called so."""
+"""The oracle against the simulator (SIMULATED): over random small scenarios no arm, the
+learned controller included, produces more than the oracle within the violation budget, and an
+infeasible cap is called so."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -9,22 +12,44 @@ import pytest
 from grpo_power.analysis.objective import meets_budget, pooled
 from grpo_power.config import Config, load_config, oracle_for
 from grpo_power.control.controllers import FixedController
+from grpo_power.control.ppo import controller_folder, train_controller
 from grpo_power.control.rollout import arm_plans
 from grpo_power.control.simulate import run_outcome, simulate
 from grpo_power.sim.calibration import default_calibration
 from grpo_power.sim.schedule import Conditions, Schedule
 from grpo_power.sim.step_model import physics_for
 from tests.conftest import REPO
+from tests.test_controller import rows
 
-ARMS = ["uncontrolled", "fixed", "fixed-safe", "threshold", "hwcap", "oracle", "oracle+hwcap"]
+ARMS = [
+    "uncontrolled",
+    "fixed",
+    "fixed-half",
+    "fixed-safe",
+    "threshold",
+    "ppo",
+    "hwcap",
+    "ppo+hwcap",
+    "oracle",
+    "oracle+hwcap",
+]
 
 
-def small_config(budget_s: float) -> Config:
+def small_config(budget_s: float, results_dir: str = "results") -> Config:
     """A small step (8 sequences) so that steps are short against the schedule's segments, as
-    in the study (steps of seconds, budgets of 15-60 minutes)."""
+    in the study (steps of seconds, budgets of 15-60 minutes); a short PPO training."""
     return load_config(
         REPO / "config" / "config.yaml",
         {
+            "results_dir": results_dir,
+            "controller": {
+                "total_timesteps": 4096,
+                "n_envs": 4,
+                "n_steps": 64,
+                "batch_size": 128,
+                "episode_steps": 32,
+                "progress_bar": False,
+            },
             "workload": {
                 "prompts_per_step": 2,
                 "num_generations": 4,
@@ -62,16 +87,31 @@ def random_schedule(rng: np.random.Generator, budget_s: float) -> Schedule:
     return Schedule((0.0, budget_s / 2), (Conditions(), second), budget_s)
 
 
-@pytest.mark.parametrize("case", range(4))
-def test_no_arm_beats_the_oracle_within_the_budget(case):
+BUDGET_S = 120.0
+
+
+@pytest.fixture(scope="module")
+def ppo_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A short PPO training of the small 7b deployment's controller (the ppo arms' policy)."""
+    config = small_config(BUDGET_S, str(tmp_path_factory.mktemp("results")))
+    folder = controller_folder(config, "7b")
+    train_controller(config, default_calibration(config), "7b", rows("7b", True, True), folder)
+    return folder
+
+
+@pytest.mark.parametrize("case", range(8))
+def test_no_arm_beats_the_oracle_within_the_budget(case: int, ppo_folder: Path) -> None:
     rng = np.random.default_rng(100 + case)
-    budget_s = 120.0
+    budget_s = BUDGET_S
     config = small_config(budget_s)
     physics = physics_for(default_calibration(config), "7b", config)
     cap_w = float(rng.uniform(0.83, 0.92) * physics.model.gpu.nameplate_w)
     schedule = random_schedule(rng, budget_s)
     seeds = config.evaluate.seeds
-    plans = {p.arm: p for p in arm_plans(ARMS, physics, config, cap_w, {}, schedule, seeds)}
+    controllers = {"ppo": ppo_folder}
+    plans = {
+        p.arm: p for p in arm_plans(ARMS, physics, config, cap_w, controllers, schedule, seeds)
+    }
     outcomes = {}
     for arm, plan in plans.items():
         runs = [
