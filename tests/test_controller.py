@@ -3,6 +3,7 @@ driving a real tiny run (SIMULATED physics; the tiny run's power is the simulate
 
 from __future__ import annotations
 
+import json
 import pickle
 
 import numpy as np
@@ -24,7 +25,10 @@ from grpo_power.control.ppo import (
     deployment_for_size,
     train_controller,
 )
+from grpo_power.control.simulate import run_outcome, simulate
 from grpo_power.sim.calibration import default_calibration
+from grpo_power.sim.schedule import Schedule
+from grpo_power.sim.step_model import physics_for
 from tests.conftest import REPO
 
 
@@ -155,6 +159,43 @@ def test_short_training_beats_a_random_policy(trained):
     curve = pd.read_csv(result.folder / "learning_curve.csv")
     assert list(curve.columns) == CURVE_COLUMNS and len(curve) >= 2
     assert curve["timesteps"].is_monotonic_increasing
+
+
+def test_the_saved_policy_is_the_validated_choice(trained):
+    """Training keeps policy snapshots and saves the one the objective prefers on the tuning
+    seeds: the saved controller, run again on those seeds, is that snapshot's validation, and
+    no snapshot within the budget made more tokens."""
+    config, calibration, result = trained
+    selection = json.loads((result.folder / "controller.json").read_text())["selection"]
+    candidates = selection["candidates"]
+    assert 2 <= len(candidates) <= config.controller.validation_snapshots + 1
+    assert selection["seeds"] == config.evaluate.tuning_seeds
+    assert not set(selection["seeds"]) & set(config.evaluate.seeds)  # never the evaluation's
+    chosen = candidates[selection["chosen"]]
+    assert candidates[-1]["final"] and not any(c["final"] for c in candidates[:-1])
+    controller = PPOController.load(result.folder)
+    physics = physics_for(calibration, "7b", config)
+    budget_s = selection["budget_s"]
+    schedule = Schedule.constant(budget_s, config.sim.completion_tokens)
+    outcomes = [
+        run_outcome(
+            simulate(
+                physics, config, controller, controller.meta["cap_w"], budget_s, s, None, schedule
+            ),
+            budget_s,
+            config.objective,
+        )
+        for s in selection["seeds"]
+    ]
+    tokens_per_s = np.mean([o.tokens for o in outcomes]) / budget_s
+    assert tokens_per_s == pytest.approx(chosen["tokens_per_s"], rel=1e-9)
+    assert np.mean([o.violation_rate for o in outcomes]) == pytest.approx(chosen["violation_rate"])
+    within = [c for c in candidates if c["within_budget"]]
+    if within:
+        assert chosen["within_budget"]
+        assert chosen["tokens_per_s"] == max(c["tokens_per_s"] for c in within)
+    else:
+        assert chosen["violation_rate"] == min(c["violation_rate"] for c in candidates)
 
 
 def test_saved_controller_matches_sb3(trained):

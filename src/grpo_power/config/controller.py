@@ -99,6 +99,12 @@ class ControllerConfig(Strict):
     cap_jitter_frac: Annotated[float, Field(ge=0, le=0.3)] = Field(
         0.08, description="Training caps are drawn within +-this share of cap_w."
     )
+    validation_snapshots: Annotated[int, Field(ge=1)] = Field(
+        10,
+        description="Policy snapshots taken evenly over the second half of PPO training; each, "
+        "and the final policy, is validated on the nominal physics over evaluate.tuning_seeds "
+        "and the objective picks the one saved.",
+    )
     torch_threads: Annotated[int, Field(ge=1)] = 1
     progress_bar: bool = Field(
         True, description="Show SB3's training progress bar (tqdm and rich) on the terminal."

@@ -23,6 +23,14 @@ multiplied by ``1 + reward.multiplier_lr`` when the rollout's violation rate is 
 set in every environment, so training drives the violation rate to the budget (the step is
 relative, so a multiplier grown during the random early rollouts comes back as fast).
 
+The dual update meets the budget on average over the randomised physics, and its last iterate
+oscillates about it, so the saved policy is chosen by validation, as the peers are tuned: the
+policy is snapshotted ``controller.validation_snapshots`` times over the second half of training
+(and at its end), each snapshot runs the deployment's budget on the nominal physics over
+``evaluate.tuning_seeds`` (never the evaluation seeds), and the objective picks one (most tokens
+within the budget; else the fewest violations). ``controller.json`` lists every snapshot's
+validation and the index of the one saved (``selection``: ``candidates``, ``chosen``).
+
 :class:`PPOController` loads ``policy.npz`` and ``controller.json`` and implements the controller
 protocol (``decide(observation) -> Action``) in a few microseconds of numpy: normalise, run the
 actor network, take its mean action (deterministic), map it onto the actuators.
@@ -30,7 +38,9 @@ actor network, take its mean action (deterministic), map it onto the actuators.
 
 from __future__ import annotations
 
+import copy
 import json
+import math
 import time
 import zipfile
 from collections.abc import Iterable, Mapping
@@ -195,12 +205,18 @@ def train_controller(
     )
     curve: list[dict[str, float]] = []
     budget = config.objective.violation_budget
+    rollouts = math.ceil(timesteps / (settings.n_steps * settings.n_envs))
+    snapshot_at = set(
+        np.linspace(rollouts // 2, rollouts, settings.validation_snapshots).astype(int).tolist()
+    )
+    snapshots: list[tuple[int, dict[str, Any], Any]] = []  # timesteps, policy, obs statistics
 
     class _Curve(BaseCallback):
         """Adapts the multiplier and records the learning curve after every rollout."""
 
         multiplier = settings.reward.violation_weight
         totals = np.zeros(4)  # tokens, step seconds, samples over the cap, samples
+        rollouts = 0
 
         def _on_step(self) -> bool:
             for info in self.locals.get("infos", []):
@@ -223,6 +239,15 @@ def train_controller(
             )
             self.multiplier = min(r.multiplier_max, max(r.multiplier_min, moved))
             venv.env_method("set_multiplier", self.multiplier)
+            self.rollouts += 1
+            if self.rollouts in snapshot_at:
+                snapshots.append(
+                    (
+                        self.num_timesteps,
+                        copy.deepcopy(self.model.policy.state_dict()),
+                        copy.deepcopy(venv.obs_rms),
+                    )
+                )
             episodes = self.model.ep_info_buffer
             curve.append(
                 {
@@ -239,6 +264,11 @@ def train_controller(
     started = time.perf_counter()
     model.learn(total_timesteps=timesteps, callback=_Curve(), progress_bar=settings.progress_bar)
     train_s = time.perf_counter() - started
+    final = (copy.deepcopy(model.policy.state_dict()), copy.deepcopy(venv.obs_rms))
+    snapshots.append((model.num_timesteps, *final))
+    selection = _select_snapshot(
+        snapshots, model, venv, config, calibration, deployment, space, cap_w
+    )
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -259,26 +289,20 @@ def train_controller(
         out / CONTROLLER.learning_curve,
         lambda tmp: pd.DataFrame(curve, columns=CURVE_COLUMNS).to_csv(tmp, index=False),
     )
-    stats = venv.obs_rms
     meta = {
         "kind": CONTROLLER_KIND,
         "simulated": True,
         "deployment": deployment,
         "cap_w": cap_w,
         "space": space.to_dict(),
-        "observation": {
-            "fields": list(ARRAY_FIELDS),
-            "mean": stats.mean.tolist(),
-            "var": stats.var.tolist(),
-            "epsilon": float(venv.epsilon),
-            "clip": float(venv.clip_obs),
-        },
+        "observation": _observation_meta(venv),
         "authority": [r for r in rows if r["deployment"] == deployment],
         "calibration_digest": calibration.digest(),
         "calibration_origin": calibration.origin,
         "reward": settings.reward.model_dump(),
         "objective": config.objective.model_dump(),
         "oracle": oracle_reference(config, calibration, deployment, cap_w),
+        "selection": selection,
         "training": {
             **settings.model_dump(exclude={"reward"}),
             "timesteps": timesteps,
@@ -294,6 +318,81 @@ def train_controller(
     meta["evaluation"] = evaluation
     write_text_atomic(out / CONTROLLER.controller, json.dumps(meta, indent=2))
     return TrainResult(out, space, timesteps, train_s, evaluation)
+
+
+def _observation_meta(venv: Any) -> dict[str, Any]:
+    """The observation statistics a :class:`PPOController` normalises with, from ``venv``."""
+    stats = venv.obs_rms
+    return {
+        "fields": list(ARRAY_FIELDS),
+        "mean": stats.mean.tolist(),
+        "var": stats.var.tolist(),
+        "epsilon": float(venv.epsilon),
+        "clip": float(venv.clip_obs),
+    }
+
+
+def _select_snapshot(
+    snapshots: list[tuple[int, dict[str, Any], Any]],
+    model: Any,
+    venv: Any,
+    config: Config,
+    calibration: Calibration,
+    deployment: str,
+    space: ControlSpace,
+    cap_w: float,
+) -> dict[str, Any]:
+    """Validate each policy snapshot (see the module docstring), load the chosen one into
+    ``model`` and ``venv``, and return the validation of every snapshot and the choice."""
+    from grpo_power.analysis.objective import meets_budget, pooled, rank_key
+    from grpo_power.control.simulate import run_outcome, simulate
+    from grpo_power.sim.schedule import Schedule
+    from grpo_power.sim.step_model import physics_for
+
+    physics = physics_for(calibration, deployment, config)
+    budget_s = config.sim.deployment(deployment).budget_s
+    schedule = Schedule.constant(budget_s, config.sim.completion_tokens)
+    seeds = config.evaluate.tuning_seeds
+    candidates, keys = [], []
+    for timesteps, policy, obs_rms in snapshots:
+        model.policy.load_state_dict(policy)
+        venv.obs_rms = obs_rms
+        meta = {"space": space.to_dict(), "observation": _observation_meta(venv)}
+        controller = PPOController(meta, _actor_arrays(model))
+        outcome = pooled(
+            [
+                run_outcome(
+                    simulate(physics, config, controller, cap_w, budget_s, s, None, schedule),
+                    budget_s,
+                    config.objective,
+                )
+                for s in seeds
+            ]
+        )
+        keys.append(rank_key(outcome, config.objective))
+        within = meets_budget(outcome.violation_rate, outcome.breaker_excess_w, config.objective)
+        candidates.append(
+            {
+                "timesteps": int(timesteps),
+                "final": len(candidates) == len(snapshots) - 1,
+                "tokens_per_s": outcome.tokens / budget_s,
+                "violation_rate": outcome.violation_rate,
+                "breaker_excess_w": outcome.breaker_excess_w,
+                "within_budget": within,
+            }
+        )
+    best = max(range(len(snapshots)), key=lambda i: (keys[i], i))  # ties: the later snapshot
+    _, policy, obs_rms = snapshots[best]
+    model.policy.load_state_dict(policy)
+    venv.obs_rms = obs_rms
+    return {
+        "simulated": True,
+        "seeds": list(seeds),
+        "budget_s": budget_s,
+        "criterion": "most tokens within the violation budget, else the fewest violations",
+        "chosen": best,
+        "candidates": candidates,
+    }
 
 
 def oracle_reference(
