@@ -474,6 +474,9 @@ def write_controllers(root: Path) -> list[Path]:
             "evaluation": evaluation,
             "oracle": oracle,
         }
+        if deployment == "7b":  # the snapshot validation chose (older controllers have none)
+            candidates = [{"timesteps": t, "final": t == 192} for t in (128, 192)]
+            info["selection"] = {"chosen": 0, "candidates": candidates}
         (folder / "controller.json").write_text(json.dumps(info))
         folders.append(folder)
     curve = pd.DataFrame(

@@ -336,7 +336,8 @@ def ppo_learning(controllers: dict[str, dict], curves: dict[str, pd.DataFrame | 
     controller stage wrote a learning curve, and the trained and random policies' returns on
     nominal physics (``controller.json``), per deployment; where the curve has the rollouts'
     throughput and ``controller.json`` the oracle's, the throughput against the oracle's on a
-    second axis (the returns' multiplier changes during training; the throughput does not)."""
+    second axis (the returns' multiplier changes during training; the throughput does not); a
+    dotted vertical line at the snapshot validation chose (``controller.json: selection``)."""
     names = list(controllers)
     fig, axes = _grid(len(names), 3, 3.4, 2.6)
     for ax, name in zip(axes, names, strict=False):
@@ -355,6 +356,10 @@ def ppo_learning(controllers: dict[str, dict], curves: dict[str, pd.DataFrame | 
                 fontsize=7,
             )
         ax.axhline(evaluation["trained_return"], color="C2", label="trained (nominal)")
+        selection = controllers[name].get("selection")
+        if selection:
+            chosen = selection["candidates"][selection["chosen"]]["timesteps"]
+            ax.axvline(chosen, color="0.4", ls=":", lw=0.8, label="validated snapshot")
         ax.axhline(evaluation["random_return"], color="C3", ls=":", label="random policy")
         oracle = controllers[name].get("oracle")
         if curve is not None and "tokens_per_s" in curve and oracle:
@@ -469,8 +474,9 @@ CAPTIONS = {
     "against the fleet size (right), beside the study's 50-56 % and about 2x and the published "
     "POLCA, Thunderbolt and Flex results.",
     "ppo_learning": "Training of the PPO meta-controller per deployment in the simulator: episode "
-    "return against environment steps where the controller stage logged it, and the returns of "
-    "the trained and a random policy on nominal physics.",
+    "return against environment steps where the controller stage logged it, the returns of the "
+    "trained and a random policy on nominal physics, the rollouts' throughput against the "
+    "oracle's (dashed), and the snapshot validation chose (dotted).",
     "throughput_violations": "Throughput against violation rate per arm and deployment in the "
     "simulator, means over seeds with confidence intervals (both axes).",
     "cost_carbon": "Energy cost, location-based carbon and GPU-time cost per million completion "
