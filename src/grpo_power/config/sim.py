@@ -45,6 +45,11 @@ class DeploymentConfig(Strict):
         description="Simulated time budget of one evaluation run, s ('output in a fixed time "
         "budget')."
     )
+    training_steps_factor: PositiveFloat = Field(
+        1.0,
+        description="PPO trains this deployment's controller for controller.total_timesteps x "
+        "this (a deployment whose learning curve still rises at the end needs more).",
+    )
 
     @model_validator(mode="after")
     def _sharding_needs_gpus(self) -> DeploymentConfig:
@@ -80,6 +85,7 @@ def _default_deployments() -> list[DeploymentConfig]:
             sizes=["qwen2.5-72b"],
             cap_w=220.0,
             budget_s=3600.0,
+            training_steps_factor=3.0,
         ),
     ]
 

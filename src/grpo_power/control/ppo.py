@@ -151,7 +151,8 @@ def train_controller(
         authority_rows: the authority table (its rows for ``deployment`` build the action space).
         out: the controller folder.
         cap_w: the cap trained for, W (``None``: the deployment's configured cap).
-        total_timesteps: overrides ``controller.total_timesteps``.
+        total_timesteps: overrides ``controller.total_timesteps`` (either is multiplied by the
+            deployment's ``training_steps_factor``).
         eval_episodes: nominal-physics episodes the trained and a random policy are scored on.
     """
     import pandas as pd
@@ -167,7 +168,8 @@ def train_controller(
     space = ControlSpace.from_authority(rows, deployment, config.workload)
     cap_w = float(cap_w if cap_w is not None else deployment_cap_w(config, deployment))
     seed = settings.seed if settings.seed is not None else config.seed
-    timesteps = int(total_timesteps or settings.total_timesteps)
+    factor = config.sim.deployment(deployment).training_steps_factor
+    timesteps = int((total_timesteps or settings.total_timesteps) * factor)
 
     def make(rank: int) -> Any:
         def build() -> Any:
