@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from grpo_power.analysis.objective import meets_budget, pooled
-from grpo_power.config import Config, load_config, oracle_for
+from grpo_power.config import SIM_ARM_NAMES, Config, load_config, oracle_for
 from grpo_power.control.controllers import FixedController
 from grpo_power.control.ppo import controller_folder, train_controller
 from grpo_power.control.rollout import arm_plans
@@ -21,18 +21,7 @@ from grpo_power.sim.step_model import physics_for
 from tests.conftest import REPO
 from tests.test_controller import rows
 
-ARMS = [
-    "uncontrolled",
-    "fixed",
-    "fixed-half",
-    "fixed-safe",
-    "threshold",
-    "ppo",
-    "hwcap",
-    "ppo+hwcap",
-    "oracle",
-    "oracle+hwcap",
-]
+ARMS = list(SIM_ARM_NAMES)  # every arm the simulator runs, the oracles included
 
 
 def small_config(budget_s: float, results_dir: str = "results") -> Config:

@@ -29,19 +29,8 @@ from grpo_power.analysis.reference import (
     STUDY_OVERSUBSCRIPTION,
 )
 from grpo_power.atomic import write_atomic
+from grpo_power.config import SIM_ARM_NAMES
 
-ARM_ORDER = (
-    "uncontrolled",
-    "fixed",
-    "fixed-half",
-    "fixed-safe",
-    "threshold",
-    "ppo",
-    "hwcap",
-    "ppo+hwcap",
-    "oracle",
-    "oracle+hwcap",
-)
 FORMATS = ("pdf", "png")
 STYLE = {
     "context": "paper",
@@ -68,14 +57,15 @@ def apply_style() -> None:
 
 
 def ordered_arms(arms: Iterable[str]) -> list[str]:
-    """``arms`` without repeats, in :data:`ARM_ORDER` (others after, in order of appearance)."""
+    """``arms`` without repeats, in the config's order (:data:`~grpo_power.config.SIM_ARM_NAMES`;
+    others after, in order of appearance)."""
     seen = list(dict.fromkeys(arms))
-    return [a for a in ARM_ORDER if a in seen] + [a for a in seen if a not in ARM_ORDER]
+    return [a for a in SIM_ARM_NAMES if a in seen] + [a for a in seen if a not in SIM_ARM_NAMES]
 
 
 def arm_palette(arms: Iterable[str]) -> dict[str, tuple[float, float, float]]:
     """One colour per arm, the same in every figure."""
-    names = ordered_arms([*ARM_ORDER, *arms])
+    names = ordered_arms([*SIM_ARM_NAMES, *arms])
     colors = sns.color_palette("colorblind", len(names))
     return dict(zip(names, colors, strict=True))
 
