@@ -14,6 +14,7 @@ from grpo_power.config.base import (
     PositiveFloat,
     Strict,
 )
+from grpo_power.config.workload import WorkloadConfig
 
 
 class ThresholdArmConfig(Strict):
@@ -60,6 +61,26 @@ ArmName = Literal[
 ARM_NAMES: tuple[str, ...] = get_args(ArmName)
 # The arms that set the GPUs' power limit to the cap.
 HARDWARE_LIMIT_ARMS = frozenset({"hwcap", "ppo+hwcap"})
+# The arms whose setting the config fixes for the whole run (:func:`static_setting`).
+STATIC_ARMS = ("uncontrolled", "hwcap", "fixed", "fixed-half")
+
+
+def static_setting(arm: str, workload: WorkloadConfig) -> tuple[int, int]:
+    """The (concurrency, max new tokens) a static arm holds: ``uncontrolled`` and ``hwcap`` the
+    upper bounds, ``fixed`` the workload's defaults, ``fixed-half`` half the default concurrency
+    (at least its lower bound; the study's static generation batch 4 beside its batch 8).
+
+    Raises:
+        ValueError: ``arm`` is not one of :data:`STATIC_ARMS`.
+    """
+    if arm in ("uncontrolled", "hwcap"):
+        return workload.concurrency_bounds.max, workload.max_new_tokens_bounds.max
+    if arm == "fixed":
+        return workload.concurrency, workload.max_new_tokens
+    if arm == "fixed-half":
+        half = max(workload.concurrency_bounds.min, workload.concurrency // 2)
+        return half, workload.max_new_tokens
+    raise ValueError(f"arm {arm!r} has no static setting; expected one of {STATIC_ARMS}")
 
 
 class ArmsConfig(Strict):

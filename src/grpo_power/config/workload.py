@@ -121,12 +121,6 @@ class WorkloadConfig(Strict):
         """Completions generated per step on each process."""
         return self.prompts_per_step * self.num_generations
 
-    @property
-    def half_concurrency(self) -> int:
-        """The ``fixed-half`` arm's concurrency: half the default (``concurrency``), at least its
-        lower bound; the study's static generation batch 4 beside its batch 8."""
-        return max(self.concurrency_bounds.min, self.concurrency // 2)
-
     @model_validator(mode="after")
     def _defaults_within_bounds(self) -> WorkloadConfig:
         for name in ONLINE_ACTUATORS:

@@ -55,7 +55,13 @@ from tqdm.auto import tqdm
 
 from grpo_power.analysis.objective import pooled, rank_key
 from grpo_power.atomic import write_json_atomic, write_parquet_atomic
-from grpo_power.config import Config, ThresholdArmConfig, uses_hardware_tier
+from grpo_power.config import (
+    STATIC_ARMS,
+    Config,
+    ThresholdArmConfig,
+    static_setting,
+    uses_hardware_tier,
+)
 from grpo_power.control.controllers import Controller, FixedController, ThresholdController
 from grpo_power.control.env import deployment_cap_w
 from grpo_power.control.oracle import search_oracle
@@ -202,17 +208,11 @@ def arm_plans(
     w = config.workload
     plans = []
     for arm in arms:
-        if arm in ("uncontrolled", "hwcap"):
-            c, m = w.concurrency_bounds.max, w.max_new_tokens_bounds.max
+        if arm in STATIC_ARMS:
+            c, m = static_setting(arm, w)
             limit = cap_w if arm == "hwcap" else None
             settings = {"concurrency": c, "max_new_tokens": m, "power_limit_w": limit}
             plans.append(ArmPlan(arm, lambda c=c, m=m: FixedController(c, m), limit, settings))
-        elif arm in ("fixed", "fixed-half"):
-            c = w.concurrency if arm == "fixed" else w.half_concurrency
-            m = w.max_new_tokens
-            source = "workload defaults" if arm == "fixed" else "half the default concurrency"
-            settings = {"concurrency": c, "max_new_tokens": m, "source": source}
-            plans.append(ArmPlan(arm, lambda c=c, m=m: FixedController(c, m), None, settings))
         elif arm == "fixed-safe":
             tuned = tune_fixed_safe(physics, config, cap_w, schedule)
             c, m = tuned["concurrency"], tuned["max_new_tokens"]

@@ -9,7 +9,7 @@ the simulated A100's on a CPU):
 
 - static batch 8, the study's largest, is ``fixed`` (its configured concurrency, by default the
   upper bound: the whole step in one generate call);
-- static batch 4, half of it, is ``fixed-half`` (``workload.half_concurrency``);
+- static batch 4, half of it, is ``fixed-half`` (``config.arms.static_setting``);
 - the hysteresis controller is ``threshold`` (AIMD on concurrency from recent p95 power);
 - PPO is ``ppo``.
 

@@ -16,7 +16,7 @@ import pandas as pd
 
 from grpo_power.analysis.authority import STUDY_CONCURRENCY_AUTHORITY_72B
 from grpo_power.atomic import write_text_atomic
-from grpo_power.config import Config
+from grpo_power.config import Config, static_setting
 from grpo_power.layout import (
     ECONOMICS,
     EVALUATE,
@@ -326,7 +326,6 @@ def _live_arms(
     sizes = [s.size for s in config.run_sizes]
     size = next((s for s in sizes if s in deployment.sizes), sizes[0])
     arms = {i.metadata["run_id"]: i.manifest["arm"] for i in infos if i.manifest["size"] == size}
-    w = config.workload
     return live_arm_table(
         summary,
         run_arms,
@@ -334,7 +333,7 @@ def _live_arms(
         deployment.name,
         size,
         deployment.cap_w or config.cap_w,
-        {"fixed": w.concurrency, "fixed-half": w.half_concurrency},
+        {arm: static_setting(arm, config.workload)[0] for arm in ("fixed", "fixed-half")},
         min(config.windows.windows_s),
     )
 

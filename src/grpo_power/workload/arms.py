@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grpo_power.config import ARM_NAMES, HARDWARE_LIMIT_ARMS, Config
+from grpo_power.config import ARM_NAMES, HARDWARE_LIMIT_ARMS, STATIC_ARMS, Config, static_setting
 from grpo_power.control.controllers import Controller, FixedController, ThresholdController
 from grpo_power.workload.fixed_safe import calibrate_fixed_safe
 
@@ -40,12 +40,8 @@ def controller_for_arm(arm: str, config: Config, calibration_dir: Path) -> Contr
             "root and `telemetry.source: nvml`; this config uses "
             f"'{config.telemetry.source}' telemetry"
         )
-    if arm in ("uncontrolled", "hwcap"):
-        return FixedController(w.concurrency_bounds.max, w.max_new_tokens_bounds.max)
-    if arm == "fixed":
-        return FixedController(w.concurrency, w.max_new_tokens)
-    if arm == "fixed-half":
-        return FixedController(w.half_concurrency, w.max_new_tokens)
+    if arm in STATIC_ARMS:
+        return FixedController(*static_setting(arm, w))
     if arm == "fixed-safe":
         calibration = calibrate_fixed_safe(config, calibration_dir)
         return FixedController(calibration["concurrency"], calibration["max_new_tokens"])
