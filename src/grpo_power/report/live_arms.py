@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from grpo_power.analysis.reference import STUDY_7B_CAP_W, STUDY_LIVE_ARMS, STUDY_LIVE_SOURCE
-from grpo_power.report.tables import Cell, CsvFile, Table
+from grpo_power.report.tables import Cell, CsvFile, Table, against_study
 from grpo_power.stage_files import read_csv
 
 # This run's arm per study row, and why its figures differ from the study's beyond the shared
@@ -51,6 +51,10 @@ LIVE_ARMS: tuple[tuple[str, str], ...] = (
         "the actuators the authority stage selected, not the study's",
     ),
 )
+
+
+# A violation share within a point of the study's is near it.
+VIOLATIONS_AGAINST = ("fewer violations", "violations near the study's", "more violations")
 
 
 def first_run_exceedance(exceedance: list[Path], run_arms: dict[str, str]) -> dict[str, Path]:
@@ -130,13 +134,14 @@ def live_arm_table(
         else:
             keys = {"deployment": deployment, "arm": arm}
             violation_pct = 100.0 * float(evaluated["violation_rate"].iloc[0])
+            pct = study.violation_pct
             row += [
                 shown,
                 _with_ci(summary, "output_tokens", ",.0f", 1.0, keys),
                 _with_ci(summary, "throughput", ",.1f", 1.0, keys),
                 _with_ci(summary, "violation_rate", ".2f", 100.0, keys),
                 *_real(run_arms, exceedance.get(arm), size, arm, window_s),
-                f"{_direction(violation_pct, study.violation_pct)}: "
+                f"{against_study(violation_pct, pct, pct, 1.0, VIOLATIONS_AGAINST)}: "
                 + why.format(cap_compared=_cap_compared(cap_w)),
             ]
         table.rows.append(row)
@@ -149,14 +154,6 @@ def _cap_compared(cap_w: float) -> str:
     if abs(gap_w) < 0.05:
         return "is the same"
     return f"lies {abs(gap_w):.1f} W {'lower' if gap_w > 0 else 'higher'}"
-
-
-def _direction(violation_pct: float, study_pct: float) -> str:
-    """Whether this run's violation share lies under, over or near (within a point) the
-    study's."""
-    if abs(violation_pct - study_pct) <= 1.0:
-        return "violations near the study's"
-    return "fewer violations" if violation_pct < study_pct else "more violations"
 
 
 def _with_ci(file: CsvFile, column: str, spec: str, scale: float, keys: dict[str, object]) -> Cell:

@@ -13,9 +13,16 @@ from __future__ import annotations
 from grpo_power.analysis.authority import STUDY_AUTHORITY_72B, STUDY_DEPLOYMENT
 from grpo_power.analysis.reference import SUMMARY
 from grpo_power.config import Config
-from grpo_power.report.tables import Cell, CsvFile, Table
+from grpo_power.report.tables import (
+    SHARDED_CONCURRENCY_REASON,
+    Cell,
+    CsvFile,
+    Table,
+    against_study,
+)
 
 NEAR_POINTS = 2.0  # within this many points of the study's figure, the shares are "near" it
+AUTHORITY_AGAINST = ("smaller", "near the study's", "larger")
 
 
 def study_authority_table(authority: CsvFile, config: Config) -> Table | None:
@@ -71,28 +78,18 @@ def study_authority_table(authority: CsvFile, config: Config) -> Table | None:
                 authority.num("level_high", ".0f", **keys),
             ],
             authority.num("authority", ".1f", 100.0, **keys),
-            f"{_direction(here_pct, study_pct)}: "
+            f"{against_study(here_pct, study_pct, study_pct, NEAR_POINTS, AUTHORITY_AGAINST)}: "
             + _why(actuator, int(row["level_low"]), int(row["level_high"]), config),
         ]
         table.rows.append(cells)
     return table
 
 
-def _direction(here_pct: float, study_pct: float) -> str:
-    """Whether this run's |authority| lies under, over or near the study's."""
-    if abs(here_pct - study_pct) <= NEAR_POINTS:
-        return "near the study's"
-    return "smaller" if here_pct < study_pct else "larger"
-
-
 def _why(actuator: str, low: int, high: int, config: Config) -> str:
     """Why this actuator's authority here differs from the study's, from its swept levels."""
     w = config.workload
     if actuator == "concurrency":
-        return (
-            "the measured decode line gains little power per doubling of the batch, and sharded "
-            "decode is bound by parameter gathers, not by the batch"
-        )
+        return SHARDED_CONCURRENCY_REASON
     if actuator == "num_generations":
         batch_low = min(w.concurrency, w.prompts_per_step * low)
         batch_high = min(w.concurrency, w.prompts_per_step * high)

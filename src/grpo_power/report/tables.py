@@ -118,6 +118,14 @@ class JsonFile:
             value = value[part]
         return value
 
+    def has(self, key: str) -> bool:
+        """Whether the file has the dotted ``key``."""
+        try:
+            self.get(key)
+        except ValueError:
+            return False
+        return True
+
     def num(self, key: str, spec: str = ",.1f", scale: float = 1.0) -> Num:
         value = self.get(key)
         return Num(float("nan") if value is None else float(value), self.path, key, (), spec, scale)
@@ -234,7 +242,7 @@ def _ratio_reasons(
         "tokens_per_mj_vs_fixed": fixed_is_largest,
         "output_vs_fixed_safe": [
             "this run's fixed-safe holds concurrency ",
-            evaluation.num(safe, ".0f") if _has(evaluation, safe) else "n/a",
+            evaluation.num(safe, ".0f") if evaluation.has(safe) else "n/a",
             " (the highest static setting whose tuned p99 stays under the cap); the abstract "
             "does not give the study's",
         ],
@@ -244,15 +252,6 @@ def _ratio_reasons(
             " of samples; the abstract does not give the study's",
         ],
     }
-
-
-def _has(file: JsonFile, key: str) -> bool:
-    """Whether ``file`` has the dotted ``key``."""
-    try:
-        file.get(key)
-    except ValueError:
-        return False
-    return True
 
 
 def _comparison_rows(
@@ -302,13 +301,12 @@ def study_table(
         study_fleet: the study fleet's ``comparison.csv`` (the simulated 72B windows and the
             study's fleet mix per arm), shown for ``study_arms``.
     """
-    sources = [ratios.path, summary.path, evaluation.path, authority.path, comparison.path]
-    sources.append(headline.path)
+    read = (ratios, summary, evaluation, authority, comparison, headline, study_fleet)
     table = Table(
         "study",
         "The study's findings and this run's, side by side",
         ["finding", "study", "study figure from", "this run", "note"],
-        sources=sources + ([study_fleet.path] if study_fleet is not None else []),
+        sources=[f.path for f in read if f is not None],
         note=f"Study: {STUDY_SOURCE}. 'Study figure from' says whether the paper's abstract or "
         "the secondary summary gives it. Simulator rows are SIMULATED; intervals are 95 % over "
         "seeds. Differences are kept, not tuned away.",
@@ -354,6 +352,17 @@ def study_table(
         )
         low, high = STUDY_CONCURRENCY_AUTHORITY_72B
         batch, group = STUDY_AUTHORITY_72B["concurrency"], STUDY_AUTHORITY_72B["num_generations"]
+        compared = against_study(
+            100 * abs(concurrency["authority"].iloc[0]),
+            low,
+            high,
+            0.0,
+            (
+                f"smaller than the study's: {SHARDED_CONCURRENCY_REASON}",
+                "within the study's range",
+                "larger than the study's",
+            ),
+        )
         table.rows.append(
             [
                 f"concurrency alone, {sharded} sharded: authority",
@@ -369,8 +378,8 @@ def study_table(
                     ),
                     " % of its single-GPU authority)",
                 ],
-                f"SIMULATED; {_against(100 * abs(concurrency['authority'].iloc[0]), low, high)}"
-                f"; the study's range is its summary's {batch[0]} ({batch[1]:g} %) and "
+                f"SIMULATED; {compared}; the study's range is its summary's {batch[0]} "
+                f"({batch[1]:g} %) and "
                 f"{group[0]} ({group[1]:g} %): see the 72B authority table",
             ]
         )
@@ -415,17 +424,23 @@ def study_table(
     return table
 
 
-def _against(authority_pct: float, low_pct: float, high_pct: float) -> str:
-    """How a 72B concurrency authority (%) compares with the study's range, and why it may."""
-    if low_pct <= authority_pct <= high_pct:
-        return "within the study's range"
-    if authority_pct > high_pct:
-        return "larger than the study's"
-    return (
-        "smaller than the study's: the measured decode line gains little power per doubling of "
-        "the batch and sharded decode waits on parameter gathers, where the study generated "
-        "with an AWQ proxy"
-    )
+# Why concurrency moves a sharded deployment's power less here than in the study.
+SHARDED_CONCURRENCY_REASON = (
+    "the measured decode line gains little power per doubling of the batch, and sharded decode "
+    "waits on parameter gathers, where the study generated with an AWQ proxy"
+)
+
+
+def against_study(
+    value: float, low: float, high: float, near: float, words: tuple[str, str, str]
+) -> str:
+    """One of ``words`` (under, near, over): where ``value`` lies against a study figure or
+    range ``[low, high]``, counting anything within ``near`` of it as near."""
+    if value < low - near:
+        return words[0]
+    if value > high + near:
+        return words[2]
+    return words[1]
 
 
 EVALUATION_COLS = (
