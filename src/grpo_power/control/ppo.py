@@ -218,7 +218,7 @@ def train_controller(
 
         multiplier = settings.reward.violation_weight
         totals = np.zeros(4)  # tokens, step seconds, samples over the cap, samples
-        rollouts = 0
+        rollouts_done = 0
 
         def _on_step(self) -> bool:
             for info in self.locals.get("infos", []):
@@ -241,8 +241,8 @@ def train_controller(
             )
             self.multiplier = min(r.multiplier_max, max(r.multiplier_min, moved))
             venv.env_method("set_multiplier", self.multiplier)
-            self.rollouts += 1
-            if self.rollouts in snapshot_at:
+            self.rollouts_done += 1
+            if self.rollouts_done in snapshot_at:
                 snapshots.append(
                     (
                         self.num_timesteps,
