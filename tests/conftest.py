@@ -244,6 +244,30 @@ def fake_nvml(gpus: list[FakeGpu], library_present: bool = True) -> types.Simple
     )
 
 
+def authority_rows(
+    deployment: str, concurrency: bool = True, max_new_tokens: bool = False
+) -> list[dict]:
+    """Authority rows saying which actuators cleared the threshold."""
+    return [
+        {
+            "deployment": deployment,
+            "actuator": "concurrency",
+            "data": "simulated",
+            "selected": concurrency,
+            "authority": 0.2,
+            "hold_level": 32,
+        },
+        {
+            "deployment": deployment,
+            "actuator": "max_new_tokens",
+            "data": "simulated",
+            "selected": max_new_tokens,
+            "authority": 0.03,
+            "hold_level": 64,
+        },
+    ]
+
+
 # --------------------------------------------------------------------------------------------
 # a small study written by the stages' own code
 

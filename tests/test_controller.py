@@ -29,29 +29,7 @@ from grpo_power.control.simulate import run_outcome, simulate
 from grpo_power.sim.calibration import default_calibration
 from grpo_power.sim.schedule import Schedule
 from grpo_power.sim.step_model import physics_for
-from tests.conftest import REPO
-
-
-def rows(deployment: str, concurrency: bool = True, max_new_tokens: bool = False) -> list[dict]:
-    """Authority rows saying which actuators cleared the threshold."""
-    return [
-        {
-            "deployment": deployment,
-            "actuator": "concurrency",
-            "data": "simulated",
-            "selected": concurrency,
-            "authority": 0.2,
-            "hold_level": 32,
-        },
-        {
-            "deployment": deployment,
-            "actuator": "max_new_tokens",
-            "data": "simulated",
-            "selected": max_new_tokens,
-            "authority": 0.03,
-            "hold_level": 64,
-        },
-    ]
+from tests.conftest import REPO, authority_rows
 
 
 def fast_config(results_dir) -> Config:
@@ -77,7 +55,7 @@ def trained(tmp_path_factory):
     config = fast_config(results)
     calibration = default_calibration(config)
     folder = controller_folder(config, "7b")
-    result = train_controller(config, calibration, "7b", rows("7b", True, True), folder)
+    result = train_controller(config, calibration, "7b", authority_rows("7b", True, True), folder)
     return config, calibration, result
 
 
@@ -89,7 +67,7 @@ def test_env_passes_the_gymnasium_and_sb3_checks(config):
     from gymnasium.utils.env_checker import check_env
     from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
-    space = ControlSpace.from_authority(rows("7b", True, True), "7b", config.workload)
+    space = ControlSpace.from_authority(authority_rows("7b", True, True), "7b", config.workload)
     env = GrpoPowerEnv(config, default_calibration(config), "7b", space)
     check_env(env, skip_render_check=True)
     sb3_check_env(env, warn=False)
@@ -98,7 +76,7 @@ def test_env_passes_the_gymnasium_and_sb3_checks(config):
 
 
 def test_env_speaks_the_run_contract_and_scores_rates(config):
-    space = ControlSpace.from_authority(rows("72b"), "72b", config.workload)
+    space = ControlSpace.from_authority(authority_rows("72b"), "72b", config.workload)
     env = GrpoPowerEnv(config, default_calibration(config), "72b", space, randomize=False)
     obs, info = env.reset(seed=0)
     assert info["cap_w"] == 220.0  # the deployment's own cap
@@ -127,7 +105,7 @@ def test_env_speaks_the_run_contract_and_scores_rates(config):
 
 
 def test_domain_randomisation_changes_physics_and_cap(config):
-    space = ControlSpace.from_authority(rows("7b"), "7b", config.workload)
+    space = ControlSpace.from_authority(authority_rows("7b"), "7b", config.workload)
     env = GrpoPowerEnv(config, default_calibration(config), "7b", space, randomize=True)
     caps, decode = set(), set()
     for seed in range(4):

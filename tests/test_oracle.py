@@ -18,8 +18,7 @@ from grpo_power.control.simulate import run_outcome, simulate
 from grpo_power.sim.calibration import default_calibration
 from grpo_power.sim.schedule import Conditions, Schedule
 from grpo_power.sim.step_model import physics_for
-from tests.conftest import REPO
-from tests.test_controller import rows
+from tests.conftest import REPO, authority_rows
 
 ARMS = list(SIM_ARM_NAMES)  # every arm the simulator runs, the oracles included
 
@@ -84,7 +83,9 @@ def ppo_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A short PPO training of the small 7b deployment's controller (the ppo arms' policy)."""
     config = small_config(BUDGET_S, str(tmp_path_factory.mktemp("results")))
     folder = controller_folder(config, "7b")
-    train_controller(config, default_calibration(config), "7b", rows("7b", True, True), folder)
+    train_controller(
+        config, default_calibration(config), "7b", authority_rows("7b", True, True), folder
+    )
     return folder
 
 
