@@ -8,7 +8,8 @@ oracle and the classic peers (issues 4 and 16; everything SIMULATED).
 
 - the targets: read from the study's evaluation under ``results/`` when the study has run
   (``benchmarks/controller_targets.py``; ``config/controller-targets.yaml`` adds the issue's
-  scenarios), else reported as skipped.
+  scenarios), else reported as skipped. They are the benchmark's assertions (:func:`missed`):
+  ``python -m benchmarks controller`` exits 1 when one is missed, after writing its result.
 
 A short PPO training (a few thousand steps, seconds) provides the policy; latencies are
 per-call percentiles over many calls. Run: ``python -m benchmarks controller``.
@@ -25,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import save_result
-from benchmarks.controller_targets import print_targets, read_targets
+from benchmarks.controller_targets import missed_targets, print_targets, read_targets
 from grpo_power.config import load_config
 from grpo_power.control.contract import random_observations
 from grpo_power.control.env import ControlSpace, GrpoPowerEnv
@@ -156,6 +157,11 @@ def main() -> dict[str, Any]:
     )
     print_targets(targets)
     return save_result("controller", result)
+
+
+def missed(result: dict[str, Any]) -> list[str]:
+    """The controller targets ``result`` misses, one line each (none when skipped)."""
+    return missed_targets(result["controller_targets"])
 
 
 if __name__ == "__main__":

@@ -46,7 +46,8 @@ def read_targets(layout: ResultsLayout) -> dict[str, Any]:
     """The target rows and tables of every evaluation under ``layout``.
 
     Returns:
-        ``{"simulated", "scenarios": {name: {markdown, summary, folder}}, "targets": [row],
+        ``{"simulated", "scenarios": {name: {markdown, summary, folder}}, "targets": [row]``
+        (a row: the ratio row and whether the controller kept the budget, ``within_budget``),
         "targets_met", "targets_total"}``; with no evaluation, ``{"skipped": reason}``.
     """
     found = evaluations(layout)
@@ -57,8 +58,16 @@ def read_targets(layout: ResultsLayout) -> dict[str, Any]:
     for name, folder in found.items():
         ratios = pd.read_csv(folder / EVALUATE.ratios)
         rows = ratios[ratios["comparison"].str.startswith("budget_")]
-        out["targets"] += [{"scenario": name, **row} for row in rows.to_dict(orient="records")]
         summary = pd.read_csv(folder / EVALUATE.summary_csv)
+        within = summary.set_index(["deployment", "arm"])["within_budget"]
+        out["targets"] += [
+            {
+                "scenario": name,
+                **row,
+                "within_budget": bool(within[row["deployment"], row["controller"]]),
+            }
+            for row in rows.to_dict(orient="records")
+        ]
         out["scenarios"][name] = {
             "folder": str(folder),
             "markdown": (folder / EVALUATE.table).read_text(encoding="utf-8"),
@@ -67,6 +76,17 @@ def read_targets(layout: ResultsLayout) -> dict[str, Any]:
     out["targets_met"] = int(sum(bool(t["met"]) for t in out["targets"]))
     out["targets_total"] = len(out["targets"])
     return out
+
+
+def missed_targets(targets: dict[str, Any]) -> list[str]:
+    """One line per target row of :func:`read_targets` that is not met, with its numbers."""
+    return [
+        f"{t['comparison']} ({t['target']}) on {t['scenario']}, {t['deployment']}, "
+        f"{t['controller']}: {t['value']:.1f} % [{t['ci_low']:.1f}, {t['ci_high']:.1f}] of "
+        f"{t['base']}{'' if t['within_budget'] else ', controller over the budget'} (SIMULATED)"
+        for t in targets.get("targets", [])
+        if not t["met"]
+    ]
 
 
 def print_targets(targets: dict[str, Any]) -> None:

@@ -180,6 +180,7 @@ def small_study(tmp_path_factory):
     for name, args in (
         ("identify", ["identify", "--out", str(results / "identify")]),
         ("train", ["controller", "train", "--deployment", "7b"]),
+        ("train-hwcap", ["controller", "train", "--deployment", "7b", "--arm", "ppo+hwcap"]),
         ("study", ["evaluate", "--out", str(results / "evaluate" / "study")]),
         (
             "scenario",
@@ -249,9 +250,13 @@ def test_study_evaluation_reports_every_arm_with_intervals(small_study):
     by_arm = summary.set_index("arm")
     budget = load_config(REPO / "config" / "config.yaml").objective.violation_budget
     assert by_arm.loc["fixed", "violation_rate"] > budget and arms["oracle"]["feasible"]
-    # ppo+hwcap: the ppo controller over the GPU power limit at the cap, which holds power
-    assert arms["ppo+hwcap"]["power_limit_w"] == 320.0
-    assert arms["ppo+hwcap"]["folder"] == arms["ppo"]["folder"]
+    # ppo+hwcap: its own controller, trained under the limit it tuned, run under that limit
+    folder_hw = results / "controller" / "7b+hwcap"
+    assert arms["ppo+hwcap"]["folder"] == str(folder_hw)
+    tier = json.loads((folder_hw / "controller.json").read_text())["hardware_tier"]
+    assert arms["ppo+hwcap"]["power_limit_w"] == pytest.approx(tier["power_limit_frac"] * 320.0)
+    said = outputs["train-hwcap"].output
+    assert f"under the GPU power limit {tier['power_limit_w']:.0f} W" in said
     assert by_arm.loc["ppo+hwcap", "violation_rate"] < by_arm.loc["fixed", "violation_rate"] / 5
     assert "targets met" in outputs["study"].output
 

@@ -15,6 +15,7 @@ from grpo_power.control.controllers import FixedController
 from grpo_power.control.ppo import controller_folder, train_controller
 from grpo_power.control.rollout import arm_plans
 from grpo_power.control.simulate import run_outcome, simulate
+from grpo_power.layout import CONTROLLER_ARMS
 from grpo_power.sim.calibration import default_calibration
 from grpo_power.sim.schedule import Conditions, Schedule
 from grpo_power.sim.step_model import physics_for
@@ -79,18 +80,23 @@ BUDGET_S = 120.0
 
 
 @pytest.fixture(scope="module")
-def ppo_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A short PPO training of the small 7b deployment's controller (the ppo arms' policy)."""
+def ppo_folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Short PPO trainings of the small 7b deployment's controllers: ``ppo``, and ``ppo+hwcap``
+    under the hardware tier it tunes."""
     config = small_config(BUDGET_S, str(tmp_path_factory.mktemp("results")))
-    folder = controller_folder(config, "7b")
-    train_controller(
-        config, default_calibration(config), "7b", authority_rows("7b", True, True), folder
-    )
-    return folder
+    folders = {}
+    for arm in CONTROLLER_ARMS:
+        folders[arm] = controller_folder(config, "7b", arm)
+        rows = authority_rows("7b", True, True)
+        tier = arm == "ppo+hwcap"
+        train_controller(
+            config, default_calibration(config), "7b", rows, folders[arm], hardware_tier=tier
+        )
+    return folders
 
 
 @pytest.mark.parametrize("case", range(8))
-def test_no_arm_beats_the_oracle_within_the_budget(case: int, ppo_folder: Path) -> None:
+def test_no_arm_beats_the_oracle_within_the_budget(case: int, ppo_folders: dict[str, Path]) -> None:
     rng = np.random.default_rng(100 + case)
     budget_s = BUDGET_S
     config = small_config(budget_s)
@@ -98,7 +104,7 @@ def test_no_arm_beats_the_oracle_within_the_budget(case: int, ppo_folder: Path) 
     cap_w = float(rng.uniform(0.83, 0.92) * physics.model.gpu.nameplate_w)
     schedule = random_schedule(rng, budget_s)
     seeds = config.evaluate.seeds
-    controllers = {"ppo": ppo_folder}
+    controllers = ppo_folders
     plans = {
         p.arm: p for p in arm_plans(ARMS, physics, config, cap_w, controllers, schedule, seeds)
     }

@@ -37,6 +37,18 @@ TRACE_METADATA_KEY = b"grpo_power"  # a power trace's TraceMetadata (telemetry/s
 SIM_RUN_METADATA_KEY = b"grpo_power_sim_run"  # a simulated run's samples (control/rollout.py)
 BINS_METADATA_KEY = b"grpo_power_bins"  # the windows stage's energy bins (analysis/bins.py)
 
+# The arms the study trains a controller of their own for (``controller train --arm``).
+CONTROLLER_ARMS = ("ppo", "ppo+hwcap")
+
+
+def controller_in(controllers: Path, deployment: str, arm: str = "ppo") -> Path:
+    """The folder of one deployment's controller of ``arm`` in a folder of controllers:
+    ``<deployment>`` for ``ppo``, ``<deployment>+hwcap`` for ``ppo+hwcap`` (the one trained
+    under the hardware tier)."""
+    if arm not in CONTROLLER_ARMS:
+        raise ValueError(f"no trained controller for arm {arm!r}; expected {CONTROLLER_ARMS}")
+    return Path(controllers) / (deployment + arm.removeprefix("ppo"))
+
 
 @dataclass(frozen=True)
 class _Files:
@@ -336,9 +348,9 @@ class ResultsLayout:
     def controllers(self) -> Path:
         return self.root / "controller"
 
-    def controller(self, deployment: str) -> Path:
-        """One deployment's controller folder."""
-        return self.controllers / deployment
+    def controller(self, deployment: str, arm: str = "ppo") -> Path:
+        """One deployment's controller folder of ``arm`` (:func:`controller_in`)."""
+        return controller_in(self.controllers, deployment, arm)
 
     @property
     def evaluate_study(self) -> Path:

@@ -23,7 +23,14 @@ import numpy as np
 import pandas as pd
 
 from grpo_power.config import Config
-from grpo_power.layout import FIT_RESIDUALS, IDENTIFY, RUN, ResultsLayout
+from grpo_power.layout import (
+    CONTROLLER_ARMS,
+    FIT_RESIDUALS,
+    IDENTIFY,
+    RUN,
+    ResultsLayout,
+    controller_in,
+)
 
 Log = Callable[[str], None]
 
@@ -143,8 +150,10 @@ def train(
     authority_path: Path,
     cap_w: float | None = None,
     timesteps: int | None = None,
+    arm: str = "ppo",
 ) -> Any:
-    """Train one deployment's PPO controller into ``out`` (returns the ``TrainResult``)."""
+    """Train one deployment's PPO controller of ``arm`` (``ppo``, or ``ppo+hwcap`` under the
+    tuned GPU power limit) into ``out`` (returns the ``TrainResult``)."""
     from grpo_power.analysis.authority import read_authority
     from grpo_power.control.ppo import train_controller
     from grpo_power.sim.calibration import calibration_for
@@ -158,6 +167,7 @@ def train(
         out,
         cap_w=cap_w,
         total_timesteps=timesteps,
+        hardware_tier=arm == "ppo+hwcap",
     )
 
 
@@ -176,11 +186,12 @@ def evaluate(
 ) -> Any:
     """Run every arm on every deployment and write the evaluation into ``out``.
 
-    The study's trained controllers (``controllers/<deployment>``) run as they are (arm
-    ``ppo``). When the evaluation is a scenario for a controller (a calibration other than the
-    one it was trained on, or another cap) and ``retrain`` is not False, or when ``retrain`` is
-    True, it is also retrained there (arm ``ppo-retrained``) on an authority table measured in
-    the scenario (``out/authority``), and both are reported.
+    The study's trained controllers (``controllers/<deployment>``, and
+    ``controllers/<deployment>+hwcap`` for ``ppo+hwcap``) run as they are. When the evaluation
+    is a scenario for a controller (a calibration other than the one it was trained on, or
+    another cap) and ``retrain`` is not False, or when ``retrain`` is True, the ``ppo`` one is
+    also retrained there (arm ``ppo-retrained``) on an authority table measured in the scenario
+    (``out/authority``), and both are reported.
 
     Args:
         controllers: folder of the study's trained controllers.
@@ -207,7 +218,10 @@ def evaluate(
         d.name for d in config.sim.deployments
     ]
     arms = list(config.evaluate.arms)
-    folders = {name: {"ppo": Path(controllers) / name} for name in names}
+    trained = [arm for arm in CONTROLLER_ARMS if arm in arms]
+    folders = {
+        name: {arm: controller_in(controllers, name, arm) for arm in trained} for name in names
+    }
     scenario = {}
     for name in names:
         cap = cap_w if cap_w is not None else deployment_cap_w(config, name)

@@ -7,6 +7,7 @@ from snakemake.utils import validate
 from grpo_power.config import ARM_NAMES, validate_config, write_resolved_config
 from grpo_power.layout import (
     CONTROLLER,
+    CONTROLLER_ARMS,
     ECONOMICS,
     EVALUATE,
     FIXED_SAFE,
@@ -94,8 +95,9 @@ def run_inputs(wildcards):
     controller of the deployment its size stands for."""
     if wildcards.arm == "fixed-safe":
         return [LAYOUT.fixed_safe(wildcards.size)]
-    if wildcards.arm == "ppo":
-        return [LAYOUT.controller(deployment_of_size(wildcards.size)) / CONTROLLER.controller]
+    if wildcards.arm in CONTROLLER_ARMS:
+        deployment = deployment_of_size(wildcards.size)
+        return [LAYOUT.controller(deployment, wildcards.arm) / CONTROLLER.controller]
     return []
 
 
@@ -130,9 +132,16 @@ def scenario_calibration_inputs(name):
     return [scenario.calibration] if scenario.calibration else []
 
 
+def controller_arms():
+    """The arms whose controller the study trains: ppo, and ppo+hwcap when it is evaluated or
+    run."""
+    used = {*CFG.evaluate.arms, *CFG.arms.run}
+    return ["ppo"] + [arm for arm in CONTROLLER_ARMS if arm != "ppo" and arm in used]
+
+
 def controller_outputs():
-    """The trained controller of every deployment."""
-    return [LAYOUT.controller(name) / CONTROLLER.controller for name in deployment_names()]
+    """The trained controller of every deployment, per arm of :func:`controller_arms`."""
+    return [folder / CONTROLLER.controller for folder in controller_folders()]
 
 
 def evaluate_outputs():
@@ -176,8 +185,10 @@ def run_files(name):
 
 
 def controller_folders():
-    """The controller folder of every deployment."""
-    return [LAYOUT.controller(name) for name in deployment_names()]
+    """The controller folder of every deployment, per arm of :func:`controller_arms`."""
+    return [
+        LAYOUT.controller(name, arm) for arm in controller_arms() for name in deployment_names()
+    ]
 
 
 def real_trace_logs():

@@ -1,5 +1,6 @@
 # Controller: the PPO meta-controller of one deployment, trained in the calibrated simulator on
-# the action space the authority table gives it (one job per deployment, in parallel).
+# the action space the authority table gives it (one job per deployment, in parallel), and the
+# ppo+hwcap arm's, trained under the GPU power limit it tunes first (the hardware tier).
 
 
 rule controller:
@@ -22,6 +23,7 @@ rule controller:
         sim=CFG.sim.model_dump_json(),
         workload=CFG.workload.model_dump_json(),
         cap_w=CFG.cap_w,
+        arm="ppo",
         out=lambda wildcards: LAYOUT.controller(wildcards.deployment),
     conda:
         "../../envs/training.yaml"
@@ -30,6 +32,17 @@ rule controller:
         **analysis_resources(),
     shell:
         "OMP_NUM_THREADS={threads} python -m grpo_power.cli controller train "
-        "--deployment {wildcards.deployment:q} --out {params.out:q} "
+        "--deployment {wildcards.deployment:q} --arm {params.arm:q} --out {params.out:q} "
         "--calibration {input.calibration:q} --authority {input.authority:q} "
         "--config {RESOLVED_CONFIG:q} > {log:q} 2>&1"
+
+
+use rule controller as controller_hwcap with:
+    output:
+        **CONTROLLER.paths(LAYOUT.controller("{deployment}", "ppo+hwcap")),
+    log:
+        LAYOUT.logs / "controller" / "{deployment}+hwcap.log",
+    params:
+        arm="ppo+hwcap",
+        limits=CFG.evaluate.oracle_power_limit_fracs,
+        out=lambda wildcards: LAYOUT.controller(wildcards.deployment, "ppo+hwcap"),

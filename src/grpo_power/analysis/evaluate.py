@@ -424,7 +424,10 @@ def _settings_text(arm: str, settings: dict[str, Any]) -> str:
         )
     if arm.startswith("ppo"):
         holds = ", ".join(f"{k}={v}" for k, v in settings.get("holds", {}).items())
-        return f"drives {'+'.join(settings['actuators'])}" + (f"; {holds}" if holds else "")
+        text = f"drives {'+'.join(settings['actuators'])}" + (f"; {holds}" if holds else "")
+        if settings.get("power_limit_w"):
+            text += f"; limit {settings['power_limit_w']:g} W"
+        return text
     text = f"c={settings['concurrency']}, m={settings['max_new_tokens']}"
     if arm.startswith("oracle") and len(settings.get("segments", [])) > 1:
         text = "; ".join(

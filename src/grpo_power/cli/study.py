@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
@@ -20,6 +20,8 @@ from grpo_power.config import (
     DEFAULT_CONFIG_PATH,
 )
 from grpo_power.layout import IDENTIFY
+
+ControllerArm = Literal["ppo", "ppo+hwcap"]  # layout.CONTROLLER_ARMS
 
 
 @controller_app.command("train")
@@ -42,6 +44,14 @@ def controller_train(
     timesteps: Annotated[
         int | None, typer.Option("--timesteps", help="PPO steps (default: config).")
     ] = None,
+    arm: Annotated[
+        ControllerArm,
+        typer.Option(
+            "--arm",
+            help="ppo, or ppo+hwcap: trained under the GPU power limit, tuned first (the "
+            "hardware tier).",
+        ),
+    ] = "ppo",
     config: ConfigOption = DEFAULT_CONFIG_PATH,
 ) -> None:
     """Stage 3: train a deployment's PPO meta-controller in the simulator (SIMULATED)."""
@@ -51,15 +61,18 @@ def controller_train(
     check_numbers({"--cap-w": cap_w, "--timesteps": timesteps})
     cfg = config_from(config)
     check_numbers({"--cap-w": cap_w}, cfg)
-    out = out or controller_folder(cfg, deployment)
+    out = out or controller_folder(cfg, deployment, arm)
     authority = authority or cfg.layout.identify / IDENTIFY.authority_json
-    result = train(cfg, deployment, out, calibration, authority, cap_w, timesteps)
+    result = train(cfg, deployment, out, calibration, authority, cap_w, timesteps, arm)
     e = result.evaluation
     typer.echo(
-        f"PPO controller for {deployment} (SIMULATED): drives {'+'.join(result.space.actuators)}"
+        f"{arm} controller for {deployment} (SIMULATED): drives "
+        f"{'+'.join(result.space.actuators)}"
         f"{' (fallback: no actuator cleared the threshold)' if result.space.fallback else ''}; "
         f"{result.timesteps} steps in {result.train_s:.1f} s"
     )
+    if result.power_limit_w is not None:
+        typer.echo(f"  under the GPU power limit {result.power_limit_w:.0f} W (hardware tier)")
     typer.echo(
         f"  nominal episodes: return {e['trained_return']:.2f} (random policy "
         f"{e['random_return']:.2f}), violation rate {100 * e['trained_violation_rate']:.2f} % "

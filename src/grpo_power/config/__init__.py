@@ -39,6 +39,7 @@ from grpo_power.config.arms import (
     SimArmName,
     ThresholdArmConfig,
     oracle_for,
+    power_limit_w,
     static_setting,
     uses_hardware_tier,
 )
@@ -114,6 +115,7 @@ __all__ = [
     "load_config",
     "oracle_for",
     "packaged_config_path",
+    "power_limit_w",
     "read_yaml",
     "static_setting",
     "uses_hardware_tier",

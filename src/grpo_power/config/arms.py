@@ -117,6 +117,15 @@ def oracle_for(arm: str) -> str:
 SIM_ARM_NAMES: tuple[str, ...] = get_args(SimArmName)
 
 
+def power_limit_w(arm: str, cap_w: float, trained_frac: float | None = None) -> float | None:
+    """The GPU power limit a run of ``arm`` sets, W: the cap for ``hwcap``; for ``ppo+hwcap``
+    the share of the cap its controller was trained under (``trained_frac``, its
+    ``power_limit_frac``); None for arms that leave the limit alone."""
+    if arm not in HARDWARE_LIMIT_ARMS:
+        return None
+    return cap_w * (1.0 if trained_frac is None else trained_frac)
+
+
 def uses_hardware_tier(arm: str) -> bool:
     """Whether an arm sets the GPU power limit (``hwcap``, and a ``+hwcap`` tier under a
     workload controller such as ``ppo+hwcap``)."""

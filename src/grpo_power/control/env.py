@@ -178,6 +178,9 @@ class GrpoPowerEnv(gym.Env):
         space: the action space built from the authority table.
         cap_w: the cap, W (``None``: the config's cap for this deployment).
         randomize: draw physics and cap per episode (domain randomisation).
+        power_limit_frac: run under the GPU power limit set to this share of the episode's cap
+            (the hardware tier of the ``ppo+hwcap`` arm, which the controller works above);
+            None: no limit.
     """
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 - gymnasium's convention
@@ -190,6 +193,7 @@ class GrpoPowerEnv(gym.Env):
         space: ControlSpace,
         cap_w: float | None = None,
         randomize: bool = True,
+        power_limit_frac: float | None = None,
     ) -> None:
         super().__init__()
         self.config = config
@@ -198,6 +202,7 @@ class GrpoPowerEnv(gym.Env):
         self.space = space
         self.cap_w = float(cap_w if cap_w is not None else deployment_cap_w(config, deployment))
         self.randomize = randomize
+        self.power_limit_frac = power_limit_frac
         self.episode_steps = config.controller.episode_steps
         self.observation_space = spaces.Box(
             low=0.0,
@@ -240,7 +245,9 @@ class GrpoPowerEnv(gym.Env):
             jitter = self.config.controller.cap_jitter_frac
             cap_w *= float(rng.uniform(1.0 - jitter, 1.0 + jitter))
         cap_w = min(physics.model.gpu.nameplate_w, max(physics.idle_w + 1.0, cap_w))
-        model = StepModel(physics, self.config.workload, self.config.sim.prompt_tokens)
+        frac = self.power_limit_frac
+        limit_w = None if frac is None else frac * cap_w
+        model = StepModel(physics, self.config.workload, self.config.sim.prompt_tokens, limit_w)
         w = self.config.workload
         reference = expected_rates(
             model.plan(w.concurrency, w.max_new_tokens, w.num_generations),

@@ -23,6 +23,11 @@ multiplied by ``1 + reward.multiplier_lr`` when the rollout's violation rate is 
 set in every environment, so training drives the violation rate to the budget (the step is
 relative, so a multiplier grown during the random early rollouts comes back as fast).
 
+The ``ppo+hwcap`` arm's controller (``hardware_tier=True``) is trained the same way under a GPU
+power limit, the hardware tier under it, tuned first (``control/hardware_tier.py``): its
+``controller.json`` holds the limit as a share of the cap (``power_limit_frac``) and the tuning
+table (``hardware_tier``); the arm runs under that share of its cap.
+
 The dual update meets the budget on average over the randomised physics, and its last iterate
 oscillates about it, so the saved policy is chosen by validation, as the peers are tuned: the
 policy is snapshotted ``controller.validation_snapshots`` times over the second half of training
@@ -78,9 +83,10 @@ def deployment_for_size(config: Config, size: str) -> str:
     )
 
 
-def controller_folder(config: Config, deployment: str) -> Path:
-    """Where ``grpo-power controller train`` saves a deployment's controller by default."""
-    return config.layout.controller(deployment)
+def controller_folder(config: Config, deployment: str, arm: str = "ppo") -> Path:
+    """Where ``grpo-power controller train`` saves a deployment's controller of ``arm``
+    (``ppo`` or ``ppo+hwcap``) by default."""
+    return config.layout.controller(deployment, arm)
 
 
 def _actor_arrays(model: Any) -> dict[str, np.ndarray]:
@@ -115,6 +121,7 @@ class TrainResult:
     timesteps: int
     train_s: float
     evaluation: dict[str, float]
+    power_limit_w: float | None = None
 
 
 def episode_return(env: GrpoPowerEnv, decide: Any, seed: int) -> dict[str, float]:
@@ -141,6 +148,7 @@ def train_controller(
     cap_w: float | None = None,
     total_timesteps: int | None = None,
     eval_episodes: int = 4,
+    hardware_tier: bool = False,
 ) -> TrainResult:
     """Train the PPO meta-controller of one deployment in the simulator and save it to ``out``.
 
@@ -154,11 +162,15 @@ def train_controller(
         total_timesteps: overrides ``controller.total_timesteps`` (either is multiplied by the
             deployment's ``training_steps_factor``).
         eval_episodes: nominal-physics episodes the trained and a random policy are scored on.
+        hardware_tier: the controller of the ``ppo+hwcap`` arm: the GPU power limit is tuned
+            first (``control/hardware_tier.py``) and the controller trained, validated and
+            scored under it; False: no limit (the ``ppo`` arm).
     """
     import pandas as pd
     import torch
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.logger import Logger
     from stable_baselines3.common.monitor import Monitor
     from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
@@ -170,11 +182,19 @@ def train_controller(
     seed = settings.seed if settings.seed is not None else config.seed
     factor = config.sim.deployment(deployment).training_steps_factor
     timesteps = int((total_timesteps or settings.total_timesteps) * factor)
+    tier = _tune_hardware_tier(config, calibration, deployment, cap_w) if hardware_tier else None
+    power_limit_frac = None if tier is None else tier["power_limit_frac"]
 
     def make(rank: int) -> Any:
         def build() -> Any:
             env = GrpoPowerEnv(
-                config, calibration, deployment, space, cap_w, settings.domain_randomization
+                config,
+                calibration,
+                deployment,
+                space,
+                cap_w,
+                settings.domain_randomization,
+                power_limit_frac,
             )
             env.reset(seed=seed * 1000 + rank)
             return Monitor(env)
@@ -205,6 +225,7 @@ def train_controller(
         device="cpu",
         verbose=0,
     )
+    model.set_logger(Logger(folder=None, output_formats=[]))  # SB3's default makes a /tmp folder
     curve: list[dict[str, float]] = []
     budget = config.objective.violation_budget
     rollouts = math.ceil(timesteps / (settings.n_steps * settings.n_envs))
@@ -268,8 +289,9 @@ def train_controller(
     train_s = time.perf_counter() - started
     final = (copy.deepcopy(model.policy.state_dict()), copy.deepcopy(venv.obs_rms))
     snapshots.append((model.num_timesteps, *final))
+    limit_w = None if power_limit_frac is None else power_limit_frac * cap_w
     selection = _select_snapshot(
-        snapshots, model, venv, config, calibration, deployment, space, cap_w
+        snapshots, model, venv, config, calibration, deployment, space, cap_w, limit_w
     )
 
     out = Path(out)
@@ -296,6 +318,10 @@ def train_controller(
         "simulated": True,
         "deployment": deployment,
         "cap_w": cap_w,
+        "arm": "ppo+hwcap" if hardware_tier else "ppo",
+        "power_limit_frac": power_limit_frac,
+        "power_limit_w": limit_w,
+        "hardware_tier": tier,
         "space": space.to_dict(),
         "observation": _observation_meta(venv),
         "authority": [r for r in rows if r["deployment"] == deployment],
@@ -303,7 +329,7 @@ def train_controller(
         "calibration_origin": calibration.origin,
         "reward": settings.reward.model_dump(),
         "objective": config.objective.model_dump(),
-        "oracle": oracle_reference(config, calibration, deployment, cap_w),
+        "oracle": oracle_reference(config, calibration, deployment, cap_w, hardware_tier),
         "selection": selection,
         "training": {
             **settings.model_dump(exclude={"reward"}),
@@ -315,11 +341,33 @@ def train_controller(
     write_text_atomic(out / CONTROLLER.controller, json.dumps(meta, indent=2))
     controller = PPOController.load(out)
     evaluation = compare_with_random(
-        config, calibration, deployment, space, cap_w, controller, eval_episodes, seed
+        config,
+        calibration,
+        deployment,
+        space,
+        cap_w,
+        controller,
+        eval_episodes,
+        seed,
+        power_limit_frac,
     )
     meta["evaluation"] = evaluation
     write_text_atomic(out / CONTROLLER.controller, json.dumps(meta, indent=2))
-    return TrainResult(out, space, timesteps, train_s, evaluation)
+    return TrainResult(out, space, timesteps, train_s, evaluation, limit_w)
+
+
+def _tune_hardware_tier(
+    config: Config, calibration: Calibration, deployment: str, cap_w: float
+) -> dict[str, Any]:
+    """The ``ppo+hwcap`` controller's GPU power limit, tuned on the nominal physics over the
+    deployment's budget (``control/hardware_tier.py``)."""
+    from grpo_power.control.hardware_tier import tune_power_limit
+    from grpo_power.sim.schedule import Schedule
+    from grpo_power.sim.step_model import physics_for
+
+    budget_s = config.sim.deployment(deployment).budget_s
+    schedule = Schedule.constant(budget_s, config.sim.completion_tokens)
+    return tune_power_limit(physics_for(calibration, deployment, config), config, cap_w, schedule)
 
 
 def _observation_meta(venv: Any) -> dict[str, Any]:
@@ -343,9 +391,11 @@ def _select_snapshot(
     deployment: str,
     space: ControlSpace,
     cap_w: float,
+    power_limit_w: float | None,
 ) -> dict[str, Any]:
-    """Validate each policy snapshot (see the module docstring), load the chosen one into
-    ``model`` and ``venv``, and return the validation of every snapshot and the choice."""
+    """Validate each policy snapshot (see the module docstring; under the GPU power limit
+    ``power_limit_w``, None: none), load the chosen one into ``model`` and ``venv``, and return
+    the validation of every snapshot and the choice."""
     from grpo_power.analysis.objective import meets_budget, pooled, rank_key
     from grpo_power.control.simulate import run_outcome, simulate
     from grpo_power.sim.schedule import Schedule
@@ -364,7 +414,9 @@ def _select_snapshot(
         outcome = pooled(
             [
                 run_outcome(
-                    simulate(physics, config, controller, cap_w, budget_s, s, None, schedule),
+                    simulate(
+                        physics, config, controller, cap_w, budget_s, s, power_limit_w, schedule
+                    ),
                     budget_s,
                     config.objective,
                 )
@@ -398,10 +450,11 @@ def _select_snapshot(
 
 
 def oracle_reference(
-    config: Config, calibration: Calibration, deployment: str, cap_w: float
+    config: Config, calibration: Calibration, deployment: str, cap_w: float, hardware: bool
 ) -> dict[str, float]:
     """The oracle's throughput and violation rate on the nominal physics and the deployment's
-    budget (workload actuators only; simulated): the line a learning curve is drawn against."""
+    budget (simulated): the line a learning curve is drawn against. ``hardware``: the oracle
+    of the hardware tier (the GPU power limit searched too), else the workload actuators'."""
     from grpo_power.control.oracle import search_oracle
     from grpo_power.sim.schedule import Schedule
     from grpo_power.sim.step_model import physics_for
@@ -409,7 +462,7 @@ def oracle_reference(
     physics = physics_for(calibration, deployment, config)
     budget_s = config.sim.deployment(deployment).budget_s
     schedule = Schedule.constant(budget_s, config.sim.completion_tokens)
-    result = search_oracle(physics, config, cap_w, schedule, config.evaluate.tuning_seeds, False)
+    result = search_oracle(physics, config, cap_w, schedule, config.evaluate.tuning_seeds, hardware)
     segment = result.segments[0]
     return {
         "tokens_per_s": segment.outcome.tokens / budget_s,
@@ -428,10 +481,12 @@ def compare_with_random(
     controller: PPOController,
     episodes: int,
     seed: int,
+    power_limit_frac: float | None = None,
 ) -> dict[str, float]:
     """Mean episode return, output and violation rate of the trained and of a uniformly random
-    policy on nominal physics (simulated)."""
-    env = GrpoPowerEnv(config, calibration, deployment, space, cap_w, randomize=False)
+    policy on nominal physics (simulated; under the GPU power limit at ``power_limit_frac`` of
+    the cap, None: no limit)."""
+    env = GrpoPowerEnv(config, calibration, deployment, space, cap_w, False, power_limit_frac)
     rng = np.random.default_rng(seed)
     trained = [
         episode_return(env, controller.action_vector, 10_000 + seed + k) for k in range(episodes)
@@ -523,6 +578,13 @@ class PPOController:
                 f"with {command}"
             )
         return cls(meta, arrays)
+
+    @property
+    def power_limit_frac(self) -> float | None:
+        """The share of the cap the GPU power limit is set to under this controller (the
+        ``ppo+hwcap`` arm's hardware tier); None: trained without a limit (``ppo``)."""
+        frac = self.meta.get("power_limit_frac")
+        return None if frac is None else float(frac)
 
     def action_vector(self, observation_array: np.ndarray) -> np.ndarray:
         """The deterministic action in [-1, 1]^k for a raw observation vector."""

@@ -14,7 +14,8 @@ Arms (docs/design.md section 4) in the simulator:
 | threshold    | AIMD on concurrency (:class:`ThresholdController`), tuned as below          |
 | ppo          | the trained PPO meta-controller (``controller.json`` + ``policy.npz``)      |
 | hwcap        | uncontrolled settings with the GPU power limit set to the cap              |
-| ppo+hwcap    | the ppo controller with the GPU power limit set to the cap (hardware tier) |
+| ppo+hwcap    | its own PPO controller, trained under the tuned GPU power limit (the       |
+|              | hardware tier, ``hardware_tier.py``), the limit set to its share of the cap |
 | oracle       | the best setting per segment in hindsight, by simulation (``oracle.py``)   |
 | oracle+hwcap | the same search with the GPU power limit too (limit of the hardware tier)  |
 
@@ -199,8 +200,8 @@ def arm_plans(
     """How each arm runs on the deployment of ``physics`` (tuning the arms that need it).
 
     Args:
-        arms: arm names; ``ppo`` and any ``ppo-*`` need a folder in ``controllers``
-            (``ppo+hwcap`` runs the ``ppo`` one).
+        arms: arm names; ``ppo``, ``ppo+hwcap`` and any ``ppo-*`` need a folder in
+            ``controllers``.
         controllers: arm name -> PPO controller folder for this deployment.
         schedule: the conditions over an evaluation run (tuning runs scale it).
         seeds: the evaluation seeds (the oracle's hindsight).
@@ -230,33 +231,34 @@ def arm_plans(
             hardware = uses_hardware_tier(arm)
             result = search_oracle(physics, config, cap_w, schedule, seeds, hardware)
             plans.append(ArmPlan(arm, lambda r=result: r.controller(), None, result.settings()))
-        elif arm == "ppo" or arm.startswith("ppo-"):
-            plans.append(_ppo_plan(arm, arm, physics, controllers, None))
-        elif arm == "ppo+hwcap":  # the ppo controller, the hardware limit a tier under it
-            plans.append(_ppo_plan(arm, "ppo", physics, controllers, cap_w))
+        elif arm.startswith("ppo"):
+            plans.append(_ppo_plan(arm, physics, controllers, cap_w))
         else:
             raise ValueError(f"unknown simulator arm {arm!r}")
     return plans
 
 
-def _ppo_plan(
-    arm: str,
-    trained: str,
-    physics: Physics,
-    controllers: dict[str, Path],
-    power_limit_w: float | None,
-) -> ArmPlan:
-    """The plan of a PPO arm: the controller trained as arm ``trained``, under the GPU power
-    limit ``power_limit_w`` (None: no limit)."""
-    if trained not in controllers:
-        raise ValueError(f"arm {arm!r} needs the trained controller folder of arm {trained!r}")
-    controller = PPOController.load(controllers[trained], physics.name)
+def _ppo_plan(arm: str, physics: Physics, controllers: dict[str, Path], cap_w: float) -> ArmPlan:
+    """The plan of a PPO arm: its trained controller, under the GPU power limit it was trained
+    under as a share of ``cap_w`` (``ppo+hwcap``; None for the others)."""
+    if arm not in controllers:
+        raise ValueError(f"arm {arm!r} needs its trained controller folder")
+    controller = PPOController.load(controllers[arm], physics.name)
+    frac = controller.power_limit_frac
+    if uses_hardware_tier(arm) != (frac is not None):
+        raise ValueError(
+            f"{controllers[arm]}/controller.json: power_limit_frac: arm {arm!r} expected a "
+            f"controller trained {'under' if uses_hardware_tier(arm) else 'without'} the GPU "
+            f"power limit, got {frac!r}; train it with `grpo-power controller train --arm {arm}`"
+        )
+    power_limit_w = None if frac is None else frac * cap_w
     settings = {
-        "folder": str(controllers[trained]),
+        "folder": str(controllers[arm]),
         "actuators": list(controller.space.actuators),
         "holds": controller.space.holds,
         "trained_cap_w": controller.meta["cap_w"],
         "calibration_digest": controller.meta["calibration_digest"],
+        "power_limit_frac": frac,
         "power_limit_w": power_limit_w,
     }
     return ArmPlan(arm, lambda c=controller: c, power_limit_w, settings)

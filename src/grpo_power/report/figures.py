@@ -364,7 +364,8 @@ def ppo_learning(controllers: dict[str, dict], curves: dict[str, pd.DataFrame | 
             twin.axhline(oracle["tokens_per_s"], color="C4", ls="--", label="oracle tokens/s")
             twin.set_ylabel("tokens/s (rollouts; oracle dashed)", fontsize=7)
             twin.legend(frameon=False, fontsize=6, loc="lower right")
-        ax.set_title(f"{name}: PPO (SIMULATED)")
+        meta = controllers[name]
+        ax.set_title(f"{meta.get('deployment', name)}: {meta.get('arm', 'ppo')} (SIMULATED)")
         ax.set_xlabel("environment steps (GRPO steps)")
         ax.set_ylabel("episode return")
         ax.legend(frameon=False, fontsize=6, loc="upper left")

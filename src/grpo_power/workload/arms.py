@@ -11,8 +11,9 @@
 | ppo          | the PPO meta-controller trained in the simulator for the deployment |
 |              | this workload size stands for (``sim.deployments[].sizes``)         |
 | hwcap        | uncontrolled settings, GPU power limit set to the cap through NVML  |
-| ppo+hwcap    | the ppo arm's controller, GPU power limit set to the cap (the       |
-|              | hardware tier under the workload controller, where users may set it)|
+| ppo+hwcap    | its own PPO controller (trained under the hardware tier), the GPU   |
+|              | power limit set to the share of the cap it was trained under, for   |
+|              | sites where users may set it                                        |
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from grpo_power.config import ARM_NAMES, HARDWARE_LIMIT_ARMS, STATIC_ARMS, Config, static_setting
 from grpo_power.control.controllers import Controller, FixedController, ThresholdController
+from grpo_power.layout import CONTROLLER_ARMS
 from grpo_power.workload.fixed_safe import calibrate_fixed_safe
 
 
@@ -49,7 +51,7 @@ def controller_for_arm(arm: str, config: Config, calibration_dir: Path) -> Contr
         return ThresholdController(
             config.arms.threshold, w.concurrency_bounds, w.concurrency, w.max_new_tokens
         )
-    if arm in ("ppo", "ppo+hwcap"):
+    if arm in CONTROLLER_ARMS:
         from grpo_power.control.ppo import (
             PPOController,
             controller_folder,
@@ -57,5 +59,5 @@ def controller_for_arm(arm: str, config: Config, calibration_dir: Path) -> Contr
         )
 
         deployment = deployment_for_size(config, w.size)
-        return PPOController.load(controller_folder(config, deployment), deployment)
+        return PPOController.load(controller_folder(config, deployment, arm), deployment)
     raise ValueError(f"unknown arm {arm!r}; expected one of {ARM_NAMES}")

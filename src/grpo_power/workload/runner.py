@@ -28,7 +28,7 @@ from trl import GRPOConfig
 
 from grpo_power.atomic import write_json_atomic
 from grpo_power.callbacks import PowerCallback
-from grpo_power.config import HARDWARE_LIMIT_ARMS, Config
+from grpo_power.config import Config, power_limit_w
 from grpo_power.control.controllers import Controller
 from grpo_power.telemetry.factory import open_source
 from grpo_power.telemetry.monitor import PowerMonitor
@@ -163,8 +163,9 @@ def run_grpo(
     monitor: PowerMonitor | None = None
     if local_rank == 0:
         source = open_source(config, signal)
-        if arm in HARDWARE_LIMIT_ARMS:  # controller_for_arm has checked that the source is NVML
-            source.set_power_limit_w(config.cap_w)  # type: ignore[attr-defined]
+        limit_w = power_limit_w(arm, config.cap_w, getattr(controller, "power_limit_frac", None))
+        if limit_w is not None:  # controller_for_arm has checked that the source is NVML
+            source.set_power_limit_w(limit_w)  # type: ignore[attr-defined]
         metadata = trace_metadata(
             source,
             run_id,

@@ -1,0 +1,75 @@
+"""The ppo+hwcap arm's hardware tier: the GPU power limit tuned in the simulator, the
+environment that trains under it, and the limit a run of each arm sets (SIMULATED)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from grpo_power.config import load_config, power_limit_w
+from grpo_power.control.env import ControlSpace, GrpoPowerEnv
+from grpo_power.control.hardware_tier import tune_power_limit
+from grpo_power.layout import controller_in
+from grpo_power.sim.calibration import default_calibration
+from grpo_power.sim.schedule import Schedule
+from grpo_power.sim.step_model import physics_for
+from tests.conftest import REPO, authority_rows
+
+
+@pytest.fixture(scope="module")
+def config():
+    return load_config(REPO / "config" / "config.yaml")
+
+
+def test_the_tier_is_the_limit_with_the_most_output_within_the_budget(config):
+    calibration = default_calibration(config)
+    physics = physics_for(calibration, "7b", config)
+    budget_s = config.sim.deployment("7b").budget_s
+    tier = tune_power_limit(
+        physics, config, config.cap_w, Schedule.constant(budget_s, config.sim.completion_tokens)
+    )
+    rows = {r["power_limit_frac"]: r for r in tier["candidates"]}
+    assert sorted(rows) == sorted(config.evaluate.oracle_power_limit_fracs)
+    # the physics: a lower limit holds the uncontrolled workload lower, fewer samples over the
+    # cap and less output
+    fracs = sorted(rows)
+    assert rows[fracs[0]]["violation_rate"] < rows[fracs[-1]]["violation_rate"]
+    assert rows[fracs[0]]["tokens_per_s"] < rows[fracs[-1]]["tokens_per_s"]
+    # the choice: within the budget, and no limit within it makes more
+    chosen = rows[tier["power_limit_frac"]]
+    assert chosen["within_budget"] and tier["within_budget"]
+    more = [r for r in rows.values() if r["tokens_per_s"] > chosen["tokens_per_s"]]
+    assert not [r for r in more if r["within_budget"]]
+    assert tier["power_limit_w"] == pytest.approx(tier["power_limit_frac"] * config.cap_w)
+
+
+def test_the_environment_runs_under_the_limit(config):
+    """At the uncontrolled settings, a limit of 0.85 of the cap holds every reading under the
+    cap, where the same steps without a limit go over it."""
+    calibration = default_calibration(config)
+    space = ControlSpace.from_authority(authority_rows("7b", True, True), "7b", config.workload)
+    top = np.ones(len(space.actuators))
+    highest_w = {}
+    for frac in (None, 0.85):
+        env = GrpoPowerEnv(config, calibration, "7b", space, None, False, frac)
+        env.reset(seed=3)
+        readings = []
+        for _ in range(10):
+            env.step(top)
+            readings.append(env.run.recent_power_w().max())
+        highest_w[frac] = max(readings)
+    assert highest_w[0.85] < config.cap_w < highest_w[None]
+
+
+def test_the_limit_each_arm_sets():
+    assert power_limit_w("hwcap", 320.0) == 320.0
+    assert power_limit_w("ppo+hwcap", 320.0, 0.95) == pytest.approx(304.0)
+    assert power_limit_w("ppo", 320.0, None) is None
+    assert power_limit_w("fixed", 320.0) is None
+
+
+def test_each_controller_arm_has_its_folder(tmp_path):
+    assert controller_in(tmp_path, "7b") == tmp_path / "7b"
+    assert controller_in(tmp_path, "7b", "ppo+hwcap") == tmp_path / "7b+hwcap"
+    with pytest.raises(ValueError, match="no trained controller for arm 'threshold'"):
+        controller_in(tmp_path, "7b", "threshold")
