@@ -131,6 +131,12 @@ def test_short_training_beats_a_random_policy(trained):
     budget = trained[0].objective.violation_budget
     assert e["trained_violation_rate"] <= budget < e["random_violation_rate"]
     assert e["trained_tokens"] > e["random_tokens"]
+    # the oracle's plan on the same episodes, what the curve is drawn against: more output
+    # than the short training's policy, about the budget (planned to it on the tuning seeds over
+    # the whole budget, these episodes are shorter), a higher return than the random policy
+    assert e["oracle_tokens"] > e["trained_tokens"]
+    assert abs(e["oracle_violation_rate"] - budget) < budget / 2
+    assert e["oracle_return"] > e["random_return"]
     assert result.space.actuators == ("concurrency", "max_new_tokens")
     for name in ("policy.zip", "vecnormalize.pkl", "policy.npz", "controller.json"):
         assert (result.folder / name).exists()

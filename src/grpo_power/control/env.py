@@ -269,9 +269,14 @@ class GrpoPowerEnv(gym.Env):
         return observe(self.run).to_array(), {"cap_w": cap_w}
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """One GRPO step at the action vector's actuator values (gymnasium's ``step``)."""
+        return self.act(self.space.to_action(np.asarray(action, dtype=float)))
+
+    def act(self, chosen: Action) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """One GRPO step at ``chosen``'s actuator values, whatever the action space (a static
+        setting such as the oracle's); returns what :meth:`step` returns."""
         if self.run is None:
             raise RuntimeError("call reset() before step()")
-        chosen = self.space.to_action(np.asarray(action, dtype=float))
         record = self.run.step(**chosen.settings())
         step_s = record.end_s - record.start_s
         over = record.over_cap()

@@ -14,8 +14,10 @@ table gives for the deployment. A controller folder holds:
 - ``learning_curve.csv``: after each rollout, the mean return of the recent training episodes,
   the rollout's throughput and violation rate, and the Lagrange multiplier (``timesteps``,
   ``episode_return``, ``tokens_per_s``, ``violation_rate``, ``multiplier``; simulated,
-  domain-randomised); ``controller.json`` holds the oracle's throughput and violation rate on
-  the nominal physics (``oracle``), the line the report draws the curve against.
+  domain-randomised); ``controller.json`` holds the oracle's throughput, violation rate and
+  setting on the nominal physics (``oracle``) and, in ``evaluation``, the returns of the trained
+  policy, a random one and the oracle's setting over the same nominal episodes at the same
+  multiplier: the lines the report draws the curve against.
 
 The reward's Lagrange multiplier follows a multiplicative dual update: after each rollout it is
 multiplied by ``1 + reward.multiplier_lr`` when the rollout's violation rate is above
@@ -66,6 +68,7 @@ from grpo_power.control.env import (
 )
 from grpo_power.layout import CONTROLLER
 from grpo_power.sim.calibration import Calibration
+from grpo_power.sim.step_model import ONLINE_ACTUATORS
 from grpo_power.stage_files import read_json, require_keys
 
 CONTROLLER_KIND = "grpo-power PPO controller"
@@ -125,12 +128,15 @@ class TrainResult:
 
 
 def episode_return(env: GrpoPowerEnv, decide: Any, seed: int) -> dict[str, float]:
-    """Return, output and violation rate of one episode driven by ``decide(obs_array)``."""
+    """Return, output and violation rate of one episode driven by ``decide(obs_array)``, an
+    action vector of the environment's space or an :class:`Action`."""
     obs, _ = env.reset(seed=seed)
     total = tokens = over = samples = 0.0
     done = False
     while not done:
-        obs, reward, terminated, truncated, info = env.step(decide(obs))
+        chosen = decide(obs)
+        step = env.act(chosen) if isinstance(chosen, Action) else env.step(chosen)
+        obs, reward, terminated, truncated, info = step
         total += reward
         tokens += info["tokens"]
         over += info["samples_over_cap"]
@@ -313,6 +319,7 @@ def train_controller(
         out / CONTROLLER.learning_curve,
         lambda tmp: pd.DataFrame(curve, columns=CURVE_COLUMNS).to_csv(tmp, index=False),
     )
+    oracle = oracle_reference(config, calibration, deployment, cap_w, hardware_tier)
     meta = {
         "kind": CONTROLLER_KIND,
         "simulated": True,
@@ -329,7 +336,7 @@ def train_controller(
         "calibration_origin": calibration.origin,
         "reward": settings.reward.model_dump(),
         "objective": config.objective.model_dump(),
-        "oracle": oracle_reference(config, calibration, deployment, cap_w, hardware_tier),
+        "oracle": oracle,
         "selection": selection,
         "training": {
             **settings.model_dump(exclude={"reward"}),
@@ -350,6 +357,7 @@ def train_controller(
         eval_episodes,
         seed,
         power_limit_frac,
+        oracle,
     )
     meta["evaluation"] = evaluation
     write_text_atomic(out / CONTROLLER.controller, json.dumps(meta, indent=2))
@@ -451,10 +459,16 @@ def _select_snapshot(
 
 def oracle_reference(
     config: Config, calibration: Calibration, deployment: str, cap_w: float, hardware: bool
-) -> dict[str, float]:
-    """The oracle's throughput and violation rate on the nominal physics and the deployment's
-    budget (simulated): the line a learning curve is drawn against. ``hardware``: the oracle
-    of the hardware tier (the GPU power limit searched too), else the workload actuators'."""
+) -> dict[str, Any]:
+    """The oracle's plan on the nominal physics and the deployment's budget (simulated): the
+    line a learning curve is drawn against. ``hardware``: the oracle of the hardware tier (the
+    GPU power limit searched too), else the workload actuators'.
+
+    Returns:
+        ``{"tokens_per_s", "violation_rate", "feasible", "settings"}``: the plan's rates (its
+        settings' outcomes weighted by their time shares; the plan may time-share settings to
+        reach the budget) and each setting (actuator values, ``power_limit_w``, ``share``).
+    """
     from grpo_power.control.oracle import search_oracle
     from grpo_power.sim.schedule import Schedule
     from grpo_power.sim.step_model import physics_for
@@ -463,12 +477,21 @@ def oracle_reference(
     budget_s = config.sim.deployment(deployment).budget_s
     schedule = Schedule.constant(budget_s, config.sim.completion_tokens)
     result = search_oracle(physics, config, cap_w, schedule, config.evaluate.tuning_seeds, hardware)
-    segment = result.segments[0]
+    shares = [(s.end_s - s.start_s) / budget_s for s in result.segments]
     return {
-        "tokens_per_s": segment.outcome.tokens / budget_s,
-        "violation_rate": segment.outcome.violation_rate,
-        "feasible": segment.feasible,
-        **segment.values,
+        "tokens_per_s": sum(
+            share * s.outcome.tokens / budget_s
+            for share, s in zip(shares, result.segments, strict=True)
+        ),
+        "violation_rate": sum(
+            share * s.outcome.violation_rate
+            for share, s in zip(shares, result.segments, strict=True)
+        ),
+        "feasible": result.feasible,
+        "settings": [
+            {**s.values, "power_limit_w": s.power_limit_w, "share": share}
+            for share, s in zip(shares, result.segments, strict=True)
+        ],
     }
 
 
@@ -482,23 +505,37 @@ def compare_with_random(
     episodes: int,
     seed: int,
     power_limit_frac: float | None = None,
+    oracle: Mapping[str, Any] | None = None,
 ) -> dict[str, float]:
     """Mean episode return, output and violation rate of the trained and of a uniformly random
     policy on nominal physics (simulated; under the GPU power limit at ``power_limit_frac`` of
-    the cap, None: no limit)."""
+    the cap, None: no limit), and of the oracle's plan when ``oracle`` is given
+    (:func:`oracle_reference`: each setting under its own limit, weighted by its time share):
+    the same episodes at the same multiplier, so the three returns compare (the training
+    curve's multiplier moves)."""
     env = GrpoPowerEnv(config, calibration, deployment, space, cap_w, False, power_limit_frac)
     rng = np.random.default_rng(seed)
-    trained = [
-        episode_return(env, controller.action_vector, 10_000 + seed + k) for k in range(episodes)
-    ]
-    random = [
-        episode_return(env, lambda _o: rng.uniform(-1, 1, len(space.actuators)), 10_000 + seed + k)
-        for k in range(episodes)
-    ]
+    seeds = [10_000 + seed + k for k in range(episodes)]
+    mixes = {
+        "trained": [(1.0, env, controller.action_vector)],
+        "random": [(1.0, env, lambda _o: rng.uniform(-1, 1, len(space.actuators)))],
+    }
+    if oracle is not None:
+        mixes["oracle"] = []
+        for setting in oracle["settings"]:
+            limit_w = setting["power_limit_w"]
+            frac = None if limit_w is None else limit_w / cap_w
+            action = Action(**{name: int(setting[name]) for name in ONLINE_ACTUATORS})
+            own = GrpoPowerEnv(config, calibration, deployment, space, cap_w, False, frac)
+            mixes["oracle"].append((setting["share"], own, lambda _o, a=action: a))
     out: dict[str, float] = {"episodes": float(episodes)}
-    for name, results in (("trained", trained), ("random", random)):
+    for name, mix in mixes.items():
         for key in ("return", "tokens", "violation_rate"):
-            out[f"{name}_{key}"] = float(np.mean([r[key] for r in results]))
+            out[f"{name}_{key}"] = 0.0
+        for share, episode_env, decide in mix:
+            results = [episode_return(episode_env, decide, s) for s in seeds]
+            for key in ("return", "tokens", "violation_rate"):
+                out[f"{name}_{key}"] += share * float(np.mean([r[key] for r in results]))
     return out
 
 

@@ -323,8 +323,9 @@ def fleet(fleet_windows: pd.DataFrame, scaling: pd.DataFrame, window_s: float) -
 
 def ppo_learning(controllers: dict[str, dict], curves: dict[str, pd.DataFrame | None]) -> Figure:
     """The PPO meta-controller's training: episode return against environment steps where the
-    controller stage wrote a learning curve, and the trained and random policies' returns on
-    nominal physics (``controller.json``), per deployment; where the curve has the rollouts'
+    controller stage wrote a learning curve, and the trained and random policies' and the
+    oracle's setting's returns on the same nominal episodes (``controller.json``), per
+    controller; where the curve has the rollouts'
     throughput and ``controller.json`` the oracle's, the throughput against the oracle's on a
     second axis (the returns' multiplier changes during training; the throughput does not); a
     dotted vertical line at the snapshot validation chose (``controller.json: selection``)."""
@@ -351,6 +352,8 @@ def ppo_learning(controllers: dict[str, dict], curves: dict[str, pd.DataFrame | 
             chosen = selection["candidates"][selection["chosen"]]["timesteps"]
             ax.axvline(chosen, color="0.4", ls=":", lw=0.8, label="validated snapshot")
         ax.axhline(evaluation["random_return"], color="C3", ls=":", label="random policy")
+        if "oracle_return" in evaluation:
+            ax.axhline(evaluation["oracle_return"], color="C4", ls="-.", label="oracle (nominal)")
         oracle = controllers[name].get("oracle")
         if curve is not None and "tokens_per_s" in curve and oracle:
             twin = ax.twinx()
@@ -464,10 +467,11 @@ CAPTIONS = {
     "the fleet size (middle), and the oversubscription factor nameplate / (peak x (1 + margin)) "
     "against the fleet size (right), beside the study's 50-56 % and about 2x and the published "
     "POLCA, Thunderbolt and Flex results.",
-    "ppo_learning": "Training of the PPO meta-controller per deployment in the simulator: episode "
-    "return against environment steps where the controller stage logged it, the returns of the "
-    "trained and a random policy on nominal physics, the rollouts' throughput against the "
-    "oracle's (dashed), and the snapshot validation chose (dotted).",
+    "ppo_learning": "Training of the PPO meta-controllers (ppo and ppo+hwcap per deployment) in "
+    "the simulator: episode return against environment steps where the controller stage logged "
+    "it, the returns of the trained policy, a random policy and the oracle's setting on the "
+    "same nominal episodes (dash-dot), the rollouts' throughput against the oracle's (dashed), "
+    "and the snapshot validation chose (dotted).",
     "throughput_violations": "Throughput against violation rate per arm and deployment in the "
     "simulator, means over seeds with confidence intervals (both axes).",
     "cost_carbon": "Energy cost, location-based carbon and GPU-time cost per million completion "
