@@ -432,13 +432,39 @@ def test_a_cap_schedule_changes_the_cap_each_step_runs_under(config):
 
 
 def test_completions_that_end_early_shorten_decode_and_count_fewer_tokens(config):
+    """Without spread (sigma 0) every completion ends at the end-of-sequence length."""
     model = model_for(config)
+    model.physics = replace(model.physics, completion_sigma=0.0)
     full = model.plan(32, 64, 8)
     early = model.plan(32, 64, 8, completion_tokens=16)
     assert early.tokens == full.tokens // 4  # 16 of 64 tokens per completion
     decode = lambda plan: plan.duration_s[plan.kind == DECODE].sum()  # noqa: E731
     assert decode(early) == pytest.approx(decode(full) / 4)
     assert model.plan(32, 8, 8, completion_tokens=16).tokens == model.plan(32, 8, 8).tokens
+
+
+def test_a_generate_call_lasts_until_its_longest_completion_ends(config):
+    """Lengths spread about the end-of-sequence length (the default sigma): a chunk decodes
+    as many steps as its longest completion, its batch shrinking (and its power falling) as the
+    shorter ones end; a larger batch waits for a longer tail."""
+    model = model_for(config)
+    sigma = config.sim.completion_tokens_sigma
+    assert sigma > 0
+    lengths = model.completion_lengths(32, 64, 16)
+    assert lengths[0] < 16 < lengths[-1] <= 64 and np.all(np.diff(lengths) >= 0)
+    assert np.median(lengths) == pytest.approx(16, abs=1)  # the length is the median
+    plan = model.plan(32, 64, 8, completion_tokens=16)  # one chunk of all 32 completions
+    decode = plan.kind == DECODE
+    steps = np.diff(np.unique(lengths), prepend=0)  # decode steps of each shrinking batch
+    assert plan.tokens == lengths.sum() and decode.sum() == len(steps)
+    assert np.all(np.diff(plan.power_w[decode]) < 0)  # fewer sequences decoding, less power
+    assert np.all(np.diff(plan.duration_s[decode] / steps) < 0)  # and shorter decode steps
+    one_length = replace(model.physics, completion_sigma=0.0)
+    uniform = StepModel(one_length, config.workload, config.sim.prompt_tokens)
+    longest = uniform.plan(32, int(lengths[-1]), 8, completion_tokens=int(lengths[-1]))
+    assert plan.duration_s[decode].sum() < longest.duration_s[longest.kind == DECODE].sum()
+    # four completions per call wait for a shorter tail than 32 do
+    assert model.completion_lengths(4, 64, 16)[-1] < lengths[-1]
 
 
 def test_derating_slows_steps_and_lowers_power_above_idle(config):

@@ -1,5 +1,5 @@
 """The statistics grpo-power uses, from scipy: confidence intervals over seeds, a distribution-free
-bound of a percentile, the normal tail, and non-negative least squares.
+bound of a percentile, the normal tail and quantiles, and non-negative least squares.
 
 Shared by the analysis (evaluate), the economics (cost per arm) and the simulator (its power
 noise and its calibration fit); imports nothing of grpo-power.
@@ -44,6 +44,11 @@ def percentile_upper_bound(values: np.ndarray, percentile: float, confidence: fl
 def normal_sf(z: np.ndarray) -> np.ndarray:
     """Upper tail of the standard normal, P(Z > z), elementwise."""
     return special.ndtr(-np.asarray(z, dtype=float))
+
+
+def normal_ppf(q: np.ndarray) -> np.ndarray:
+    """Quantiles of the standard normal at probabilities ``q``, elementwise."""
+    return special.ndtri(np.asarray(q, dtype=float))
 
 
 def nonnegative_least_squares(design: np.ndarray, target: np.ndarray) -> np.ndarray:

@@ -115,6 +115,13 @@ class SimConfig(Strict):
         "parameter of the trained model); null = never: a random-weight model runs every "
         "completion to max new tokens.",
     )
+    completion_tokens_sigma: Annotated[float, Field(ge=0, le=2)] = Field(
+        1.0,
+        description="Spread of completion lengths about completion_tokens (their median): the "
+        "sigma of a lognormal (reasoning RL: p99 about 10x the median), each completion "
+        "truncated at max new tokens, a generate call lasting until its longest completion "
+        "ends; 0 = all end at completion_tokens (docs/calibration.md 'completion lengths').",
+    )
     step_jitter: Annotated[float, Field(ge=0, le=0.5)] = Field(
         0.03, description="Relative standard deviation of each step's phase times."
     )

@@ -6,10 +6,13 @@ phases, each with a duration and a steady power:
 0. a pause of ``pause_s`` seconds at idle power, when the controller asks for one (no tokens);
 1. generation, in chunks of ``concurrency`` sequences: per chunk a host-side setup
    (``gen_call_s``), a prefill of all the chunk's prompt tokens at once, and ``max_new_tokens``
-   decode steps of the whole chunk, or fewer when completions end earlier (``completion_tokens``:
-   the end-of-sequence length, a calibrated parameter; random-weight models never end and run to
-   the limit, docs/design.md section 8). A decode step takes
-   ``decode_base_ms + decode_ms_per_seq * batch``;
+   decode steps of the whole chunk, or fewer when completions end earlier. Completions end at
+   lengths spread about ``completion_tokens`` (the median end-of-sequence length, a calibrated
+   parameter: lognormal with ``sim.completion_tokens_sigma``, truncated at max new tokens;
+   random-weight models never end and run to the limit, docs/design.md section 8). The chunk's
+   lengths are the expected order statistics of ``concurrency`` draws, so its decode runs until
+   the longest ends, with fewer sequences in the batch as the shorter ones finish. A decode step
+   takes ``decode_base_ms + decode_ms_per_seq * batch``;
 2. scoring on the CPU (GPU near idle);
 3. training in chunks of ``train_micro_batch`` sequences (an online actuator: the real trainer
    accumulates gradients over the chunks inside the step, so the gradient does not depend on
@@ -51,7 +54,7 @@ from grpo_power.config.workload import ONLINE_ACTUATORS as WORKLOAD_ONLINE_ACTUA
 from grpo_power.sim.calibration import Calibration
 from grpo_power.sim.defaults import draw
 from grpo_power.sim.power_model import GpuPowerModel
-from grpo_power.stats import normal_sf
+from grpo_power.stats import normal_ppf, normal_sf
 
 KINDS = ("host", "prefill", "decode", "score", "train", "optimizer", "pause")
 HOST, PREFILL, DECODE, SCORE, TRAIN, OPTIMIZER, PAUSE = range(len(KINDS))
@@ -73,6 +76,8 @@ class Physics:
         sensor_window_s: each reading averages the true power over this window, s: the
             configured sensor window (25 ms, the A100's instantaneous reading), or 1 s on parts
             whose NVML reports a 1 s average (`gpu.nvml_power: average_1s`, H100 and newer).
+        completion_sigma: lognormal spread of completion lengths about the end-of-sequence
+            length (``sim.completion_tokens_sigma``; 0: all end at the same length).
     """
 
     name: str
@@ -81,6 +86,7 @@ class Physics:
     times: dict[str, float]
     model: GpuPowerModel
     sensor_window_s: float
+    completion_sigma: float = 0.0
 
     @property
     def idle_w(self) -> float:
@@ -131,6 +137,7 @@ def physics_for(
             if gpu.nvml_power == "average_1s"
             else config.telemetry.simulated.sensor_window_s
         ),
+        completion_sigma=config.sim.completion_tokens_sigma,
     )
 
 
@@ -183,7 +190,8 @@ class StepModel:
         self.workload = workload
         self.prompt_tokens = prompt_tokens
         self.power_limit_w = power_limit_w
-        # key: concurrency, tokens per completion, group size, training chunk, pause
+        # key: concurrency, max new tokens, end-of-sequence length (0: none), group size,
+        # training chunk, pause
         self._cache: dict[tuple[int, ...], StepPlan] = {}
 
     def _mix(self, compute_s: float, gather_s: float, busy_frac: float) -> tuple[float, float]:
@@ -200,33 +208,54 @@ class StepModel:
         model = self.physics.model
         return min(model.peak_w, self.physics.idle_w + self.physics.span_w * frac)
 
-    def _chunk(self, batch: int, max_new_tokens: int) -> list[tuple[int, float, float]]:
-        """(kind, duration s, power W) of one generation chunk of ``batch`` sequences."""
+    def completion_lengths(self, batch: int, max_new_tokens: int, eos: int | None) -> np.ndarray:
+        """Expected lengths of the ``batch`` completions of one generate call, ascending, tokens:
+        all ``max_new_tokens`` without an end-of-sequence length (``eos`` None), else the
+        expected order statistics (Blom's plotting positions) of lognormal lengths with median
+        ``eos`` and spread ``physics.completion_sigma``, each at most ``max_new_tokens``."""
+        if eos is None:
+            return np.full(batch, int(max_new_tokens))
+        ranks = (np.arange(1, batch + 1) - 0.375) / (batch + 0.25)
+        lengths = eos * np.exp(self.physics.completion_sigma * normal_ppf(ranks))
+        return np.clip(np.rint(lengths), 1, max_new_tokens).astype(int)
+
+    def _chunk(self, lengths: np.ndarray) -> list[tuple[int, float, float]]:
+        """(kind, duration s, power W) of one generation chunk whose completions end at
+        ``lengths`` (ascending): a decode segment per length, the batch one smaller after each."""
         t = self.physics.times
         gather_s = t["gather_ms"] * 1e-3
         score_w = self._power_w(self.physics.power["score_frac"])
+        batch = len(lengths)
         tokens = batch * self.prompt_tokens
         prefill_s, prefill_frac = self._mix(
             t["prefill_ms_per_token"] * 1e-3 * tokens,
             gather_s,
             self.physics.model.busy_fraction("prefill", tokens),
         )
-        decode_s, decode_frac = self._mix(
-            (t["decode_base_ms"] + t["decode_ms_per_seq"] * batch) * 1e-3,
-            gather_s,
-            self.physics.model.busy_fraction("generate", batch),
-        )
-        return [
+        segments = [
             (HOST, t["gen_call_s"], score_w),
             (PREFILL, prefill_s, self._power_w(prefill_frac)),
-            (DECODE, decode_s * max_new_tokens, self._power_w(decode_frac)),
         ]
+        done = 0
+        for index, length in enumerate(lengths):
+            active = batch - index
+            if length <= done:
+                continue
+            decode_s, decode_frac = self._mix(
+                (t["decode_base_ms"] + t["decode_ms_per_seq"] * active) * 1e-3,
+                gather_s,
+                self.physics.model.busy_fraction("generate", active),
+            )
+            segments.append((DECODE, decode_s * (length - done), self._power_w(decode_frac)))
+            done = int(length)
+        return segments
 
-    def _train(self, micro: int, max_new_tokens: int, chunks: int) -> tuple[int, float, float]:
-        """(kind, duration s, power W) of ``chunks`` training chunks of ``micro`` sequences."""
+    def _train(self, micro: int, length: float, chunks: int) -> tuple[int, float, float]:
+        """(kind, duration s, power W) of ``chunks`` training chunks of ``micro`` sequences of
+        completions ``length`` tokens long on average."""
         t = self.physics.times
         micro_s, train_frac = self._mix(
-            t["train_ms_per_token"] * 1e-3 * micro * (self.prompt_tokens + max_new_tokens),
+            t["train_ms_per_token"] * 1e-3 * micro * (self.prompt_tokens + length),
             3.0 * t["gather_ms"] * 1e-3,  # forward and backward gathers, gradient reduce-scatter
             self.physics.model.busy_fraction("train", micro),
         )
@@ -241,16 +270,15 @@ class StepModel:
         train_micro_batch: int | None = None,
         pause_s: int = 0,
     ) -> StepPlan:
-        """The phases of one step at these actuator values (cached); completions end at
-        ``completion_tokens`` when that is below ``max_new_tokens`` (None: at the limit);
+        """The phases of one step at these actuator values (cached); completions end about
+        ``completion_tokens`` (:meth:`completion_lengths`; None: at ``max_new_tokens``);
         ``train_micro_batch`` None: the workload's default."""
-        length = int(max_new_tokens)
-        if completion_tokens is not None:
-            length = max(1, min(length, int(completion_tokens)))
+        eos = None if completion_tokens is None else max(1, int(completion_tokens))
         micro_default = self.workload.train_micro_batch
         key = (
             int(concurrency),
-            length,
+            int(max_new_tokens),
+            0 if eos is None else eos,
             int(num_generations),
             int(micro_default if train_micro_batch is None else train_micro_batch),
             int(pause_s),
@@ -259,13 +287,16 @@ class StepModel:
         if cached is not None:
             return cached
         t, p, w = self.physics.times, self.physics.power, self.workload
-        sequences = w.prompts_per_step * key[2]
-        segments = [(PAUSE, float(key[4]), self.physics.idle_w)] if key[4] > 0 else []
+        sequences = w.prompts_per_step * key[3]
+        segments = [(PAUSE, float(key[5]), self.physics.idle_w)] if key[5] > 0 else []
         batch = max(1, min(key[0], sequences))
         full, rest = divmod(sequences, batch)
-        segments += self._chunk(batch, key[1]) * full
+        chunks = [self.completion_lengths(batch, key[1], eos)] * full
         if rest:
-            segments += self._chunk(rest, key[1])
+            chunks.append(self.completion_lengths(rest, key[1], eos))
+        for lengths in chunks:
+            segments += self._chunk(lengths)
+        tokens = int(sum(int(lengths.sum()) for lengths in chunks))
         segments.append(
             (
                 SCORE,
@@ -273,11 +304,12 @@ class StepModel:
                 self._power_w(p["score_frac"]),
             )
         )
-        micro = max(1, min(key[3], sequences))
+        micro = max(1, min(key[4], sequences))
         full, rest = divmod(sequences, micro)
-        segments.append(self._train(micro, key[1], full))
+        mean_length = tokens / sequences
+        segments.append(self._train(micro, mean_length, full))
         if rest:
-            segments.append(self._train(rest, key[1], 1))
+            segments.append(self._train(rest, mean_length, 1))
         segments.append((OPTIMIZER, t["optimizer_s"], self._power_w(p["optimizer_frac"])))
         kind = np.array([s[0] for s in segments], dtype=np.int8)
         duration_s = np.array([s[1] for s in segments], dtype=float)
@@ -288,7 +320,7 @@ class StepModel:
             duration_s=duration_s,
             power_w=power_w,
             kind=kind,
-            tokens=sequences * key[1] * self.physics.gpus,
+            tokens=tokens * self.physics.gpus,
             sequences=sequences,
         )
         self._cache[key] = plan
