@@ -73,3 +73,22 @@ def test_each_controller_arm_has_its_folder(tmp_path):
     assert controller_in(tmp_path, "7b", "ppo+hwcap") == tmp_path / "7b+hwcap"
     with pytest.raises(ValueError, match="no trained controller for arm 'threshold'"):
         controller_in(tmp_path, "7b", "threshold")
+
+
+def test_the_limit_follows_the_cap_when_a_schedule_lowers_it(config):
+    """Demand response: the cap drops to 70 % for 100 s. A limit set at 0.9 of the cap is
+    lowered with it, so the uncontrolled workload stays under the lowered cap, where without a
+    limit (or with one left at 0.9 of the old cap, 288 W) most of its readings are over it."""
+    from grpo_power.control.controllers import FixedController
+    from grpo_power.control.simulate import simulate
+    from grpo_power.sim.schedule import Conditions
+
+    physics = physics_for(default_calibration(config), "7b", config)
+    cap_w = config.cap_w
+    schedule = Schedule((0.0, 100.0, 200.0), (Conditions(), Conditions(0.7), Conditions()), 300.0)
+    over_low = {}
+    for limit_w in (None, 0.9 * cap_w):
+        run = simulate(physics, config, FixedController(32, 64), cap_w, 300.0, 0, limit_w, schedule)
+        low = [s for s in run.steps if s.cap_w < cap_w]
+        over_low[limit_w] = sum(s.over_cap() for s in low) / sum(s.power_w.size for s in low)
+    assert over_low[0.9 * cap_w] < 0.05 < 0.3 < over_low[None]

@@ -32,7 +32,10 @@ def simulate(
     """One simulated run of ``budget_s`` seconds driven by ``controller`` (recorded).
 
     A :class:`SegmentController` (the oracle) is told the time and may change the power limit
-    per segment; every other controller decides from its observation."""
+    per segment; every other controller decides from its observation. A GPU power limit is set
+    relative to the cap: ``power_limit_w`` (or a segment's limit) holds at ``cap_w``, and while a
+    schedule lowers the cap (demand response) the limit is lowered with it, as a site lowering
+    its cap lowers the limits it set under it."""
     models: dict[float | None, StepModel] = {}
 
     def model(limit_w: float | None) -> StepModel:
@@ -54,9 +57,10 @@ def simulate(
     while run.t_s < budget_s:
         if isinstance(controller, SegmentController):
             action, limit_w = controller.at(run.t_s)
-            run.model = model(limit_w)
         else:
-            action = controller.decide(observe(run))
+            action, limit_w = controller.decide(observe(run)), power_limit_w
+        run.conditions()  # the cap of the next step
+        run.model = model(None if limit_w is None else limit_w * run.cap_w / cap_w)
         run.step(**{name: getattr(action, name) for name in ONLINE_ACTUATORS})
     return run
 
