@@ -347,7 +347,7 @@ def train_controller(
     }
     write_text_atomic(out / CONTROLLER.controller, json.dumps(meta, indent=2))
     controller = PPOController.load(out)
-    evaluation = compare_with_random(
+    evaluation = nominal_returns(
         config,
         calibration,
         deployment,
@@ -495,7 +495,7 @@ def oracle_reference(
     }
 
 
-def compare_with_random(
+def nominal_returns(
     config: Config,
     calibration: Calibration,
     deployment: str,
