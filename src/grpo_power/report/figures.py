@@ -353,7 +353,7 @@ def ppo_learning(controllers: dict[str, dict], curves: dict[str, pd.DataFrame | 
             ax.axvline(chosen, color="0.4", ls=":", lw=0.8, label="validated snapshot")
         ax.axhline(evaluation["random_return"], color="C3", ls=":", label="random policy")
         if "oracle_return" in evaluation:
-            ax.axhline(evaluation["oracle_return"], color="C4", ls="-.", label="oracle (nominal)")
+            ax.axhline(evaluation["oracle_return"], color="0.15", ls="-.", label="oracle (nominal)")
         oracle = controllers[name].get("oracle")
         if curve is not None and "tokens_per_s" in curve and oracle:
             twin = ax.twinx()
