@@ -126,6 +126,11 @@ def _on_the_literature_curve(config: Config) -> Config:
 @pytest.mark.slow
 def test_arms_run_and_differ_as_they_should(config: Config, tmp_path: Path) -> None:
     config = _on_the_literature_curve(config.model_copy(update={"results_dir": tmp_path}))
+    # The threshold rule acts on the p95 of a 5 s window. On the tiny CPU model decode is a few
+    # per cent of a step's samples, so at concurrency 32 (decode 3.6 W over the cap) that p95 sat
+    # at the cap (319.8 W in a CI run): the rule's trigger is set at 0.95 of the cap, so that the
+    # test checks that the rule is followed, not the CPU's phase shares.
+    config.arms.threshold.high_frac_of_cap = 0.95
     model = GpuPowerModel(config.gpu, config.telemetry.simulated)
     power: dict[str, np.ndarray] = {}
     concurrency: dict[str, list[int]] = {}
@@ -169,7 +174,7 @@ def test_arms_run_and_differ_as_they_should(config: Config, tmp_path: Path) -> N
             expected = max(1, int(before["concurrency"] * rule.decrease_factor))
             assert after["concurrency"] == expected, (before["step"], after["step"])
             halved += 1
-    assert halved > 0  # the decode line over the cap at 32 makes the rule act
+    assert halved > 0  # the rule acts
 
 
 @pytest.mark.slow
