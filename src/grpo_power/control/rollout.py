@@ -60,6 +60,7 @@ from grpo_power.config import (
     STATIC_ARMS,
     Config,
     ThresholdArmConfig,
+    power_limit_w,
     static_setting,
     uses_hardware_tier,
 )
@@ -211,7 +212,7 @@ def arm_plans(
     for arm in arms:
         if arm in STATIC_ARMS:
             c, m = static_setting(arm, w)
-            limit = cap_w if arm == "hwcap" else None
+            limit = power_limit_w(arm, cap_w)
             settings = {"concurrency": c, "max_new_tokens": m, "power_limit_w": limit}
             plans.append(ArmPlan(arm, lambda c=c, m=m: FixedController(c, m), limit, settings))
         elif arm == "fixed-safe":
@@ -251,7 +252,7 @@ def _ppo_plan(arm: str, physics: Physics, controllers: dict[str, Path], cap_w: f
             f"controller trained {'under' if uses_hardware_tier(arm) else 'without'} the GPU "
             f"power limit, got {frac!r}; train it with `grpo-power controller train --arm {arm}`"
         )
-    power_limit_w = None if frac is None else frac * cap_w
+    limit_w = power_limit_w(arm, cap_w, frac)
     settings = {
         "folder": str(controllers[arm]),
         "actuators": list(controller.space.actuators),
@@ -259,9 +260,9 @@ def _ppo_plan(arm: str, physics: Physics, controllers: dict[str, Path], cap_w: f
         "trained_cap_w": controller.meta["cap_w"],
         "calibration_digest": controller.meta["calibration_digest"],
         "power_limit_frac": frac,
-        "power_limit_w": power_limit_w,
+        "power_limit_w": limit_w,
     }
-    return ArmPlan(arm, lambda c=controller: c, power_limit_w, settings)
+    return ArmPlan(arm, lambda c=controller: c, limit_w, settings)
 
 
 def run_arm(
