@@ -117,6 +117,59 @@ def test_domain_randomisation_changes_physics_and_cap(config):
     assert all(320 * (1 - jitter) <= c <= 320 * (1 + jitter) for c in caps)
 
 
+def test_training_conditions_change_within_episodes_and_act_on_the_steps():
+    """With changing conditions the environment redraws them about every
+    ``change_every_steps`` steps, about half of them nominal, and each kind of change moves the
+    simulated step as it should: early ends make fewer tokens, a lower cap is the one observed
+    (the power limit following it), derating lengthens the step."""
+    every = 32
+    config = load_config(
+        REPO / "config" / "config.yaml",
+        {"controller": {"conditions": {"change_every_steps": every}}},
+    )
+    space = ControlSpace.from_authority(authority_rows("7b"), "7b", config.workload)
+    frac = 0.95
+    calibration = default_calibration(config)
+    env = GrpoPowerEnv(
+        config, calibration, "7b", space, randomize=False, power_limit_frac=frac, changing=True
+    )
+    env.reset(seed=0)
+    hold = np.zeros(env.action_space.shape, dtype=np.float32)
+    steps, changes = [], 0
+    for _ in range(1500):
+        now = env.run.schedule.conditions[0]
+        cap_seen, limit_w = env.run.cap_w, env.run.model.power_limit_w
+        *_, truncated, info = env.step(hold)
+        assert info["samples"] > 0
+        assert info["nominal"] == (now == env.nominal)
+        steps.append((now, cap_seen, info["tokens"], info["step_s"], limit_w))
+        changes += env.run.schedule.conditions[0] != now
+        if truncated:
+            env.reset()
+    nominal = [s for s in steps if s[0] == env.nominal]
+    early = [s for s in steps if s[0].completion_tokens is not None]
+    lower = [s for s in steps if s[0].cap_frac < 1.0]
+    slower = [s for s in steps if s[0].slowdown > 1.0]
+    assert 0.35 < len(nominal) / len(steps) < 0.65
+    assert min(len(early), len(lower), len(slower)) > 0.08 * len(steps)
+    assert 0.5 * len(steps) / every < changes < 1.5 * len(steps) / every
+    full = np.median([s[2] for s in nominal])
+    assert all(s[2] < full for s in early if s[0].completion_tokens < 20)
+    assert all(s[2] == full for s in lower + slower)
+    for conditions, cap_w, *_, limit_w in lower:
+        assert cap_w == pytest.approx(320.0 * conditions.cap_frac)
+        assert limit_w == pytest.approx(frac * cap_w)
+    nominal_s = np.median([s[3] for s in nominal])
+    assert np.median([s[3] for s in slower if s[0].slowdown > 1.25]) > 1.1 * nominal_s
+    # by default (change_every_steps 0) the conditions stay nominal, training or not
+    default = load_config(REPO / "config" / "config.yaml")
+    env = GrpoPowerEnv(default, calibration, "7b", space, randomize=False, changing=True)
+    env.reset(seed=0)
+    for _ in range(100):
+        env.step(hold)
+        assert env.run.schedule.conditions[0] == env.nominal
+
+
 # --------------------------------------------------------------------------------------------
 # training, saving, loading
 

@@ -44,7 +44,12 @@ from grpo_power.config.arms import (
     uses_hardware_tier,
 )
 from grpo_power.config.base import ConfigError
-from grpo_power.config.controller import AuthorityConfig, ControllerConfig, RewardConfig
+from grpo_power.config.controller import (
+    AuthorityConfig,
+    ControllerConfig,
+    RewardConfig,
+    TrainingConditionsConfig,
+)
 from grpo_power.config.economics import EconomicsConfig, PilotConfig, SourcedValue
 from grpo_power.config.evaluate import EvaluateConfig, ScenarioConfig, ScheduleSegmentConfig
 from grpo_power.config.launch import JobResources, LaunchConfig, LauncherName, RunSize
@@ -109,6 +114,7 @@ __all__ = [
     "TelemetryConfig",
     "TelemetrySource",
     "ThresholdArmConfig",
+    "TrainingConditionsConfig",
     "WorkloadConfig",
     "deep_merge",
     "default_config_path",

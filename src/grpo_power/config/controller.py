@@ -70,6 +70,40 @@ class RewardConfig(Strict):
     )
 
 
+class TrainingConditionsConfig(Strict):
+    """Conditions that change within PPO training episodes (``control/env.py``): an episode
+    starts under a draw and redraws after a geometric number of steps (mean
+    ``change_every_steps``). A draw is the nominal conditions with probability
+    ``nominal_share``; otherwise one factor, chosen uniformly, moves to a value drawn within its
+    range: completions end early (EOS), the cap drops, or the phases slow down (derating). The
+    draws know nothing of the evaluation's scenarios: the controller meets the kinds of change,
+    at random depths and times, so that it learns to follow them rather than one schedule."""
+
+    change_every_steps: Annotated[int, Field(ge=0)] = Field(
+        0,
+        description="Mean GRPO steps between redraws of the conditions (geometric); 0 (the "
+        "default) = constant nominal conditions in every episode. Opt-in: at the default "
+        "training length it cost the study's nominal output (docs/design.md).",
+    )
+    nominal_share: Fraction = Field(
+        0.5, description="Chance that a draw is the nominal conditions."
+    )
+    completion_frac_min: Annotated[float, Field(gt=0, le=1)] = Field(
+        0.1,
+        description="Completions that end early end at a median length log-uniform between "
+        "this share and all of max_new_tokens' upper bound (sim.completion_tokens_sigma "
+        "spreads them about it).",
+    )
+    cap_frac_min: Annotated[float, Field(gt=0, le=1)] = Field(
+        0.7, description="A lowered cap is uniform between this share and all of the episode's."
+    )
+    slowdown_max: Annotated[float, Field(ge=1, le=3)] = Field(
+        1.5,
+        description="Derated phases last uniformly 1 to this many times longer (and draw that "
+        "much less power above idle).",
+    )
+
+
 class ControllerConfig(Strict):
     """PPO meta-controller training in the simulator (``control/ppo.py``)."""
 
@@ -99,6 +133,7 @@ class ControllerConfig(Strict):
     cap_jitter_frac: Annotated[float, Field(ge=0, le=0.3)] = Field(
         0.08, description="Training caps are drawn within +-this share of cap_w."
     )
+    conditions: TrainingConditionsConfig = Field(default_factory=TrainingConditionsConfig)
     validation_snapshots: Annotated[int, Field(ge=1)] = Field(
         10,
         description="Policy snapshots taken evenly over the second half of PPO training; each, "

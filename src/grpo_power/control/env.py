@@ -26,21 +26,26 @@ trade-off.
 Episodes last ``controller.episode_steps`` steps
 (a fixed count: with rate rewards a time-limited episode would favour short steps). With
 domain randomisation every episode draws the physics from the calibration's ranges and the cap
-within ``cap_jitter_frac``. Everything here is simulated.
+within ``cap_jitter_frac``. With changing conditions (``controller.conditions``, training only)
+the conditions a step runs under are redrawn every ``change_every_steps`` steps on average:
+nominal, or one of completions ending early, a lower cap, slower phases
+(:func:`draw_conditions`); a GPU power limit follows the cap down as ``control/simulate.py``
+has it. Everything here is simulated.
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from grpo_power.config import Config, RewardConfig, WorkloadConfig
+from grpo_power.config import Config, RewardConfig, TrainingConditionsConfig, WorkloadConfig
 from grpo_power.control.contract import (
     ARRAY_FIELDS,
     Action,
@@ -49,6 +54,7 @@ from grpo_power.control.contract import (
 )
 from grpo_power.sim.calibration import Calibration
 from grpo_power.sim.grpo_sim import SimRun
+from grpo_power.sim.schedule import Conditions, Schedule
 from grpo_power.sim.step_model import ONLINE_ACTUATORS, StepModel, expected_rates, physics_for
 
 OBSERVATION_SIZE = len(ARRAY_FIELDS)
@@ -181,6 +187,8 @@ class GrpoPowerEnv(gym.Env):
         power_limit_frac: run under the GPU power limit set to this share of the episode's cap
             (the hardware tier of the ``ppo+hwcap`` arm, which the controller works above);
             None: no limit.
+        changing: redraw the conditions within episodes (``controller.conditions``); False:
+            the nominal conditions throughout (``sim.completion_tokens``, the cap, full speed).
     """
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 - gymnasium's convention
@@ -194,6 +202,7 @@ class GrpoPowerEnv(gym.Env):
         cap_w: float | None = None,
         randomize: bool = True,
         power_limit_frac: float | None = None,
+        changing: bool = False,
     ) -> None:
         super().__init__()
         self.config = config
@@ -203,6 +212,8 @@ class GrpoPowerEnv(gym.Env):
         self.cap_w = float(cap_w if cap_w is not None else deployment_cap_w(config, deployment))
         self.randomize = randomize
         self.power_limit_frac = power_limit_frac
+        self.changing = changing and config.controller.conditions.change_every_steps > 0
+        self.nominal = Conditions(completion_tokens=config.sim.completion_tokens)
         self.episode_steps = config.controller.episode_steps
         self.observation_space = spaces.Box(
             low=0.0,
@@ -245,9 +256,8 @@ class GrpoPowerEnv(gym.Env):
             jitter = self.config.controller.cap_jitter_frac
             cap_w *= float(rng.uniform(1.0 - jitter, 1.0 + jitter))
         cap_w = min(physics.model.gpu.nameplate_w, max(physics.idle_w + 1.0, cap_w))
-        frac = self.power_limit_frac
-        limit_w = None if frac is None else frac * cap_w
-        model = StepModel(physics, self.config.workload, self.config.sim.prompt_tokens, limit_w)
+        self._models: dict[float, StepModel] = {}
+        model = self._model(physics, cap_w)
         w = self.config.workload
         reference = expected_rates(
             model.plan(w.concurrency, w.max_new_tokens, w.num_generations),
@@ -264,9 +274,45 @@ class GrpoPowerEnv(gym.Env):
             cap_w,
             seed=int(rng.integers(2**31)),
             jitter=self.config.sim.step_jitter,
+            schedule=_steady(self._draw() if self.changing else self.nominal),
         )
+        self._set_conditions(self.run.schedule.conditions[0])
         self._breaker.clear()
         return observe(self.run).to_array(), {"cap_w": cap_w}
+
+    def _model(self, physics: Any, cap_w: float) -> StepModel:
+        """The step model under the power limit at ``cap_w`` (no limit without a tier)."""
+        if cap_w not in self._models:
+            frac = self.power_limit_frac
+            limit_w = None if frac is None else frac * cap_w
+            self._models[cap_w] = StepModel(
+                physics, self.config.workload, self.config.sim.prompt_tokens, limit_w
+            )
+        return self._models[cap_w]
+
+    def _draw(self) -> Conditions:
+        """New conditions from ``controller.conditions`` (:func:`draw_conditions`)."""
+        return draw_conditions(
+            self.np_random,
+            self.config.controller.conditions,
+            self.nominal,
+            self.config.workload.max_new_tokens_bounds.max,
+        )
+
+    def _set_conditions(self, conditions: Conditions) -> None:
+        """Run the next steps under ``conditions`` (the power limit following the cap)."""
+        run = self.run
+        assert run is not None
+        run.schedule = _steady(conditions)
+        run.model = self._model(run.model.physics, run.base_cap_w * conditions.cap_frac)
+
+    def _maybe_redraw(self) -> None:
+        """Redraw the conditions with the chance that makes their mean span
+        ``change_every_steps`` steps."""
+        if self.changing:
+            every = self.config.controller.conditions.change_every_steps
+            if self.np_random.random() < 1.0 / every:
+                self._set_conditions(self._draw())
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """One GRPO step at the action vector's actuator values (gymnasium's ``step``)."""
@@ -277,6 +323,7 @@ class GrpoPowerEnv(gym.Env):
         setting such as the oracle's); returns what :meth:`step` returns."""
         if self.run is None:
             raise RuntimeError("call reset() before step()")
+        nominal = self.run.schedule is None or self.run.schedule.conditions[0] == self.nominal
         record = self.run.step(**chosen.settings())
         step_s = record.end_s - record.start_s
         over = record.over_cap()
@@ -305,9 +352,48 @@ class GrpoPowerEnv(gym.Env):
             "max_new_tokens": record.max_new_tokens,
             "train_micro_batch": record.train_micro_batch,
             "pause_s": record.pause_s,
+            "nominal": nominal,
         }
         truncated = self.run.step_count >= self.episode_steps
+        self._maybe_redraw()
         return observe(self.run).to_array(), float(reward), False, truncated, info
+
+
+def draw_conditions(
+    rng: np.random.Generator,
+    settings: TrainingConditionsConfig,
+    nominal: Conditions,
+    max_new_tokens: int,
+) -> Conditions:
+    """One draw of training conditions (``controller.conditions``).
+
+    Args:
+        rng: the episode's generator.
+        settings: the ranges and the nominal share.
+        nominal: the conditions without change (``sim.completion_tokens``, the cap, full speed).
+        max_new_tokens: the upper bound of max new tokens, tokens.
+
+    Returns:
+        ``nominal`` with probability ``nominal_share``; otherwise ``nominal`` with one factor
+        moved: completions ending at a median length log-uniform in
+        [``completion_frac_min``, 1] x ``max_new_tokens``, a cap share uniform in
+        [``cap_frac_min``, 1], or a slowdown uniform in [1, ``slowdown_max``].
+    """
+    if rng.random() < settings.nominal_share:
+        return nominal
+    factor = int(rng.integers(3))
+    if factor == 0:
+        low = math.log(settings.completion_frac_min * max_new_tokens)
+        tokens = round(math.exp(rng.uniform(low, math.log(max_new_tokens))))
+        return replace(nominal, completion_tokens=max(1, tokens))
+    if factor == 1:
+        return replace(nominal, cap_frac=float(rng.uniform(settings.cap_frac_min, 1.0)))
+    return replace(nominal, slowdown=float(rng.uniform(1.0, settings.slowdown_max)))
+
+
+def _steady(conditions: Conditions) -> Schedule:
+    """A schedule holding ``conditions`` from now on (the environment redraws it per step)."""
+    return Schedule((0.0,), (conditions,), math.inf)
 
 
 def step_reward(

@@ -2,8 +2,9 @@
 
 Training (:func:`train_controller`) runs stable-baselines3 PPO on vectorised
 :class:`~grpo_power.control.env.GrpoPowerEnv` copies with observation (and reward)
-normalisation (``VecNormalize``), domain-randomised physics, and the action space the authority
-table gives for the deployment. A controller folder holds:
+normalisation (``VecNormalize``), domain-randomised physics, conditions that change within
+episodes (``controller.conditions``: completions ending early, a lower cap, derating), and the
+action space the authority table gives for the deployment. A controller folder holds:
 
 - ``policy.zip``: the SB3 model (to continue training or inspect);
 - ``vecnormalize.pkl``: the SB3 normalisation statistics;
@@ -12,18 +13,22 @@ table gives for the deployment. A controller folder holds:
   built on, the calibration digest, training settings, and an evaluation against a random
   policy (all labelled simulated);
 - ``learning_curve.csv``: after each rollout, the mean return of the recent training episodes,
-  the rollout's throughput and violation rate, and the Lagrange multiplier (``timesteps``,
-  ``episode_return``, ``tokens_per_s``, ``violation_rate``, ``multiplier``; simulated,
-  domain-randomised); ``controller.json`` holds the oracle's throughput, violation rate and
-  setting on the nominal physics (``oracle``) and, in ``evaluation``, the returns of the trained
-  policy, a random one and the oracle's setting over the same nominal episodes at the same
-  multiplier: the lines the report draws the curve against.
+  the throughput and violation rate of its steps under the nominal conditions, and the Lagrange
+  multiplier (``timesteps``, ``episode_return``, ``tokens_per_s``, ``violation_rate``,
+  ``multiplier``; simulated, domain-randomised); ``controller.json`` holds the oracle's
+  throughput, violation rate and setting on the nominal physics (``oracle``) and, in
+  ``evaluation``, the returns of the trained policy, a random one and the oracle's setting over
+  the same nominal episodes at the same multiplier: the lines the report draws the curve against.
 
 The reward's Lagrange multiplier follows a multiplicative dual update: after each rollout it is
 multiplied by ``1 + reward.multiplier_lr`` when the rollout's violation rate is above
 ``objective.violation_budget`` and divided by it when below (within ``multiplier_bounds``), and
 set in every environment, so training drives the violation rate to the budget (the step is
-relative, so a multiplier grown during the random early rollouts comes back as fast).
+relative, so a multiplier grown during the random early rollouts comes back as fast). The
+violation rate (and the learning curve's throughput) counts the steps under the nominal
+conditions only: a drawn lower cap may be out of reach of every setting, and a rate that
+counted it would drive the multiplier to its maximum and the policy to its floor everywhere;
+under changed conditions the same multiplier prices the violations.
 
 The ``ppo+hwcap`` arm's controller (``hardware_tier=True``) is trained the same way under a GPU
 power limit, the hardware tier under it, tuned first (``control/hardware_tier.py``): its
@@ -201,6 +206,7 @@ def train_controller(
                 cap_w,
                 settings.domain_randomization,
                 power_limit_frac,
+                changing=True,
             )
             env.reset(seed=seed * 1000 + rank)
             return Monitor(env)
@@ -249,6 +255,8 @@ def train_controller(
 
         def _on_step(self) -> bool:
             for info in self.locals.get("infos", []):
+                if not info["nominal"]:  # the budget binds under the conditions trained for
+                    continue
                 self.totals += (
                     info["tokens"],
                     info["step_s"],
