@@ -191,6 +191,10 @@ class FakeGpu:
     supports_fields: bool = True
     usage_mw: int = 0
     calls: list[str] = field(default_factory=list)
+    limit_mw: int = 350_000  # the enforced power limit
+    limits_set_mw: list[int] = field(
+        default_factory=list
+    )  # every nvmlDeviceSetPowerManagementLimit
 
 
 def fake_nvml(gpus: list[FakeGpu], library_present: bool = True) -> types.SimpleNamespace:
@@ -222,6 +226,10 @@ def fake_nvml(gpus: list[FakeGpu], library_present: bool = True) -> types.Simple
         gpu.calls.append("usage")
         return gpu.usage_mw
 
+    def set_limit(gpu: FakeGpu, limit_mw: int) -> None:
+        gpu.limits_set_mw.append(limit_mw)
+        gpu.limit_mw = limit_mw
+
     return types.SimpleNamespace(
         NVMLError=FakeNVMLError,
         NVMLError_LibraryNotFound=FakeLibraryNotFound,
@@ -237,7 +245,10 @@ def fake_nvml(gpus: list[FakeGpu], library_present: bool = True) -> types.Simple
         nvmlDeviceGetIndex=lambda g: g.index,
         nvmlDeviceGetName=lambda g: "NVIDIA A100-SXM4-40GB",
         nvmlDeviceGetPowerManagementDefaultLimit=lambda g: 400_000,
-        nvmlDeviceGetEnforcedPowerLimit=lambda g: 350_000,
+        nvmlDeviceGetEnforcedPowerLimit=lambda g: g.limit_mw,
+        nvmlDeviceGetPowerManagementLimit=lambda g: g.limit_mw,
+        nvmlDeviceGetPowerManagementLimitConstraints=lambda g: (100_000, 400_000),
+        nvmlDeviceSetPowerManagementLimit=set_limit,
         nvmlDeviceGetFieldValues=field_values,
         nvmlDeviceGetPowerUsage=power_usage,
         nvmlDeviceGetTotalEnergyConsumption=lambda g: g.energy_mj,

@@ -29,7 +29,7 @@ from grpo_power.control.simulate import run_outcome, simulate
 from grpo_power.sim.calibration import default_calibration
 from grpo_power.sim.schedule import Schedule
 from grpo_power.sim.step_model import physics_for
-from tests.conftest import REPO, authority_rows
+from tests.conftest import REPO, FakeGpu, authority_rows, fake_nvml
 
 
 def fast_config(results_dir) -> Config:
@@ -298,3 +298,38 @@ def test_ppo_arm_drives_a_real_tiny_run(trained, tmp_path):
         assert row["concurrency"] == action.concurrency  # within bounds: applied as asked
     # the run's next generation used the controller's concurrency
     assert (steps["generate_calls"] == -(-steps["sequences"] // steps["concurrency"])).all()
+
+
+def test_ppo_hwcap_arm_sets_its_trained_limit_through_nvml(trained, tmp_path, monkeypatch):
+    """A real tiny run of the ppo+hwcap arm over NVML (a fake NVML module: this machine has no
+    GPU) sets every GPU's power limit to the controller's trained share of the cap before the
+    first step, samples under it, and restores the old limit when the run ends."""
+    from grpo_power.telemetry import factory
+    from grpo_power.telemetry.nvml import NvmlSource
+    from grpo_power.telemetry.store import read_trace
+    from grpo_power.workload.arms import controller_for_arm
+    from grpo_power.workload.runner import run_grpo
+
+    config, calibration, _ = trained
+    folder = controller_folder(config, "7b", "ppo+hwcap")
+    rows = authority_rows("7b", True, True)
+    train_controller(config, calibration, "7b", rows, folder, hardware_tier=True)
+    gpu = FakeGpu(0, "GPU-a", 250_000, 250_000, 0)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(factory, "NvmlSource", lambda ids: NvmlSource(ids, nvml=fake_nvml([gpu])))
+    telemetry = config.telemetry.model_copy(update={"source": "nvml"})
+    nvml_config = config.model_copy(update={"telemetry": telemetry})
+    controller = controller_for_arm("ppo+hwcap", nvml_config, tmp_path / "calibration")
+    assert isinstance(controller, PPOController)
+    frac = controller.power_limit_frac
+    assert frac == json.loads((folder / "controller.json").read_text())["power_limit_frac"]
+    result = run_grpo(
+        nvml_config, "ppo+hwcap", 0, tmp_path / "run", controller, steps=2, show_progress=False
+    )
+    limit_mw = int(frac * config.cap_w * 1000)
+    assert gpu.limits_set_mw == [limit_mw, 350_000]  # set for the run, then restored
+    trace = read_trace(result.paths.trace)
+    assert trace.complete and len(trace.frame) > 0
+    np.testing.assert_allclose(trace.frame["power_limit_w"], limit_mw / 1000)
+    manifest = json.loads(result.paths.manifest.read_text())
+    assert manifest["power"] == "nvml"
