@@ -22,7 +22,7 @@ from grpo_power.sim.calibration import (
     save_calibration,
 )
 from grpo_power.sim.defaults import DEPLOYMENT_PARAMETERS, POWER_PARAMETERS, Parameter, draw
-from grpo_power.sim.fit import RunData, fit_from_runs, fit_linear
+from grpo_power.sim.fit import RunData, fit_completion_lengths, fit_from_runs, fit_linear
 from grpo_power.sim.grpo_sim import SimRun, sweep_deployment
 from grpo_power.sim.step_model import (
     DECODE,
@@ -407,6 +407,31 @@ def test_fit_from_runs_recovers_phase_times_and_power(config):
     assert summary["power_source"] == "measured"
     assert {"generate_s", "generate_s_fit"} <= set(residuals.columns)
     assert len(residuals) == 4 * 7  # the first step of each run is excluded
+    # every completion ran to max new tokens: no length distribution to fit
+    assert summary["completion_lengths"]["identifiable"] is False
+
+
+@pytest.mark.parametrize(("median", "sigma"), [(20, 1.0), (40, 0.5), (200, 0.8)])
+def test_completion_lengths_are_fitted_from_step_totals_and_longest(median, sigma):
+    """Steps of lognormal completion lengths, drawn one by one and truncated at max new tokens,
+    give back the median and spread from each step's total and longest completion."""
+    rng = np.random.default_rng(median)
+    rows = []
+    for _ in range(60):
+        n, limit = int(rng.choice([16, 32, 64])), int(rng.choice([64, 128, 256]))
+        lengths = np.clip(np.rint(median * np.exp(sigma * rng.standard_normal(n))), 1, limit)
+        rows.append(
+            {
+                "sequences": n,
+                "completion_tokens": lengths.sum(),
+                "max_completion_tokens": lengths.max(),
+                "max_new_tokens": limit,
+            }
+        )
+    fit = fit_completion_lengths(pd.DataFrame(rows))
+    assert fit["identifiable"] and fit["points"] == 60
+    assert fit["completion_tokens"] == pytest.approx(median, rel=0.1)
+    assert fit["completion_tokens_sigma"] == pytest.approx(sigma, abs=0.1)
 
 
 # --------------------------------------------------------------------------------------------

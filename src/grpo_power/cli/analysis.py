@@ -209,6 +209,18 @@ def identify(
                 f"fit {fit['target']}: {fit['points']} steps, relative RMS residual "
                 f"{fit['relative_rms']:.3f}; held at prior: {sorted(fit['held_at_prior']) or '-'}"
             )
+        lengths = result.fit["completion_lengths"]
+        if lengths["identifiable"]:
+            typer.echo(
+                f"fit completion lengths: {lengths['points']} steps, median "
+                f"{lengths['completion_tokens']} tokens, lognormal sigma "
+                f"{lengths['completion_tokens_sigma']:.2f} (relative RMS residual "
+                f"{lengths['relative_rms_total']:.3f} total, "
+                f"{lengths['relative_rms_longest']:.3f} longest); set sim.completion_tokens and "
+                "sim.completion_tokens_sigma to simulate them"
+            )
+        else:
+            typer.echo(f"fit completion lengths: not identifiable: {lengths['reason']}")
     typer.echo(f"wrote {result.calibration_path}, {out}/authority.csv, authority.md, sweeps.csv")
 
 

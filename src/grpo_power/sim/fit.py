@@ -244,6 +244,7 @@ def fit_from_runs(
     )
     summaries = {
         "runs": [r.run_id for r in runs],
+        "completion_lengths": fit_completion_lengths(data),
         "prompt_tokens_per_sequence": float(
             (data["prompt_tokens"] / data["sequences"].clip(lower=1)).mean()
         ),
@@ -251,3 +252,61 @@ def fit_from_runs(
         "fits": [f.summary() for f in fits],
     }
     return fitted_deployment, fitted_power, summaries, residuals
+
+
+def fit_completion_lengths(steps: Any) -> dict[str, Any]:
+    """The completion-length distribution of measured steps, in the simulator's model
+    (``sim/step_model.py``: ``expected_completion_lengths``, lognormal about the end-of-sequence
+    length and truncated at max new tokens), for ``sim.completion_tokens`` and
+    ``sim.completion_tokens_sigma``.
+
+    Args:
+        steps: step-log rows (``sequences``, ``completion_tokens``, ``max_completion_tokens``,
+            ``max_new_tokens``).
+
+    Returns:
+        ``identifiable``: False when no completion ended before max new tokens (a random-weight
+        model never samples end of sequence; ``reason`` says so); else ``completion_tokens``
+        (the median, tokens) and ``completion_tokens_sigma`` fitted by least squares on the log
+        of each step's total and longest completion, with the relative RMS residual of each.
+    """
+    from scipy.optimize import least_squares
+
+    from grpo_power.sim.step_model import expected_completion_lengths
+
+    rows = steps[(steps["sequences"] > 0) & (steps["completion_tokens"] > 0)]
+    n = rows["sequences"].to_numpy(int)
+    total = rows["completion_tokens"].to_numpy(float)
+    longest = rows["max_completion_tokens"].to_numpy(float)
+    limit = rows["max_new_tokens"].to_numpy(float)
+    out: dict[str, Any] = {"target": "completion_lengths", "points": len(rows)}
+    if not ((longest < limit) | (total < n * limit)).any():
+        return {
+            **out,
+            "identifiable": False,
+            "reason": "every completion ran to max new tokens (no end of sequence: random "
+            "weights?), so sim.completion_tokens stays as configured",
+        }
+
+    def predicted(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        eos, sigma = math.exp(x[0]), x[1]
+        pairs = zip(n, limit, strict=True)
+        lengths = [expected_completion_lengths(k, m, eos, sigma) for k, m in pairs]
+        return np.array([v.sum() for v in lengths]), np.array([v[-1] for v in lengths])
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        sums, tops = predicted(x)
+        return np.concatenate([np.log(sums / total), np.log(tops / longest)])
+
+    start = [math.log(float(np.median(total / n))), 0.5]
+    high = math.log(10.0 * float(limit.max()))
+    fit = least_squares(residuals, start, bounds=([0.0, 0.0], [high, 2.0]))
+    sums, tops = predicted(fit.x)
+    return {
+        **out,
+        "identifiable": True,
+        "completion_tokens": round(math.exp(fit.x[0])),
+        "completion_tokens_sigma": float(fit.x[1]),
+        "relative_rms_total": float(np.sqrt(np.mean((sums / total - 1.0) ** 2))),
+        "relative_rms_longest": float(np.sqrt(np.mean((tops / longest - 1.0) ** 2))),
+    }

@@ -141,6 +141,17 @@ def physics_for(
     )
 
 
+def expected_completion_lengths(
+    batch: int, max_new_tokens: float, eos: float, sigma: float
+) -> np.ndarray:
+    """Expected lengths of ``batch`` completions, ascending, tokens (not rounded): the expected
+    order statistics (Blom's plotting positions) of lognormal lengths with median ``eos`` and
+    spread ``sigma``, each within [1, ``max_new_tokens``]. The simulator's completion-length
+    model (:meth:`StepModel.completion_lengths`) and identify's fit of it (``sim/fit.py``)."""
+    ranks = (np.arange(1, batch + 1) - 0.375) / (batch + 0.25)
+    return np.clip(eos * np.exp(sigma * normal_ppf(ranks)), 1.0, max_new_tokens)
+
+
 @dataclass(frozen=True)
 class StepPlan:
     """The noise-free phases of one GRPO step on one GPU.
@@ -215,9 +226,10 @@ class StepModel:
         ``eos`` and spread ``physics.completion_sigma``, each at most ``max_new_tokens``."""
         if eos is None:
             return np.full(batch, int(max_new_tokens))
-        ranks = (np.arange(1, batch + 1) - 0.375) / (batch + 0.25)
-        lengths = eos * np.exp(self.physics.completion_sigma * normal_ppf(ranks))
-        return np.clip(np.rint(lengths), 1, max_new_tokens).astype(int)
+        lengths = expected_completion_lengths(
+            batch, max_new_tokens, eos, self.physics.completion_sigma
+        )
+        return np.rint(lengths).astype(int)
 
     def _chunk(self, lengths: np.ndarray) -> list[tuple[int, float, float]]:
         """(kind, duration s, power W) of one generation chunk whose completions end at
