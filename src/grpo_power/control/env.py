@@ -274,9 +274,8 @@ class GrpoPowerEnv(gym.Env):
             cap_w,
             seed=int(rng.integers(2**31)),
             jitter=self.config.sim.step_jitter,
-            schedule=_steady(self._draw() if self.changing else self.nominal),
         )
-        self._set_conditions(self.run.schedule.conditions[0])
+        self._set_conditions(self._draw() if self.changing else self.nominal)
         self._breaker.clear()
         return observe(self.run).to_array(), {"cap_w": cap_w}
 
@@ -323,7 +322,7 @@ class GrpoPowerEnv(gym.Env):
         setting such as the oracle's); returns what :meth:`step` returns."""
         if self.run is None:
             raise RuntimeError("call reset() before step()")
-        nominal = self.run.schedule is None or self.run.schedule.conditions[0] == self.nominal
+        nominal = self.run.conditions() == self.nominal
         record = self.run.step(**chosen.settings())
         step_s = record.end_s - record.start_s
         over = record.over_cap()
