@@ -23,6 +23,7 @@ from grpo_power.control.ppo import (
     PPOController,
     controller_folder,
     deployment_for_size,
+    tracked_multiplier,
     train_controller,
 )
 from grpo_power.control.simulate import run_outcome, simulate
@@ -175,6 +176,79 @@ def test_training_conditions_change_within_episodes_and_act_on_the_steps():
 
 
 @pytest.mark.slow
+def test_budget_tracking_trains_over_prices_and_steers_by_the_run_share(tmp_path):
+    """Budget tracking (opt-in): training episodes draw their multiplier about the dual
+    update's and the policy sees its log; the saved controller holds the law and decides at the
+    price the simulated run's violation share so far sets, which the run counts exactly."""
+    config = fast_config(tmp_path)
+    config.controller.total_timesteps = 1024
+    config.controller.validation_snapshots = 2
+    config.controller.budget_tracking.enabled = True
+    calibration = default_calibration(config)
+    rows = authority_rows("7b", True, True)
+    space = ControlSpace.from_authority(rows, "7b", config.workload)
+    env = GrpoPowerEnv(config, calibration, "7b", space)
+    env.set_multiplier(8.0)
+    spread = config.controller.budget_tracking.spread
+    drawn = []
+    for seed in range(40):
+        obs, _ = env.reset(seed=seed)
+        assert obs.shape == (OBSERVATION_SIZE + 1,) == env.observation_space.shape
+        assert obs[-1] == pytest.approx(np.log(env.multiplier), rel=1e-6)
+        drawn.append(np.log(env.multiplier / 8.0))
+    assert -spread - 1e-9 <= min(drawn) < -spread / 2 and spread / 2 < max(drawn) <= spread + 1e-9
+    # the step's reward prices its violations at the episode's multiplier
+    _, reward, _, _, info = env.step(np.zeros(len(space.actuators)))
+    share = info["samples_over_cap"] / info["samples"]
+    tokens_share = info["tokens"] / info["step_s"] / env._ref_tokens_per_s
+    budget = config.objective.violation_budget
+    assert reward == pytest.approx(
+        tokens_share - env.multiplier * (share - budget + info["breaker"]), rel=1e-9
+    )
+
+    folder = tmp_path / "controller"
+    train_controller(config, calibration, "7b", rows, folder)
+    controller = PPOController.load(folder)
+    tracking = controller.meta["budget_tracking"]
+    curve = pd.read_csv(folder / "learning_curve.csv")
+    assert tracking["multiplier"] in set(curve["multiplier"])  # the dual's, at a snapshot
+    assert tracking["target"] == pytest.approx(0.9 * budget)
+    assert controller.meta["observation"]["fields"][-1] == "log_multiplier"
+    # the law: the trained price at the target, dearer above it, cheaper below, within bounds
+    at = {"run_samples": 1000}
+    price = {
+        share: tracked_multiplier(
+            tracking, Observation(**{**BASE_OBSERVATION, **at, "run_share_above_cap": share})
+        )
+        for share in (0.0, tracking["target"], 2 * budget, 1.0)
+    }
+    assert price[tracking["target"]] == pytest.approx(tracking["multiplier"])
+    assert price[0.0] < tracking["multiplier"] < price[2 * budget] <= price[1.0]
+    assert price[0.0] >= config.controller.reward.multiplier_min
+    assert price[1.0] == config.controller.reward.multiplier_max
+    # a simulated run counts its samples above the cap exactly as its records hold them
+    physics = physics_for(calibration, "7b", config)
+    run = simulate(physics, config, controller, controller.meta["cap_w"], 120.0, 3)
+    power = np.concatenate([step.power_w.ravel() for step in run.steps])
+    caps = np.concatenate([np.full(step.power_w.size, step.cap_w) for step in run.steps])
+    seen = observe(run)
+    assert seen.run_samples == power.size
+    assert seen.run_share_above_cap == pytest.approx(float(np.mean(power > caps)))
+
+
+BASE_OBSERVATION = {
+    "mean_power_w": 250.0,
+    "p95_power_w": 300.0,
+    "max_power_w": 320.0,
+    "share_above_cap": 0.0,
+    "concurrency": 8,
+    "max_new_tokens": 32,
+    "tokens_per_s": 100.0,
+    "cap_w": 320.0,
+    "samples": 50,
+}
+
+
 def test_short_training_beats_a_random_policy(trained):
     _, _, result = trained
     e = result.evaluation

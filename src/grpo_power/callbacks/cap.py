@@ -18,7 +18,8 @@ Actuators`):
 
 Telemetry older than ``staleness_s`` bypasses the controller for the fail-safe: every actuator
 at its lower bound. A controller trained by ``grpo-power controller train`` loads by the path of
-its folder. What it did is added to the logs under ``power_cap/``.
+its folder. What it did is added to the logs under ``power_cap/``, with the run's share of
+samples above the cap so far (``run_share_above_cap``, what a budget-tracking controller steers).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from transformers import Trainer, TrainerCallback
 
 from grpo_power.callbacks.binding import bound_trainer, run_first
@@ -109,6 +111,8 @@ class PowerCapCallback(TrainerCallback):
         )
         self.actuators: Actuators | None = None
         self.last_tokens_per_s = 0.0
+        self.run_samples = 0  # per-GPU power samples of the run's steps so far
+        self.run_samples_over_cap = 0  # of them, those above the cap
         self.counts = {"failsafe_steps": 0, "paused_s": 0.0, "concurrency_unavailable_steps": 0}
         self._step: tuple[float, float] | None = None  # (monotonic start, tokens seen) of a step
 
@@ -143,6 +147,8 @@ class PowerCapCallback(TrainerCallback):
             values.get("concurrency", self.bounds["concurrency"].max),
             values["max_new_tokens"],
             self.last_tokens_per_s,
+            run_samples_over_cap=self.run_samples_over_cap,
+            run_samples=self.run_samples,
         )
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -168,6 +174,9 @@ class PowerCapCallback(TrainerCallback):
             started_s, tokens = self._step
             wall_s = max(1e-9, time.monotonic() - started_s)
             self.last_tokens_per_s = (float(state.num_input_tokens_seen or 0) - tokens) / wall_s
+            step_power_w = self.monitor.recent(wall_s).power_w  # the step's samples
+            self.run_samples += step_power_w.size
+            self.run_samples_over_cap += int(np.count_nonzero(step_power_w > self.cap_w))
 
     def on_log(
         self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
@@ -177,6 +186,9 @@ class PowerCapCallback(TrainerCallback):
         entries = {f"power_cap/{name}": float(v) for name, v in self.actuators.values().items()}
         entries.update({f"power_cap/{name}": float(v) for name, v in self.counts.items()})
         entries["power_cap/cap_w"] = float(self.cap_w)
+        entries["power_cap/run_share_above_cap"] = self.run_samples_over_cap / max(
+            1, self.run_samples
+        )
         logs.update(entries)
         history = state.log_history
         if history and history[-1].get("step") == state.global_step:

@@ -46,6 +46,7 @@ from grpo_power.config.arms import (
 from grpo_power.config.base import ConfigError
 from grpo_power.config.controller import (
     AuthorityConfig,
+    BudgetTrackingConfig,
     ControllerConfig,
     RewardConfig,
     TrainingConditionsConfig,
@@ -87,6 +88,7 @@ __all__ = [
     "ArmName",
     "ArmsConfig",
     "AuthorityConfig",
+    "BudgetTrackingConfig",
     "Config",
     "ConfigError",
     "ControllerConfig",

@@ -104,6 +104,41 @@ class TrainingConditionsConfig(Strict):
     )
 
 
+class BudgetTrackingConfig(Strict):
+    """A controller that spends the run's violation budget (``control/ppo.py``). Training draws
+    each episode's Lagrange multiplier about the dual update's (``spread``) and gives the policy
+    its logarithm as one more input, so the policy learns the trade at every price; the deployed
+    controller then sets the price from the run's share of samples above the cap so far::
+
+        multiplier = trained multiplier x exp(gain x (run share - target) / target)
+        target = target_frac x objective.violation_budget
+
+    (within ``reward.multiplier_min``..``multiplier_max``): below the target it asks for more
+    output, above it for less, so the run ends near the budget however the workload, the cap or
+    the GPUs changed. Opt-in (measured in docs/design.md 'Budget tracking')."""
+
+    enabled: bool = Field(
+        False,
+        description="Train and deploy the budget-tracking controller; false (the default): "
+        "one multiplier, the policy's input is the observation alone.",
+    )
+    spread: Annotated[float, Field(ge=0, le=5)] = Field(
+        2.0,
+        description="Training episodes draw the multiplier log-uniformly within +-this many "
+        "e-folds of the dual update's (the range the deployed price may move in).",
+    )
+    target_frac: Annotated[float, Field(gt=0, le=1)] = Field(
+        0.9,
+        description="The run's violation share the deployed controller steers to, as a share "
+        "of objective.violation_budget (below 1: a margin for the last steps' overshoot).",
+    )
+    gain: Annotated[float, Field(gt=0)] = Field(
+        20.0,
+        description="e-folds of the multiplier per relative error of the run's violation share "
+        "(20: a run 5 % over its target pays e = 2.7 times the trained price).",
+    )
+
+
 class ControllerConfig(Strict):
     """PPO meta-controller training in the simulator (``control/ppo.py``)."""
 
@@ -134,6 +169,7 @@ class ControllerConfig(Strict):
         0.08, description="Training caps are drawn within +-this share of cap_w."
     )
     conditions: TrainingConditionsConfig = Field(default_factory=TrainingConditionsConfig)
+    budget_tracking: BudgetTrackingConfig = Field(default_factory=BudgetTrackingConfig)
     validation_snapshots: Annotated[int, Field(ge=1)] = Field(
         10,
         description="Policy snapshots taken evenly over the second half of PPO training; each, "

@@ -25,6 +25,8 @@ class Observation:
     samples: int  # power samples in the window (0: no telemetry yet)
     train_micro_batch: int = 0  # current training chunk, sequences (0: not reported)
     pause_s: int = 0  # current pause before a step, s
+    run_share_above_cap: float = 0.0  # share of the run's per-GPU samples so far above the cap
+    run_samples: int = 0  # per-GPU samples since the run (this attempt) began
 
     @classmethod
     def from_power(
@@ -36,8 +38,11 @@ class Observation:
         tokens_per_s: float,
         train_micro_batch: int = 0,
         pause_s: int = 0,
+        run_samples_over_cap: int = 0,
+        run_samples: int = 0,
     ) -> Observation:
-        """The observation of a window of per-GPU power samples and the current settings."""
+        """The observation of a window of per-GPU power samples, the current settings and the
+        run's count of samples (and of those above the cap) so far."""
         return cls(
             **power_observation_fields(power_w, cap_w),
             concurrency=concurrency,
@@ -46,6 +51,8 @@ class Observation:
             cap_w=cap_w,
             train_micro_batch=train_micro_batch,
             pause_s=pause_s,
+            run_share_above_cap=run_samples_over_cap / max(1, run_samples),
+            run_samples=run_samples,
         )
 
     def to_dict(self, prefix: str = "obs_") -> dict[str, float]:

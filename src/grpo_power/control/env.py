@@ -30,7 +30,10 @@ within ``cap_jitter_frac``. With changing conditions (``controller.conditions``,
 the conditions a step runs under are redrawn every ``change_every_steps`` steps on average:
 nominal, or one of completions ending early, a lower cap, slower phases
 (:func:`draw_conditions`); a GPU power limit follows the cap down as ``control/simulate.py``
-has it. Everything here is simulated.
+has it. With budget tracking (``controller.budget_tracking``) each training episode draws its
+own multiplier about the dual update's, and the observation vector ends with its logarithm
+(:func:`observation_size`), so the policy learns the trade at every price. Everything here is
+simulated.
 """
 
 from __future__ import annotations
@@ -60,6 +63,12 @@ from grpo_power.sim.step_model import ONLINE_ACTUATORS, StepModel, expected_rate
 OBSERVATION_SIZE = len(ARRAY_FIELDS)
 
 
+def observation_size(budget_tracking: bool) -> int:
+    """Length of a policy's input: the observation's array, and with budget tracking the log
+    of the Lagrange multiplier after it."""
+    return OBSERVATION_SIZE + int(budget_tracking)
+
+
 def observe(run: SimRun) -> Observation:
     """The observation a controller gets before the next step of a simulated run (the cap is
     the one the next step runs under)."""
@@ -72,6 +81,8 @@ def observe(run: SimRun) -> Observation:
         cap_w=run.cap_w,
         train_micro_batch=run.train_micro_batch,
         pause_s=run.pause_s,
+        run_share_above_cap=run.samples_over_run / max(1, run.samples_run),
+        run_samples=run.samples_run,
     )
 
 
@@ -215,10 +226,11 @@ class GrpoPowerEnv(gym.Env):
         self.changing = changing and config.controller.conditions.change_every_steps > 0
         self.nominal = Conditions(completion_tokens=config.sim.completion_tokens)
         self.episode_steps = config.controller.episode_steps
+        self.tracking = config.controller.budget_tracking
         self.observation_space = spaces.Box(
-            low=0.0,
+            low=-np.finfo(np.float32).max if self.tracking.enabled else 0.0,
             high=np.finfo(np.float32).max,
-            shape=(OBSERVATION_SIZE,),
+            shape=(observation_size(self.tracking.enabled),),
             dtype=np.float32,
         )
         self.action_space = spaces.Box(
@@ -226,11 +238,30 @@ class GrpoPowerEnv(gym.Env):
         )
         self.run: SimRun | None = None
         self.multiplier = config.controller.reward.violation_weight
+        self.dual_multiplier = self.multiplier  # the trainer's; an episode's own with tracking
         self._breaker: deque[tuple[float, float, float]] = deque()  # end s, duration s, excess W
 
     def set_multiplier(self, value: float) -> None:
-        """The Lagrange multiplier of the violation budget (adapted by the trainer)."""
-        self.multiplier = float(value)
+        """The Lagrange multiplier of the violation budget (adapted by the trainer): from now
+        on, or with budget tracking the centre of the next episodes' draws."""
+        self.dual_multiplier = float(value)
+        if not self.tracking.enabled:
+            self.multiplier = self.dual_multiplier
+
+    def _draw_multiplier(self) -> float:
+        """An episode's multiplier: log-uniform within ``budget_tracking.spread`` e-folds of
+        the dual update's (randomised training only), within the reward's bounds."""
+        spread = self.tracking.spread if self.randomize else 0.0
+        r = self.config.controller.reward
+        drawn = self.dual_multiplier * math.exp(self.np_random.uniform(-spread, spread))
+        return min(r.multiplier_max, max(r.multiplier_min, drawn))
+
+    def _observation(self) -> np.ndarray:
+        """The policy's input now (:func:`observation_size`)."""
+        array = observe(self.run).to_array()
+        if not self.tracking.enabled:
+            return array
+        return np.append(array, np.float32(math.log(self.multiplier)))
 
     def _breaker_over(self, end_s: float, duration_s: float, excess_w: float) -> float:
         """1 when the mean power of the last breaker window is above the cap, else 0."""
@@ -277,7 +308,9 @@ class GrpoPowerEnv(gym.Env):
         )
         self._set_conditions(self._draw() if self.changing else self.nominal)
         self._breaker.clear()
-        return observe(self.run).to_array(), {"cap_w": cap_w}
+        if self.tracking.enabled:
+            self.multiplier = self._draw_multiplier()
+        return self._observation(), {"cap_w": cap_w}
 
     def _model(self, physics: Any, cap_w: float) -> StepModel:
         """The step model under the power limit at ``cap_w`` (no limit without a tier)."""
@@ -355,7 +388,7 @@ class GrpoPowerEnv(gym.Env):
         }
         truncated = self.run.step_count >= self.episode_steps
         self._maybe_redraw()
-        return observe(self.run).to_array(), float(reward), False, truncated, info
+        return self._observation(), float(reward), False, truncated, info
 
 
 def draw_conditions(

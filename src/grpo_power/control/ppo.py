@@ -43,6 +43,13 @@ policy is snapshotted ``controller.validation_snapshots`` times over the second 
 within the budget; else the fewest violations). ``controller.json`` lists every snapshot's
 validation and the index of the one saved (``selection``: ``candidates``, ``chosen``).
 
+With budget tracking (``controller.budget_tracking``) the policy takes the log of the multiplier
+as its last input, trained over a spread of prices about the dual update's
+(``control/env.py``); ``controller.json``'s ``budget_tracking`` holds the saved snapshot's
+multiplier and the deployment law, and the controller sets the price before each decision from
+the run's share of samples above the cap so far (:func:`tracked_multiplier`), so it spends the
+run's violation budget: more output while the run is under its target, less while over it.
+
 :class:`PPOController` loads ``policy.npz`` and ``controller.json`` and implements the controller
 protocol (``decide(observation) -> Action``) in a few microseconds of numpy: normalise, run the
 actor network, take its mean action (deterministic), map it onto the actuators.
@@ -66,10 +73,10 @@ from grpo_power.atomic import write_atomic, write_text_atomic
 from grpo_power.config import Config
 from grpo_power.control.contract import ARRAY_FIELDS, Action, Observation
 from grpo_power.control.env import (
-    OBSERVATION_SIZE,
     ControlSpace,
     GrpoPowerEnv,
     deployment_cap_w,
+    observation_size,
 )
 from grpo_power.layout import CONTROLLER
 from grpo_power.sim.calibration import Calibration
@@ -244,7 +251,7 @@ def train_controller(
     snapshot_at = set(
         np.linspace(rollouts // 2, rollouts, settings.validation_snapshots).astype(int).tolist()
     )
-    snapshots: list[tuple[int, dict[str, Any], Any]] = []  # timesteps, policy, obs statistics
+    snapshots: list[Snapshot] = []
 
     class _Curve(BaseCallback):
         """Adapts the multiplier and records the learning curve after every rollout."""
@@ -279,10 +286,11 @@ def train_controller(
             self.rollouts_done += 1
             if self.rollouts_done in snapshot_at:
                 snapshots.append(
-                    (
+                    Snapshot(
                         self.num_timesteps,
                         copy.deepcopy(self.model.policy.state_dict()),
                         copy.deepcopy(venv.obs_rms),
+                        self.multiplier,
                     )
                 )
             episodes = self.model.ep_info_buffer
@@ -299,14 +307,22 @@ def train_controller(
             )
 
     started = time.perf_counter()
-    model.learn(total_timesteps=timesteps, callback=_Curve(), progress_bar=settings.progress_bar)
+    dual = _Curve()
+    model.learn(total_timesteps=timesteps, callback=dual, progress_bar=settings.progress_bar)
     train_s = time.perf_counter() - started
-    final = (copy.deepcopy(model.policy.state_dict()), copy.deepcopy(venv.obs_rms))
-    snapshots.append((model.num_timesteps, *final))
+    snapshots.append(
+        Snapshot(
+            model.num_timesteps,
+            copy.deepcopy(model.policy.state_dict()),
+            copy.deepcopy(venv.obs_rms),
+            dual.multiplier,
+        )
+    )
     limit_w = None if power_limit_frac is None else power_limit_frac * cap_w
     selection = _select_snapshot(
         snapshots, model, venv, config, calibration, deployment, space, cap_w, limit_w
     )
+    tracking = _tracking_meta(config, snapshots[selection["chosen"]].multiplier)
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -338,7 +354,8 @@ def train_controller(
         "power_limit_w": limit_w,
         "hardware_tier": tier,
         "space": space.to_dict(),
-        "observation": _observation_meta(venv),
+        "observation": _observation_meta(venv, tracking is not None),
+        "budget_tracking": tracking,
         "authority": [r for r in rows if r["deployment"] == deployment],
         "calibration_digest": calibration.digest(),
         "calibration_origin": calibration.origin,
@@ -386,11 +403,12 @@ def _tune_hardware_tier(
     return tune_power_limit(physics_for(calibration, deployment, config), config, cap_w, schedule)
 
 
-def _observation_meta(venv: Any) -> dict[str, Any]:
-    """The observation statistics a :class:`PPOController` normalises with, from ``venv``."""
+def _observation_meta(venv: Any, tracking: bool) -> dict[str, Any]:
+    """The observation statistics a :class:`PPOController` normalises with, from ``venv``
+    (``tracking``: the log multiplier is the last input)."""
     stats = venv.obs_rms
     return {
-        "fields": list(ARRAY_FIELDS),
+        "fields": [*ARRAY_FIELDS, *(["log_multiplier"] if tracking else [])],
         "mean": stats.mean.tolist(),
         "var": stats.var.tolist(),
         "epsilon": float(venv.epsilon),
@@ -398,8 +416,47 @@ def _observation_meta(venv: Any) -> dict[str, Any]:
     }
 
 
+def _tracking_meta(config: Config, multiplier: float) -> dict[str, Any] | None:
+    """``controller.json``'s ``budget_tracking``: the deployment law's settings and the trained
+    ``multiplier`` it centres on; None without budget tracking."""
+    settings = config.controller.budget_tracking
+    if not settings.enabled:
+        return None
+    r = config.controller.reward
+    return {
+        "multiplier": multiplier,
+        "target": settings.target_frac * config.objective.violation_budget,
+        "gain": settings.gain,
+        "multiplier_min": r.multiplier_min,
+        "multiplier_max": r.multiplier_max,
+    }
+
+
+def tracked_multiplier(tracking: Mapping[str, Any], observation: Observation) -> float:
+    """The Lagrange multiplier a budget-tracking controller decides at: ``tracking``'s
+    (``controller.json``'s ``budget_tracking``) trained multiplier times ``exp(gain x (run share
+    above the cap - target) / target)``, within its bounds; the trained multiplier before the
+    run has samples."""
+    error = 0.0
+    if observation.run_samples > 0:
+        error = (observation.run_share_above_cap - tracking["target"]) / tracking["target"]
+    moved = tracking["multiplier"] * math.exp(min(50.0, tracking["gain"] * error))
+    return min(tracking["multiplier_max"], max(tracking["multiplier_min"], moved))
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A policy saved during training: after ``timesteps`` steps, its weights, observation
+    statistics and the dual update's multiplier then."""
+
+    timesteps: int
+    policy: dict[str, Any]
+    obs_rms: Any
+    multiplier: float
+
+
 def _select_snapshot(
-    snapshots: list[tuple[int, dict[str, Any], Any]],
+    snapshots: list[Snapshot],
     model: Any,
     venv: Any,
     config: Config,
@@ -422,10 +479,15 @@ def _select_snapshot(
     schedule = Schedule.constant(budget_s, config.sim.completion_tokens)
     seeds = config.evaluate.tuning_seeds
     candidates, keys = [], []
-    for timesteps, policy, obs_rms in snapshots:
-        model.policy.load_state_dict(policy)
-        venv.obs_rms = obs_rms
-        meta = {"space": space.to_dict(), "observation": _observation_meta(venv)}
+    for snapshot in snapshots:
+        model.policy.load_state_dict(snapshot.policy)
+        venv.obs_rms = snapshot.obs_rms
+        tracking = _tracking_meta(config, snapshot.multiplier)
+        meta = {
+            "space": space.to_dict(),
+            "observation": _observation_meta(venv, tracking is not None),
+            "budget_tracking": tracking,
+        }
         controller = PPOController(meta, _actor_arrays(model))
         outcome = pooled(
             [
@@ -443,7 +505,7 @@ def _select_snapshot(
         within = meets_budget(outcome.violation_rate, outcome.breaker_excess_w, config.objective)
         candidates.append(
             {
-                "timesteps": int(timesteps),
+                "timesteps": int(snapshot.timesteps),
                 "final": len(candidates) == len(snapshots) - 1,
                 "tokens_per_s": outcome.tokens / budget_s,
                 "violation_rate": outcome.violation_rate,
@@ -452,9 +514,8 @@ def _select_snapshot(
             }
         )
     best = max(range(len(snapshots)), key=lambda i: (keys[i], i))  # ties: the later snapshot
-    _, policy, obs_rms = snapshots[best]
-    model.policy.load_state_dict(policy)
-    venv.obs_rms = obs_rms
+    model.policy.load_state_dict(snapshots[best].policy)
+    venv.obs_rms = snapshots[best].obs_rms
     return {
         "simulated": True,
         "seeds": list(seeds),
@@ -556,6 +617,7 @@ class PPOController:
     def __init__(self, meta: dict[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
         self.meta = meta
         self.space = ControlSpace.from_dict(meta["space"])
+        self.tracking: dict[str, Any] | None = meta.get("budget_tracking")
         obs = meta["observation"]
         self._mean = np.asarray(obs["mean"], dtype=np.float64)
         self._scale = 1.0 / np.sqrt(np.asarray(obs["var"], dtype=np.float64) + obs["epsilon"])
@@ -616,9 +678,10 @@ class PPOController:
             ) from None
         require_keys(arrays, ("w0", "b0", "activations"), str(arrays_path), "the actor's arrays")
         size = len(meta["observation"].get("mean", []))
-        if size != OBSERVATION_SIZE:
+        expected_size = observation_size(meta.get("budget_tracking") is not None)
+        if size != expected_size:
             raise ValueError(
-                f"{path}: observation.mean: expected {OBSERVATION_SIZE} values (the observation "
+                f"{path}: observation.mean: expected {expected_size} values (the observation "
                 f"of this version), got {size}: the controller predates an actuator; retrain it "
                 f"with {command}"
             )
@@ -648,5 +711,9 @@ class PPOController:
         return np.clip(x, -1.0, 1.0)
 
     def decide(self, observation: Observation) -> Action:
-        """The actuator values of the next step."""
-        return self.space.to_action(self.action_vector(observation.to_array()))
+        """The actuator values of the next step (with budget tracking at the multiplier the
+        run's violation share so far sets: :func:`tracked_multiplier`)."""
+        array = observation.to_array()
+        if self.tracking is not None:
+            array = np.append(array, math.log(tracked_multiplier(self.tracking, observation)))
+        return self.space.to_action(self.action_vector(array))

@@ -109,6 +109,8 @@ class SimRun:
         if self.num_generations is None:
             self.num_generations = self.workload.num_generations
         self.step_count = 0
+        self.samples_run = 0  # per-GPU samples since the run began
+        self.samples_over_run = 0  # of them, those above the cap they were taken under
         self.last_tokens_per_s = 0.0  # completion tokens per second of the last step
         self.last_power_w = self.model.physics.idle_w
         self._recent: deque[tuple[np.ndarray, np.ndarray]] = deque()
@@ -194,6 +196,8 @@ class SimRun:
         )
         self.t_s, self._next_sample = end_s, last
         self.step_count += 1
+        self.samples_run += record.power_w.size
+        self.samples_over_run += record.over_cap()
         self.last_tokens_per_s = plan.tokens / (end_s - start_s)
         self.last_power_w = float(power_w[-1])
         if len(index):

@@ -58,15 +58,18 @@ STEP_LOG_SCHEMA = pa.schema(
         ("obs_samples", pa.int64()),
         ("obs_train_micro_batch", pa.int64()),
         ("obs_pause_s", pa.int64()),
+        ("obs_run_share_above_cap", pa.float64()),
+        ("obs_run_samples", pa.int64()),
     ]
 )
 STEP_LOG_COLUMNS = tuple(STEP_LOG_SCHEMA.names)
-# Columns of the training-chunk and pause actuators: step logs written before them lack them.
+# Columns of the training-chunk and pause actuators and of the run's violation share: step logs
+# written before them lack them.
 LATER_COLUMNS = frozenset(
     f"{prefix}{name}"
     for name in ("train_micro_batch", "pause_s")
     for prefix in ("action_", "", "clamped_", "obs_")
-) | {"train_chunks"}
+) | {"train_chunks", "obs_run_share_above_cap", "obs_run_samples"}
 
 
 class StepLogWriter(ParquetJournal):

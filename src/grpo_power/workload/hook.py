@@ -87,6 +87,8 @@ class ControllerCallback(TrainerCallback):
         self.is_main = trainer.accelerator.is_main_process
         self.last_tokens_per_s = 0.0
         self.completion_tokens = 0
+        self.run_samples = 0  # per-GPU power samples of the run's steps so far
+        self.run_samples_over_cap = 0  # of them, those above the cap
         self.stop_requested = stop_requested
         self.stopped_by: str | None = None  # the signal the run stopped for
         self.paths = paths
@@ -105,6 +107,8 @@ class ControllerCallback(TrainerCallback):
             "completion_tokens": self.completion_tokens,
             "failsafe_steps": self.failsafe_steps,
             "last_tokens_per_s": self.last_tokens_per_s,
+            "run_samples": self.run_samples,
+            "run_samples_over_cap": self.run_samples_over_cap,
             "actuators": self.actuators.values(),
             "controller": (
                 controller.state_dict() if isinstance(controller, StatefulController) else {}
@@ -116,6 +120,8 @@ class ControllerCallback(TrainerCallback):
         self.completion_tokens = int(state["completion_tokens"])
         self.failsafe_steps = int(state["failsafe_steps"])
         self.last_tokens_per_s = float(state["last_tokens_per_s"])
+        self.run_samples = int(state.get("run_samples", 0))  # absent: saved by an older version
+        self.run_samples_over_cap = int(state.get("run_samples_over_cap", 0))
         self.actuators.apply(Action(**state["actuators"]))
         if isinstance(self.controller, StatefulController):
             self.controller.load_state_dict(state["controller"])
@@ -135,6 +141,8 @@ class ControllerCallback(TrainerCallback):
             self.last_tokens_per_s,
             train_micro_batch=values.get("train_micro_batch", 0),
             pause_s=values.get("pause_s", 0),
+            run_samples_over_cap=self.run_samples_over_cap,
+            run_samples=self.run_samples,
         )
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -182,6 +190,10 @@ class ControllerCallback(TrainerCallback):
         stats = self._global_stats()
         wall_s = max(1e-9, end_s - self._row["start_s"])
         self.last_tokens_per_s = stats.completion_tokens / wall_s
+        if self.recent_power_w:  # the step's samples, for the run's violation share
+            step_power_w = self.recent_power_w(wall_s)
+            self.run_samples += step_power_w.size
+            self.run_samples_over_cap += int(np.count_nonzero(step_power_w > self.cap_w))
         self.completion_tokens += stats.completion_tokens
         row = {
             **self._row,
