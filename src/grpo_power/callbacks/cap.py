@@ -174,7 +174,9 @@ class PowerCapCallback(TrainerCallback):
             started_s, tokens = self._step
             wall_s = max(1e-9, time.monotonic() - started_s)
             self.last_tokens_per_s = (float(state.num_input_tokens_seen or 0) - tokens) / wall_s
-            step_power_w = self.monitor.recent(wall_s).power_w  # the step's samples
+            # the step's samples (a step longer than the sampler's history, 300 s by default,
+            # counts its last 300 s)
+            step_power_w = self.monitor.recent(wall_s).power_w
             self.run_samples += step_power_w.size
             self.run_samples_over_cap += int(np.count_nonzero(step_power_w > self.cap_w))
 

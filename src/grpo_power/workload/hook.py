@@ -190,7 +190,9 @@ class ControllerCallback(TrainerCallback):
         stats = self._global_stats()
         wall_s = max(1e-9, end_s - self._row["start_s"])
         self.last_tokens_per_s = stats.completion_tokens / wall_s
-        if self.recent_power_w:  # the step's samples, for the run's violation share
+        # the step's samples, for the run's violation share (a step longer than the sampler's
+        # history, 300 s by default, counts its last 300 s)
+        if self.recent_power_w:
             step_power_w = self.recent_power_w(wall_s)
             self.run_samples += step_power_w.size
             self.run_samples_over_cap += int(np.count_nonzero(step_power_w > self.cap_w))
