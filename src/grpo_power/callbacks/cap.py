@@ -29,12 +29,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from transformers import Trainer, TrainerCallback
 
 from grpo_power.callbacks.binding import bound_trainer, run_first
 from grpo_power.config import ActuatorBounds, Config
-from grpo_power.control.contract import Action, Observation
+from grpo_power.control.contract import Action, Observation, RunViolations
 from grpo_power.control.controllers import Controller
 from grpo_power.telemetry.monitor import PowerMonitor
 from grpo_power.telemetry.source import TelemetryUnavailable
@@ -111,8 +110,7 @@ class PowerCapCallback(TrainerCallback):
         )
         self.actuators: Actuators | None = None
         self.last_tokens_per_s = 0.0
-        self.run_samples = 0  # per-GPU power samples of the run's steps so far
-        self.run_samples_over_cap = 0  # of them, those above the cap
+        self.violations = RunViolations()  # the run's samples, and those above the cap
         self.counts = {"failsafe_steps": 0, "paused_s": 0.0, "concurrency_unavailable_steps": 0}
         self._step: tuple[float, float] | None = None  # (monotonic start, tokens seen) of a step
 
@@ -147,8 +145,7 @@ class PowerCapCallback(TrainerCallback):
             values.get("concurrency", self.bounds["concurrency"].max),
             values["max_new_tokens"],
             self.last_tokens_per_s,
-            run_samples_over_cap=self.run_samples_over_cap,
-            run_samples=self.run_samples,
+            run=self.violations,
         )
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -176,9 +173,7 @@ class PowerCapCallback(TrainerCallback):
             self.last_tokens_per_s = (float(state.num_input_tokens_seen or 0) - tokens) / wall_s
             # the step's samples (a step longer than the sampler's history, 300 s by default,
             # counts its last 300 s)
-            step_power_w = self.monitor.recent(wall_s).power_w
-            self.run_samples += step_power_w.size
-            self.run_samples_over_cap += int(np.count_nonzero(step_power_w > self.cap_w))
+            self.violations.add(self.monitor.recent(wall_s).power_w, self.cap_w)
 
     def on_log(
         self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
@@ -188,9 +183,7 @@ class PowerCapCallback(TrainerCallback):
         entries = {f"power_cap/{name}": float(v) for name, v in self.actuators.values().items()}
         entries.update({f"power_cap/{name}": float(v) for name, v in self.counts.items()})
         entries["power_cap/cap_w"] = float(self.cap_w)
-        entries["power_cap/run_share_above_cap"] = self.run_samples_over_cap / max(
-            1, self.run_samples
-        )
+        entries["power_cap/run_share_above_cap"] = self.violations.share
         logs.update(entries)
         history = state.log_history
         if history and history[-1].get("step") == state.global_step:

@@ -7,6 +7,26 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 
+@dataclass
+class RunViolations:
+    """The per-GPU power samples of a run's steps so far and how many were above the cap (the
+    share a budget-tracking controller steers); kept by the simulator, the run's controller hook
+    and ``PowerCapCallback``."""
+
+    samples: int = 0
+    over_cap: int = 0
+
+    def add(self, power_w: np.ndarray, cap_w: float) -> None:
+        """Count a step's per-GPU samples, W, against the cap it ran under, W."""
+        self.samples += int(np.size(power_w))
+        self.over_cap += int(np.count_nonzero(np.asarray(power_w) > cap_w))
+
+    @property
+    def share(self) -> float:
+        """Share of the samples above the cap (0 before any)."""
+        return self.over_cap / max(1, self.samples)
+
+
 @dataclass(frozen=True)
 class Observation:
     """Recent state of a run, given to the controller before each step.
@@ -38,11 +58,11 @@ class Observation:
         tokens_per_s: float,
         train_micro_batch: int = 0,
         pause_s: int = 0,
-        run_samples_over_cap: int = 0,
-        run_samples: int = 0,
+        run: RunViolations | None = None,
     ) -> Observation:
         """The observation of a window of per-GPU power samples, the current settings and the
-        run's count of samples (and of those above the cap) so far."""
+        run's samples above the cap so far (None: none counted)."""
+        run = run or RunViolations()
         return cls(
             **power_observation_fields(power_w, cap_w),
             concurrency=concurrency,
@@ -51,8 +71,8 @@ class Observation:
             cap_w=cap_w,
             train_micro_batch=train_micro_batch,
             pause_s=pause_s,
-            run_share_above_cap=run_samples_over_cap / max(1, run_samples),
-            run_samples=run_samples,
+            run_share_above_cap=run.share,
+            run_samples=run.samples,
         )
 
     def to_dict(self, prefix: str = "obs_") -> dict[str, float]:

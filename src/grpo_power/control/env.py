@@ -53,6 +53,7 @@ from grpo_power.control.contract import (
     ARRAY_FIELDS,
     Action,
     Observation,
+    RunViolations,
     power_observation_fields,
 )
 from grpo_power.sim.calibration import Calibration
@@ -81,7 +82,7 @@ def observe(run: SimRun) -> Observation:
         cap_w=run.cap_w,
         train_micro_batch=run.train_micro_batch,
         pause_s=run.pause_s,
-        run_share_above_cap=run.samples_over_run / max(1, run.samples_run),
+        run_share_above_cap=RunViolations(run.samples_run, run.samples_over_run).share,
         run_samples=run.samples_run,
     )
 

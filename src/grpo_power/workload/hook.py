@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any
 
 import numpy as np
@@ -21,7 +21,7 @@ from tqdm import tqdm
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from grpo_power.control.contract import Action, Observation
+from grpo_power.control.contract import Action, Observation, RunViolations
 from grpo_power.control.controllers import Controller, StatefulController
 from grpo_power.telemetry.steplog import StepLogWriter
 from grpo_power.workload.actuators import Actuators
@@ -87,8 +87,7 @@ class ControllerCallback(TrainerCallback):
         self.is_main = trainer.accelerator.is_main_process
         self.last_tokens_per_s = 0.0
         self.completion_tokens = 0
-        self.run_samples = 0  # per-GPU power samples of the run's steps so far
-        self.run_samples_over_cap = 0  # of them, those above the cap
+        self.violations = RunViolations()  # the run's samples, and those above the cap
         self.stop_requested = stop_requested
         self.stopped_by: str | None = None  # the signal the run stopped for
         self.paths = paths
@@ -107,8 +106,7 @@ class ControllerCallback(TrainerCallback):
             "completion_tokens": self.completion_tokens,
             "failsafe_steps": self.failsafe_steps,
             "last_tokens_per_s": self.last_tokens_per_s,
-            "run_samples": self.run_samples,
-            "run_samples_over_cap": self.run_samples_over_cap,
+            "violations": asdict(self.violations),
             "actuators": self.actuators.values(),
             "controller": (
                 controller.state_dict() if isinstance(controller, StatefulController) else {}
@@ -120,8 +118,7 @@ class ControllerCallback(TrainerCallback):
         self.completion_tokens = int(state["completion_tokens"])
         self.failsafe_steps = int(state["failsafe_steps"])
         self.last_tokens_per_s = float(state["last_tokens_per_s"])
-        self.run_samples = int(state.get("run_samples", 0))  # absent: saved by an older version
-        self.run_samples_over_cap = int(state.get("run_samples_over_cap", 0))
+        self.violations = RunViolations(**state.get("violations", {}))  # absent: older version
         self.actuators.apply(Action(**state["actuators"]))
         if isinstance(self.controller, StatefulController):
             self.controller.load_state_dict(state["controller"])
@@ -141,8 +138,7 @@ class ControllerCallback(TrainerCallback):
             self.last_tokens_per_s,
             train_micro_batch=values.get("train_micro_batch", 0),
             pause_s=values.get("pause_s", 0),
-            run_samples_over_cap=self.run_samples_over_cap,
-            run_samples=self.run_samples,
+            run=self.violations,
         )
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -193,9 +189,7 @@ class ControllerCallback(TrainerCallback):
         # the step's samples, for the run's violation share (a step longer than the sampler's
         # history, 300 s by default, counts its last 300 s)
         if self.recent_power_w:
-            step_power_w = self.recent_power_w(wall_s)
-            self.run_samples += step_power_w.size
-            self.run_samples_over_cap += int(np.count_nonzero(step_power_w > self.cap_w))
+            self.violations.add(self.recent_power_w(wall_s), self.cap_w)
         self.completion_tokens += stats.completion_tokens
         row = {
             **self._row,
