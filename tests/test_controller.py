@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import pickle
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -215,10 +216,10 @@ def test_budget_tracking_trains_over_prices_and_steers_by_the_run_share(tmp_path
     assert tracking["target"] == pytest.approx(0.9 * budget)
     assert controller.meta["observation"]["fields"][-1] == "log_multiplier"
     # the law: the trained price at the target, dearer above it, cheaper below, within bounds
-    at = {"run_samples": 1000}
+    seen = random_observations(1, np.random.default_rng(0))[0]
     price = {
         share: tracked_multiplier(
-            tracking, Observation(**{**BASE_OBSERVATION, **at, "run_share_above_cap": share})
+            tracking, replace(seen, run_samples=1000, run_share_above_cap=share)
         )
         for share in (0.0, tracking["target"], 2 * budget, 1.0)
     }
@@ -234,19 +235,6 @@ def test_budget_tracking_trains_over_prices_and_steers_by_the_run_share(tmp_path
     seen = observe(run)
     assert seen.run_samples == power.size
     assert seen.run_share_above_cap == pytest.approx(float(np.mean(power > caps)))
-
-
-BASE_OBSERVATION = {
-    "mean_power_w": 250.0,
-    "p95_power_w": 300.0,
-    "max_power_w": 320.0,
-    "share_above_cap": 0.0,
-    "concurrency": 8,
-    "max_new_tokens": 32,
-    "tokens_per_s": 100.0,
-    "cap_w": 320.0,
-    "samples": 50,
-}
 
 
 def test_short_training_beats_a_random_policy(trained):
@@ -362,6 +350,10 @@ def test_ppo_arm_drives_a_real_tiny_run(trained, tmp_path):
     run_grpo(config, "ppo", 0, tmp_path / "run", controller, steps=3, show_progress=False)
     steps = read_step_log(tmp_path / "run" / "steps.parquet")
     assert len(steps) == 3
+    # the hook counts the run's samples before each decision: none before the first step
+    assert steps["obs_run_samples"].iloc[0] == 0 < steps["obs_run_samples"].iloc[-1]
+    assert steps["obs_run_samples"].is_monotonic_increasing
+    assert steps["obs_run_share_above_cap"].between(0, 1).all()
     for _, row in steps.iterrows():
         observation = Observation(
             **{name: row[f"obs_{name}"] for name in Observation.__dataclass_fields__}
