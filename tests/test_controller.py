@@ -18,6 +18,7 @@ from grpo_power.control.env import (
     ControlSpace,
     GrpoPowerEnv,
     observe,
+    tracks_budget,
 )
 from grpo_power.control.ppo import (
     CURVE_COLUMNS,
@@ -52,9 +53,13 @@ def fast_config(results_dir) -> Config:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """A short PPO training of the 7b controller, saved where the ppo arm looks for it."""
+    """A short PPO training of the 7b controller at one multiplier, saved where the ppo arm
+    looks for it (budget tracking, 7b's default, needs longer training than a unit test's:
+    ``test_budget_tracking_trains_over_prices_and_steers_by_the_run_share``)."""
     results = tmp_path_factory.mktemp("results")
     config = fast_config(results)
+    config.sim.deployment("7b").budget_tracking = False
+    config.sim.deployment("7b").training_steps_factor = 1.0
     calibration = default_calibration(config)
     folder = controller_folder(config, "7b")
     result = train_controller(config, calibration, "7b", authority_rows("7b", True, True), folder)
@@ -73,7 +78,7 @@ def test_env_passes_the_gymnasium_and_sb3_checks(config):
     env = GrpoPowerEnv(config, default_calibration(config), "7b", space)
     check_env(env, skip_render_check=True)
     sb3_check_env(env, warn=False)
-    assert env.observation_space.shape == (OBSERVATION_SIZE,)
+    assert env.observation_space.shape == (OBSERVATION_SIZE + 1,)  # 7b tracks the budget
     assert env.action_space.shape == (2,)
 
 
@@ -178,13 +183,19 @@ def test_training_conditions_change_within_episodes_and_act_on_the_steps():
 
 @pytest.mark.slow
 def test_budget_tracking_trains_over_prices_and_steers_by_the_run_share(tmp_path):
-    """Budget tracking (opt-in): training episodes draw their multiplier about the dual
-    update's and the policy sees its log; the saved controller holds the law and decides at the
-    price the simulated run's violation share so far sets, which the run counts exactly."""
+    """Budget tracking (on for 7b, off for the others by default): training episodes draw
+    their multiplier about the dual update's and the policy sees its log; the saved controller
+    holds the law and decides at the price the simulated run's violation share so far sets,
+    which the run counts exactly."""
     config = fast_config(tmp_path)
     config.controller.total_timesteps = 1024
     config.controller.validation_snapshots = 2
+    assert not config.controller.budget_tracking.enabled
+    assert [tracks_budget(config, d) for d in ("7b", "14b", "72b")] == [True, False, False]
     config.controller.budget_tracking.enabled = True
+    config.sim.deployment("7b").budget_tracking = False  # a deployment's own setting wins
+    assert [tracks_budget(config, d) for d in ("7b", "14b")] == [False, True]
+    config.sim.deployment("7b").budget_tracking = None
     calibration = default_calibration(config)
     rows = authority_rows("7b", True, True)
     space = ControlSpace.from_authority(rows, "7b", config.workload)

@@ -50,6 +50,11 @@ class DeploymentConfig(Strict):
         description="PPO trains this deployment's controller for controller.total_timesteps x "
         "this (a deployment whose learning curve still rises at the end needs more).",
     )
+    budget_tracking: bool | None = Field(
+        None,
+        description="Train and deploy this deployment's controller with budget tracking "
+        "(controller.budget_tracking); null = controller.budget_tracking.enabled.",
+    )
 
     @model_validator(mode="after")
     def _sharding_needs_gpus(self) -> DeploymentConfig:
@@ -67,6 +72,8 @@ def _default_deployments() -> list[DeploymentConfig]:
             params_b=7.6,
             sizes=["tiny", "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-7b"],
             budget_s=900.0,
+            training_steps_factor=2.0,
+            budget_tracking=True,
         ),
         DeploymentConfig(
             name="14b",

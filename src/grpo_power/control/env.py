@@ -228,10 +228,11 @@ class GrpoPowerEnv(gym.Env):
         self.nominal = Conditions(completion_tokens=config.sim.completion_tokens)
         self.episode_steps = config.controller.episode_steps
         self.tracking = config.controller.budget_tracking
+        self.tracks_budget = tracks_budget(config, deployment)
         self.observation_space = spaces.Box(
-            low=-np.finfo(np.float32).max if self.tracking.enabled else 0.0,
+            low=-np.finfo(np.float32).max if self.tracks_budget else 0.0,
             high=np.finfo(np.float32).max,
-            shape=(observation_size(self.tracking.enabled),),
+            shape=(observation_size(self.tracks_budget),),
             dtype=np.float32,
         )
         self.action_space = spaces.Box(
@@ -246,7 +247,7 @@ class GrpoPowerEnv(gym.Env):
         """The Lagrange multiplier of the violation budget (adapted by the trainer): from now
         on, or with budget tracking the centre of the next episodes' draws."""
         self.dual_multiplier = float(value)
-        if not self.tracking.enabled:
+        if not self.tracks_budget:
             self.multiplier = self.dual_multiplier
 
     def _draw_multiplier(self) -> float:
@@ -260,7 +261,7 @@ class GrpoPowerEnv(gym.Env):
     def _observation(self) -> np.ndarray:
         """The policy's input now (:func:`observation_size`)."""
         array = observe(self.run).to_array()
-        if not self.tracking.enabled:
+        if not self.tracks_budget:
             return array
         return np.append(array, np.float32(math.log(self.multiplier)))
 
@@ -309,7 +310,7 @@ class GrpoPowerEnv(gym.Env):
         )
         self._set_conditions(self._draw() if self.changing else self.nominal)
         self._breaker.clear()
-        if self.tracking.enabled:
+        if self.tracks_budget:
             self.multiplier = self._draw_multiplier()
         return self._observation(), {"cap_w": cap_w}
 
@@ -463,3 +464,10 @@ def deployment_cap_w(config: Config, deployment: str) -> float:
     """The cap a deployment runs under: its own ``cap_w``, else the top-level ``cap_w``, W."""
     own = config.sim.deployment(deployment).cap_w
     return float(own if own is not None else config.cap_w)
+
+
+def tracks_budget(config: Config, deployment: str) -> bool:
+    """Whether a deployment's controller is trained and deployed with budget tracking: its own
+    ``budget_tracking``, else ``controller.budget_tracking.enabled``."""
+    own = config.sim.deployment(deployment).budget_tracking
+    return own if own is not None else config.controller.budget_tracking.enabled

@@ -77,6 +77,8 @@ from grpo_power.control.env import (
     GrpoPowerEnv,
     deployment_cap_w,
     observation_size,
+    observe,
+    tracks_budget,
 )
 from grpo_power.layout import CONTROLLER
 from grpo_power.sim.calibration import Calibration
@@ -322,7 +324,7 @@ def train_controller(
     selection = _select_snapshot(
         snapshots, model, venv, config, calibration, deployment, space, cap_w, limit_w
     )
-    tracking = _tracking_meta(config, snapshots[selection["chosen"]].multiplier)
+    tracking = _tracking_meta(config, deployment, snapshots[selection["chosen"]].multiplier)
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -416,11 +418,11 @@ def _observation_meta(venv: Any, tracking: bool) -> dict[str, Any]:
     }
 
 
-def _tracking_meta(config: Config, multiplier: float) -> dict[str, Any] | None:
+def _tracking_meta(config: Config, deployment: str, multiplier: float) -> dict[str, Any] | None:
     """``controller.json``'s ``budget_tracking``: the deployment law's settings and the trained
-    ``multiplier`` it centres on; None without budget tracking."""
+    ``multiplier`` it centres on; None where ``deployment`` does not track the budget."""
     settings = config.controller.budget_tracking
-    if not settings.enabled:
+    if not tracks_budget(config, deployment):
         return None
     r = config.controller.reward
     return {
@@ -482,7 +484,7 @@ def _select_snapshot(
     for snapshot in snapshots:
         model.policy.load_state_dict(snapshot.policy)
         venv.obs_rms = snapshot.obs_rms
-        tracking = _tracking_meta(config, snapshot.multiplier)
+        tracking = _tracking_meta(config, deployment, snapshot.multiplier)
         meta = {
             "space": space.to_dict(),
             "observation": _observation_meta(venv, tracking is not None),
@@ -581,12 +583,13 @@ def nominal_returns(
     the cap, None: no limit), and of the oracle's plan when ``oracle`` is given
     (:func:`oracle_reference`: each setting under its own limit, weighted by its time share):
     the same episodes at the same multiplier, so the three returns compare (the training
-    curve's multiplier moves)."""
+    curve's multiplier moves). The trained policy decides as deployed (with budget tracking at
+    the price the episode's violation share so far sets)."""
     env = GrpoPowerEnv(config, calibration, deployment, space, cap_w, False, power_limit_frac)
     rng = np.random.default_rng(seed)
     seeds = [10_000 + seed + k for k in range(episodes)]
     mixes = {
-        "trained": [(1.0, env, controller.action_vector)],
+        "trained": [(1.0, env, lambda _o: controller.decide(observe(env.run)))],
         "random": [(1.0, env, lambda _o: rng.uniform(-1, 1, len(space.actuators)))],
     }
     if oracle is not None:
