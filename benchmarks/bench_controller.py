@@ -80,7 +80,8 @@ def decision_latency(folder: Path, calls: int = 20_000) -> dict[str, Any]:
     sb3 = []
     for obs in observations[: calls // 10]:
         started = time.perf_counter()
-        model.predict(normalizer.normalize_obs(obs.to_array()[None, :]), deterministic=True)
+        raw = controller.policy_input(obs)[None, :]
+        model.predict(normalizer.normalize_obs(raw), deterministic=True)
         sb3.append(time.perf_counter() - started)
     return {"ppo_controller_decide": _percentiles_us(ours), "sb3_predict": _percentiles_us(sb3)}
 

@@ -115,12 +115,15 @@ class BudgetTrackingConfig(Strict):
 
     (within ``reward.multiplier_min``..``multiplier_max``): below the target it asks for more
     output, above it for less, so the run ends near the budget however the workload, the cap or
-    the GPUs changed. Opt-in (measured in docs/design.md 'Budget tracking')."""
+    the GPUs changed. ``enabled`` is every deployment's default; a deployment may set its own
+    (``sim.deployments[].budget_tracking``: 7b on; measured in docs/design.md 'Budget
+    tracking')."""
 
     enabled: bool = Field(
         False,
-        description="Train and deploy the budget-tracking controller; false (the default): "
-        "one multiplier, the policy's input is the observation alone.",
+        description="Train and deploy the budget-tracking controller on every deployment "
+        "without a budget_tracking of its own; false (the default): one multiplier, the "
+        "policy's input is the observation alone.",
     )
     spread: Annotated[float, Field(ge=0, le=5)] = Field(
         2.0,

@@ -713,10 +713,15 @@ class PPOController:
                 x = np.maximum(x, 0.0)
         return np.clip(x, -1.0, 1.0)
 
-    def decide(self, observation: Observation) -> Action:
-        """The actuator values of the next step (with budget tracking at the multiplier the
-        run's violation share so far sets: :func:`tracked_multiplier`)."""
+    def policy_input(self, observation: Observation) -> np.ndarray:
+        """The raw vector the policy reads for ``observation``: its array, and with budget
+        tracking the log of the multiplier the run's violation share so far sets
+        (:func:`tracked_multiplier`)."""
         array = observation.to_array()
-        if self.tracking is not None:
-            array = np.append(array, math.log(tracked_multiplier(self.tracking, observation)))
-        return self.space.to_action(self.action_vector(array))
+        if self.tracking is None:
+            return array
+        return np.append(array, math.log(tracked_multiplier(self.tracking, observation)))
+
+    def decide(self, observation: Observation) -> Action:
+        """The actuator values of the next step."""
+        return self.space.to_action(self.action_vector(self.policy_input(observation)))
