@@ -428,16 +428,24 @@ def _settings_text(arm: str, settings: dict[str, Any]) -> str:
         if settings.get("power_limit_w"):
             text += f"; limit {settings['power_limit_w']:g} W"
         return text
-    text = f"c={settings['concurrency']}, m={settings['max_new_tokens']}"
     if arm.startswith("oracle") and len(settings.get("segments", [])) > 1:
-        text = "; ".join(
-            f"from {s['start_s']:g} s: c={s['concurrency']}, m={s['max_new_tokens']}"
-            + (f", limit {s['power_limit_w']:g} W" if s.get("power_limit_w") else "")
-            for s in settings["segments"]
+        return "; ".join(
+            f"from {s['start_s']:g} s: {_setting_text(s)}" for s in settings["segments"]
         )
-        return text
-    if settings.get("power_limit_w"):
-        text += f", limit {settings['power_limit_w']:g} W"
+    return _setting_text(settings)
+
+
+def _setting_text(setting: dict[str, Any]) -> str:
+    """One static setting as the table writes it: concurrency (c), max new tokens (m), the
+    training micro-batch (mb) where the setting has one, the pause between steps where it is
+    above 0 and the GPU power limit where it sets one."""
+    text = f"c={setting['concurrency']}, m={setting['max_new_tokens']}"
+    if "train_micro_batch" in setting:
+        text += f", mb={setting['train_micro_batch']}"
+    if setting.get("pause_s"):
+        text += f", pause {setting['pause_s']:g} s"
+    if setting.get("power_limit_w"):
+        text += f", limit {setting['power_limit_w']:g} W"
     return text
 
 
@@ -450,7 +458,7 @@ def markdown_table(
         "",
         "All numbers are simulated (GRPO step simulator, calibrated A100 power model). "
         "Means over seeds with 95 % confidence intervals in brackets; c = concurrency, "
-        "m = max new tokens.",
+        "m = max new tokens, mb = training micro-batch.",
         "",
     ]
     for deployment, group in summary.groupby("deployment", sort=False):
