@@ -306,8 +306,9 @@ class StepModel:
         chunks = [self.completion_lengths(batch, key[1], eos)] * full
         if rest:
             chunks.append(self.completion_lengths(rest, key[1], eos))
-        for lengths in chunks:
-            segments += self._chunk(lengths)
+        segments += self._chunk(chunks[0]) * full  # the full chunks are alike
+        if rest:
+            segments += self._chunk(chunks[-1])
         tokens = int(sum(int(lengths.sum()) for lengths in chunks))
         segments.append(
             (
