@@ -56,10 +56,10 @@ def main() -> dict:
         folder = Path(tmp)
         _cost_pct(0.5, 1.0, 1, folder)  # warm-up: imports, first Parquet write
         runs = [
-            _cost_pct(0.5, 30.0, 1, folder),
-            _cost_pct(0.5, 30.0, 8, folder),
-            _cost_pct(0.05, 15.0, 1, folder),
-            _cost_pct(0.05, 15.0, 8, folder),
+            _cost_pct(0.5, 12.0, 1, folder),  # 24 samples and 6 flushes each
+            _cost_pct(0.5, 12.0, 8, folder),
+            _cost_pct(0.05, 6.0, 1, folder),
+            _cost_pct(0.05, 6.0, 8, folder),
         ]
     at_half = runs[0]["cpu_pct_of_one_core"]
     return save_result(
