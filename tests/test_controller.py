@@ -62,6 +62,8 @@ def test_the_observations_p95_is_numpys_percentile_bit_for_bit():
             assert percentile_95(values) == float(np.percentile(values, 95)), (size, dtype)
             ties = np.round(values / 25.0) * 25.0
             assert percentile_95(ties) == float(np.percentile(ties, 95)), (size, dtype)
+    per_gpu = rng.normal(250.0, 40.0, (37, 4)).astype(np.float32)  # samples x GPUs, pooled
+    assert percentile_95(per_gpu) == float(np.percentile(per_gpu, 95))
 
 
 @pytest.fixture(scope="module")

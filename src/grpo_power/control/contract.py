@@ -138,10 +138,12 @@ def random_observations(
 
 
 def percentile_95(values: np.ndarray) -> float:
-    """The 95th percentile of a 1-d array, bit for bit ``np.percentile(values, 95)`` (linear
+    """The 95th percentile of an array's values, bit for bit ``np.percentile(values, 95)`` (linear
     method: numpy's interpolation between the two order statistics about it), from a partial
     sort: about 3 us against numpy's 35 us, the difference that matters in the hot loop of
-    controller training, which takes it before every simulated step."""
+    controller training, which takes it before every simulated step. Any shape is taken
+    whole, as numpy does."""
+    values = np.ravel(values)
     n = values.size
     index = 0.95 * (n - 1)
     low = math.floor(index)

@@ -303,13 +303,13 @@ class StepModel:
         segments = [(PAUSE, float(key[5]), self.physics.idle_w)] if key[5] > 0 else []
         batch = max(1, min(key[0], sequences))
         full, rest = divmod(sequences, batch)
-        chunks = [self.completion_lengths(batch, key[1], eos)] * full
+        lengths = self.completion_lengths(batch, key[1], eos)
+        segments += self._chunk(lengths) * full  # the full chunks are alike
+        tokens = full * int(lengths.sum())
         if rest:
-            chunks.append(self.completion_lengths(rest, key[1], eos))
-        segments += self._chunk(chunks[0]) * full  # the full chunks are alike
-        if rest:
-            segments += self._chunk(chunks[-1])
-        tokens = int(sum(int(lengths.sum()) for lengths in chunks))
+            lengths = self.completion_lengths(rest, key[1], eos)
+            segments += self._chunk(lengths)
+            tokens += int(lengths.sum())
         segments.append(
             (
                 SCORE,
