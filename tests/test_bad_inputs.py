@@ -134,6 +134,13 @@ CASES: list[Case] = [
         ["{name}", "header", "got one column", "other than commas"],
     ),
     Case(
+        "import-no-header",
+        "nvidia-smi log recorded with --format=csv,noheader",
+        ("text", {"name": "smi.csv", "text": T0 + SMI_ROW + T1 + SMI_ROW}),
+        IMPORT,
+        ["{name}", "line 1", "expected a header line", "got data", "--format=csv,noheader"],
+    ),
+    Case(
         "import-no-power-column",
         "nvidia-smi log without power.draw",
         (

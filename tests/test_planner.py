@@ -51,6 +51,8 @@ def test_planner_on_a_folder_of_mixed_traces(config: Config, tmp_path: Path) -> 
     shutil.copy(DATA / "dcgm-exporter-a100.csv", folder / "dcgm.csv")
     _run_folder(folder / "run-a", config)
     (folder / "notes.csv").write_text("when,what\nmonday,nothing\n")
+    headerless = (DATA / "nvidia-smi-basic.csv").read_text().splitlines(keepends=True)[1:]
+    (folder / "smi" / "noheader.csv").write_text("".join(headerless))  # --format=csv,noheader
     result = run_planner(folder, tmp_path / "out", config)
     index = pd.read_csv(tmp_path / "out" / "traces" / "index.csv")
     imported = index[index["status"] == "imported"].set_index("key")
@@ -62,7 +64,9 @@ def test_planner_on_a_folder_of_mixed_traces(config: Config, tmp_path: Path) -> 
         "smi/node2": "nvidia-smi",
     }
     skipped = set(index.loc[index["status"] == "skipped", "key"])
-    assert skipped == {"notes", "run-a/steps"}
+    assert skipped == {"notes", "run-a/steps", "smi/noheader"}
+    reason = index.set_index("key").loc["smi/noheader", "reason"]
+    assert reason.startswith("no header line (line 1 is data: ") and "--format=csv" in reason
     assert "gpu.nameplate_w" in imported.loc["smi/node2", "notes"]
     # the fleet is the traces' GPUs (2 + 1 + 2), but for the log too short for one energy bin
     left_out = [entry["run_id"] for entry in result.fleet.summary["left_out"]]

@@ -21,7 +21,7 @@ from tqdm import tqdm
 from grpo_power.atomic import write_csv_atomic
 from grpo_power.config import Config
 from grpo_power.layout import PLANNER_TRACES, RUN
-from grpo_power.telemetry.importers import import_log
+from grpo_power.telemetry.importers import HEADERLESS_HINT, header_is_data, import_log
 from grpo_power.telemetry.steplog import read_step_log
 from grpo_power.telemetry.store import TraceDefaults, read_trace, write_trace
 
@@ -58,6 +58,11 @@ def _csv_kind(path: Path) -> tuple[str | None, str]:
         return "nvidia-smi", ""
     if {"t", "gpu", "power_w"} <= names:
         return "trace", ""
+    if header_is_data(header):
+        return (
+            None,
+            f"no header line (line 1 is data: {', '.join(header[:3])}, ...); {HEADERLESS_HINT}",
+        )
     return None, f"no power column in its header ({', '.join(header[:4])}, ...)"
 
 

@@ -14,6 +14,8 @@ What real logs contain, and what the import does with it (each named in the trac
 ``notes``, which ``grpo-power telemetry import`` prints):
 
 * a UTF-8 byte-order mark (Excel, PowerShell): dropped;
+* no header line (``--format=csv,noheader``: the first line is data): refused, saying how to
+  record or repair it (the columns cannot be told apart without it);
 * an instantaneous power column that is ``[N/A]`` in every row (a part or driver without it):
   the other power column is used;
 * a missing power reading (``[N/A]`` during a reset or under load): the row is left out, a
@@ -33,6 +35,7 @@ import csv
 import io
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -86,6 +89,21 @@ DCGM_COLUMNS = {
 MISSING_VALUES = {"[N/A]", "N/A", "[Not Supported]", "[Unknown Error]", "", "nan"}
 
 
+HEADERLESS_HINT = (
+    "an nvidia-smi log recorded with --format=csv,noheader has none: record with --format=csv, "
+    "or add the header line its --query-gpu fields name (e.g. 'timestamp, index, power.draw [W]')"
+)
+_DATA_CELL = re.compile(
+    r"^(\d{4}[/-]\d{2}[/-]\d{2}[ T]|[-+]?\d+(\.\d*)?(e[-+]?\d+)?(\s*[A-Za-z%]+)?$)"
+)
+
+
+def header_is_data(header: list[str]) -> bool:
+    """True when a log's first line holds values rather than column names: its first cell a
+    date or a number (with or without a unit), as a log written without its header line has."""
+    return bool(header) and _DATA_CELL.match(header[0].strip()) is not None
+
+
 class ImportError_(ValueError):
     """A log could not be imported; the message names the file, the column and the problem."""
 
@@ -130,6 +148,12 @@ def read_csv_log(path: Path, fmt: str) -> tuple[pd.DataFrame, np.ndarray]:
         raise ImportError_(
             f"{path}: header: expected {expected} (timestamp, index or gpu, power, ...), got one "
             f"column {header[0][:60]!r}; is it separated by something other than commas?"
+        )
+    if header_is_data(header):
+        hint = HEADERLESS_HINT if fmt == "nvidia-smi" else "add the header line naming its columns"
+        raise ImportError_(
+            f"{path}: line 1: expected a header line naming the columns, got data "
+            f"({', '.join(header[:3])}, ...); {hint}"
         )
     # nvidia-smi -l repeats its header after a restart; drop every repeat of it.
     kept = [
