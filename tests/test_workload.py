@@ -86,7 +86,11 @@ def test_actuators_change_the_next_generation_and_are_clamped(
     assert not steps["clamped_concurrency"].iloc[:3].any()
     # Token counts in the log equal the completion ids TRL handed to the reward function.
     assert steps["completion_tokens"].tolist() == counted
-    # The controller saw live (simulated) telemetry and the previous step's throughput.
+    # Before the first step it saw no samples (the loading's are not the run's), as in the
+    # simulator its policy is trained in; then live (simulated) telemetry and the previous
+    # step's throughput.
+    first = controller.observations[0]
+    assert (first.samples, first.mean_power_w, first.tokens_per_s) == (0, 0.0, 0.0)
     assert controller.observations[-1].samples > 0
     assert controller.observations[-1].tokens_per_s == pytest.approx(steps["tokens_per_s"].iloc[2])
     assert steps["obs_samples"].iloc[-1] > 0

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from transformers import Trainer, TrainerCallback
 
 from grpo_power.callbacks.binding import bound_trainer, run_first
@@ -139,8 +140,12 @@ class PowerCapCallback(TrainerCallback):
         """The observation the controller gets now."""
         assert self.actuators is not None
         values = self.actuators.values()
+        # before this attempt's first step, no samples: they would be of loading, not of the
+        # run, and the simulator a controller is trained in has none there either
+        stepped = self._step is not None
+        power_w = self.monitor.recent(self.window_s).power_w if stepped else np.empty(0)
         return Observation.from_power(
-            self.monitor.recent(self.window_s).power_w,
+            power_w,
             self.cap_w,
             values.get("concurrency", self.bounds["concurrency"].max),
             values["max_new_tokens"],

@@ -86,6 +86,7 @@ class ControllerCallback(TrainerCallback):
         self.origin_s = origin_s
         self.is_main = trainer.accelerator.is_main_process
         self.last_tokens_per_s = 0.0
+        self._stepped = False  # a step of this attempt has ended
         self.completion_tokens = 0
         self.violations = RunViolations()  # the run's samples, and those above the cap
         self.stop_requested = stop_requested
@@ -128,7 +129,10 @@ class ControllerCallback(TrainerCallback):
 
     def observe(self) -> Observation:
         """The observation the controller gets now."""
-        power_w = self.recent_power_w(self.window_s) if self.recent_power_w else np.empty(0)
+        # before this attempt's first step, no samples: they would be of loading, not of the
+        # run, and the simulator a controller is trained in has none there either
+        stepped = self.recent_power_w is not None and self._stepped
+        power_w = self.recent_power_w(self.window_s) if stepped else np.empty(0)
         values = self.actuators.values()
         return Observation.from_power(
             power_w,
@@ -186,6 +190,7 @@ class ControllerCallback(TrainerCallback):
         stats = self._global_stats()
         wall_s = max(1e-9, end_s - self._row["start_s"])
         self.last_tokens_per_s = stats.completion_tokens / wall_s
+        self._stepped = True
         # the step's samples, for the run's violation share (a step longer than the sampler's
         # history, 300 s by default, counts its last 300 s)
         if self.recent_power_w:
