@@ -141,6 +141,13 @@ CASES: list[Case] = [
         ["{name}", "line 1", "expected a header line", "got data", "--format=csv,noheader"],
     ),
     Case(
+        "import-dmon-without-time",
+        "nvidia-smi dmon log recorded without -o DT",
+        ("text", {"name": "dmon.log", "text": "# gpu   pwr\n# Idx     W\n    0    62\n"}),
+        [*IMPORT, "--format", "nvidia-smi-dmon", "--nameplate-w", "400"],
+        ["{name}", "line 1", "no Date and Time columns", "-o DT"],
+    ),
+    Case(
         "import-no-power-column",
         "nvidia-smi log without power.draw",
         (
@@ -268,7 +275,10 @@ CASES: list[Case] = [
         "a log imported with --format csv",
         ("text", {"name": "smi.csv", "text": f"{NVSMI_HEADER}\n{T0}, 0, 250 W, 400 W\n"}),
         [*IMPORT, "--format", "csv"],
-        ["Invalid value for '--format'", "'csv' is not one of 'nvidia-smi', 'dcgm'"],
+        [
+            "Invalid value for '--format'",
+            "'csv' is not one of 'nvidia-smi', 'nvidia-smi-dmon', 'dcgm'",
+        ],
         EXIT_USAGE,
     ),
     # --- telemetry summary -------------------------------------------------------------------

@@ -90,10 +90,15 @@ def invoke(command: list[str]) -> tuple[int, str]:
 CSV_ALPHABET = st.sampled_from(list("0123456789.,:-/ WN[A]%e+\n\t;x\ufeff\x00"))
 SMI_HEADER = "timestamp, index, power.draw [W], power.default_limit [W]\n"
 DCGM_HEADER = "timestamp,gpu,modelName,DCGM_FI_DEV_POWER_USAGE\n"
+DMON_HEADER = (
+    "#Date       Time        gpu    pwr   pclk\n#YYYYMMDD   HH:MM:SS    Idx      W    MHz\n"
+)
+HEADERS = {"nvidia-smi": SMI_HEADER, "nvidia-smi-dmon": DMON_HEADER, "dcgm": DCGM_HEADER}
+FORMATS = list(HEADERS)
 
 
 @FAST
-@given(data=st.binary(max_size=400), fmt=st.sampled_from(["nvidia-smi", "dcgm"]))
+@given(data=st.binary(max_size=400), fmt=st.sampled_from(FORMATS))
 def test_random_bytes_to_the_importers(data: bytes, fmt: str) -> None:
     with folder() as where:
         log = where / "log.csv"
@@ -104,10 +109,10 @@ def test_random_bytes_to_the_importers(data: bytes, fmt: str) -> None:
 @FAST
 @given(
     body=st.text(CSV_ALPHABET, max_size=300),
-    fmt=st.sampled_from(["nvidia-smi", "dcgm"]),
+    fmt=st.sampled_from(FORMATS),
 )
 def test_random_rows_under_a_valid_header(body: str, fmt: str) -> None:
-    header = SMI_HEADER if fmt == "nvidia-smi" else DCGM_HEADER
+    header = HEADERS[fmt]
     with folder() as where:
         log = where / "log.csv"
         log.write_text(header + body)
@@ -183,7 +188,9 @@ def test_random_bytes_as_a_config(data: bytes) -> None:
 
 @FAST
 @given(
-    which=st.sampled_from(["nvidia-smi-a100.csv", "dcgm-exporter-a100.csv", "trace", "config"]),
+    which=st.sampled_from(
+        ["nvidia-smi-a100.csv", "nvidia-smi-dmon.log", "dcgm-exporter-a100.csv", "trace", "config"]
+    ),
     cut=st.floats(0.0, 1.0),
 )
 def test_truncated_files(which: str, cut: float) -> None:
@@ -203,7 +210,7 @@ def test_truncated_files(which: str, cut: float) -> None:
         elif which == "config":
             invoke(["telemetry", "summary", str(_trace(where)), "-c", str(target)])
         else:
-            fmt = "dcgm" if which.startswith("dcgm") else "nvidia-smi"
+            fmt = next(f for f in reversed(FORMATS) if which.startswith(f))
             command = ["telemetry", "import", str(target), "--format", fmt]
             invoke([*command, "--nameplate-w", "400", "--out", str(where / "o.parquet")])
 

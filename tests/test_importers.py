@@ -42,6 +42,31 @@ def test_nvidia_smi_minimal_query_needs_a_nameplate() -> None:
     assert frame["power_avg_w"].isna().all()
 
 
+def test_nvidia_smi_dmon_log_with_repeated_headers_and_a_missing_reading() -> None:
+    frame, meta = import_log(
+        DATA / "nvidia-smi-dmon.log", "nvidia-smi-dmon", nameplate_w=400.0, timezone="UTC"
+    )
+    assert meta.import_format == "nvidia-smi-dmon" and meta.sample_period_s == 1.0
+    assert meta.start_unix_s == 1741083330.0  # 2025-03-04 10:15:30 UTC
+    gpu0, gpu1 = frame[frame["gpu"] == 0], frame[frame["gpu"] == 1]
+    assert gpu0["t"].tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert gpu0["power_w"].tolist() == [62.0, 250.0, 301.0, 305.0]
+    assert gpu0["sm_util"].tolist() == [0.0, 87.0, 99.0, 99.0]
+    assert gpu0["sm_clock_mhz"].tolist() == [210.0, 1410.0, 1395.0, 1395.0]
+    assert gpu1["t"].tolist() == [0.0, 1.0, 3.0]  # its '-' at 10:15:32 is a gap (line 8)
+    assert any("first at line 8" in note for note in meta.model_extra["notes"])
+
+
+def test_nvidia_smi_dmon_log_without_time_columns_is_refused(tmp_path: Path) -> None:
+    log = tmp_path / "dmon.log"
+    log.write_text("# gpu   pwr  gtemp\n# Idx     W      C\n    0    62     34\n")
+    with pytest.raises(ImportError_, match=r"line 1: no Date and Time columns .* -o DT"):
+        import_log(log, "nvidia-smi-dmon", nameplate_w=400.0)
+    log.write_text("timestamp, index, power.draw [W]\n")
+    with pytest.raises(ImportError_, match=r"line 1: expected an nvidia-smi dmon log"):
+        import_log(log, "nvidia-smi-dmon", nameplate_w=400.0)
+
+
 def test_dcgm_csv_one_missing_reading_becomes_a_gap() -> None:
     """The last row's power is [N/A]: a missing sample (never interpolated), counted in a note;
     the energy counter of the rows kept is still read in mJ and becomes J since the start."""

@@ -53,25 +53,28 @@ def test_planner_on_a_folder_of_mixed_traces(config: Config, tmp_path: Path) -> 
     (folder / "notes.csv").write_text("when,what\nmonday,nothing\n")
     headerless = (DATA / "nvidia-smi-basic.csv").read_text().splitlines(keepends=True)[1:]
     (folder / "smi" / "noheader.csv").write_text("".join(headerless))  # --format=csv,noheader
+    shutil.copy(DATA / "nvidia-smi-dmon.log", folder / "smi" / "node3.log")
     result = run_planner(folder, tmp_path / "out", config)
     index = pd.read_csv(tmp_path / "out" / "traces" / "index.csv")
     imported = index[index["status"] == "imported"].set_index("key")
-    assert sorted(imported.index) == ["dcgm", "run-a/trace", "smi/node1", "smi/node2"]
+    assert sorted(imported.index) == ["dcgm", "run-a/trace", "smi/node1", "smi/node2", "smi/node3"]
     assert dict(imported["format"]) == {
         "dcgm": "dcgm",
         "run-a/trace": "trace",
         "smi/node1": "nvidia-smi",
         "smi/node2": "nvidia-smi",
+        "smi/node3": "nvidia-smi-dmon",
     }
     skipped = set(index.loc[index["status"] == "skipped", "key"])
     assert skipped == {"notes", "run-a/steps", "smi/noheader"}
     reason = index.set_index("key").loc["smi/noheader", "reason"]
     assert reason.startswith("no header line (line 1 is data: ") and "--format=csv" in reason
     assert "gpu.nameplate_w" in imported.loc["smi/node2", "notes"]
-    # the fleet is the traces' GPUs (2 + 1 + 2), but for the log too short for one energy bin
+    # the fleet is the traces' GPUs (dcgm 1, run-a 2, node2 1, node3 2), but for the log too
+    # short for one energy bin
     left_out = [entry["run_id"] for entry in result.fleet.summary["left_out"]]
     assert left_out == ["smi/node1"]  # 0.3 s of samples: no complete 0.5 s bin
-    assert result.fleet.summary["n_gpus"] == int(imported["gpus"].drop(left_out).sum()) == 4
+    assert result.fleet.summary["n_gpus"] == int(imported["gpus"].drop(left_out).sum()) == 6
     assert result.fleet.summary["simulated"]  # one input is simulated: the fleet says so
     traces = pd.read_csv(tmp_path / "out" / "economics" / "traces.csv").set_index("deployment")
     assert traces.loc["run-a/trace", "tokens"] == 10000

@@ -2,10 +2,12 @@
 
 A file's format is told from its name and header line: a ``.csv`` whose header names
 ``DCGM_FI_*`` fields is a DCGM log, one with ``timestamp``, ``index`` and ``power.draw`` an
-nvidia-smi log, one with ``t``, ``gpu`` and ``power_w`` a trace CSV; a ``.parquet`` file is a
-trace (a run folder's ``steps.parquet`` is its step log, whose tokens the economics use). Any
-other file (a vLLM ``engine.csv``, a ``manifest.json``) is listed as skipped, with the reason.
-Logs are imported by :func:`grpo_power.telemetry.importers.import_log` and traces read by
+nvidia-smi log, one with ``t``, ``gpu`` and ``power_w`` a trace CSV; a file of another suffix
+whose first line is ``nvidia-smi dmon``'s header (``#Date Time gpu pwr ...``) a dmon log; a
+``.parquet`` file is a trace (a run folder's ``steps.parquet`` is its step log, whose tokens the
+economics use). Any other file (a vLLM ``engine.csv``, a ``manifest.json``) is listed as
+skipped, with the reason. Logs are imported by
+:func:`grpo_power.telemetry.importers.import_log` and traces read by
 :func:`grpo_power.telemetry.store.read_trace`: the same checks as every other stage. Each trace
 is named by its path in the folder (without the suffix), which is also its ``run_id``.
 """
@@ -21,15 +23,20 @@ from tqdm import tqdm
 from grpo_power.atomic import write_csv_atomic
 from grpo_power.config import Config
 from grpo_power.layout import PLANNER_TRACES, RUN
-from grpo_power.telemetry.importers import HEADERLESS_HINT, header_is_data, import_log
+from grpo_power.telemetry.importers import (
+    HEADERLESS_HINT,
+    header_is_data,
+    import_log,
+    is_dmon_header,
+)
 from grpo_power.telemetry.steplog import read_step_log
 from grpo_power.telemetry.store import TraceDefaults, read_trace, write_trace
 
 STEP_LOG = RUN.steps
 INDEX = PLANNER_TRACES.index
 EXPECTED = (
-    "a folder of power traces: nvidia-smi or DCGM CSV logs, grpo-power Parquet traces or "
-    "trace CSVs (t, gpu, power_w)"
+    "a folder of power traces: nvidia-smi or DCGM CSV logs, nvidia-smi dmon logs, grpo-power "
+    "Parquet traces or trace CSVs (t, gpu, power_w)"
 )
 
 
@@ -39,7 +46,7 @@ class FoundFile:
 
     path: Path
     key: str
-    kind: str | None  # "nvidia-smi" | "dcgm" | "trace"; None: not a power trace
+    kind: str | None  # "nvidia-smi" | "nvidia-smi-dmon" | "dcgm" | "trace"; None: not a trace
     reason: str = ""
 
 
@@ -66,6 +73,16 @@ def _csv_kind(path: Path) -> tuple[str | None, str]:
     return None, f"no power column in its header ({', '.join(header[:4])}, ...)"
 
 
+def _is_dmon(path: Path) -> bool:
+    """Whether a file of another suffix (``.log``, ``.txt``) is an nvidia-smi dmon log, by its
+    first line."""
+    try:
+        with path.open(encoding="utf-8-sig", errors="replace") as file:
+            return is_dmon_header(file.readline(4096))
+    except OSError:
+        return False
+
+
 def classify(path: Path, folder: Path) -> FoundFile:
     """What ``path`` (a file under ``folder``) is to the planner."""
     key = path.relative_to(folder).with_suffix("").as_posix()
@@ -76,8 +93,10 @@ def classify(path: Path, folder: Path) -> FoundFile:
         kind, reason = None, "a step log (its tokens go with the trace beside it)"
     elif suffix == ".parquet":
         kind, reason = "trace", ""
+    elif _is_dmon(path):
+        kind, reason = "nvidia-smi-dmon", ""
     else:
-        kind, reason = None, "not a .csv or .parquet file"
+        kind, reason = None, "not a .csv or .parquet file, nor an nvidia-smi dmon log"
     return FoundFile(path, key, kind, reason)
 
 
@@ -129,7 +148,7 @@ def import_traces(
     defaults = TraceDefaults.from_config(config)
     rows = []
     for found in tqdm(traces, desc="importing traces", unit="trace", disable=not show_progress):
-        if found.kind in ("nvidia-smi", "dcgm"):
+        if found.kind in ("nvidia-smi", "nvidia-smi-dmon", "dcgm"):
             frame, metadata = import_log(
                 found.path,
                 found.kind,  # type: ignore[arg-type]

@@ -6,6 +6,10 @@ Supported formats:
   (with its header line; units such as ``W`` and ``%`` are stripped, ``[N/A]`` becomes null).
   ``power.draw.instant`` is preferred for ``power_w`` where present; ``power.draw.average`` fills
   ``power_avg_w``.
+* ``nvidia-smi-dmon``: ``nvidia-smi dmon -s pu -o DT`` (whitespace-separated, ``#`` header
+  lines; ``pwr`` is ``power_w``, whole watts; ``-`` becomes null). Its ``-o DT`` time columns
+  are required (local time, as nvidia-smi's CSV); it names no nameplate, so ``--nameplate-w``
+  (the planner: the config's ``gpu.nameplate_w``) gives it.
 * ``dcgm``: CSV scraped from dcgm-exporter with a ``timestamp`` column, a ``gpu`` column and one
   column per DCGM field, named as in dcgm-exporter's counters file (``DCGM_FI_DEV_POWER_USAGE``,
   ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` in mJ, ...).
@@ -53,7 +57,7 @@ from grpo_power.telemetry.checks import (
 from grpo_power.telemetry.schema import TRACE_COLUMNS, TraceMetadata
 from grpo_power.user_paths import path_problem
 
-ImportFormat = Literal["nvidia-smi", "dcgm"]
+ImportFormat = Literal["nvidia-smi", "nvidia-smi-dmon", "dcgm"]
 
 NVIDIA_SMI_COLUMNS = {
     "timestamp": "timestamp",
@@ -108,10 +112,9 @@ class ImportError_(ValueError):
     """A log could not be imported; the message names the file, the column and the problem."""
 
 
-def read_csv_log(path: Path, fmt: str) -> tuple[pd.DataFrame, np.ndarray]:
-    """The log's rows as text (columns as in its header) and each row's line in the file;
-    ``fmt`` names the log's kind in errors (``nvidia-smi``, ``dcgm``, an engine's name)."""
-    expected = f"a comma-separated {fmt} log with a header line"
+def _read_text(path: Path, expected: str) -> str:
+    """A log file's text (a UTF-8 byte-order mark dropped); refused, naming ``expected``, when
+    the path is not a readable file of text."""
     problem = path_problem(path, f"{expected} (a file)", ())
     if problem:
         raise ImportError_(problem)
@@ -129,6 +132,14 @@ def read_csv_log(path: Path, fmt: str) -> tuple[pd.DataFrame, np.ndarray]:
         raise ImportError_(
             f"{path}: expected {expected}, got bytes that are not text (byte {text.index(chr(0))})"
         )
+    return text
+
+
+def read_csv_log(path: Path, fmt: str) -> tuple[pd.DataFrame, np.ndarray]:
+    """The log's rows as text (columns as in its header) and each row's line in the file;
+    ``fmt`` names the log's kind in errors (``nvidia-smi``, ``dcgm``, an engine's name)."""
+    expected = f"a comma-separated {fmt} log with a header line"
+    text = _read_text(path, expected)
     reader = csv.reader(io.StringIO(text, newline=""), skipinitialspace=True)
     rows: list[list[str]] = []
     lines: list[int] = []
@@ -169,6 +180,68 @@ def read_csv_log(path: Path, fmt: str) -> tuple[pd.DataFrame, np.ndarray]:
     return pd.DataFrame(body, columns=header, dtype=object), np.array(
         [n for _, n in kept], dtype=np.int64
     )
+
+
+# ``nvidia-smi dmon`` columns, by their header name, as the query names of NVIDIA_SMI_COLUMNS
+DMON_COLUMNS = {
+    "gpu": "index",
+    "pwr": "power.draw",
+    "gtemp": "temperature.gpu",
+    "sm": "utilization.gpu",
+    "mem": "utilization.memory",
+    "pclk": "clocks.sm",
+}
+DMON_EXPECTED = "an nvidia-smi dmon log with time columns (`nvidia-smi dmon -s pu -o DT`)"
+
+
+def is_dmon_header(line: str) -> bool:
+    """True for the first line of an ``nvidia-smi dmon`` log (``# gpu pwr ...``, or
+    ``#Date Time gpu pwr ...`` with ``-o DT``)."""
+    names = line.lstrip("\ufeff").lstrip("#").lower().split()
+    return line.lstrip("\ufeff").startswith("#") and "gpu" in names and "pwr" in names
+
+
+def read_dmon_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
+    """An ``nvidia-smi dmon`` log (whitespace-separated; ``#`` lines are its header, repeated
+    every screenful, and units) as :func:`read_csv_log` gives a CSV log: rows as text under
+    the nvidia-smi query names (``timestamp``, ``index``, ``power.draw``, ...), ``-`` as
+    ``[N/A]``, and each row's line in the file. Its time columns (``-o DT``: ``YYYYMMDD`` and
+    local ``HH:MM:SS``) are required: without them the samples cannot be placed in time."""
+    text = _read_text(path, DMON_EXPECTED)
+    numbered = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    if not numbered or not is_dmon_header(numbered[0][1]):
+        first = numbered[0][1].strip()[:60] if numbered else ""
+        raise ImportError_(
+            f"{path}: line 1: expected {DMON_EXPECTED}, whose first line names its columns "
+            f"('#Date Time gpu pwr ...'), got {first!r}"
+        )
+    names = numbered[0][1].lstrip("\ufeff").lstrip("#").lower().split()
+    if len(set(names)) != len(names):
+        raise ImportError_(
+            f"{path}: line 1: expected {DMON_EXPECTED}, whose columns are named once each, got "
+            f"{' '.join(names)}"
+        )
+    if not {"date", "time"} <= set(names):
+        raise ImportError_(
+            f"{path}: line 1: no Date and Time columns (found {' '.join(names)}); expected "
+            f"{DMON_EXPECTED}: without -o DT its samples cannot be placed in time"
+        )
+    body = [(n, line.split()) for n, line in numbered if not line.lstrip().startswith("#")]
+    for n, cells in body:
+        if len(cells) != len(names):
+            raise ImportError_(
+                f"{path}: line {n} has a different number of fields than the header: expected "
+                f"{len(names)}, got {len(cells)} (a truncated or mixed log)"
+            )
+    frame = pd.DataFrame([c for _, c in body], columns=names, dtype=object)
+    date = frame["date"].astype(str)
+    raw = pd.DataFrame(
+        {"timestamp": date.str[:4] + "/" + date.str[4:6] + "/" + date.str[6:] + " " + frame["time"]}
+    )
+    for name, query in DMON_COLUMNS.items():
+        if name in frame:
+            raw[query] = frame[name].where(frame[name] != "-", "[N/A]")
+    return raw, np.array([n for n, _ in body], dtype=np.int64)
 
 
 def _strip_units(name: str) -> str:
@@ -347,15 +420,16 @@ def import_log(
     """
     path = Path(path)
     zone = resolve_timezone(timezone)
-    raw, lines = read_csv_log(path, fmt)
-    mapping = NVIDIA_SMI_COLUMNS if fmt == "nvidia-smi" else DCGM_COLUMNS
+    smi = fmt != "dcgm"
+    raw, lines = read_dmon_log(path) if fmt == "nvidia-smi-dmon" else read_csv_log(path, fmt)
+    mapping = NVIDIA_SMI_COLUMNS if smi else DCGM_COLUMNS
     renamed = {}
     for column in raw.columns:
-        key = _strip_units(column) if fmt == "nvidia-smi" else column.strip()
+        key = _strip_units(column) if smi else column.strip()
         if key in mapping and mapping[key] not in renamed.values():
             renamed[column] = mapping[key]
     frame = raw[list(renamed)].rename(columns=renamed)
-    required = {"timestamp": "timestamp", "gpu": "index" if fmt == "nvidia-smi" else "gpu"}
+    required = {"timestamp": "timestamp", "gpu": "index" if smi else "gpu"}
     for name, shown in required.items():
         if name not in frame:
             hint = ""
@@ -369,7 +443,7 @@ def import_log(
                 f"found {list(raw.columns)}{hint}"
             )
     if "power_w" not in frame and "power_draw" not in frame:
-        expected = "power.draw" if fmt == "nvidia-smi" else "DCGM_FI_DEV_POWER_USAGE"
+        expected = "power.draw" if smi else "DCGM_FI_DEV_POWER_USAGE"
         raise ImportError_(
             f"{path}: missing power column '{expected}' (or its _INSTANT/.instant variant, "
             f"expected in watts); found {list(raw.columns)}"
