@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -55,6 +56,17 @@ def test_nvidia_smi_dmon_log_with_repeated_headers_and_a_missing_reading() -> No
     assert gpu0["sm_clock_mhz"].tolist() == [210.0, 1410.0, 1395.0, 1395.0]
     assert gpu1["t"].tolist() == [0.0, 1.0, 3.0]  # its '-' at 10:15:32 is a gap (line 8)
     assert any("first at line 8" in note for note in meta.model_extra["notes"])
+
+
+def test_nvidia_smi_dmon_log_written_as_csv_reads_the_same(tmp_path: Path) -> None:
+    spaced = (DATA / "nvidia-smi-dmon.log").read_text().splitlines()
+    log = tmp_path / "dmon.csv"  # nvidia-smi dmon --format csv: the same fields, commas
+    log.write_text("\n".join(re.sub(r"(?<=\S)\s+(?=\S)", ", ", line) for line in spaced))
+    read = [
+        import_log(p, "nvidia-smi-dmon", nameplate_w=400.0)
+        for p in (DATA / "nvidia-smi-dmon.log", log)
+    ]
+    assert read[0][0].equals(read[1][0])
 
 
 def test_nvidia_smi_dmon_log_without_time_columns_is_refused(tmp_path: Path) -> None:

@@ -59,6 +59,8 @@ def _csv_kind(path: Path) -> tuple[str | None, str]:
             f"{path}: cannot be read ({error.strerror}); expected {EXPECTED}"
         ) from None
     names = {c.split(" [")[0] for c in header}
+    if is_dmon_header(",".join(header)):  # nvidia-smi dmon --format csv
+        return "nvidia-smi-dmon", ""
     if any(c.startswith("DCGM_FI_") for c in names):
         return "dcgm", ""
     if {"timestamp", "index"} <= names and any(c.startswith("power.draw") for c in names):

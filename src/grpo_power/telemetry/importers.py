@@ -194,16 +194,22 @@ DMON_COLUMNS = {
 DMON_EXPECTED = "an nvidia-smi dmon log with time columns (`nvidia-smi dmon -s pu -o DT`)"
 
 
+def _dmon_cells(line: str) -> list[str]:
+    """The fields of a dmon line (whitespace-separated, or comma-separated with ``--format
+    csv``), without the ``#`` that starts a header line."""
+    return [c for c in re.split(r"[,\s]+", line.lstrip("\ufeff").lstrip("#")) if c]
+
+
 def is_dmon_header(line: str) -> bool:
     """True for the first line of an ``nvidia-smi dmon`` log (``# gpu pwr ...``, or
     ``#Date Time gpu pwr ...`` with ``-o DT``)."""
-    names = line.lstrip("\ufeff").lstrip("#").lower().split()
+    names = [c.lower() for c in _dmon_cells(line)]
     return line.lstrip("\ufeff").startswith("#") and "gpu" in names and "pwr" in names
 
 
 def read_dmon_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
-    """An ``nvidia-smi dmon`` log (whitespace-separated; ``#`` lines are its header, repeated
-    every screenful, and units) as :func:`read_csv_log` gives a CSV log: rows as text under
+    """An ``nvidia-smi dmon`` log (whitespace- or comma-separated; ``#`` lines are its header,
+    repeated every screenful, and units) as :func:`read_csv_log` gives a CSV log: rows as text under
     the nvidia-smi query names (``timestamp``, ``index``, ``power.draw``, ...), ``-`` as
     ``[N/A]``, and each row's line in the file. Its time columns (``-o DT``: ``YYYYMMDD`` and
     local ``HH:MM:SS``) are required: without them the samples cannot be placed in time."""
@@ -215,7 +221,7 @@ def read_dmon_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
             f"{path}: line 1: expected {DMON_EXPECTED}, whose first line names its columns "
             f"('#Date Time gpu pwr ...'), got {first!r}"
         )
-    names = numbered[0][1].lstrip("\ufeff").lstrip("#").lower().split()
+    names = [c.lower() for c in _dmon_cells(numbered[0][1])]
     if len(set(names)) != len(names):
         raise ImportError_(
             f"{path}: line 1: expected {DMON_EXPECTED}, whose columns are named once each, got "
@@ -226,7 +232,7 @@ def read_dmon_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
             f"{path}: line 1: no Date and Time columns (found {' '.join(names)}); expected "
             f"{DMON_EXPECTED}: without -o DT its samples cannot be placed in time"
         )
-    body = [(n, line.split()) for n, line in numbered if not line.lstrip().startswith("#")]
+    body = [(n, _dmon_cells(line)) for n, line in numbered if not line.lstrip().startswith("#")]
     for n, cells in body:
         if len(cells) != len(names):
             raise ImportError_(
