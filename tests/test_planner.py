@@ -54,6 +54,7 @@ def test_planner_on_a_folder_of_mixed_traces(config: Config, tmp_path: Path) -> 
     headerless = (DATA / "nvidia-smi-basic.csv").read_text().splitlines(keepends=True)[1:]
     (folder / "smi" / "noheader.csv").write_text("".join(headerless))  # --format=csv,noheader
     shutil.copy(DATA / "nvidia-smi-dmon.log", folder / "smi" / "node3.log")
+    (folder / "dcgmi.txt").write_text("#Entity   POWER\nID        W\nGPU 0     64.1\n")
     result = run_planner(folder, tmp_path / "out", config)
     index = pd.read_csv(tmp_path / "out" / "traces" / "index.csv")
     imported = index[index["status"] == "imported"].set_index("key")
@@ -66,9 +67,11 @@ def test_planner_on_a_folder_of_mixed_traces(config: Config, tmp_path: Path) -> 
         "smi/node3": "nvidia-smi-dmon",
     }
     skipped = set(index.loc[index["status"] == "skipped", "key"])
-    assert skipped == {"notes", "run-a/steps", "smi/noheader"}
-    reason = index.set_index("key").loc["smi/noheader", "reason"]
-    assert reason.startswith("no header line (line 1 is data: ") and "--format=csv" in reason
+    assert skipped == {"notes", "run-a/steps", "smi/noheader", "dcgmi"}
+    reasons = index.set_index("key")["reason"]
+    assert reasons["smi/noheader"].startswith("no header line (line 1 is data: ")
+    assert "--format=csv" in reasons["smi/noheader"]
+    assert reasons["dcgmi"].startswith("a dcgmi dmon log: it has no time column")
     assert "gpu.nameplate_w" in imported.loc["smi/node2", "notes"]
     # the fleet is the traces' GPUs (dcgm 1, run-a 2, node2 1, node3 2), but for the log too
     # short for one energy bin

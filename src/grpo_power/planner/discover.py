@@ -50,16 +50,28 @@ class FoundFile:
     reason: str = ""
 
 
-def _csv_kind(path: Path) -> tuple[str | None, str]:
+DCGMI_DMON = (
+    "a dcgmi dmon log: it has no time column, so its samples cannot be placed in time; record "
+    "with dcgm-exporter scraped to CSV, nvidia-smi's CSV query or `nvidia-smi dmon -o DT`"
+)
+
+
+def _first_line(path: Path) -> str:
+    """The file's first line (at most 4096 characters; a byte-order mark dropped)."""
     try:
         with path.open(encoding="utf-8-sig", errors="replace") as file:
-            header = [c.strip() for c in file.readline().split(",")]
+            return file.readline(4096)
     except OSError as error:
         raise ValueError(
             f"{path}: cannot be read ({error.strerror}); expected {EXPECTED}"
         ) from None
+
+
+def _csv_kind(line: str) -> tuple[str | None, str]:
+    """A ``.csv`` file's format (or why it is skipped) from its first line."""
+    header = [c.strip() for c in line.split(",")]
     names = {c.split(" [")[0] for c in header}
-    if is_dmon_header(",".join(header)):  # nvidia-smi dmon --format csv
+    if is_dmon_header(line):  # nvidia-smi dmon --format csv
         return "nvidia-smi-dmon", ""
     if any(c.startswith("DCGM_FI_") for c in names):
         return "dcgm", ""
@@ -67,6 +79,8 @@ def _csv_kind(path: Path) -> tuple[str | None, str]:
         return "nvidia-smi", ""
     if {"t", "gpu", "power_w"} <= names:
         return "trace", ""
+    if line.startswith("#Entity"):
+        return None, DCGMI_DMON
     if header_is_data(header):
         return (
             None,
@@ -75,14 +89,13 @@ def _csv_kind(path: Path) -> tuple[str | None, str]:
     return None, f"no power column in its header ({', '.join(header[:4])}, ...)"
 
 
-def _is_dmon(path: Path) -> bool:
-    """Whether a file of another suffix (``.log``, ``.txt``) is an nvidia-smi dmon log, by its
-    first line."""
-    try:
-        with path.open(encoding="utf-8-sig", errors="replace") as file:
-            return is_dmon_header(file.readline(4096))
-    except OSError:
-        return False
+def _log_kind(line: str) -> tuple[str | None, str]:
+    """A file of another suffix's format (or why it is skipped) from its first line."""
+    if is_dmon_header(line):
+        return "nvidia-smi-dmon", ""
+    if line.startswith("#Entity"):
+        return None, DCGMI_DMON
+    return None, "not a .csv or .parquet file, nor an nvidia-smi dmon log"
 
 
 def classify(path: Path, folder: Path) -> FoundFile:
@@ -90,15 +103,16 @@ def classify(path: Path, folder: Path) -> FoundFile:
     key = path.relative_to(folder).with_suffix("").as_posix()
     suffix = path.suffix.lower()
     if suffix == ".csv":
-        kind, reason = _csv_kind(path)
+        kind, reason = _csv_kind(_first_line(path))
     elif path.name == STEP_LOG:
         kind, reason = None, "a step log (its tokens go with the trace beside it)"
     elif suffix == ".parquet":
         kind, reason = "trace", ""
-    elif _is_dmon(path):
-        kind, reason = "nvidia-smi-dmon", ""
     else:
-        kind, reason = None, "not a .csv or .parquet file, nor an nvidia-smi dmon log"
+        try:
+            kind, reason = _log_kind(_first_line(path))
+        except ValueError:  # another file, unreadable: not the planner's to refuse
+            kind, reason = None, "not a .csv or .parquet file, and cannot be read"
     return FoundFile(path, key, kind, reason)
 
 
