@@ -79,6 +79,38 @@ def test_nvidia_smi_dmon_log_without_time_columns_is_refused(tmp_path: Path) -> 
         import_log(log, "nvidia-smi-dmon", nameplate_w=400.0)
 
 
+def test_the_nameplate_of_a_log_without_one_comes_from_its_gpu_name(tmp_path: Path) -> None:
+    log = tmp_path / "h100.csv"
+    rows = [(30, 0, 250), (30, 1, 251), (31, 0, 650), (31, 1, 660)]
+    log.write_text(
+        "timestamp, index, name, power.draw [W]\n"
+        + "".join(
+            f"2025/03/04 10:15:{s}.000, {g}, NVIDIA H100 80GB HBM3, {w} W\n" for s, g, w in rows
+        )
+    )
+    _, meta = import_log(log, "nvidia-smi", fallback_nameplate_w=400.0)
+    assert meta.nameplate_w == 700.0  # the part's board power, not the config's 400 W
+    assert any(
+        "700 W, the default board power of NVIDIA H100" in n for n in meta.model_extra["notes"]
+    )
+    _, meta = import_log(log, "nvidia-smi", nameplate_w=650.0)
+    assert meta.nameplate_w == 650.0  # --nameplate-w first
+    anonymous = tmp_path / "anonymous.csv"  # no name: the config's, and a note on the readings
+    anonymous.write_text(
+        "\n".join(
+            ",".join(row.split(",")[:2] + row.split(",")[3:])
+            for row in log.read_text().splitlines()
+        )
+    )
+    _, meta = import_log(anonymous, "nvidia-smi", fallback_nameplate_w=400.0)
+    assert meta.nameplate_w == 400.0
+    assert any(
+        "readings reach 660 W, above the nameplate 400 W" in n for n in meta.model_extra["notes"]
+    )
+    _, meta = import_log(anonymous, "nvidia-smi", gpu_name="NVIDIA H200")
+    assert (meta.nameplate_w, meta.gpu_name) == (700.0, "NVIDIA H200")
+
+
 def test_dcgm_csv_one_missing_reading_becomes_a_gap() -> None:
     """The last row's power is [N/A]: a missing sample (never interpolated), counted in a note;
     the energy counter of the rows kept is still read in mJ and becomes J since the start."""

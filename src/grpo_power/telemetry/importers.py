@@ -20,6 +20,9 @@ What real logs contain, and what the import does with it (each named in the trac
 * a UTF-8 byte-order mark (Excel, PowerShell): dropped;
 * no header line (``--format=csv,noheader``: the first line is data): refused, saying how to
   record or repair it (the columns cannot be told apart without it);
+* no ``power.default_limit``: the nameplate from ``nameplate_w``, else the GPU name where it
+  is a part of ``config/gpu_models.py``, else ``fallback_nameplate_w`` (noted, and noted again
+  when readings rise above that one);
 * an instantaneous power column that is ``[N/A]`` in every row (a part or driver without it):
   the other power column is used;
 * a missing power reading (``[N/A]`` during a reset or under load): the row is left out, a
@@ -47,6 +50,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import numpy as np
 import pandas as pd
 
+from grpo_power.config.gpu_models import GPU_MODELS
 from grpo_power.telemetry.checks import (
     check_clock,
     check_frame_power,
@@ -410,7 +414,8 @@ def import_log(
         path: the log file.
         fmt: ``nvidia-smi`` or ``dcgm``.
         nameplate_w: the GPU's board power, W, when the log has no ``power.default_limit``.
-        gpu_name: the GPU model when the log has no name column.
+        gpu_name: the GPU model when the log has no name column; a part the simulator knows
+            (``config/gpu_models.py``) gives the nameplate when nothing else does.
         run_id: the trace's run id (default: the file's stem).
         timezone: the IANA zone of timestamps without one (nvidia-smi writes local time);
             default: the machine's. Recorded in the metadata.
@@ -537,6 +542,17 @@ def import_log(
         nameplate_from = original["nameplate_w"]
         limits = numeric_column(path, frame["nameplate_w"], nameplate_from, lines)
         nameplate_w = float(limits.max()) if limits.notna().any() else None
+    if gpu_name is None:
+        gpu_name = str(frame["gpu_name"].iloc[0]).strip() if "gpu_name" in frame else "unknown"
+    if nameplate_w is None and gpu_name in GPU_MODELS:  # a known part: its board power
+        model = GPU_MODELS[gpu_name]
+        nameplate_w, nameplate_from = model.nameplate_w, f"the GPU name {gpu_name!r}"
+        others = ", ".join(f"{w:g}" for w in model.nameplate_variants_w if w != nameplate_w)
+        also = f" (boards of {others} W exist: give --nameplate-w)" if others else ""
+        notes.append(
+            f"{path}: no power.default_limit: nameplate {nameplate_w:g} W, the default board "
+            f"power of {gpu_name}{also}"
+        )
     if nameplate_w is None and fallback_nameplate_w is not None:
         nameplate_w, nameplate_from = fallback_nameplate_w, "the config's gpu.nameplate_w"
         notes.append(
@@ -551,8 +567,13 @@ def import_log(
     if not (nameplate_w > 0 and math.isfinite(nameplate_w)):
         raise ImportError_(f"{path}: {nameplate_from}: expected watts > 0, got {nameplate_w:g}")
     check_frame_power(out, str(path), nameplate_w, power_column)
-    if gpu_name is None:
-        gpu_name = str(frame["gpu_name"].iloc[0]).strip() if "gpu_name" in frame else "unknown"
+    peak_w = float(out["power_w"].max())
+    if nameplate_from == "the config's gpu.nameplate_w" and peak_w > nameplate_w:
+        notes.append(
+            f"{path}: readings reach {peak_w:g} W, above the nameplate {nameplate_w:g} W from "
+            f"{nameplate_from}: if the log is of another part, give its nameplate (--nameplate-w, "
+            "or the config's gpu.nameplate_w)"
+        )
     out = out.sort_values(["t", "gpu"], kind="stable").reset_index(drop=True)
     period = median_spacing(out["gpu"].to_numpy(), out["t"].to_numpy())
     if period is None:
