@@ -8,8 +8,8 @@ Supported formats:
   ``power_avg_w``.
 * ``nvidia-smi-dmon``: ``nvidia-smi dmon -s pu -o DT`` (whitespace-separated, ``#`` header
   lines; ``pwr`` is ``power_w``, whole watts; ``-`` becomes null). Its ``-o DT`` time columns
-  are required (local time, as nvidia-smi's CSV); it names no nameplate, so ``--nameplate-w``
-  (the planner: the config's ``gpu.nameplate_w``) gives it.
+  are required (local time, as nvidia-smi's CSV); it names neither the part nor its nameplate,
+  so ``--nameplate-w`` or ``--gpu-name`` (the planner: the config's ``gpu.nameplate_w``) does.
 * ``dcgm``: CSV scraped from dcgm-exporter with a ``timestamp`` column, a ``gpu`` column and one
   column per DCGM field, named as in dcgm-exporter's counters file (``DCGM_FI_DEV_POWER_USAGE``,
   ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` in mJ, ...).
@@ -412,7 +412,7 @@ def import_log(
 
     Args:
         path: the log file.
-        fmt: ``nvidia-smi`` or ``dcgm``.
+        fmt: ``nvidia-smi``, ``nvidia-smi-dmon`` or ``dcgm``.
         nameplate_w: the GPU's board power, W, when the log has no ``power.default_limit``.
         gpu_name: the GPU model when the log has no name column; a part the simulator knows
             (``config/gpu_models.py``) gives the nameplate when nothing else does.
