@@ -55,6 +55,8 @@ def test_planner_on_a_folder_of_mixed_traces(config: Config, tmp_path: Path) -> 
     (folder / "smi" / "noheader.csv").write_text("".join(headerless))  # --format=csv,noheader
     shutil.copy(DATA / "nvidia-smi-dmon.log", folder / "smi" / "node3.log")
     (folder / "dcgmi.txt").write_text("#Entity   POWER\nID        W\nGPU 0     64.1\n")
+    engine = "timestamp,vllm:num_requests_running,vllm:generation_tokens_total\n1.5,3,100\n"
+    (folder / "run-a" / "engine.csv").write_text(engine)
     result = run_planner(folder, tmp_path / "out", config)
     index = pd.read_csv(tmp_path / "out" / "traces" / "index.csv")
     imported = index[index["status"] == "imported"].set_index("key")
@@ -67,11 +69,12 @@ def test_planner_on_a_folder_of_mixed_traces(config: Config, tmp_path: Path) -> 
         "smi/node3": "nvidia-smi-dmon",
     }
     skipped = set(index.loc[index["status"] == "skipped", "key"])
-    assert skipped == {"notes", "run-a/steps", "smi/noheader", "dcgmi"}
+    assert skipped == {"notes", "run-a/steps", "smi/noheader", "dcgmi", "run-a/engine"}
     reasons = index.set_index("key")["reason"]
     assert reasons["smi/noheader"].startswith("no header line (line 1 is data: ")
     assert "--format=csv" in reasons["smi/noheader"]
     assert reasons["dcgmi"].startswith("a dcgmi dmon log: it has no time column")
+    assert reasons["run-a/engine"].startswith("an inference engine's metrics log (vllm), not power")
     assert "gpu.nameplate_w" in imported.loc["smi/node2", "notes"]
     # the fleet is the traces' GPUs (dcgm 1, run-a 2, node2 1, node3 2), but for the log too
     # short for one energy bin
@@ -128,6 +131,7 @@ def test_planner_on_the_public_real_traces(tmp_path: Path) -> None:
     assert 1.0 < by_cli["factor"] < 2.0
     index = pd.read_csv(planner / "traces" / "index.csv")
     skipped = index[index["status"] == "skipped"]
-    assert skipped["key"].str.endswith("engine").sum() == 6  # vLLM metrics: no power column
+    engines = skipped[skipped["key"].str.endswith("engine")]
+    assert len(engines) == 6 and engines["reason"].str.contains("metrics log \\(vllm\\)").all()
     assert (planner / "report" / "index.html").exists()
     assert len(list((planner / "report" / "figures").glob("*.png"))) == 3

@@ -23,6 +23,7 @@ from tqdm import tqdm
 from grpo_power.atomic import write_csv_atomic
 from grpo_power.config import Config
 from grpo_power.layout import PLANNER_TRACES, RUN
+from grpo_power.telemetry.engine import ENGINE_COLUMNS
 from grpo_power.telemetry.importers import (
     HEADERLESS_HINT,
     header_is_data,
@@ -81,6 +82,14 @@ def _csv_kind(line: str) -> tuple[str | None, str]:
         return "trace", ""
     if line.startswith("#Entity"):
         return None, DCGMI_DMON
+    metrics = {c.split(":")[-1] for c in names}  # a Prometheus prefix ("vllm:") ignored
+    for engine, (_, gauge, counter) in ENGINE_COLUMNS.items():
+        if {gauge, counter} <= metrics:
+            return None, (
+                f"an inference engine's metrics log ({engine}), not power: `grpo-power telemetry "
+                f"import POWER_LOG --engine THIS --engine-format {engine}` aligns it with the "
+                "power log of the same run"
+            )
     if header_is_data(header):
         return (
             None,
