@@ -68,20 +68,29 @@ def _first_line(path: Path) -> str:
         ) from None
 
 
+def _dmon_kind(line: str) -> tuple[str | None, str] | None:
+    """An nvidia-smi dmon log (whatever its suffix; ``--format csv`` too), or a dcgmi dmon table
+    skipped for its reason, from the first line; None: neither."""
+    if is_dmon_header(line):
+        return "nvidia-smi-dmon", ""
+    if line.startswith("#Entity"):
+        return None, DCGMI_DMON
+    return None
+
+
 def _csv_kind(line: str) -> tuple[str | None, str]:
     """A ``.csv`` file's format (or why it is skipped) from its first line."""
+    dmon = _dmon_kind(line)
+    if dmon is not None:
+        return dmon
     header = [c.strip() for c in line.split(",")]
     names = {c.split(" [")[0] for c in header}
-    if is_dmon_header(line):  # nvidia-smi dmon --format csv
-        return "nvidia-smi-dmon", ""
     if any(c.startswith("DCGM_FI_") for c in names):
         return "dcgm", ""
     if {"timestamp", "index"} <= names and any(c.startswith("power.draw") for c in names):
         return "nvidia-smi", ""
     if {"t", "gpu", "power_w"} <= names:
         return "trace", ""
-    if line.startswith("#Entity"):
-        return None, DCGMI_DMON
     metrics = {c.split(":")[-1] for c in names}  # a Prometheus prefix ("vllm:") ignored
     for engine, (_, gauge, counter) in ENGINE_COLUMNS.items():
         if {gauge, counter} <= metrics:
@@ -98,15 +107,6 @@ def _csv_kind(line: str) -> tuple[str | None, str]:
     return None, f"no power column in its header ({', '.join(header[:4])}, ...)"
 
 
-def _log_kind(line: str) -> tuple[str | None, str]:
-    """A file of another suffix's format (or why it is skipped) from its first line."""
-    if is_dmon_header(line):
-        return "nvidia-smi-dmon", ""
-    if line.startswith("#Entity"):
-        return None, DCGMI_DMON
-    return None, "not a .csv or .parquet file, nor an nvidia-smi dmon log"
-
-
 def classify(path: Path, folder: Path) -> FoundFile:
     """What ``path`` (a file under ``folder``) is to the planner."""
     key = path.relative_to(folder).with_suffix("").as_posix()
@@ -119,7 +119,11 @@ def classify(path: Path, folder: Path) -> FoundFile:
         kind, reason = "trace", ""
     else:
         try:
-            kind, reason = _log_kind(_first_line(path))
+            dmon = _dmon_kind(_first_line(path))
+            kind, reason = dmon or (
+                None,
+                "not a .csv or .parquet file, nor an nvidia-smi dmon log",
+            )
         except ValueError:  # another file, unreadable: not the planner's to refuse
             kind, reason = None, "not a .csv or .parquet file, and cannot be read"
     return FoundFile(path, key, kind, reason)
