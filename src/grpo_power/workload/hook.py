@@ -86,7 +86,6 @@ class ControllerCallback(TrainerCallback):
         self.origin_s = origin_s
         self.is_main = trainer.accelerator.is_main_process
         self.last_tokens_per_s = 0.0
-        self._stepped = False  # a step of this attempt has ended
         self.completion_tokens = 0
         self.violations = RunViolations()  # the run's samples, and those above the cap
         self.stop_requested = stop_requested
@@ -131,7 +130,7 @@ class ControllerCallback(TrainerCallback):
         """The observation the controller gets now."""
         # before this attempt's first step, no samples: they would be of loading, not of the
         # run, and the simulator a controller is trained in has none there either
-        stepped = self.recent_power_w is not None and self._stepped
+        stepped = self.recent_power_w is not None and bool(self._row)  # a step has begun
         power_w = self.recent_power_w(self.window_s) if stepped else np.empty(0)
         values = self.actuators.values()
         return Observation.from_power(
@@ -190,7 +189,6 @@ class ControllerCallback(TrainerCallback):
         stats = self._global_stats()
         wall_s = max(1e-9, end_s - self._row["start_s"])
         self.last_tokens_per_s = stats.completion_tokens / wall_s
-        self._stepped = True
         # the step's samples, for the run's violation share (a step longer than the sampler's
         # history, 300 s by default, counts its last 300 s)
         if self.recent_power_w:
