@@ -94,6 +94,7 @@ DCGM_COLUMNS = {
     "modelName": "gpu_name",
 }
 
+CONFIG_NAMEPLATE = "the config's gpu.nameplate_w"  # where a fallback nameplate comes from
 MISSING_VALUES = {"[N/A]", "N/A", "[Not Supported]", "[Unknown Error]", "", "nan"}
 
 
@@ -554,7 +555,7 @@ def import_log(
             f"power of {gpu_name}{also}"
         )
     if nameplate_w is None and fallback_nameplate_w is not None:
-        nameplate_w, nameplate_from = fallback_nameplate_w, "the config's gpu.nameplate_w"
+        nameplate_w, nameplate_from = fallback_nameplate_w, CONFIG_NAMEPLATE
         notes.append(
             f"{path}: no power.default_limit: nameplate {nameplate_w:g} W from {nameplate_from}"
         )
@@ -567,8 +568,8 @@ def import_log(
     if not (nameplate_w > 0 and math.isfinite(nameplate_w)):
         raise ImportError_(f"{path}: {nameplate_from}: expected watts > 0, got {nameplate_w:g}")
     check_frame_power(out, str(path), nameplate_w, power_column)
-    peak_w = float(out["power_w"].max())
-    if nameplate_from == "the config's gpu.nameplate_w" and peak_w > nameplate_w:
+    peak_w = float(out["power_w"].max()) if nameplate_from == CONFIG_NAMEPLATE else 0.0
+    if peak_w > nameplate_w:
         notes.append(
             f"{path}: readings reach {peak_w:g} W, above the nameplate {nameplate_w:g} W from "
             f"{nameplate_from}: if the log is of another part, give its nameplate (--nameplate-w, "
