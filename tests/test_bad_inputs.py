@@ -141,6 +141,35 @@ CASES: list[Case] = [
         ["{name}", "line 1", "expected a header line", "got data", "--format=csv,noheader"],
     ),
     Case(
+        "import-prometheus-summed",
+        "Prometheus result of sum(DCGM_FI_DEV_POWER_USAGE): no labels name the GPU",
+        (
+            "text",
+            {
+                "name": "prometheus.json",
+                "text": '{"status":"success","data":{"resultType":"matrix","result":'
+                '[{"metric":{},"values":[[1764590400,"2100.5"],[1764590415,"2200"]]}]}}',
+            },
+        ),
+        [*IMPORT, "--format", "prometheus"],
+        ["{name}", "series 1", "no '__name__' label", "sum() or rate()"],
+    ),
+    Case(
+        "import-several-parts",
+        "DCGM export of a fleet of A100 and H100 hosts in one file",
+        (
+            "text",
+            {
+                "name": "fleet.csv",
+                "text": "timestamp,Hostname,gpu,modelName,DCGM_FI_DEV_POWER_USAGE\n"
+                "1764590400,a,0,NVIDIA A100-SXM4-80GB,250\n"
+                "1764590400,h,0,NVIDIA H100 80GB HBM3,600\n",
+            },
+        ),
+        [*IMPORT, "--format", "dcgm"],
+        ["{name}", "column 'modelName'", "expected one GPU part per log", "got 2", "split"],
+    ),
+    Case(
         "import-dmon-without-time",
         "nvidia-smi dmon log recorded without -o DT",
         ("text", {"name": "dmon.log", "text": "# gpu   pwr\n# Idx     W\n    0    62\n"}),

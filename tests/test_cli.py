@@ -112,7 +112,10 @@ def test_help_lists_the_choices() -> None:
     assert run_help.exit_code == 0
     assert f"<{'|'.join(ARM_NAMES)}>" in run_help.output
     assert "<direct|submitit>" in run_help.output
-    assert "<nvidia-smi|nvidia-smi-dmon|dcgm>" in invoke("telemetry", "import", "--help").output
+    assert (
+        "<nvidia-smi|nvidia-smi-dmon|dcgm|prometheus>"
+        in invoke("telemetry", "import", "--help").output
+    )
     assert "<simulated|nvml|auto>" in invoke("telemetry", "record", "--help").output
 
 
@@ -139,7 +142,7 @@ def test_the_import_formats_are_the_importers() -> None:
         (
             ["telemetry", "import", "log.csv", "--format", "csv"],
             "--format",
-            ("nvidia-smi", "nvidia-smi-dmon", "dcgm"),
+            ("nvidia-smi", "nvidia-smi-dmon", "dcgm", "prometheus"),
         ),
     ],
     ids=["arm", "launcher", "source", "format"],

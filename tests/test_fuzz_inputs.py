@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import tempfile
@@ -94,7 +95,7 @@ DMON_HEADER = (
     "#Date       Time        gpu    pwr   pclk\n#YYYYMMDD   HH:MM:SS    Idx      W    MHz\n"
 )
 HEADERS = {"nvidia-smi": SMI_HEADER, "nvidia-smi-dmon": DMON_HEADER, "dcgm": DCGM_HEADER}
-FORMATS = list(HEADERS)
+FORMATS = [*HEADERS, "prometheus"]
 
 
 @FAST
@@ -109,7 +110,7 @@ def test_random_bytes_to_the_importers(data: bytes, fmt: str) -> None:
 @FAST
 @given(
     body=st.text(CSV_ALPHABET, max_size=300),
-    fmt=st.sampled_from(FORMATS),
+    fmt=st.sampled_from(list(HEADERS)),
 )
 def test_random_rows_under_a_valid_header(body: str, fmt: str) -> None:
     header = HEADERS[fmt]
@@ -118,6 +119,56 @@ def test_random_rows_under_a_valid_header(body: str, fmt: str) -> None:
         log.write_text(header + body)
         command = ["telemetry", "import", str(log), "--format", fmt, "--nameplate-w", "400"]
         invoke([*command, "--out", str(where / "o.parquet")])
+
+
+LABEL_VALUES = st.one_of(
+    st.sampled_from(["DCGM_FI_DEV_POWER_USAGE", "0", "1", "-1", "x", "NVIDIA A100-SXM4-80GB"]),
+    st.text(max_size=4),
+    st.integers(-2, 2),
+)
+LABELS = st.dictionaries(
+    st.sampled_from(["__name__", "gpu", "Hostname", "instance", "modelName", "pod"]), LABEL_VALUES
+)
+PROMETHEUS_SAMPLE = st.one_of(
+    st.lists(
+        st.one_of(
+            st.floats(),
+            st.integers(-(10**20), 10**400),
+            st.sampled_from(["NaN", "+Inf", "250", "-3", "1e9", "4e2"]),
+            st.text(max_size=3),
+        ),
+        max_size=3,
+    ),
+    st.none(),
+    st.text(max_size=3),
+)
+PROMETHEUS_SERIES = st.lists(
+    st.fixed_dictionaries({"metric": LABELS, "values": st.lists(PROMETHEUS_SAMPLE, max_size=6)}),
+    max_size=4,
+)
+PROMETHEUS_DOCUMENTS = st.one_of(
+    PROMETHEUS_SERIES,
+    PROMETHEUS_SERIES.map(
+        lambda result: {"status": "success", "data": {"resultType": "matrix", "result": result}}
+    ),
+    st.recursive(
+        st.none() | st.booleans() | st.floats() | st.text(max_size=4),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner),
+        max_leaves=8,
+    ),
+)
+
+
+@FAST
+@given(document=PROMETHEUS_DOCUMENTS)
+def test_random_prometheus_results(document: object) -> None:
+    """Any JSON, and query results with any labels and samples (missing labels, text, huge
+    numbers, NaN and inf): imported, or refused in one line."""
+    with folder() as where:
+        log = where / "prometheus.json"
+        log.write_text(json.dumps(document))
+        command = ["telemetry", "import", str(log), "--format", "prometheus"]
+        invoke([*command, "--nameplate-w", "400", "--out", str(where / "o.parquet")])
 
 
 @FAST
@@ -189,7 +240,14 @@ def test_random_bytes_as_a_config(data: bytes) -> None:
 @FAST
 @given(
     which=st.sampled_from(
-        ["nvidia-smi-a100.csv", "nvidia-smi-dmon.log", "dcgm-exporter-a100.csv", "trace", "config"]
+        [
+            "nvidia-smi-a100.csv",
+            "nvidia-smi-dmon.log",
+            "dcgm-exporter-a100.csv",
+            "prometheus-dcgm.json",
+            "trace",
+            "config",
+        ]
     ),
     cut=st.floats(0.0, 1.0),
 )

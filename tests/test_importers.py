@@ -1,7 +1,8 @@
-"""Importers read nvidia-smi and DCGM exporter logs in their documented formats."""
+"""Importers read nvidia-smi, DCGM exporter and Prometheus logs in their documented formats."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -133,6 +134,111 @@ def test_dcgm_csv_import(tmp_path: Path) -> None:
     assert frame["energy_j"].tolist() == pytest.approx([0.0, 310.0])  # (987964321-987654321) mJ
     assert frame["power_limit_w"].tolist() == [400.0, 400.0]
     assert meta.gpu_name == "NVIDIA A100-SXM4-80GB"
+
+
+def test_a_dcgm_csv_of_several_hosts_tells_their_gpus_apart(tmp_path: Path) -> None:
+    """A fleet's DCGM export holds gpu 0 of every host: GPUs are (host, index) pairs, numbered
+    in host order and named in the metadata, not one GPU whose clock repeats."""
+    log = tmp_path / "fleet.csv"
+    rows = [
+        f"2026-11-01T10:00:{s:02d}Z,{host},{g},{200 + 10 * g + s + (50 if host == 'b2' else 0)}"
+        for s in range(3)
+        for host in ("b2", "a1")
+        for g in (0, 1)
+    ]
+    log.write_text("timestamp,Hostname,gpu,DCGM_FI_DEV_POWER_USAGE\n" + "\n".join(rows) + "\n")
+    frame, meta = import_log(log, "dcgm", nameplate_w=400.0)
+    assert meta.model_extra["gpu_ids"] == {"0": "a1:0", "1": "a1:1", "2": "b2:0", "3": "b2:1"}
+    assert meta.host == "2 hosts"
+    at_2s = frame[frame["t"] == 2.0].set_index("gpu")["power_w"]
+    assert at_2s.to_dict() == {0: 202.0, 1: 212.0, 2: 252.0, 3: 262.0}
+    one_host = tmp_path / "one.csv"
+    one_host.write_text("\n".join(log.read_text().splitlines()[:3]) + "\n")
+    _, meta = import_log(one_host, "dcgm", nameplate_w=400.0)
+    assert meta.host == "b2" and "gpu_ids" not in meta.model_extra
+
+
+def test_prometheus_range_query_of_dcgm_series() -> None:
+    """The JSON of /api/v1/query_range: two hosts of two A100s, power and utilisation series,
+    one GPU's power in two series (it changed pods), one NaN reading (a gap)."""
+    frame, meta = import_log(DATA / "prometheus-dcgm.json", "prometheus")
+    assert meta.model_extra["gpu_ids"] == {
+        "0": "dgx-a:0",
+        "1": "dgx-a:1",
+        "2": "dgx-b:0",
+        "3": "dgx-b:1",
+    }
+    assert (meta.gpu_name, meta.nameplate_w) == ("NVIDIA A100-SXM4-80GB", 400.0)
+    assert (meta.sample_period_s, meta.start_unix_s) == (15.0, 1764590400.0)
+    gpu0 = frame[frame["gpu"] == 0]  # both pods' series, one after the other
+    assert gpu0["power_w"].tolist() == [62.5, 63.5, 264.5, 265.5, 266.5, 267.5]
+    assert gpu0["t"].tolist() == [0.0, 15.0, 30.0, 45.0, 60.0, 75.0]
+    assert gpu0["sm_util"].tolist() == [0, 0, 97, 97, 97, 97]
+    gpu3 = frame[frame["gpu"] == 3]
+    assert gpu3["t"].tolist() == [0.0, 15.0, 30.0, 60.0, 75.0]  # the NaN at 45 s: a gap
+    assert meta.model_extra["missing_readings"] == 1
+
+
+def test_prometheus_results_in_every_shape_and_refusals(tmp_path: Path) -> None:
+    """promtool's bare list and an instant vector read as the API's matrix; a result that
+    cannot name its GPUs or says the query failed is refused in one line naming the file."""
+    document = json.loads((DATA / "prometheus-dcgm.json").read_text())
+    series = document["data"]["result"]
+    bare = tmp_path / "promtool.json"
+    bare.write_text(json.dumps(series))
+    frame, _ = import_log(bare, "prometheus")
+    assert len(frame) == 23  # 4 GPUs x 6 samples, one NaN
+    now = series[1]["values"][-1][0]  # an instant query: each live series' value then
+    vector = [{"metric": s["metric"], "value": [now, s["values"][-1][1]]} for s in series[1:]]
+    one = tmp_path / "vector.json"
+    one.write_text(
+        json.dumps({"status": "success", "data": {"resultType": "vector", "result": vector}})
+    )
+    frame, meta = import_log(one, "prometheus")
+    assert (len(frame), meta.sample_period_s) == (4, 1.0)
+    cases = {
+        "failed.json": (
+            {"status": "error", "error": "bad_data: parse error"},
+            "expected 'success'",
+        ),
+        "summed.json": (
+            [{"metric": {}, "values": [[1764590400, "900"]]}],
+            r"series 1 \(\): no '__name__' label",
+        ),
+        "nogpu.json": (
+            [{"metric": {"__name__": "DCGM_FI_DEV_POWER_USAGE"}, "values": [[1, "9"]]}],
+            "no 'gpu' label",
+        ),
+        "twice.json": (
+            [
+                {
+                    "metric": {
+                        k: v for k, v in s["metric"].items() if k not in ("Hostname", "instance")
+                    },
+                    "values": s["values"],
+                }
+                for s in series
+            ],
+            "two series give DCGM_FI_DEV_POWER_USAGE of gpu 0 at unix time 1764590400.000",
+        ),
+        "text.json": (
+            [{"metric": series[1]["metric"], "values": [[1764590400, "many"]]}],
+            r"series 1 \(DCGM_FI_DEV_POWER_USAGE, gpu 0\), sample 1: expected a sample",
+        ),
+        "nopower.json": (
+            [s for s in series if "UTIL" in s["metric"]["__name__"]],
+            "missing power column",
+        ),
+    }
+    for name, (content, message) in cases.items():
+        log = tmp_path / name
+        log.write_text(json.dumps(content))
+        with pytest.raises(ImportError_, match=rf"^{tmp_path}/{name}: .*{message}"):
+            import_log(log, "prometheus", nameplate_w=400.0)
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"status": "success",\n "data": ')
+    with pytest.raises(ImportError_, match=r"broken\.json: line 2: expected a Prometheus query"):
+        import_log(broken, "prometheus")
 
 
 def test_missing_power_column_and_bad_values_are_named(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from grpo_power.telemetry.steplog import StepLogWriter
 from grpo_power.telemetry.store import read_trace, write_trace
 from tests.conftest import DATA, REPO, checkout_copy, real_traces, run_as_user
 
+POWER = "DCGM_FI_DEV_POWER_USAGE"
 CLI_FORM = ".venv/bin/grpo-power planner run ../shared/data/real-traces --out results/planner"
 SNAKEMAKE_FORM = (
     "snakemake --cores 2 planner --config planner='{traces: ../shared/data/real-traces}'"
@@ -57,30 +58,48 @@ def test_planner_on_a_folder_of_mixed_traces(config: Config, tmp_path: Path) -> 
     (folder / "dcgmi.txt").write_text("#Entity   POWER\nID        W\nGPU 0     64.1\n")
     engine = "timestamp,vllm:num_requests_running,vllm:generation_tokens_total\n1.5,3,100\n"
     (folder / "run-a" / "engine.csv").write_text(engine)
+    shutil.copy(DATA / "prometheus-dcgm.json", folder / "prometheus.json")  # two hosts
+    (folder / "run-a" / "manifest.json").write_text('{"run_id": "run-a"}')
+    utilisation = json.loads((DATA / "prometheus-dcgm.json").read_text())
+    utilisation["data"]["result"] = [  # a query of another field: no power
+        s for s in utilisation["data"]["result"] if s["metric"]["__name__"] != POWER
+    ]
+    (folder / "util.json").write_text(json.dumps(utilisation, indent=2))
     result = run_planner(folder, tmp_path / "out", config)
     index = pd.read_csv(tmp_path / "out" / "traces" / "index.csv")
     imported = index[index["status"] == "imported"].set_index("key")
-    assert sorted(imported.index) == ["dcgm", "run-a/trace", "smi/node1", "smi/node2", "smi/node3"]
     assert dict(imported["format"]) == {
         "dcgm": "dcgm",
+        "prometheus": "prometheus",
         "run-a/trace": "trace",
         "smi/node1": "nvidia-smi",
         "smi/node2": "nvidia-smi",
         "smi/node3": "nvidia-smi-dmon",
     }
     skipped = set(index.loc[index["status"] == "skipped", "key"])
-    assert skipped == {"notes", "run-a/steps", "smi/noheader", "dcgmi", "run-a/engine"}
+    assert skipped == {
+        "notes",
+        "run-a/steps",
+        "smi/noheader",
+        "dcgmi",
+        "run-a/engine",
+        "run-a/manifest",
+        "util",
+    }
     reasons = index.set_index("key")["reason"]
     assert reasons["smi/noheader"].startswith("no header line (line 1 is data: ")
     assert "--format=csv" in reasons["smi/noheader"]
     assert reasons["dcgmi"].startswith("a dcgmi dmon log: it has no time column")
     assert reasons["run-a/engine"].startswith("an inference engine's metrics log (vllm), not power")
+    assert reasons["util"].startswith(f"a Prometheus query result without {POWER} series")
+    assert reasons["run-a/manifest"] == "a .json file that is not a Prometheus query result"
     assert "gpu.nameplate_w" in imported.loc["smi/node2", "notes"]
-    # the fleet is the traces' GPUs (dcgm 1, run-a 2, node2 1, node3 2), but for the log too
-    # short for one energy bin
+    assert "2 hosts in column 'Hostname'" in imported.loc["prometheus", "notes"]
+    # the fleet is the traces' GPUs (dcgm 1, run-a 2, node2 1, node3 2, prometheus 4 on two
+    # hosts), but for the log too short for one energy bin
     left_out = [entry["run_id"] for entry in result.fleet.summary["left_out"]]
     assert left_out == ["smi/node1"]  # 0.3 s of samples: no complete 0.5 s bin
-    assert result.fleet.summary["n_gpus"] == int(imported["gpus"].drop(left_out).sum()) == 6
+    assert result.fleet.summary["n_gpus"] == int(imported["gpus"].drop(left_out).sum()) == 10
     assert result.fleet.summary["simulated"]  # one input is simulated: the fleet says so
     traces = pd.read_csv(tmp_path / "out" / "economics" / "traces.csv").set_index("deployment")
     assert traces.loc["run-a/trace", "tokens"] == 10000

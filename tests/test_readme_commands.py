@@ -92,6 +92,7 @@ HOW: dict[str, tuple[str, str]] = {
         "run",
         "tools",
     ),
+    ".venv/bin/grpo-power telemetry import prometheus.json --format prometheus": ("run", "tools"),
     ".venv/bin/grpo-power config schema --out workflow/schemas/config.schema.json": (
         "run",
         "tools",
@@ -124,7 +125,9 @@ HOW: dict[str, tuple[str, str]] = {
 EXIT_CODES = {".venv/bin/python -m benchmarks controller": (0, 1)}
 # Files a user brings (no README command writes them): their stand-ins from tests/data (the DCGM
 # log's last row holds an [N/A] reading, imported as a missing sample).
-BROUGHT = {"tools": {"dcgm.csv": "dcgm-exporter-a100.csv"}}
+BROUGHT = {
+    "tools": {"dcgm.csv": "dcgm-exporter-a100.csv", "prometheus.json": "prometheus-dcgm.json"}
+}
 
 
 def test_every_readme_command_is_classified() -> None:
@@ -293,6 +296,11 @@ def test_readme_tool_commands(tmp_path: Path) -> None:
     assert (checkout / "dcgm.parquet").exists()
     dcgm = outputs[".venv/bin/grpo-power telemetry import dcgm.csv --format dcgm --nameplate-w 400"]
     assert "missing" in dcgm  # the [N/A] reading, counted in a note
+    prometheus = outputs[
+        ".venv/bin/grpo-power telemetry import prometheus.json --format prometheus"
+    ]
+    assert "imported 23 samples of 4 GPU(s)" in prometheus and "2 hosts" in prometheus
+    assert (checkout / "prometheus.parquet").exists()
     assert "power source: simulated" in "".join(outputs.values())
     schema = "workflow/schemas/config.schema.json"
     assert (checkout / schema).read_text() == (REPO / schema).read_text()  # the committed one

@@ -4,6 +4,8 @@ A file's format is told from its name and header line: a ``.csv`` whose header n
 ``DCGM_FI_*`` fields is a DCGM log, one with ``timestamp``, ``index`` and ``power.draw`` an
 nvidia-smi log, one with ``t``, ``gpu`` and ``power_w`` a trace CSV; a file of another suffix
 whose first line is ``nvidia-smi dmon``'s header (``#Date Time gpu pwr ...``) a dmon log; a
+``.json`` file that is a Prometheus query result with dcgm-exporter's power series a
+``prometheus`` log; a
 ``.parquet`` file is a trace (a run folder's ``steps.parquet`` is its step log, whose tokens the
 economics use). Any other file (a vLLM ``engine.csv``, a ``manifest.json``) is listed as
 skipped, with the reason. Logs are imported by
@@ -24,20 +26,16 @@ from grpo_power.atomic import write_csv_atomic
 from grpo_power.config import Config
 from grpo_power.layout import PLANNER_TRACES, RUN
 from grpo_power.telemetry.engine import ENGINE_COLUMNS
-from grpo_power.telemetry.importers import (
-    HEADERLESS_HINT,
-    header_is_data,
-    import_log,
-    is_dmon_header,
-)
+from grpo_power.telemetry.importers import import_log
+from grpo_power.telemetry.logrows import HEADERLESS_HINT, header_is_data, is_dmon_header
 from grpo_power.telemetry.steplog import read_step_log
 from grpo_power.telemetry.store import TraceDefaults, read_trace, write_trace
 
 STEP_LOG = RUN.steps
 INDEX = PLANNER_TRACES.index
 EXPECTED = (
-    "a folder of power traces: nvidia-smi or DCGM CSV logs, nvidia-smi dmon logs, grpo-power "
-    "Parquet traces or trace CSVs (t, gpu, power_w)"
+    "a folder of power traces: nvidia-smi or DCGM CSV logs, nvidia-smi dmon logs, Prometheus "
+    "query results of DCGM power (JSON), grpo-power Parquet traces or trace CSVs (t, gpu, power_w)"
 )
 
 
@@ -47,7 +45,7 @@ class FoundFile:
 
     path: Path
     key: str
-    kind: str | None  # "nvidia-smi" | "nvidia-smi-dmon" | "dcgm" | "trace"; None: not a trace
+    kind: str | None  # an ImportFormat, or "trace"; None: not a trace
     reason: str = ""
 
 
@@ -57,11 +55,12 @@ DCGMI_DMON = (
 )
 
 
-def _first_line(path: Path) -> str:
-    """The file's first line (at most 4096 characters; a byte-order mark dropped)."""
+def _first_line(path: Path, whole: bool = True) -> str:
+    """The file's first line (at most 4096 characters; a byte-order mark dropped); with
+    ``whole=False`` its first 4096 characters, whatever the lines."""
     try:
         with path.open(encoding="utf-8-sig", errors="replace") as file:
-            return file.readline(4096)
+            return file.readline(4096) if whole else file.read(4096)
     except OSError as error:
         raise ValueError(
             f"{path}: cannot be read ({error.strerror}); expected {EXPECTED}"
@@ -76,6 +75,27 @@ def _dmon_kind(line: str) -> tuple[str | None, str] | None:
     if line.startswith("#Entity"):
         return None, DCGMI_DMON
     return None
+
+
+POWER_FIELD = b"DCGM_FI_DEV_POWER_USAGE"
+
+
+def _json_kind(path: Path) -> tuple[str | None, str]:
+    """A ``.json`` file's format (or why it is skipped): a Prometheus query result (its first
+    series' ``metric`` and ``values`` near the start) holding DCGM power series, or not a trace."""
+    head = _first_line(path, whole=False)
+    if '"metric"' not in head or not any(k in head for k in ('"resultType"', '"values"')):
+        return None, "a .json file that is not a Prometheus query result"
+    carry = b""
+    with path.open("rb") as file:  # the power field anywhere in the file, read in pieces
+        while chunk := file.read(1 << 20):
+            if POWER_FIELD in carry + chunk:
+                return "prometheus", ""
+            carry = chunk[-len(POWER_FIELD) :]
+    return None, (
+        f"a Prometheus query result without {POWER_FIELD.decode()} series (no power): query "
+        "that field"
+    )
 
 
 def _csv_kind(line: str) -> tuple[str | None, str]:
@@ -113,6 +133,8 @@ def classify(path: Path, folder: Path) -> FoundFile:
     suffix = path.suffix.lower()
     if suffix == ".csv":
         kind, reason = _csv_kind(_first_line(path))
+    elif suffix == ".json":
+        kind, reason = _json_kind(path)
     elif path.name == STEP_LOG:
         kind, reason = None, "a step log (its tokens go with the trace beside it)"
     elif suffix == ".parquet":
@@ -177,7 +199,7 @@ def import_traces(
     defaults = TraceDefaults.from_config(config)
     rows = []
     for found in tqdm(traces, desc="importing traces", unit="trace", disable=not show_progress):
-        if found.kind in ("nvidia-smi", "nvidia-smi-dmon", "dcgm"):
+        if found.kind != "trace":
             frame, metadata = import_log(
                 found.path,
                 found.kind,  # type: ignore[arg-type]

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from grpo_power.telemetry.importers import ImportError_, numeric_column, read_csv_log
+from grpo_power.telemetry.logrows import ImportError_, numeric_column, read_csv_log
 
 EngineName = Literal["vllm", "sglang", "tgi"]
 

@@ -13,10 +13,15 @@ Supported formats:
 * ``dcgm``: CSV scraped from dcgm-exporter with a ``timestamp`` column, a ``gpu`` column and one
   column per DCGM field, named as in dcgm-exporter's counters file (``DCGM_FI_DEV_POWER_USAGE``,
   ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` in mJ, ...).
+* ``prometheus``: dcgm-exporter's series as Prometheus answers a range query (JSON; see
+  :mod:`grpo_power.telemetry.prometheus`), read into the rows of a DCGM CSV.
 
 What real logs contain, and what the import does with it (each named in the trace metadata's
 ``notes``, which ``grpo-power telemetry import`` prints):
 
+* several hosts (a ``Hostname``, ``hostname``, ``host`` or ``instance`` column, as a fleet's
+  DCGM export has): GPUs are told apart by host and index, numbered from 0 in host order, each
+  number's ``host:index`` in the metadata's ``gpu_ids``; one host names the trace's ``host``;
 * a UTF-8 byte-order mark (Excel, PowerShell): dropped;
 * no header line (``--format=csv,noheader``: the first line is data): refused, saying how to
   record or repair it (the columns cannot be told apart without it);
@@ -38,11 +43,8 @@ What real logs contain, and what the import does with it (each named in the trac
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import os
-import re
 from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -58,10 +60,16 @@ from grpo_power.telemetry.checks import (
     split_clock_jumps,
     time_unit,
 )
+from grpo_power.telemetry.logrows import (
+    ImportError_,
+    numeric_column,
+    read_csv_log,
+    read_dmon_log,
+)
+from grpo_power.telemetry.prometheus import read_prometheus_log
 from grpo_power.telemetry.schema import TRACE_COLUMNS, TraceMetadata
-from grpo_power.user_paths import path_problem
 
-ImportFormat = Literal["nvidia-smi", "nvidia-smi-dmon", "dcgm"]
+ImportFormat = Literal["nvidia-smi", "nvidia-smi-dmon", "dcgm", "prometheus"]
 
 NVIDIA_SMI_COLUMNS = {
     "timestamp": "timestamp",
@@ -94,194 +102,14 @@ DCGM_COLUMNS = {
     "modelName": "gpu_name",
 }
 
+# Columns that name a GPU's host (dcgm-exporter's label, Prometheus's, a hand-added one): a log
+# of several hosts tells its GPUs apart by host and index.
+HOST_COLUMNS = ("Hostname", "hostname", "host", "instance")
 CONFIG_NAMEPLATE = "the config's gpu.nameplate_w"  # where a fallback nameplate comes from
-MISSING_VALUES = {"[N/A]", "N/A", "[Not Supported]", "[Unknown Error]", "", "nan"}
-
-
-HEADERLESS_HINT = (
-    "an nvidia-smi log recorded with --format=csv,noheader has none: record with --format=csv, "
-    "or add the header line its --query-gpu fields name (e.g. 'timestamp, index, power.draw [W]')"
-)
-_DATA_CELL = re.compile(
-    r"^(\d{4}[/-]\d{2}[/-]\d{2}[ T]|[-+]?\d+(\.\d*)?(e[-+]?\d+)?(\s*[A-Za-z%]+)?$)"
-)
-
-
-def header_is_data(header: list[str]) -> bool:
-    """True when a log's first line holds values rather than column names: its first cell a
-    date or a number (with or without a unit), as a log written without its header line has."""
-    return bool(header) and _DATA_CELL.match(header[0].strip()) is not None
-
-
-class ImportError_(ValueError):
-    """A log could not be imported; the message names the file, the column and the problem."""
-
-
-def _read_text(path: Path, expected: str) -> str:
-    """A log file's text (a UTF-8 byte-order mark dropped); refused, naming ``expected``, when
-    the path is not a readable file of text."""
-    problem = path_problem(path, f"{expected} (a file)", ())
-    if problem:
-        raise ImportError_(problem)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise ImportError_(f"{path}: no such file; expected {expected}") from None
-    try:
-        text = data.decode("utf-8-sig")  # a byte-order mark (Excel, PowerShell) is dropped
-    except UnicodeDecodeError as error:
-        raise ImportError_(
-            f"{path}: expected {expected}, got bytes that are not text (byte {error.start})"
-        ) from None
-    if "\x00" in text:
-        raise ImportError_(
-            f"{path}: expected {expected}, got bytes that are not text (byte {text.index(chr(0))})"
-        )
-    return text
-
-
-def read_csv_log(path: Path, fmt: str) -> tuple[pd.DataFrame, np.ndarray]:
-    """The log's rows as text (columns as in its header) and each row's line in the file;
-    ``fmt`` names the log's kind in errors (``nvidia-smi``, ``dcgm``, an engine's name)."""
-    expected = f"a comma-separated {fmt} log with a header line"
-    text = _read_text(path, expected)
-    reader = csv.reader(io.StringIO(text, newline=""), skipinitialspace=True)
-    rows: list[list[str]] = []
-    lines: list[int] = []
-    try:
-        for row in reader:
-            if row:
-                rows.append(row)
-                lines.append(reader.line_num)
-    except csv.Error as error:
-        raise ImportError_(
-            f"{path}: line {reader.line_num}: expected {expected}, got unreadable CSV ({error})"
-        ) from None
-    if not rows:
-        raise ImportError_(f"{path}: expected {expected}, got an empty file")
-    header = [h.strip() for h in rows[0]]
-    if len(header) == 1:
-        raise ImportError_(
-            f"{path}: header: expected {expected} (timestamp, index or gpu, power, ...), got one "
-            f"column {header[0][:60]!r}; is it separated by something other than commas?"
-        )
-    if header_is_data(header):
-        hint = HEADERLESS_HINT if fmt == "nvidia-smi" else "add the header line naming its columns"
-        raise ImportError_(
-            f"{path}: line 1: expected a header line naming the columns, got data "
-            f"({', '.join(header[:3])}, ...); {hint}"
-        )
-    # nvidia-smi -l repeats its header after a restart; drop every repeat of it.
-    kept = [
-        (r, n) for r, n in zip(rows[1:], lines[1:], strict=True) if [c.strip() for c in r] != header
-    ]
-    for row, line in kept:
-        if len(row) != len(header):
-            raise ImportError_(
-                f"{path}: line {line} has a different number of fields than the header: "
-                f"expected {len(header)}, got {len(row)} (a truncated or mixed log)"
-            )
-    body = [r for r, _ in kept]
-    return pd.DataFrame(body, columns=header, dtype=object), np.array(
-        [n for _, n in kept], dtype=np.int64
-    )
-
-
-# ``nvidia-smi dmon`` columns, by their header name, as the query names of NVIDIA_SMI_COLUMNS
-DMON_COLUMNS = {
-    "gpu": "index",
-    "pwr": "power.draw",
-    "gtemp": "temperature.gpu",
-    "sm": "utilization.gpu",
-    "mem": "utilization.memory",
-    "pclk": "clocks.sm",
-}
-DMON_EXPECTED = "an nvidia-smi dmon log with time columns (`nvidia-smi dmon -s pu -o DT`)"
-
-
-def _dmon_cells(line: str) -> list[str]:
-    """The fields of a dmon line (whitespace-separated, or comma-separated with ``--format
-    csv``), without the ``#`` that starts a header line."""
-    return [c for c in re.split(r"[,\s]+", line.lstrip("\ufeff").lstrip("#")) if c]
-
-
-def is_dmon_header(line: str) -> bool:
-    """True for the first line of an ``nvidia-smi dmon`` log (``# gpu pwr ...``, or
-    ``#Date Time gpu pwr ...`` with ``-o DT``)."""
-    names = [c.lower() for c in _dmon_cells(line)]
-    return line.lstrip("\ufeff").startswith("#") and "gpu" in names and "pwr" in names
-
-
-def read_dmon_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
-    """An ``nvidia-smi dmon`` log (whitespace- or comma-separated; ``#`` lines are its header,
-    repeated every screenful, and units) as :func:`read_csv_log` gives a CSV log: rows as text under
-    the nvidia-smi query names (``timestamp``, ``index``, ``power.draw``, ...), ``-`` as
-    ``[N/A]``, and each row's line in the file. Its time columns (``-o DT``: ``YYYYMMDD`` and
-    local ``HH:MM:SS``) are required: without them the samples cannot be placed in time."""
-    text = _read_text(path, DMON_EXPECTED)
-    numbered = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
-    if not numbered or not is_dmon_header(numbered[0][1]):
-        first = numbered[0][1].strip()[:60] if numbered else ""
-        raise ImportError_(
-            f"{path}: line 1: expected {DMON_EXPECTED}, whose first line names its columns "
-            f"('#Date Time gpu pwr ...'), got {first!r}"
-        )
-    names = [c.lower() for c in _dmon_cells(numbered[0][1])]
-    if len(set(names)) != len(names):
-        raise ImportError_(
-            f"{path}: line 1: expected {DMON_EXPECTED}, whose columns are named once each, got "
-            f"{' '.join(names)}"
-        )
-    if not {"date", "time"} <= set(names):
-        raise ImportError_(
-            f"{path}: line 1: no Date and Time columns (found {' '.join(names)}); expected "
-            f"{DMON_EXPECTED}: without -o DT its samples cannot be placed in time"
-        )
-    body = [(n, _dmon_cells(line)) for n, line in numbered if not line.lstrip().startswith("#")]
-    for n, cells in body:
-        if len(cells) != len(names):
-            raise ImportError_(
-                f"{path}: line {n} has a different number of fields than the header: expected "
-                f"{len(names)}, got {len(cells)} (a truncated or mixed log)"
-            )
-    frame = pd.DataFrame([c for _, c in body], columns=names, dtype=object)
-    date = frame["date"].astype(str)
-    raw = pd.DataFrame(
-        {"timestamp": date.str[:4] + "/" + date.str[4:6] + "/" + date.str[6:] + " " + frame["time"]}
-    )
-    for name, query in DMON_COLUMNS.items():
-        if name in frame:
-            raw[query] = frame[name].where(frame[name] != "-", "[N/A]")
-    return raw, np.array([n for n, _ in body], dtype=np.int64)
 
 
 def _strip_units(name: str) -> str:
     return name.split(" [", 1)[0].strip()
-
-
-def numeric_column(path: Path, values: pd.Series, column: str, lines: np.ndarray) -> pd.Series:
-    """A text column as floats (units stripped, [N/A] as NaN); a value that is not a number is
-    refused naming the column and its line."""
-    text = values.astype(str).str.strip()
-    text = text.where(~text.isin(MISSING_VALUES), None)
-    text = text.str.replace(r"\s*(W|%|MHz|C|mJ|J)$", "", regex=True)
-    number = pd.to_numeric(text, errors="coerce")
-    unparsed = number.isna() & text.notna()
-    if unparsed.any():
-        i = int(np.argmax(unparsed.to_numpy()))
-        raise ImportError_(
-            f"{path}: column '{column}' has a non-numeric value {text.iloc[i]!r} (line "
-            f"{lines[i]}); expected a number, optionally with its unit, or [N/A]"
-        )
-    number = number.astype(float)
-    huge = ~np.isfinite(number.to_numpy()) & number.notna().to_numpy()
-    if huge.any():
-        i = int(np.argmax(huge))
-        raise ImportError_(
-            f"{path}: column '{column}': expected a finite number, got {text.iloc[i]!r} (line "
-            f"{lines[i]})"
-        )
-    return number
 
 
 def machine_timezone() -> str:
@@ -376,6 +204,43 @@ def _timestamps(
     return (ns - ns[0]) / 1e9, float(ns[0]) / 1e9, info, notes
 
 
+def _gpu_identity(
+    path: Path, raw: pd.DataFrame, gpu: np.ndarray
+) -> tuple[np.ndarray, str, dict[str, str], list[str]]:
+    """GPUs told apart by host where the log has a host column (:data:`HOST_COLUMNS`): with one
+    host, the indices as they are and the host's name; with several (a fleet's DCGM export,
+    logs of several nodes concatenated), the (host, index) pairs numbered from 0 in host order.
+    Returns the GPU numbers, the trace's host, each number's ``host:index`` and notes."""
+    column = next((c for c in HOST_COLUMNS if c in raw.columns), None)
+    if column is None:
+        return gpu, "unknown", {}, []
+    hosts = raw[column].astype(str).str.strip().to_numpy()
+    names = sorted(set(hosts))
+    if len(names) == 1:
+        return gpu, names[0] or "unknown", {}, []
+    codes, pairs = pd.factorize(pd.MultiIndex.from_arrays([hosts, gpu]), sort=True)
+    ids = {str(i): f"{host}:{index}" for i, (host, index) in enumerate(pairs)}
+    shown = ", ".join(f"{i} = {ids[str(i)]}" for i in range(min(4, len(ids))))
+    note = (
+        f"{path}: {len(names)} hosts in column '{column}': their GPUs numbered 0-{len(ids) - 1} by "
+        f"host and index ({shown}{', ...' if len(ids) > 4 else ''}; the metadata's gpu_ids)"
+    )
+    return codes.astype(np.int64), f"{len(names)} hosts", ids, [note]
+
+
+def _gpu_name(path: Path, names: pd.Series, original: dict[str, str]) -> str:
+    """The one GPU part a log's name column names (a trace has one nameplate); a log of several
+    parts (a fleet's export across node types) is refused, saying how to split it."""
+    parts = sorted({str(n).strip() for n in names} - {""})
+    if len(parts) > 1:
+        raise ImportError_(
+            f"{path}: column '{original['gpu_name']}': expected one GPU part per log (a trace has "
+            f"one nameplate), got {len(parts)} ({', '.join(parts[:3])}); split the log by part "
+            '(a Prometheus query: add {modelName="..."} to it)'
+        )
+    return parts[0] if parts else "unknown"
+
+
 def _power(
     path: Path, frame: pd.DataFrame, original: dict[str, str], lines: np.ndarray
 ) -> tuple[pd.Series, str, list[str]]:
@@ -413,7 +278,8 @@ def import_log(
 
     Args:
         path: the log file.
-        fmt: ``nvidia-smi``, ``nvidia-smi-dmon`` or ``dcgm``.
+        fmt: ``nvidia-smi``, ``nvidia-smi-dmon``, ``dcgm`` or ``prometheus`` (a query result of
+            dcgm-exporter series, :mod:`grpo_power.telemetry.prometheus`).
         nameplate_w: the GPU's board power, W, when the log has no ``power.default_limit``.
         gpu_name: the GPU model when the log has no name column; a part the simulator knows
             (``config/gpu_models.py``) gives the nameplate when nothing else does.
@@ -432,8 +298,14 @@ def import_log(
     """
     path = Path(path)
     zone = resolve_timezone(timezone)
-    smi = fmt != "dcgm"
-    raw, lines = read_dmon_log(path) if fmt == "nvidia-smi-dmon" else read_csv_log(path, fmt)
+    smi = fmt in ("nvidia-smi", "nvidia-smi-dmon")
+    row_word = "row" if fmt == "prometheus" else "line"  # what the error messages number
+    if fmt == "prometheus":
+        raw, lines = read_prometheus_log(path)
+    elif fmt == "nvidia-smi-dmon":
+        raw, lines = read_dmon_log(path)
+    else:
+        raw, lines = read_csv_log(path, fmt)
     mapping = NVIDIA_SMI_COLUMNS if smi else DCGM_COLUMNS
     renamed = {}
     for column in raw.columns:
@@ -474,10 +346,11 @@ def import_log(
             f"{path}: column '{required['gpu']}': expected whole GPU indices, got "
             f"{gpu[(gpu != gpu.round()) | (gpu.abs() >= 2**31)].iloc[0]:g}"
         )
-    gpu_index = gpu.to_numpy().astype(np.int64)
-    t, start_unix_s, time_info, notes = _timestamps(
+    gpu_index, host, gpu_ids, notes = _gpu_identity(path, raw, gpu.to_numpy().astype(np.int64))
+    t, start_unix_s, time_info, time_notes = _timestamps(
         path, frame["timestamp"], lines, gpu_index, zone
     )
+    notes += time_notes
     power, power_column, power_notes = _power(path, frame, original, lines)
     notes += power_notes
     out = pd.DataFrame({"gpu": gpu_index.astype("int32")})
@@ -497,7 +370,7 @@ def import_log(
     clock: dict[str, Any] = {}
     try:
         if split_on_clock_jumps:
-            split = split_clock_jumps(gpu_index, t, str(path), lines, "line")
+            split = split_clock_jumps(gpu_index, t, str(path), lines, row_word)
             if split is not None:
                 out = out.iloc[split.order].reset_index(drop=True)
                 out["t"] = split.t
@@ -505,7 +378,7 @@ def import_log(
                 notes.append(split.note)
                 clock["clock_jumps"] = split.jumps
         else:
-            check_clock(gpu_index, t, str(path), lines, "line")
+            check_clock(gpu_index, t, str(path), lines, row_word)
     except ValueError as error:
         raise ImportError_(str(error)) from None
 
@@ -523,8 +396,8 @@ def import_log(
             )
         first_line = int(lines[int(np.argmax(missing))])
         notes.append(
-            f"{path}: {count} missing power reading(s) ([N/A] in '{power_column}', first at line "
-            f"{first_line}) left out as missing samples: gaps, never interpolated"
+            f"{path}: {count} missing power reading(s) ([N/A] in '{power_column}', first at "
+            f"{row_word} {first_line}) left out as missing samples: gaps, never interpolated"
         )
         keep = ~missing
         out = out[keep].reset_index(drop=True)
@@ -544,7 +417,9 @@ def import_log(
         limits = numeric_column(path, frame["nameplate_w"], nameplate_from, lines)
         nameplate_w = float(limits.max()) if limits.notna().any() else None
     if gpu_name is None:
-        gpu_name = str(frame["gpu_name"].iloc[0]).strip() if "gpu_name" in frame else "unknown"
+        gpu_name = (
+            _gpu_name(path, frame["gpu_name"], original) if "gpu_name" in frame else "unknown"
+        )
     if nameplate_w is None and gpu_name in GPU_MODELS:  # a known part: its board power
         model = GPU_MODELS[gpu_name]
         nameplate_w, nameplate_from = model.nameplate_w, f"the GPU name {gpu_name!r}"
@@ -586,12 +461,13 @@ def import_log(
         nameplate_w=nameplate_w,
         sample_period_s=period or 1.0,
         start_unix_s=start_unix_s,
-        host="unknown",
+        host=host,
         imported_from=str(path),
         import_format=fmt,
         power_column=power_column,
         missing_readings=int(missing.sum()),
         notes=notes,
+        **({"gpu_ids": gpu_ids} if gpu_ids else {}),
         **time_info,
         **clock,
     )

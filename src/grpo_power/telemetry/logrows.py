@@ -1,0 +1,205 @@
+"""A log file's rows as text, and its cells as numbers: what every importer reads first.
+
+:func:`read_csv_log` reads a comma-separated log with its header line (nvidia-smi's query, a
+DCGM CSV, an inference engine's metrics), :func:`read_dmon_log` an ``nvidia-smi dmon`` table,
+each as text under its column names with every row's line in the file, for
+:func:`grpo_power.telemetry.importers.import_log` (and :mod:`grpo_power.telemetry.engine`) to map
+onto the trace schema; :func:`numeric_column` turns a column into floats. Every refusal is an
+:class:`ImportError_` whose one line names the file, the line or column, and what was expected.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from grpo_power.user_paths import path_problem
+
+MISSING_VALUES = {"[N/A]", "N/A", "[Not Supported]", "[Unknown Error]", "", "nan"}
+
+
+HEADERLESS_HINT = (
+    "an nvidia-smi log recorded with --format=csv,noheader has none: record with --format=csv, "
+    "or add the header line its --query-gpu fields name (e.g. 'timestamp, index, power.draw [W]')"
+)
+_DATA_CELL = re.compile(
+    r"^(\d{4}[/-]\d{2}[/-]\d{2}[ T]|[-+]?\d+(\.\d*)?(e[-+]?\d+)?(\s*[A-Za-z%]+)?$)"
+)
+
+
+def header_is_data(header: list[str]) -> bool:
+    """True when a log's first line holds values rather than column names: its first cell a
+    date or a number (with or without a unit), as a log written without its header line has."""
+    return bool(header) and _DATA_CELL.match(header[0].strip()) is not None
+
+
+class ImportError_(ValueError):
+    """A log could not be imported; the message names the file, the column and the problem."""
+
+
+def read_log_text(path: Path, expected: str) -> str:
+    """A log file's text (a UTF-8 byte-order mark dropped); refused, naming ``expected``, when
+    the path is not a readable file of text."""
+    problem = path_problem(path, f"{expected} (a file)", ())
+    if problem:
+        raise ImportError_(problem)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ImportError_(f"{path}: no such file; expected {expected}") from None
+    try:
+        text = data.decode("utf-8-sig")  # a byte-order mark (Excel, PowerShell) is dropped
+    except UnicodeDecodeError as error:
+        raise ImportError_(
+            f"{path}: expected {expected}, got bytes that are not text (byte {error.start})"
+        ) from None
+    if "\x00" in text:
+        raise ImportError_(
+            f"{path}: expected {expected}, got bytes that are not text (byte {text.index(chr(0))})"
+        )
+    return text
+
+
+def read_csv_log(path: Path, fmt: str) -> tuple[pd.DataFrame, np.ndarray]:
+    """The log's rows as text (columns as in its header) and each row's line in the file;
+    ``fmt`` names the log's kind in errors (``nvidia-smi``, ``dcgm``, an engine's name)."""
+    expected = f"a comma-separated {fmt} log with a header line"
+    text = read_log_text(path, expected)
+    reader = csv.reader(io.StringIO(text, newline=""), skipinitialspace=True)
+    rows: list[list[str]] = []
+    lines: list[int] = []
+    try:
+        for row in reader:
+            if row:
+                rows.append(row)
+                lines.append(reader.line_num)
+    except csv.Error as error:
+        raise ImportError_(
+            f"{path}: line {reader.line_num}: expected {expected}, got unreadable CSV ({error})"
+        ) from None
+    if not rows:
+        raise ImportError_(f"{path}: expected {expected}, got an empty file")
+    header = [h.strip() for h in rows[0]]
+    if len(header) == 1:
+        raise ImportError_(
+            f"{path}: header: expected {expected} (timestamp, index or gpu, power, ...), got one "
+            f"column {header[0][:60]!r}; is it separated by something other than commas?"
+        )
+    if header_is_data(header):
+        hint = HEADERLESS_HINT if fmt == "nvidia-smi" else "add the header line naming its columns"
+        raise ImportError_(
+            f"{path}: line 1: expected a header line naming the columns, got data "
+            f"({', '.join(header[:3])}, ...); {hint}"
+        )
+    # nvidia-smi -l repeats its header after a restart; drop every repeat of it.
+    kept = [
+        (r, n) for r, n in zip(rows[1:], lines[1:], strict=True) if [c.strip() for c in r] != header
+    ]
+    for row, line in kept:
+        if len(row) != len(header):
+            raise ImportError_(
+                f"{path}: line {line} has a different number of fields than the header: "
+                f"expected {len(header)}, got {len(row)} (a truncated or mixed log)"
+            )
+    body = [r for r, _ in kept]
+    return pd.DataFrame(body, columns=header, dtype=object), np.array(
+        [n for _, n in kept], dtype=np.int64
+    )
+
+
+# ``nvidia-smi dmon`` columns, by their header name, as the query names of NVIDIA_SMI_COLUMNS
+DMON_COLUMNS = {
+    "gpu": "index",
+    "pwr": "power.draw",
+    "gtemp": "temperature.gpu",
+    "sm": "utilization.gpu",
+    "mem": "utilization.memory",
+    "pclk": "clocks.sm",
+}
+DMON_EXPECTED = "an nvidia-smi dmon log with time columns (`nvidia-smi dmon -s pu -o DT`)"
+
+
+def _dmon_cells(line: str) -> list[str]:
+    """The fields of a dmon line (whitespace-separated, or comma-separated with ``--format
+    csv``), without the ``#`` that starts a header line."""
+    return [c for c in re.split(r"[,\s]+", line.lstrip("\ufeff").lstrip("#")) if c]
+
+
+def is_dmon_header(line: str) -> bool:
+    """True for the first line of an ``nvidia-smi dmon`` log (``# gpu pwr ...``, or
+    ``#Date Time gpu pwr ...`` with ``-o DT``)."""
+    names = [c.lower() for c in _dmon_cells(line)]
+    return line.lstrip("\ufeff").startswith("#") and "gpu" in names and "pwr" in names
+
+
+def read_dmon_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
+    """An ``nvidia-smi dmon`` log (whitespace- or comma-separated; ``#`` lines are its header,
+    repeated every screenful, and units) as :func:`read_csv_log` gives a CSV log: rows as text under
+    the nvidia-smi query names (``timestamp``, ``index``, ``power.draw``, ...), ``-`` as
+    ``[N/A]``, and each row's line in the file. Its time columns (``-o DT``: ``YYYYMMDD`` and
+    local ``HH:MM:SS``) are required: without them the samples cannot be placed in time."""
+    text = read_log_text(path, DMON_EXPECTED)
+    numbered = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    if not numbered or not is_dmon_header(numbered[0][1]):
+        first = numbered[0][1].strip()[:60] if numbered else ""
+        raise ImportError_(
+            f"{path}: line 1: expected {DMON_EXPECTED}, whose first line names its columns "
+            f"('#Date Time gpu pwr ...'), got {first!r}"
+        )
+    names = [c.lower() for c in _dmon_cells(numbered[0][1])]
+    if len(set(names)) != len(names):
+        raise ImportError_(
+            f"{path}: line 1: expected {DMON_EXPECTED}, whose columns are named once each, got "
+            f"{' '.join(names)}"
+        )
+    if not {"date", "time"} <= set(names):
+        raise ImportError_(
+            f"{path}: line 1: no Date and Time columns (found {' '.join(names)}); expected "
+            f"{DMON_EXPECTED}: without -o DT its samples cannot be placed in time"
+        )
+    body = [(n, _dmon_cells(line)) for n, line in numbered if not line.lstrip().startswith("#")]
+    for n, cells in body:
+        if len(cells) != len(names):
+            raise ImportError_(
+                f"{path}: line {n} has a different number of fields than the header: expected "
+                f"{len(names)}, got {len(cells)} (a truncated or mixed log)"
+            )
+    frame = pd.DataFrame([c for _, c in body], columns=names, dtype=object)
+    date = frame["date"].astype(str)
+    raw = pd.DataFrame(
+        {"timestamp": date.str[:4] + "/" + date.str[4:6] + "/" + date.str[6:] + " " + frame["time"]}
+    )
+    for name, query in DMON_COLUMNS.items():
+        if name in frame:
+            raw[query] = frame[name].where(frame[name] != "-", "[N/A]")
+    return raw, np.array([n for n, _ in body], dtype=np.int64)
+
+
+def numeric_column(path: Path, values: pd.Series, column: str, lines: np.ndarray) -> pd.Series:
+    """A text column as floats (units stripped, [N/A] as NaN); a value that is not a number is
+    refused naming the column and its line."""
+    text = values.astype(str).str.strip()
+    text = text.where(~text.isin(MISSING_VALUES), None)
+    text = text.str.replace(r"\s*(W|%|MHz|C|mJ|J)$", "", regex=True)
+    number = pd.to_numeric(text, errors="coerce")
+    unparsed = number.isna() & text.notna()
+    if unparsed.any():
+        i = int(np.argmax(unparsed.to_numpy()))
+        raise ImportError_(
+            f"{path}: column '{column}' has a non-numeric value {text.iloc[i]!r} (line "
+            f"{lines[i]}); expected a number, optionally with its unit, or [N/A]"
+        )
+    number = number.astype(float)
+    huge = ~np.isfinite(number.to_numpy()) & number.notna().to_numpy()
+    if huge.any():
+        i = int(np.argmax(huge))
+        raise ImportError_(
+            f"{path}: column '{column}': expected a finite number, got {text.iloc[i]!r} (line "
+            f"{lines[i]})"
+        )
+    return number

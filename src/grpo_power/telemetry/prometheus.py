@@ -1,0 +1,165 @@
+"""Read DCGM power history exported from Prometheus into the rows the DCGM importer reads.
+
+Where dcgm-exporter is scraped by Prometheus, a GPU's power history is a range query's answer:
+``curl 'http://PROMETHEUS/api/v1/query_range?query=DCGM_FI_DEV_POWER_USAGE&start=..&end=..&step=15s'``
+(or ``promtool query range -o json``), a JSON matrix of series, one per GPU and metric, each with
+its labels (``__name__``, ``gpu``, ``Hostname``, ``modelName``, ...) and its ``[unix_s, "value"]``
+samples. :func:`read_prometheus_log` turns it into one row per GPU and time with a column per DCGM
+field, as a DCGM CSV has, for :func:`grpo_power.telemetry.importers.import_log`; a query of
+several fields (``{__name__=~"DCGM_FI_DEV_POWER_USAGE|DCGM_FI_DEV_GPU_UTIL"}``) gives several
+columns. A series whose GPU changed pods (Kubernetes adds ``pod``/``container`` labels) is the
+same GPU: series are keyed by host, GPU and field only, and refused where two of them give the
+same field at the same time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from grpo_power.telemetry.logrows import ImportError_, read_log_text
+
+# Labels that name a GPU's host, in the order they are used: dcgm-exporter's own, then the one
+# Prometheus adds (the exporter's address, one per host).
+HOST_LABELS = ("Hostname", "instance")
+PROMETHEUS_EXPECTED = (
+    "a Prometheus query result of dcgm-exporter series (the JSON of /api/v1/query_range or "
+    "`promtool query range -o json`)"
+)
+
+
+def _shown(text: str) -> str:
+    """A label for a one-line message: as it is when printable, else quoted with escapes."""
+    return text if text.isprintable() else repr(text)
+
+
+def _series_list(path: Path, document: Any) -> list[Any]:
+    """The series of an API answer (``{"status", "data": {"resultType", "result"}}``), of its
+    ``data`` object, or of a bare list (promtool's)."""
+    if isinstance(document, dict) and document.get("status", "success") != "success":
+        raise ImportError_(
+            f"{path}: status: expected 'success', got {document.get('status')!r} "
+            f"({str(document.get('error', ''))[:80]})"
+        )
+    if isinstance(document, dict) and "data" in document:
+        document = document["data"]
+    if isinstance(document, dict) and "result" in document:
+        kind = document.get("resultType", "matrix")
+        if kind not in ("matrix", "vector"):
+            raise ImportError_(
+                f"{path}: resultType: expected 'matrix' (a range query) or 'vector', got {kind!r}"
+            )
+        document = document["result"]
+    if not isinstance(document, list):
+        raise ImportError_(f"{path}: expected {PROMETHEUS_EXPECTED}, got another JSON document")
+    return document
+
+
+def _samples(path: Path, index: int, series: Any) -> tuple[dict[str, str], list[Any]]:
+    """One series' labels and its ``[unix_s, "value"]`` samples (a vector's one sample too)."""
+    if not isinstance(series, dict) or not isinstance(series.get("metric"), dict):
+        raise ImportError_(
+            f"{path}: series {index}: expected an object with 'metric' labels and 'values'"
+        )
+    samples = series.get("values", [series["value"]] if "value" in series else None)
+    if not isinstance(samples, list):
+        raise ImportError_(f"{path}: series {index}: expected a list of samples in 'values'")
+    return {str(k): str(v) for k, v in series["metric"].items()}, samples
+
+
+def _value(path: Path, where: str, sample: Any) -> tuple[float, float]:
+    """A sample's (unix_s, value); Prometheus's ``NaN`` (a stale or missing reading) is NaN."""
+    try:
+        if not isinstance(sample, list) or len(sample) != 2 or not isinstance(sample[1], str):
+            raise TypeError
+        unix_s, value = float(sample[0]), float(sample[1])
+    except (TypeError, ValueError, OverflowError):
+        raise ImportError_(
+            f'{path}: {where}: expected a sample [unix_s, "number"], got {str(sample)[:60]}'
+        ) from None
+    if not math.isfinite(unix_s) or math.isinf(value):
+        raise ImportError_(f"{path}: {where}: expected a finite time and value, got {sample}")
+    return unix_s, value
+
+
+def read_prometheus_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
+    """A Prometheus query result (the file at ``path``) as rows of text a DCGM CSV
+    gives: ``timestamp`` (unix s), ``gpu``, the host label (``Hostname`` or ``instance``) where
+    the series have one, ``modelName`` where they have it, and one column per field
+    (``DCGM_FI_DEV_POWER_USAGE``, ...), in time order; and each row's number (from 1).
+
+    Raises:
+        ImportError_: not text, not JSON, not a query result, a series without ``__name__`` or
+            ``gpu``, a sample that is not a number, two series giving one GPU's field at once.
+    """
+    text = read_log_text(path, PROMETHEUS_EXPECTED)
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ImportError_(
+            f"{path}: line {error.lineno}: expected {PROMETHEUS_EXPECTED}, got JSON that does "
+            f"not parse ({error.msg})"
+        ) from None
+    listed = _series_list(path, document)
+    if not listed:
+        raise ImportError_(f"{path}: expected at least one series, got an empty result")
+    labelled = [_samples(path, i, series) for i, series in enumerate(listed, 1)]
+    host_label = next((h for h in HOST_LABELS if any(h in m for m, _ in labelled)), None)
+    records: list[tuple[str, str, str, float, float]] = []
+    models: dict[tuple[str, str], str] = {}
+    for i, (labels, samples) in enumerate(labelled, 1):
+        name, gpu = labels.get("__name__"), labels.get("gpu")
+        if name is None or gpu is None:
+            missing = "__name__" if name is None else "gpu"
+            shown = _shown(", ".join(f"{k}={v}" for k, v in labels.items()))[:80]
+            raise ImportError_(
+                f"{path}: series {i} ({shown}): "
+                f"no '{missing}' label; expected dcgm-exporter series queried by field name "
+                "(an expression such as sum() or rate() drops the labels that name the GPU)"
+            )
+        if not (gpu.isascii() and gpu.isdigit()):
+            raise ImportError_(
+                f"{path}: series {i} ({_shown(name)}): label 'gpu': expected a GPU index, got "
+                f"{gpu!r}"
+            )
+        host = labels.get(host_label, "") if host_label else ""
+        if "modelName" in labels:
+            models.setdefault((host, gpu), labels["modelName"])
+        for j, sample in enumerate(samples, 1):
+            unix_s, value = _value(
+                path, f"series {i} ({_shown(name)}, gpu {gpu}), sample {j}", sample
+            )
+            records.append((host, gpu, name, unix_s, value))
+    if not records:
+        raise ImportError_(f"{path}: expected at least one sample, got series without any")
+    long = pd.DataFrame(records, columns=["host", "gpu", "field", "timestamp", "value"])
+    key = ["host", "gpu", "timestamp", "field"]
+    twice = long.duplicated(key, keep=False)
+    if twice.any():
+        host, gpu, unix_s, field = long.loc[twice, key].iloc[0]
+        at = f"{_shown(host)} gpu {gpu}" if host else f"gpu {gpu}"
+        raise ImportError_(
+            f"{path}: two series give {_shown(field)} of {at} at unix time {unix_s:.3f}; expected "
+            "one series per GPU and field: query one exporter, or keep the labels that tell them "
+            f"apart ({', '.join(HOST_LABELS)})"
+        )
+    wide = long.pivot(index=["timestamp", "host", "gpu"], columns="field", values="value")
+    wide = wide.sort_index(kind="stable").reset_index()
+    wide.columns.name = None
+    raw = wide[["timestamp", "gpu"]].astype(object)
+    raw["timestamp"] = wide["timestamp"].map(repr)
+    if host_label:
+        raw[host_label] = wide["host"]
+    if models:
+        raw["modelName"] = [
+            models.get(pair, "") for pair in zip(wide["host"], wide["gpu"], strict=True)
+        ]
+    fields = [c for c in wide.columns if c not in ("timestamp", "host", "gpu")]
+    for field in fields:
+        raw[field] = wide[field].map(lambda v: "" if math.isnan(v) else repr(v))
+    return raw, np.arange(1, len(raw) + 1, dtype=np.int64)
