@@ -95,6 +95,7 @@ def test_planner_on_a_folder_of_mixed_traces(config: Config, tmp_path: Path) -> 
     assert reasons["run-a/manifest"] == "a .json file that is not a Prometheus query result"
     assert "gpu.nameplate_w" in imported.loc["smi/node2", "notes"]
     assert "2 hosts in column 'Hostname'" in imported.loc["prometheus", "notes"]
+    assert imported.loc["prometheus", "sample_period_s"] == 15.0  # a scrape every 15 s
     # the fleet is the traces' GPUs (dcgm 1, run-a 2, node2 1, node3 2, prometheus 4 on two
     # hosts), but for the log too short for one energy bin
     left_out = [entry["run_id"] for entry in result.fleet.summary["left_out"]]
@@ -116,6 +117,10 @@ def test_planner_on_a_folder_of_mixed_traces(config: Config, tmp_path: Path) -> 
     assert traces.loc["all traces", "energy_j"] > total_j  # plus the nvidia-smi logs' energy
     page = result.report.read_text()
     assert "SIMULATED" in page and "planner_fleet.png" in page and "T4" in page
+    # the 15 s scrape cannot resolve the fleet's shorter windows: the report says which
+    label = f"T{sorted(imported.index).index('prometheus') + 1}"
+    assert f"Windows shorter than {label}&#x27;s sample period" in page
+    assert "the 0.5, 1, 5 s rows) are not resolved" in page
     assert not result.economics["tokens_used"]  # not every trace has tokens
 
 

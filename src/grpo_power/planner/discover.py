@@ -186,7 +186,8 @@ def import_traces(
     folder: Path | str, out: Path | str, config: Config, show_progress: bool = False
 ) -> pd.DataFrame:
     """Import every trace under ``folder`` into ``out/<key>.parquet`` and write ``out/index.csv``
-    (one row per file: key, source, format, status, GPUs, samples, span, tokens, reason, notes).
+    (one row per file: key, source, format, status, GPUs, samples, span, sample period, tokens,
+    reason, notes).
 
     nvidia-smi timestamps are read in ``config.planner.timezone``; a log or trace without a
     nameplate takes ``config.gpu.nameplate_w`` (noted). Returns the index.
@@ -227,6 +228,7 @@ def import_traces(
                 "gpus": int(frame["gpu"].nunique()),
                 "samples": len(frame),
                 "span_s": float(frame["t"].max() - frame["t"].min()) if len(frame) else 0.0,
+                "sample_period_s": metadata.sample_period_s,
                 "start_unix_s": metadata.start_unix_s,
                 "nameplate_w": metadata.nameplate_w,
                 "tokens": tokens,

@@ -38,6 +38,7 @@ TRACE_COLS = (
     tab.Col("GPUs", "gpus", ",.0f"),
     tab.Col("samples", "samples", ",.0f"),
     tab.Col("span (s)", "span_s", ",.1f"),
+    tab.Col("sample period (s)", "sample_period_s", "g"),
     tab.Col("from", "source_path"),
 )
 FLEET_COLS = (
@@ -166,6 +167,12 @@ def planner_report(folders: PlannerFolders, out: Path | str, config: Config) -> 
             " of capacity.",
         ],
     ]
+    unresolved = unresolved_windows(index_file, sorted(set(fleet_windows.frame["window_s"])))
+    if unresolved and config.fleet.window_s < max(index_file.frame["sample_period_s"]):
+        headline.append(
+            f"The sizing window ({config.fleet.window_s:g} s) is shorter than a trace's sample "
+            "period: see the fleet table's note."
+        )
     left_out = [entry["run_id"] for entry in fleet_json.get("left_out")]
     if left_out:
         headline.append(f"Left out of the fleet (no complete energy bin): {', '.join(left_out)}.")
@@ -190,6 +197,7 @@ def planner_report(folders: PlannerFolders, out: Path | str, config: Config) -> 
                 ),
                 out,
             ),
+            *([html.bullet_list([unresolved], out, css="note")] if unresolved else []),
             key="fleet",
         ),
         html.section(
@@ -222,6 +230,26 @@ def planner_report(folders: PlannerFolders, out: Path | str, config: Config) -> 
     )
     page = html.page("Power traces: fleet provisioning and economics", subtitle, sections)
     return write_text_atomic(out / REPORT.page, page)
+
+
+def unresolved_windows(index_file: tab.CsvFile, windows_s: list[float]) -> list[tab.Cell]:
+    """What the fleet's windows shorter than the coarsest trace's sample period mean (a
+    Prometheus scrape every 15 s cannot see a 1 s peak), as a paragraph; [] when every window
+    is at least every sample period."""
+    periods = index_file.frame.dropna(subset=["sample_period_s"])
+    if periods.empty:
+        return []
+    coarsest = periods.loc[periods["sample_period_s"].idxmax()]
+    short = [w for w in windows_s if w < coarsest["sample_period_s"]]
+    if not short:
+        return []
+    return [
+        f"Windows shorter than {coarsest['label']}'s sample period (",
+        index_file.num("sample_period_s", "g", key=coarsest["key"]),
+        f" s: the {', '.join(f'{w:g}' for w in short)} s rows) are not resolved by its samples: "
+        "each sample is held for its period, so a peak shorter than the period can fall between "
+        "samples, and those rows can understate the fleet's short peaks.",
+    ]
 
 
 def index_file_skipped(folders: PlannerFolders) -> str:
