@@ -425,6 +425,22 @@ def test_cli_windows(tmp_path):
     assert result.exit_code == 2 and "duplicated" in result.output
 
 
+def test_windows_shorter_than_the_sample_period_are_named(tmp_path, config):
+    """A scrape every 15 s (Prometheus) holds each sample for 15 s: the 0.5, 1 and 5 s windows
+    it gives are not resolved, and the summary says so; a 0.5 s trace's windows all are."""
+    from grpo_power.analysis.windows.stage import run_windows
+
+    t = np.arange(0.0, 600.0, 15.0)
+    coarse = write_trace(tmp_path / "coarse.parquet", trace_frame(t, 200 + t % 7), metadata(15.0))
+    summary = run_windows(coarse, tmp_path / "w15", config).summary
+    (note,) = [n for n in summary["notes"] if "not resolved" in n]
+    assert "windows of 0.5, 1, 5 s are shorter than the sample period 15 s" in note
+    fine = write_trace(tmp_path / "fine.parquet", _two_gpu_frame(), metadata())
+    assert not any(
+        "not resolved" in n for n in run_windows(fine, tmp_path / "w", config).summary["notes"]
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # property tests
 

@@ -327,6 +327,20 @@ def write_windows(result: WindowsResult, out_dir: Path | str) -> list[Path]:
     return paths
 
 
+def unresolved_note(summary: dict[str, Any]) -> list[str]:
+    """A note naming the windows shorter than the trace's sample period (a scrape every 15 s
+    cannot see a 1 s peak: each sample is held for its period), or none."""
+    period_s = summary["sample_period_s"]
+    short = [w for w in summary["windows_s"] if w < period_s]
+    if not short:
+        return []
+    return [
+        f"{summary['trace']}: windows of {', '.join(f'{w:g}' for w in short)} s are shorter than "
+        f"the sample period {period_s:g} s: not resolved by the samples (each held for its "
+        "period), so their peaks and exceedance can be understated"
+    ]
+
+
 def run_windows(
     trace_path: Path | str,
     out_dir: Path | str,
@@ -341,6 +355,6 @@ def run_windows(
     """
     trace = read_trace(trace_path, TraceDefaults.from_config(config), split_on_clock_jumps)
     result = analyze_trace(trace, config)
-    result.summary["notes"] = list(trace.notes)
+    result.summary["notes"] = list(trace.notes) + unresolved_note(result.summary)
     write_windows(result, out_dir)
     return result
