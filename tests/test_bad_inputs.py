@@ -242,7 +242,7 @@ CASES: list[Case] = [
         'nvidia-smi log with "[N/A]" as the GPU index',
         ("text", {"name": "smi.csv", "text": f"{NVSMI_HEADER}\n{T0}, [N/A], 250 W, 400 W\n"}),
         IMPORT,
-        ["{name}", "'index'", "expected a GPU index in every row", "[N/A]"],
+        ["{name}", "'index'", "expected a GPU index (a whole number) in every row", "[N/A]"],
     ),
     Case(
         "import-no-nameplate",

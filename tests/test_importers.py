@@ -158,6 +158,31 @@ def test_a_dcgm_csv_of_several_hosts_tells_their_gpus_apart(tmp_path: Path) -> N
     assert meta.host == "b2" and "gpu_ids" not in meta.model_extra
 
 
+def test_a_log_without_an_index_names_its_gpus_by_bus_id_or_uuid(tmp_path: Path) -> None:
+    """NVIDIA's example queries log pci.bus_id, not index: GPUs are numbered in bus order and
+    named in the metadata; a log naming GPUs in no way is refused, saying which columns do."""
+    log = tmp_path / "bus.csv"
+    log.write_text(
+        "timestamp, name, pci.bus_id, pstate, power.draw [W]\n"
+        "2026/11/02 09:00:00.000, NVIDIA A100-SXM4-40GB, 00000000:0F:00.0, P0, 297.80 W\n"
+        "2026/11/02 09:00:00.000, NVIDIA A100-SXM4-40GB, 00000000:07:00.0, P0, 301.20 W\n"
+        "2026/11/02 09:00:05.000, NVIDIA A100-SXM4-40GB, 00000000:0F:00.0, P0, 288.50 W\n"
+        "2026/11/02 09:00:05.000, NVIDIA A100-SXM4-40GB, 00000000:07:00.0, P0, 310.00 W\n"
+    )
+    frame, meta = import_log(log, "nvidia-smi", timezone="UTC")
+    assert meta.model_extra["gpu_ids"] == {"0": "00000000:07:00.0", "1": "00000000:0F:00.0"}
+    assert frame[frame["gpu"] == 0]["power_w"].tolist() == [301.2, 310.0]
+    assert (meta.sample_period_s, meta.nameplate_w) == (5.0, 400.0)
+    uuid = tmp_path / "uuid.csv"
+    uuid.write_text(log.read_text().replace("pci.bus_id", "uuid").replace("00000000:", "GPU-"))
+    _, meta = import_log(uuid, "nvidia-smi", timezone="UTC")
+    assert meta.model_extra["gpu_ids"] == {"0": "GPU-07:00.0", "1": "GPU-0F:00.0"}
+    bare = tmp_path / "bare.csv"
+    bare.write_text("timestamp, power.draw [W]\n2026/11/02 09:00:00.000, 297.80 W\n")
+    with pytest.raises(ImportError_, match=r"missing column 'index' \(or one naming each GPU"):
+        import_log(bare, "nvidia-smi", nameplate_w=400.0)
+
+
 def test_prometheus_range_query_of_dcgm_series() -> None:
     """The JSON of /api/v1/query_range: two hosts of two A100s, power and utilisation series,
     one GPU's power in two series (it changed pods), one NaN reading (a gap)."""

@@ -124,6 +124,26 @@ def test_planner_on_a_folder_of_mixed_traces(config: Config, tmp_path: Path) -> 
     assert not result.economics["tokens_used"]  # not every trace has tokens
 
 
+def test_nvidia_smi_logs_naming_gpus_by_bus_id_or_uuid_are_found(tmp_path: Path) -> None:
+    """NVIDIA's example query logs pci.bus_id rather than index: still an nvidia-smi log."""
+    from grpo_power.planner.discover import classify
+
+    headers = {
+        "bus": "timestamp, name, pci.bus_id, power.draw [W]",
+        "uuid": "timestamp, uuid, power.draw.instant [W]",
+        "none": "timestamp, name, power.draw [W]",
+    }
+    for name, header in headers.items():
+        (tmp_path / f"{name}.csv").write_text(header + "\n")
+    found = {n: classify(tmp_path / f"{n}.csv", tmp_path) for n in headers}
+    assert {n: f.kind for n, f in found.items()} == {
+        "bus": "nvidia-smi",
+        "uuid": "nvidia-smi",
+        "none": None,
+    }
+    assert found["none"].reason.startswith("an nvidia-smi log without a column naming its GPUs")
+
+
 def test_planner_refuses_a_folder_without_traces(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     result = CliRunner().invoke(

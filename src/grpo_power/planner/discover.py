@@ -1,14 +1,14 @@
 """Find the power traces in a folder, tell their formats apart, and import them into one folder.
 
 A file's format is told from its name and header line: a ``.csv`` whose header names
-``DCGM_FI_*`` fields is a DCGM log, one with ``timestamp``, ``index`` and ``power.draw`` an
-nvidia-smi log, one with ``t``, ``gpu`` and ``power_w`` a trace CSV; a file of another suffix
-whose first line is ``nvidia-smi dmon``'s header (``#Date Time gpu pwr ...``) a dmon log; a
-``.json`` file that is a Prometheus query result with dcgm-exporter's power series a
-``prometheus`` log; a
-``.parquet`` file is a trace (a run folder's ``steps.parquet`` is its step log, whose tokens the
-economics use). Any other file (a vLLM ``engine.csv``, a ``manifest.json``) is listed as
-skipped, with the reason. Logs are imported by
+``DCGM_FI_*`` fields is a DCGM log, one with ``timestamp``, ``power.draw`` and ``index`` (or
+``uuid`` or ``pci.bus_id``) an nvidia-smi log, one with ``t``, ``gpu`` and ``power_w`` a trace
+CSV; a file of another suffix whose first line is ``nvidia-smi dmon``'s header (``#Date Time
+gpu pwr ...``) a dmon log; a ``.json`` file that is a Prometheus query result with
+dcgm-exporter's power series a ``prometheus`` log; a ``.parquet`` file is a trace (a run
+folder's ``steps.parquet`` is its step log, whose tokens the economics use). Any other file
+(a vLLM ``engine.csv``, a ``manifest.json``) is listed as skipped, with the reason. Logs are
+imported by
 :func:`grpo_power.telemetry.importers.import_log` and traces read by
 :func:`grpo_power.telemetry.store.read_trace`: the same checks as every other stage. Each trace
 is named by its path in the folder (without the suffix), which is also its ``run_id``.
@@ -107,8 +107,14 @@ def _csv_kind(line: str) -> tuple[str | None, str]:
     names = {c.split(" [")[0] for c in header}
     if any(c.startswith("DCGM_FI_") for c in names):
         return "dcgm", ""
-    if {"timestamp", "index"} <= names and any(c.startswith("power.draw") for c in names):
-        return "nvidia-smi", ""
+    gpu_named = names & {"index", "uuid", "pci.bus_id"}
+    if "timestamp" in names and any(c.startswith("power.draw") for c in names):
+        if gpu_named:
+            return "nvidia-smi", ""
+        return None, (
+            "an nvidia-smi log without a column naming its GPUs: its rows cannot be told apart "
+            "by GPU; record with index (or uuid, pci.bus_id) in --query-gpu"
+        )
     if {"t", "gpu", "power_w"} <= names:
         return "trace", ""
     metrics = {c.split(":")[-1] for c in names}  # a Prometheus prefix ("vllm:") ignored

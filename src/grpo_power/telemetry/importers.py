@@ -19,6 +19,8 @@ Supported formats:
 What real logs contain, and what the import does with it (each named in the trace metadata's
 ``notes``, which ``grpo-power telemetry import`` prints):
 
+* no GPU index, but a ``uuid`` or ``pci.bus_id`` column (DCGM: ``UUID``): GPUs numbered from 0
+  in sorted order, each named in the metadata's ``gpu_ids``;
 * several hosts (a ``Hostname``, ``hostname``, ``host`` or ``instance`` column, as a fleet's
   DCGM export has): GPUs are told apart by host and index, numbered from 0 in host order, each
   number's ``host:index`` in the metadata's ``gpu_ids``; one host names the trace's ``host``;
@@ -86,6 +88,8 @@ NVIDIA_SMI_COLUMNS = {
     "enforced.power.limit": "power_limit_w",
     "power.default_limit": "nameplate_w",
     "name": "gpu_name",
+    "uuid": "gpu_uuid",
+    "pci.bus_id": "gpu_bus_id",
 }
 
 DCGM_COLUMNS = {
@@ -100,6 +104,7 @@ DCGM_COLUMNS = {
     "DCGM_FI_DEV_GPU_TEMP": "temp_c",
     "DCGM_FI_DEV_POWER_MGMT_LIMIT": "power_limit_w",
     "modelName": "gpu_name",
+    "UUID": "gpu_uuid",
 }
 
 # Columns that name a GPU's host (dcgm-exporter's label, Prometheus's, a hand-added one): a log
@@ -204,28 +209,56 @@ def _timestamps(
     return (ns - ns[0]) / 1e9, float(ns[0]) / 1e9, info, notes
 
 
-def _gpu_identity(
-    path: Path, raw: pd.DataFrame, gpu: np.ndarray
+# Columns that name a GPU where a log has no index (NVIDIA's example queries log pci.bus_id)
+GPU_ID_COLUMNS = ("gpu_uuid", "gpu_bus_id")
+
+
+def _gpu_numbers(
+    path: Path, raw: pd.DataFrame, frame: pd.DataFrame, original: dict[str, str], lines: np.ndarray
 ) -> tuple[np.ndarray, str, dict[str, str], list[str]]:
-    """GPUs told apart by host where the log has a host column (:data:`HOST_COLUMNS`): with one
-    host, the indices as they are and the host's name; with several (a fleet's DCGM export,
-    logs of several nodes concatenated), the (host, index) pairs numbered from 0 in host order.
-    Returns the GPU numbers, the trace's host, each number's ``host:index`` and notes."""
+    """Each row's GPU number, the trace's host, each number's name, and notes.
+
+    A GPU is its index (``index``, ``gpu``), else its UUID or PCI bus id (numbered from 0 in
+    sorted order); where the log has a host column (:data:`HOST_COLUMNS`) holding several hosts
+    (a fleet's DCGM export, logs of several nodes concatenated), the (host, GPU) pairs are
+    numbered from 0 in host order. ``gpu_ids`` names each number where it is not the index.
+    """
+    notes: list[str] = []
+    if "gpu" in frame:
+        gpu = numeric_column(path, frame["gpu"], original["gpu"], lines)
+        bad = gpu.isna() | (gpu != gpu.round()) | (gpu.abs() >= 2**31)
+        if bad.any():
+            i = int(np.argmax(bad.to_numpy()))
+            raise ImportError_(
+                f"{path}: column '{original['gpu']}': expected a GPU index (a whole number) in "
+                f"every row, got {frame['gpu'].iloc[i]!r} (line {lines[i]})"
+            )
+        numbers = gpu.to_numpy().astype(np.int64)
+        names = numbers.astype(str)
+        by = "index"
+    else:
+        column = next(c for c in GPU_ID_COLUMNS if c in frame)
+        names = frame[column].astype(str).str.strip().to_numpy()
+        numbers, _ = pd.factorize(names, sort=True)
+        by = original[column]
     column = next((c for c in HOST_COLUMNS if c in raw.columns), None)
-    if column is None:
-        return gpu, "unknown", {}, []
-    hosts = raw[column].astype(str).str.strip().to_numpy()
-    names = sorted(set(hosts))
-    if len(names) == 1:
-        return gpu, names[0] or "unknown", {}, []
-    codes, pairs = pd.factorize(pd.MultiIndex.from_arrays([hosts, gpu]), sort=True)
-    ids = {str(i): f"{host}:{index}" for i, (host, index) in enumerate(pairs)}
-    shown = ", ".join(f"{i} = {ids[str(i)]}" for i in range(min(4, len(ids))))
-    note = (
-        f"{path}: {len(names)} hosts in column '{column}': their GPUs numbered 0-{len(ids) - 1} by "
-        f"host and index ({shown}{', ...' if len(ids) > 4 else ''}; the metadata's gpu_ids)"
-    )
-    return codes.astype(np.int64), f"{len(names)} hosts", ids, [note]
+    hosts = raw[column].astype(str).str.strip().to_numpy() if column else np.array([""])
+    several = len(set(hosts)) > 1
+    if several:
+        numbers, pairs = pd.factorize(pd.MultiIndex.from_arrays([hosts, names]), sort=True)
+        ids = {str(i): f"{host}:{name}" for i, (host, name) in enumerate(pairs)}
+        how = f"{len(set(hosts))} hosts in column '{column}': their GPUs numbered by host and {by}"
+    elif by != "index":
+        ids = {str(i): name for i, name in enumerate(sorted(set(names)))}
+        how = f"no GPU index column: GPUs numbered by their {by} in sorted order"
+    else:
+        ids, how = {}, ""
+    if ids:
+        shown = ", ".join(f"{i} = {ids[str(i)]}" for i in range(min(4, len(ids))))
+        more = ", ..." if len(ids) > 4 else ""
+        notes.append(f"{path}: {how} ({shown}{more}; the metadata's gpu_ids)")
+    host = f"{len(set(hosts))} hosts" if several else (hosts[0] or "unknown")
+    return np.asarray(numbers, dtype=np.int64), host, ids, notes
 
 
 def _gpu_name(path: Path, names: pd.Series, original: dict[str, str]) -> str:
@@ -313,17 +346,22 @@ def import_log(
         if key in mapping and mapping[key] not in renamed.values():
             renamed[column] = mapping[key]
     frame = raw[list(renamed)].rename(columns=renamed)
-    required = {"timestamp": "timestamp", "gpu": "index" if smi else "gpu"}
+    if "gpu" not in frame and any(c in frame for c in GPU_ID_COLUMNS):
+        required = {"timestamp": "timestamp"}  # GPUs named by UUID or PCI bus id
+    else:
+        required = {"timestamp": "timestamp", "gpu": "index" if smi else "gpu"}
     for name, shown in required.items():
         if name not in frame:
-            hint = ""
+            hint, alternatives = "", ""
+            if name == "gpu":
+                alternatives = f" (or one naming each GPU: {'uuid, pci.bus_id' if smi else 'UUID'})"
             if {"t", "gpu", "power_w"} <= {c.strip() for c in raw.columns}:
                 hint = (
                     "; a trace CSV (t, gpu, power_w) needs no import: give it to `grpo-power "
                     "windows` or `grpo-power telemetry summary` as it is"
                 )
             raise ImportError_(
-                f"{path}: missing column '{shown}' (expected in every {fmt} log); "
+                f"{path}: missing column '{shown}'{alternatives}, expected in every {fmt} log; "
                 f"found {list(raw.columns)}{hint}"
             )
     if "power_w" not in frame and "power_draw" not in frame:
@@ -336,17 +374,7 @@ def import_log(
         raise ImportError_(f"{path}: expected at least one sample, got a header and no rows")
 
     original = {new: old for old, new in renamed.items()}
-    gpu = numeric_column(path, frame["gpu"], "gpu", lines)
-    if gpu.isna().any():
-        raise ImportError_(
-            f"{path}: column '{required['gpu']}': expected a GPU index in every row, got [N/A]"
-        )
-    if ((gpu != gpu.round()) | (gpu.abs() >= 2**31)).any():
-        raise ImportError_(
-            f"{path}: column '{required['gpu']}': expected whole GPU indices, got "
-            f"{gpu[(gpu != gpu.round()) | (gpu.abs() >= 2**31)].iloc[0]:g}"
-        )
-    gpu_index, host, gpu_ids, notes = _gpu_identity(path, raw, gpu.to_numpy().astype(np.int64))
+    gpu_index, host, gpu_ids, notes = _gpu_numbers(path, raw, frame, original, lines)
     t, start_unix_s, time_info, time_notes = _timestamps(
         path, frame["timestamp"], lines, gpu_index, zone
     )
