@@ -91,3 +91,85 @@ def test_window_misuse_is_refused() -> None:
             _ = c.energy_j
         assert c.energy_j > 0
         monitor.end_window("a")
+
+
+def test_a_stopped_monitor_starts_a_new_session_in_the_next_trace(tmp_path: Path) -> None:
+    """Started again after stop() (a second trainer.train()), it samples on a new clock into
+    power-2.parquet; a monitor whose writer or source was given opened says it cannot."""
+    trace = tmp_path / "power.parquet"
+    monitor = PowerMonitor(period_s=0.05, source="simulated", trace=trace)
+    for _ in range(2):
+        with monitor, monitor.window("train", phase="train", batch=4) as window:
+            time.sleep(0.3)
+        assert window.energy_j > 0 and window.time_s < 0.5  # the second on its own clock
+    first, second = read_trace(trace), read_trace(tmp_path / "power-2.parquet")
+    assert first.complete and second.complete
+    assert second.frame["t"].min() < 0.1  # a new clock, not the first session's
+    assert first.metadata.run_id != second.metadata.run_id
+    from grpo_power.telemetry.record import trace_metadata
+    from grpo_power.telemetry.store import TraceWriter
+
+    source = SimulatedGpuSource(Config().gpu, Config().telemetry.simulated, None, [0])
+    writer = TraceWriter(tmp_path / "given.parquet", trace_metadata(source, "given", 0.05))
+    given = PowerMonitor(period_s=0.05, source="simulated", trace=writer)
+    given.start().stop()
+    with pytest.raises(RuntimeError, match="given a TraceWriter, which stop\\(\\) closed"):
+        given.start()
+
+
+class _Regression:
+    """A plain HF Trainer's model and data (no tokens): what any training script has."""
+
+    @staticmethod
+    def trainer(tmp_path: Path, callbacks: list, fail_at_step: int | None = None) -> object:
+        import torch
+        from transformers import Trainer, TrainerCallback, TrainingArguments
+
+        class Model(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.linear = torch.nn.Linear(4, 1)
+
+            def forward(self, x: torch.Tensor, labels: torch.Tensor) -> dict:
+                y = self.linear(x)
+                return {"loss": torch.nn.functional.mse_loss(y, labels), "logits": y}
+
+        class Fail(TrainerCallback):
+            def on_step_end(self, args, state, control, **kwargs):
+                if state.global_step == fail_at_step:
+                    raise KeyboardInterrupt  # a user's Ctrl+C, or an error in their code
+
+        data = [{"x": torch.randn(4), "labels": torch.randn(1)} for _ in range(32)]
+        args = TrainingArguments(
+            output_dir=str(tmp_path / "out"),
+            max_steps=4,
+            logging_steps=1,
+            per_device_train_batch_size=4,
+            use_cpu=True,
+            report_to=[],
+            save_strategy="no",
+            disable_tqdm=True,
+        )
+        extra = [Fail()] if fail_at_step else []
+        return Trainer(model=Model(), args=args, train_dataset=data, callbacks=callbacks + extra)
+
+
+def test_power_callback_survives_a_second_train_and_an_interrupted_one(tmp_path: Path) -> None:
+    """trainer.train() twice (a notebook, a second stage) and after a train() that raised:
+    every call logs power and the callback's own monitor writes one trace per call."""
+    from grpo_power.callbacks import PowerCallback
+
+    power = PowerCallback(trace=tmp_path / "power.parquet", source="simulated", period_s=0.02)
+    interrupted = _Regression.trainer(tmp_path, [power], fail_at_step=2)
+    with pytest.raises(KeyboardInterrupt):
+        interrupted.train()  # type: ignore[attr-defined]
+    trainer = _Regression.trainer(tmp_path, [power])
+    for _ in range(2):
+        trainer.train()  # type: ignore[attr-defined]
+        logged = [e for e in trainer.state.log_history if "loss" in e]  # type: ignore[attr-defined]
+        assert len(logged) == 4 and all(e["power/simulated"] == 1.0 for e in logged)
+    # the interrupted call never stopped the monitor: the next call sampled on into its trace
+    # and closed it; the call after that wrote its own
+    assert read_trace(tmp_path / "power.parquet").complete
+    assert read_trace(tmp_path / "power-2.parquet").complete
+    assert not (tmp_path / "power-3.parquet").exists()

@@ -119,6 +119,7 @@ class PowerCapCallback(TrainerCallback):
         self.trainer = bound_trainer(self.trainer, self)
         run_first(self.trainer, self)
         self.actuators = Actuators(self.trainer, self.bounds)
+        self._step = None  # a new attempt (a second train()): no step of it seen yet
         self.monitor.start()
         if self.set_power_limit:
             self._limit_power()

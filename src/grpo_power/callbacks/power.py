@@ -19,6 +19,7 @@ unless the trainer announces them itself (``announce_phases=False``; the project
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,8 @@ class PowerCallback(TrainerCallback):
         monitor: the monitor to read (shared with a
             :class:`~grpo_power.callbacks.cap.PowerCapCallback`); None: one is made from the
             other arguments, started at the start of training and stopped at its end.
-        trace: the trace file the monitor it makes writes (None: none).
+        trace: the trace file the monitor it makes writes (None: none); a second
+            ``trainer.train()`` writes ``<stem>-2<suffix>``, and so on.
         source, gpus, period_s, cap_w, config: for the monitor it makes (see
             :class:`~grpo_power.telemetry.monitor.PowerMonitor`).
         announce_phases: announce generate/train from the model's forward passes (False when
@@ -96,6 +98,11 @@ class PowerCallback(TrainerCallback):
         trainer: Trainer | None = calling_trainer()
         if trainer is not None:
             run_first(trainer, self)
+        if self._phases is not None:  # an earlier train() that raised left its hooks
+            self._phases.remove()
+            self._phases = None
+        with contextlib.suppress(KeyError):  # ... and its interval open
+            self.monitor.end_window(INTERVAL_WINDOW)
         model = kwargs.get("model")
         if self.announce_phases and model is not None:
             self._phases = ForwardPhases(model, self.monitor.signal)

@@ -120,6 +120,9 @@ class PowerMonitor:
             ``simulated``, or an opened :class:`~grpo_power.telemetry.source.PowerSource`.
         trace: a trace file to write (Parquet, crash-safe), or a ready
             :class:`~grpo_power.telemetry.store.TraceWriter`; None: keep samples in memory only.
+            A monitor started again after :meth:`stop` (a second ``trainer.train()``) samples
+            anew, on a new clock, into ``<stem>-2<suffix>``, ``<stem>-3<suffix>``, ... (a
+            trace given as a writer, or a source given opened, cannot be restarted).
         cap_w: per-GPU cap, W, for ``share_above_cap`` (None: the config's ``cap_w``).
         config: the config whose GPU, simulated power model and telemetry settings are used
             (None: the defaults).
@@ -146,12 +149,15 @@ class PowerMonitor:
         **sampler_options: Any,
     ) -> None:
         config = config or Config()
+        self._restart = (source, trace if isinstance(trace, str | Path) else None)
+        self._sessions = 1
         telemetry = config.telemetry.model_copy(
             update={k: v for k, v in (("gpus", gpus), ("period_s", period_s)) if v is not None}
         )
         if isinstance(source, str):
             telemetry.source = source
         config = config.model_copy(update={"telemetry": telemetry})
+        self._config = config
         self.signal = signal or WorkloadSignal()
         self.source = open_source(config, self.signal) if isinstance(source, str) else source
         self.period_s = telemetry.period_s
@@ -165,23 +171,56 @@ class PowerMonitor:
         self._keep_rows = int(history_s / self.period_s + 2) * max(1, len(self.source.gpus))
         self._open: dict[str, _Begun] = {}
         self._lock = threading.Lock()
-        self.sampler = PowerSampler(
+        self._history_s = history_s
+        self.sampler = self._sampler(**sampler_options)
+        self._started = self._stopped = False
+
+    def _sampler(self, **options: Any) -> PowerSampler:
+        return PowerSampler(
             self.source,
-            trace,
+            self.trace,
             period_s=self.period_s,
-            flush_s=telemetry.flush_s,
-            history_s=history_s,
+            flush_s=self._config.telemetry.flush_s,
+            history_s=self._history_s,
             listener=self._store,
-            **sampler_options,
+            **options,
         )
-        self._started = False
+
+    def _reopen(self) -> None:
+        """A new sampling session after :meth:`stop` closed the source and the trace: the
+        source opened again, the next numbered trace file, a new clock, no samples kept.
+
+        Raises:
+            RuntimeError: the source was given opened, or the trace as a writer (both closed).
+        """
+        source, trace = self._restart
+        if not isinstance(source, str) or (self.trace is not None and trace is None):
+            given = "an opened power source" if not isinstance(source, str) else "a TraceWriter"
+            raise RuntimeError(
+                f"PowerMonitor: cannot start again after stop(): it was given {given}, which "
+                "stop() closed; give it a source name and a trace path, or make a new monitor"
+            )
+        self._sessions += 1
+        self.source = open_source(self._config, self.signal)
+        if trace is not None:
+            path = Path(trace)
+            path = path.with_name(f"{path.stem}-{self._sessions}{path.suffix}")
+            run_id = f"monitor-{uuid.uuid4().hex[:8]}"
+            self.trace = TraceWriter(path, trace_metadata(self.source, run_id, self.period_s))
+        with self._lock:
+            for values in self._rows.values():
+                values.clear()
+        self.sampler = self._sampler()
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> PowerMonitor:
-        """Start sampling (a window started before this starts it)."""
+        """Start sampling (a window started before this starts it); after :meth:`stop`, a new
+        session (see the class docstring)."""
         if not self._started:
-            self._started = True
+            if self._stopped:
+                self._reopen()
+            self._started, self._stopped = True, False
             self.sampler.start()
         return self
 
@@ -189,7 +228,7 @@ class PowerMonitor:
         """Stop sampling and close the trace (``complete=False``: an unfinished attempt)."""
         if self._started:
             self.sampler.stop(complete)
-            self._started = False
+            self._started, self._stopped = False, True
 
     def __enter__(self) -> PowerMonitor:
         return self.start()
