@@ -306,7 +306,7 @@ CASES: list[Case] = [
         [*IMPORT, "--format", "csv"],
         [
             "Invalid value for '--format'",
-            "'csv' is not one of 'nvidia-smi', 'nvidia-smi-dmon', 'dcgm'",
+            "'csv' is not one of 'auto', 'nvidia-smi', 'nvidia-smi-dmon', 'dcgm', 'prometheus'",
         ],
         EXIT_USAGE,
     ),

@@ -113,7 +113,7 @@ def test_help_lists_the_choices() -> None:
     assert f"<{'|'.join(ARM_NAMES)}>" in run_help.output
     assert "<direct|submitit>" in run_help.output
     assert (
-        "<nvidia-smi|nvidia-smi-dmon|dcgm|prometheus>"
+        "<auto|nvidia-smi|nvidia-smi-dmon|dcgm|prometheus>"
         in invoke("telemetry", "import", "--help").output
     )
     assert "<simulated|nvml|auto>" in invoke("telemetry", "record", "--help").output
@@ -123,6 +123,7 @@ def test_the_import_formats_are_the_importers() -> None:
     from grpo_power.telemetry.importers import ImportFormat
 
     assert get_args(cli_base.ImportFormat) == get_args(ImportFormat)
+    assert get_args(cli_base.ImportFormatChoice) == ("auto", *get_args(ImportFormat))
 
 
 @pytest.mark.parametrize(
@@ -142,7 +143,7 @@ def test_the_import_formats_are_the_importers() -> None:
         (
             ["telemetry", "import", "log.csv", "--format", "csv"],
             "--format",
-            ("nvidia-smi", "nvidia-smi-dmon", "dcgm", "prometheus"),
+            ("auto", "nvidia-smi", "nvidia-smi-dmon", "dcgm", "prometheus"),
         ),
     ],
     ids=["arm", "launcher", "source", "format"],

@@ -95,7 +95,7 @@ DMON_HEADER = (
     "#Date       Time        gpu    pwr   pclk\n#YYYYMMDD   HH:MM:SS    Idx      W    MHz\n"
 )
 HEADERS = {"nvidia-smi": SMI_HEADER, "nvidia-smi-dmon": DMON_HEADER, "dcgm": DCGM_HEADER}
-FORMATS = [*HEADERS, "prometheus"]
+FORMATS = [*HEADERS, "prometheus", "auto"]
 
 
 @FAST

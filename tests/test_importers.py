@@ -319,6 +319,34 @@ def test_import_cli_writes_a_trace(tmp_path: Path) -> None:
     assert "--nameplate-w" in bad.stderr and not (tmp_path / "x.parquet").exists()
 
 
+def test_import_tells_the_format_from_the_file(tmp_path: Path) -> None:
+    """Without --format, every committed log imports as the planner reads it, saying which
+    format it took; a wrong --format is refused with the format the file looks like."""
+    from typer.testing import CliRunner
+
+    from grpo_power.cli import app
+
+    logs = {
+        "prometheus-dcgm.json": "prometheus",
+        "nvidia-smi-dmon.log": "nvidia-smi-dmon",
+        "dcgm-exporter-a100.csv": "dcgm",
+        "nvidia-smi-a100.csv": "nvidia-smi",
+    }
+    runner = CliRunner()
+    for name, fmt in logs.items():
+        out = tmp_path / f"{name}.parquet"
+        command = ["telemetry", "import", str(DATA / name), "--nameplate-w", "400", "-o", str(out)]
+        result = runner.invoke(app, command)
+        assert result.exit_code == 0, result.output
+        assert f"format {fmt} (told from the file; --format to choose)" in result.output
+        assert read_trace(out).metadata.model_extra["import_format"] == fmt
+    wrong = ["telemetry", "import", str(DATA / "nvidia-smi-dmon.log"), "--format", "nvidia-smi"]
+    result = runner.invoke(app, [*wrong, "-o", str(tmp_path / "wrong.parquet")])
+    assert result.exit_code == 2
+    assert "(the file looks like a nvidia-smi-dmon log: --format nvidia-smi-dmon)" in result.output
+    assert len(result.output.strip().splitlines()) == 1  # one line, the long header cut short
+
+
 def _engine_run(
     drift_s: float, length_s: float = 2400.0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, EngineLog]:

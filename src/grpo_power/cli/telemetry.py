@@ -13,7 +13,7 @@ import typer
 from grpo_power.cli.base import (
     ConfigOption,
     EngineFormat,
-    ImportFormat,
+    ImportFormatChoice,
     SplitOption,
     check_numbers,
     config_from,
@@ -88,8 +88,18 @@ def telemetry_record(
 @telemetry_app.command("import")
 @user_errors
 def telemetry_import(
-    log: Annotated[Path, typer.Argument(help="nvidia-smi CSV or DCGM CSV log.")],
-    fmt: Annotated[ImportFormat, typer.Option("--format", help="The log's format.")] = "nvidia-smi",
+    log: Annotated[
+        Path,
+        typer.Argument(help="nvidia-smi CSV or dmon log, DCGM CSV, or Prometheus query result."),
+    ],
+    fmt: Annotated[
+        ImportFormatChoice,
+        typer.Option(
+            "--format",
+            help="The log's format; auto: told from its name and first line as the planner "
+            "does (nvidia-smi where it tells none).",
+        ),
+    ] = "auto",
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Trace file (.parquet).")] = None,
     nameplate_w: Annotated[
         float | None, typer.Option("--nameplate-w", help="GPU board power, W, if not in the log.")
@@ -127,9 +137,10 @@ def telemetry_import(
         ),
     ] = None,
 ) -> None:
-    """Convert an nvidia-smi or DCGM log into a trace (source: imported), optionally with the
-    inference engine's concurrency and token rate aligned to every sample."""
+    """Convert an nvidia-smi, DCGM or Prometheus log into a trace (source: imported),
+    optionally with the inference engine's concurrency and token rate aligned to every sample."""
     from grpo_power.telemetry.engine import add_engine_columns, read_engine_log
+    from grpo_power.telemetry.formats import import_format
     from grpo_power.telemetry.importers import ImportError_, import_log
     from grpo_power.telemetry.store import write_trace
     from grpo_power.user_paths import output_problem
@@ -139,6 +150,9 @@ def telemetry_import(
     problem = output_problem(out, "file")
     if problem:
         raise ValueError(problem)
+    told = False
+    if fmt == "auto":
+        fmt, told = import_format(log)
     try:
         frame, metadata = import_log(
             log,
@@ -156,9 +170,15 @@ def telemetry_import(
         if origin is not None:
             metadata = type(metadata).model_validate({**metadata.model_dump(), "origin": origin})
     except ImportError_ as error:
-        raise ValueError(str(error)) from None
+        other, told_other = import_format(log) if not told else (fmt, False)
+        hint = f" (the file looks like a {other} log: --format {other})" if told_other else ""
+        if other == fmt:
+            hint = ""
+        raise ValueError(f"{error}{hint}") from None
     write_trace(out, frame, metadata)
     typer.echo(f"imported {len(frame)} samples of {frame['gpu'].nunique()} GPU(s) into {out}")
+    if told:
+        typer.echo(f"note: {log}: format {fmt} (told from the file; --format to choose)")
     echo_notes((metadata.model_extra or {}).get("notes", []))
 
 

@@ -1,14 +1,10 @@
 """Find the power traces in a folder, tell their formats apart, and import them into one folder.
 
-A file's format is told from its name and header line: a ``.csv`` whose header names
-``DCGM_FI_*`` fields is a DCGM log, one with ``timestamp``, ``power.draw`` and ``index`` (or
-``uuid`` or ``pci.bus_id``) an nvidia-smi log, one with ``t``, ``gpu`` and ``power_w`` a trace
-CSV; a file of another suffix whose first line is ``nvidia-smi dmon``'s header (``#Date Time
-gpu pwr ...``) a dmon log; a ``.json`` file that is a Prometheus query result with
-dcgm-exporter's power series a ``prometheus`` log; a ``.parquet`` file is a trace (a run
-folder's ``steps.parquet`` is its step log, whose tokens the economics use). Any other file
-(a vLLM ``engine.csv``, a ``manifest.json``) is listed as skipped, with the reason. Logs are
-imported by
+A ``.parquet`` file is a trace (a run folder's ``steps.parquet`` is its step log, whose tokens
+the economics use); any other file's format is told from its name and first line by
+:func:`grpo_power.telemetry.formats.log_format` (nvidia-smi CSV or dmon, DCGM CSV, a Prometheus
+result, a trace CSV), and a file that is none of them (a vLLM ``engine.csv``, a
+``manifest.json``) is listed as skipped, with the reason. Logs are imported by
 :func:`grpo_power.telemetry.importers.import_log` and traces read by
 :func:`grpo_power.telemetry.store.read_trace`: the same checks as every other stage. Each trace
 is named by its path in the folder (without the suffix), which is also its ``run_id``.
@@ -25,9 +21,8 @@ from tqdm import tqdm
 from grpo_power.atomic import write_csv_atomic
 from grpo_power.config import Config
 from grpo_power.layout import PLANNER_TRACES, RUN
-from grpo_power.telemetry.engine import ENGINE_COLUMNS
+from grpo_power.telemetry.formats import log_format
 from grpo_power.telemetry.importers import import_log
-from grpo_power.telemetry.logrows import HEADERLESS_HINT, header_is_data, is_dmon_header
 from grpo_power.telemetry.steplog import read_step_log
 from grpo_power.telemetry.store import TraceDefaults, read_trace, write_trace
 
@@ -49,111 +44,22 @@ class FoundFile:
     reason: str = ""
 
 
-DCGMI_DMON = (
-    "a dcgmi dmon log: it has no time column, so its samples cannot be placed in time; record "
-    "with dcgm-exporter scraped to CSV, nvidia-smi's CSV query or `nvidia-smi dmon -o DT`"
-)
-
-
-def _first_line(path: Path, whole: bool = True) -> str:
-    """The file's first line (at most 4096 characters; a byte-order mark dropped); with
-    ``whole=False`` its first 4096 characters, whatever the lines."""
-    try:
-        with path.open(encoding="utf-8-sig", errors="replace") as file:
-            return file.readline(4096) if whole else file.read(4096)
-    except OSError as error:
-        raise ValueError(
-            f"{path}: cannot be read ({error.strerror}); expected {EXPECTED}"
-        ) from None
-
-
-def _dmon_kind(line: str) -> tuple[str | None, str] | None:
-    """An nvidia-smi dmon log (whatever its suffix; ``--format csv`` too), or a dcgmi dmon table
-    skipped for its reason, from the first line; None: neither."""
-    if is_dmon_header(line):
-        return "nvidia-smi-dmon", ""
-    if line.startswith("#Entity"):
-        return None, DCGMI_DMON
-    return None
-
-
-POWER_FIELD = b"DCGM_FI_DEV_POWER_USAGE"
-
-
-def _json_kind(path: Path) -> tuple[str | None, str]:
-    """A ``.json`` file's format (or why it is skipped): a Prometheus query result (its first
-    series' ``metric`` and ``values`` near the start) holding DCGM power series, or not a trace."""
-    head = _first_line(path, whole=False)
-    if '"metric"' not in head or not any(k in head for k in ('"resultType"', '"values"')):
-        return None, "a .json file that is not a Prometheus query result"
-    carry = b""
-    with path.open("rb") as file:  # the power field anywhere in the file, read in pieces
-        while chunk := file.read(1 << 20):
-            if POWER_FIELD in carry + chunk:
-                return "prometheus", ""
-            carry = chunk[-len(POWER_FIELD) :]
-    return None, (
-        f"a Prometheus query result without {POWER_FIELD.decode()} series (no power): query "
-        "that field"
-    )
-
-
-def _csv_kind(line: str) -> tuple[str | None, str]:
-    """A ``.csv`` file's format (or why it is skipped) from its first line."""
-    dmon = _dmon_kind(line)
-    if dmon is not None:
-        return dmon
-    header = [c.strip() for c in line.split(",")]
-    names = {c.split(" [")[0] for c in header}
-    if any(c.startswith("DCGM_FI_") for c in names):
-        return "dcgm", ""
-    gpu_named = names & {"index", "uuid", "pci.bus_id"}
-    if "timestamp" in names and any(c.startswith("power.draw") for c in names):
-        if gpu_named:
-            return "nvidia-smi", ""
-        return None, (
-            "an nvidia-smi log without a column naming its GPUs: its rows cannot be told apart "
-            "by GPU; record with index (or uuid, pci.bus_id) in --query-gpu"
-        )
-    if {"t", "gpu", "power_w"} <= names:
-        return "trace", ""
-    metrics = {c.split(":")[-1] for c in names}  # a Prometheus prefix ("vllm:") ignored
-    for engine, (_, gauge, counter) in ENGINE_COLUMNS.items():
-        if {gauge, counter} <= metrics:
-            return None, (
-                f"an inference engine's metrics log ({engine}), not power: `grpo-power telemetry "
-                f"import POWER_LOG --engine THIS --engine-format {engine}` aligns it with the "
-                "power log of the same run"
-            )
-    if header_is_data(header):
-        return (
-            None,
-            f"no header line (line 1 is data: {', '.join(header[:3])}, ...); {HEADERLESS_HINT}",
-        )
-    return None, f"no power column in its header ({', '.join(header[:4])}, ...)"
-
-
 def classify(path: Path, folder: Path) -> FoundFile:
     """What ``path`` (a file under ``folder``) is to the planner."""
     key = path.relative_to(folder).with_suffix("").as_posix()
     suffix = path.suffix.lower()
-    if suffix == ".csv":
-        kind, reason = _csv_kind(_first_line(path))
-    elif suffix == ".json":
-        kind, reason = _json_kind(path)
-    elif path.name == STEP_LOG:
+    if path.name == STEP_LOG:
         kind, reason = None, "a step log (its tokens go with the trace beside it)"
     elif suffix == ".parquet":
         kind, reason = "trace", ""
     else:
         try:
-            dmon = _dmon_kind(_first_line(path))
-            kind, reason = dmon or (
-                None,
-                "not a .csv or .parquet file, nor an nvidia-smi dmon log",
-            )
-        except ValueError:  # another file, unreadable: not the planner's to refuse
-            kind, reason = None, "not a .csv or .parquet file, and cannot be read"
+            kind, reason = log_format(path)
+        except ValueError:
+            if suffix in (".csv", ".json"):
+                raise
+            # another file, unreadable: not the planner's to refuse
+            kind, reason = None, "not a .csv, .json or .parquet file, and cannot be read"
     return FoundFile(path, key, kind, reason)
 
 

@@ -29,7 +29,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from grpo_power.telemetry.logrows import ImportError_, numeric_column, read_csv_log
+from grpo_power.telemetry.logrows import (
+    ImportError_,
+    columns_shown,
+    numeric_column,
+    read_csv_log,
+)
 
 EngineName = Literal["vllm", "sglang", "tgi"]
 
@@ -81,7 +86,7 @@ def read_engine_log(path: Path | str, engine: EngineName = "vllm") -> EngineLog:
         if column not in names:
             raise ImportError_(
                 f"{path}: missing column '{column}' (expected in a {engine} metrics log: "
-                f"{list(wanted)}); found {list(raw.columns)}"
+                f"{list(wanted)}); found {columns_shown(raw.columns)}"
             )
     t_s, concurrency, tokens = (
         numeric_column(path, raw[names[c]], c, lines).to_numpy() for c in wanted

@@ -64,6 +64,7 @@ from grpo_power.telemetry.checks import (
 )
 from grpo_power.telemetry.logrows import (
     ImportError_,
+    columns_shown,
     numeric_column,
     read_csv_log,
     read_dmon_log,
@@ -362,13 +363,13 @@ def import_log(
                 )
             raise ImportError_(
                 f"{path}: missing column '{shown}'{alternatives}, expected in every {fmt} log; "
-                f"found {list(raw.columns)}{hint}"
+                f"found {columns_shown(raw.columns)}{hint}"
             )
     if "power_w" not in frame and "power_draw" not in frame:
         expected = "power.draw" if smi else "DCGM_FI_DEV_POWER_USAGE"
         raise ImportError_(
             f"{path}: missing power column '{expected}' (or its _INSTANT/.instant variant, "
-            f"expected in watts); found {list(raw.columns)}"
+            f"expected in watts); found {columns_shown(raw.columns)}"
         )
     if frame.empty:
         raise ImportError_(f"{path}: expected at least one sample, got a header and no rows")

@@ -14,6 +14,7 @@ import csv
 import io
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -203,3 +204,11 @@ def numeric_column(path: Path, values: pd.Series, column: str, lines: np.ndarray
             f"{lines[i]})"
         )
     return number
+
+
+def columns_shown(columns: Any, limit: int = 8) -> str:
+    """A log's column names for a one-line message: the first ``limit``, each cut to 40
+    characters, and how many there are (a file of another format has one very long "name")."""
+    names = [str(c) if len(str(c)) <= 40 else f"{str(c)[:37]}..." for c in columns]
+    more = f", ... ({len(names)} columns)" if len(names) > limit else ""
+    return "[" + ", ".join(repr(n) for n in names[:limit]) + more + "]"

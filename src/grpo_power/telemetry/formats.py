@@ -1,0 +1,134 @@
+"""Tell a power log's format from its name and first line: what the planner and
+``grpo-power telemetry import`` (its default ``--format auto``) read a file as.
+
+:func:`log_format` gives an importer's format (``nvidia-smi``, ``nvidia-smi-dmon``, ``dcgm``,
+``prometheus``; :data:`grpo_power.telemetry.importers.ImportFormat`), ``trace`` for a trace CSV
+(``t``, ``gpu``, ``power_w``), or why the file is none of them: an inference engine's metrics
+log, an nvidia-smi log without its header line or without a column naming its GPUs, a
+``dcgmi dmon`` table, a Prometheus result without power series. Only the first line is read
+(for a ``.json`` file its first 4096 characters, and the file in pieces for the power field),
+so telling a folder's files apart is cheap.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from grpo_power.telemetry.engine import ENGINE_COLUMNS
+from grpo_power.telemetry.logrows import HEADERLESS_HINT, header_is_data, is_dmon_header
+
+DCGMI_DMON = (
+    "a dcgmi dmon log: it has no time column, so its samples cannot be placed in time; record "
+    "with dcgm-exporter scraped to CSV, nvidia-smi's CSV query or `nvidia-smi dmon -o DT`"
+)
+
+
+def _first_line(path: Path, whole: bool = True) -> str:
+    """The file's first line (at most 4096 characters; a byte-order mark dropped); with
+    ``whole=False`` its first 4096 characters, whatever the lines."""
+    try:
+        with path.open(encoding="utf-8-sig", errors="replace") as file:
+            return file.readline(4096) if whole else file.read(4096)
+    except OSError as error:
+        raise ValueError(
+            f"{path}: cannot be read ({error.strerror}); expected a power log"
+        ) from None
+
+
+def _dmon_kind(line: str) -> tuple[str | None, str] | None:
+    """An nvidia-smi dmon log (whatever its suffix; ``--format csv`` too), or a dcgmi dmon table
+    skipped for its reason, from the first line; None: neither."""
+    if is_dmon_header(line):
+        return "nvidia-smi-dmon", ""
+    if line.startswith("#Entity"):
+        return None, DCGMI_DMON
+    return None
+
+
+POWER_FIELD = b"DCGM_FI_DEV_POWER_USAGE"
+
+
+def _json_kind(path: Path) -> tuple[str | None, str]:
+    """A ``.json`` file's format (or why it is skipped): a Prometheus query result (its first
+    series' ``metric`` and ``values`` near the start) holding DCGM power series, or not a trace."""
+    head = _first_line(path, whole=False)
+    if '"metric"' not in head or not any(k in head for k in ('"resultType"', '"values"')):
+        return None, "a .json file that is not a Prometheus query result"
+    carry = b""
+    with path.open("rb") as file:  # the power field anywhere in the file, read in pieces
+        while chunk := file.read(1 << 20):
+            if POWER_FIELD in carry + chunk:
+                return "prometheus", ""
+            carry = chunk[-len(POWER_FIELD) :]
+    return None, (
+        f"a Prometheus query result without {POWER_FIELD.decode()} series (no power): query "
+        "that field"
+    )
+
+
+def _csv_kind(line: str) -> tuple[str | None, str]:
+    """A ``.csv`` file's format (or why it is skipped) from its first line."""
+    dmon = _dmon_kind(line)
+    if dmon is not None:
+        return dmon
+    header = [c.strip() for c in line.split(",")]
+    names = {c.split(" [")[0] for c in header}
+    if any(c.startswith("DCGM_FI_") for c in names):
+        return "dcgm", ""
+    gpu_named = names & {"index", "uuid", "pci.bus_id"}
+    if "timestamp" in names and any(c.startswith("power.draw") for c in names):
+        if gpu_named:
+            return "nvidia-smi", ""
+        return None, (
+            "an nvidia-smi log without a column naming its GPUs: its rows cannot be told apart "
+            "by GPU; record with index (or uuid, pci.bus_id) in --query-gpu"
+        )
+    if {"t", "gpu", "power_w"} <= names:
+        return "trace", ""
+    metrics = {c.split(":")[-1] for c in names}  # a Prometheus prefix ("vllm:") ignored
+    for engine, (_, gauge, counter) in ENGINE_COLUMNS.items():
+        if {gauge, counter} <= metrics:
+            return None, (
+                f"an inference engine's metrics log ({engine}), not power: `grpo-power telemetry "
+                f"import POWER_LOG --engine THIS --engine-format {engine}` aligns it with the "
+                "power log of the same run"
+            )
+    if header_is_data(header):
+        return (
+            None,
+            f"no header line (line 1 is data: {', '.join(header[:3])}, ...); {HEADERLESS_HINT}",
+        )
+    return None, f"no power column in its header ({', '.join(header[:4])}, ...)"
+
+
+def log_format(path: Path) -> tuple[str | None, str]:
+    """``(format, "")`` of the power log at ``path``, or ``(None, why it is not one)``.
+
+    A ``.json`` file is a Prometheus query result holding DCGM power series; a ``.csv`` file
+    is told by its header line (DCGM fields, nvidia-smi's query names, a trace's columns, or
+    an ``nvidia-smi dmon`` header); a file of another suffix is a log only where its first line
+    shows one of those (``nvidia-smi --query-gpu=... > smi.log``, ``nvidia-smi dmon -o DT``).
+
+    Raises:
+        ValueError: the file cannot be read.
+    """
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        return _json_kind(path)
+    kind, reason = _csv_kind(_first_line(path))
+    if suffix == ".csv" or kind is not None or reason == DCGMI_DMON:
+        return kind, reason
+    return None, "not a .csv or .json file, nor a log of a known format by its first line"
+
+
+def import_format(path: Path) -> tuple[str, bool]:
+    """The importer's format for ``path`` (``telemetry import --format auto``) and whether the
+    file told it: the format :func:`log_format` tells, else ``nvidia-smi`` (whose importer then
+    says what is wrong with the file; a missing or unreadable one too)."""
+    try:
+        kind, _ = log_format(path)
+    except ValueError:
+        return "nvidia-smi", False
+    if kind is None or kind == "trace":
+        return "nvidia-smi", False
+    return kind, True
