@@ -124,8 +124,9 @@ def test_planner_on_a_folder_of_mixed_traces(config: Config, tmp_path: Path) -> 
     assert not result.economics["tokens_used"]  # not every trace has tokens
 
 
-def test_nvidia_smi_logs_naming_gpus_by_bus_id_or_uuid_are_found(tmp_path: Path) -> None:
-    """NVIDIA's example query logs pci.bus_id rather than index: still an nvidia-smi log."""
+def test_nvidia_smi_logs_are_found_by_their_header(tmp_path: Path) -> None:
+    """NVIDIA's example query logs pci.bus_id rather than index, and a log written with
+    `> smi.log` has no .csv suffix: both are nvidia-smi logs."""
     from grpo_power.planner.discover import classify
 
     headers = {
@@ -142,6 +143,15 @@ def test_nvidia_smi_logs_naming_gpus_by_bus_id_or_uuid_are_found(tmp_path: Path)
         "none": None,
     }
     assert found["none"].reason.startswith("an nvidia-smi log without a column naming its GPUs")
+    # `nvidia-smi --query-gpu=... > smi.log`: a CSV log whatever its suffix; other text is not
+    (tmp_path / "smi.log").write_text(headers["bus"] + "\n")
+    (tmp_path / "notes.txt").write_text("timestamp of the run, and what changed\n")
+    assert classify(tmp_path / "smi.log", tmp_path).kind == "nvidia-smi"
+    notes = classify(tmp_path / "notes.txt", tmp_path)
+    assert (notes.kind, notes.reason) == (
+        None,
+        "not a .csv or .json file, nor a log of a known format by its first line",
+    )
 
 
 def test_planner_refuses_a_folder_without_traces(tmp_path: Path) -> None:
