@@ -246,7 +246,8 @@ def _gpu_numbers(
     hosts = raw[column].astype(str).str.strip().to_numpy() if column else np.array([""])
     several = len(set(hosts)) > 1
     if several:
-        numbers, pairs = pd.factorize(pd.MultiIndex.from_arrays([hosts, names]), sort=True)
+        within = numbers if by == "index" else names  # indices in numeric order
+        numbers, pairs = pd.factorize(pd.MultiIndex.from_arrays([hosts, within]), sort=True)
         ids = {str(i): f"{host}:{name}" for i, (host, name) in enumerate(pairs)}
         how = f"{len(set(hosts))} hosts in column '{column}': their GPUs numbered by host and {by}"
     elif by != "index":
