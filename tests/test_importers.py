@@ -32,6 +32,19 @@ def test_nvidia_smi_full_query_with_units_na_and_repeated_header() -> None:
     assert frame["energy_j"].isna().all()  # nvidia-smi logs have no energy counter
 
 
+def test_a_log_powershell_wrote_in_utf16_reads_as_its_utf8_self(tmp_path: Path) -> None:
+    """Windows PowerShell 5 redirects `nvidia-smi ... > smi.csv` as UTF-16 with CRLF lines."""
+    text = (DATA / "nvidia-smi-a100.csv").read_text()
+    log = tmp_path / "smi.csv"
+    log.write_bytes(b"\xff\xfe" + text.replace("\n", "\r\n").encode("utf-16-le"))
+    frame, meta = import_log(log, "nvidia-smi", timezone="UTC")
+    expected, _ = import_log(DATA / "nvidia-smi-a100.csv", "nvidia-smi", timezone="UTC")
+    assert frame.equals(expected) and meta.nameplate_w == 400.0
+    from grpo_power.telemetry.formats import log_format
+
+    assert log_format(log) == ("nvidia-smi", "")
+
+
 def test_nvidia_smi_minimal_query_needs_a_nameplate() -> None:
     with pytest.raises(
         ImportError_,

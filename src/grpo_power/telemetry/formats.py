@@ -15,7 +15,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from grpo_power.telemetry.engine import ENGINE_COLUMNS
-from grpo_power.telemetry.logrows import HEADERLESS_HINT, header_is_data, is_dmon_header
+from grpo_power.telemetry.logrows import (
+    HEADERLESS_HINT,
+    header_is_data,
+    is_dmon_header,
+    text_encoding,
+)
 
 DCGMI_DMON = (
     "a dcgmi dmon log: it has no time column, so its samples cannot be placed in time; record "
@@ -24,10 +29,12 @@ DCGMI_DMON = (
 
 
 def _first_line(path: Path, whole: bool = True) -> str:
-    """The file's first line (at most 4096 characters; a byte-order mark dropped); with
-    ``whole=False`` its first 4096 characters, whatever the lines."""
+    """The file's first line (at most 4096 characters; a byte-order mark dropped, UTF-16 read
+    as such); with ``whole=False`` its first 4096 characters, whatever the lines."""
     try:
-        with path.open(encoding="utf-8-sig", errors="replace") as file:
+        with path.open("rb") as raw:
+            encoding = text_encoding(raw.read(2))
+        with path.open(encoding=encoding, errors="replace") as file:
             return file.readline(4096) if whole else file.read(4096)
     except OSError as error:
         raise ValueError(

@@ -24,7 +24,7 @@ What real logs contain, and what the import does with it (each named in the trac
 * several hosts (a ``Hostname``, ``hostname``, ``host`` or ``instance`` column, as a fleet's
   DCGM export has): GPUs are told apart by host and index, numbered from 0 in host order, each
   number's ``host:index`` in the metadata's ``gpu_ids``; one host names the trace's ``host``;
-* a UTF-8 byte-order mark (Excel, PowerShell): dropped;
+* a UTF-8 byte-order mark (Excel): dropped; UTF-16 (PowerShell 5's ``>``): read as such;
 * no header line (``--format=csv,noheader``: the first line is data): refused, saying how to
   record or repair it (the columns cannot be told apart without it);
 * no ``power.default_limit``: the nameplate from ``nameplate_w``, else the GPU name where it

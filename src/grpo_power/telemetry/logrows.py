@@ -43,9 +43,16 @@ class ImportError_(ValueError):
     """A log could not be imported; the message names the file, the column and the problem."""
 
 
+def text_encoding(head: bytes) -> str:
+    """The encoding of a log that starts with ``head``: UTF-16 where it opens with that
+    byte-order mark (Windows PowerShell 5 redirects ``nvidia-smi ... > log.csv`` so), else
+    UTF-8 (its byte-order mark, which Excel writes, dropped)."""
+    return "utf-16" if head[:2] in (b"\xff\xfe", b"\xfe\xff") else "utf-8-sig"
+
+
 def read_log_text(path: Path, expected: str) -> str:
-    """A log file's text (a UTF-8 byte-order mark dropped); refused, naming ``expected``, when
-    the path is not a readable file of text."""
+    """A log file's text (:func:`text_encoding`; a byte-order mark dropped); refused, naming
+    ``expected``, when the path is not a readable file of text."""
     problem = path_problem(path, f"{expected} (a file)", ())
     if problem:
         raise ImportError_(problem)
@@ -54,7 +61,7 @@ def read_log_text(path: Path, expected: str) -> str:
     except FileNotFoundError:
         raise ImportError_(f"{path}: no such file; expected {expected}") from None
     try:
-        text = data.decode("utf-8-sig")  # a byte-order mark (Excel, PowerShell) is dropped
+        text = data.decode(text_encoding(data))
     except UnicodeDecodeError as error:
         raise ImportError_(
             f"{path}: expected {expected}, got bytes that are not text (byte {error.start})"
