@@ -154,6 +154,31 @@ def test_nvidia_smi_logs_are_found_by_their_header(tmp_path: Path) -> None:
     )
 
 
+def test_engine_metrics_pair_only_with_the_one_power_log_beside_them(
+    config: Config, tmp_path: Path
+) -> None:
+    """An engine log is aligned with the power log of its folder only where the folder holds
+    one of each; one whose clock cannot be aligned leaves the power log without tokens, noted."""
+    from grpo_power.planner.discover import engines_beside, find_traces, import_traces
+
+    folder = tmp_path / "traces"
+    engine = "timestamp,vllm:num_requests_running,vllm:generation_tokens_total\n1.5,3,100\n"
+    for run, logs in {"one": ["power.csv"], "two": ["power.csv", "other.csv"]}.items():
+        (folder / run).mkdir(parents=True)
+        for log in logs:
+            shutil.copy(DATA / "nvidia-smi-a100.csv", folder / run / log)
+        (folder / run / "engine.csv").write_text(engine)
+    traces, skipped = find_traces(folder)
+    paired = engines_beside(traces, skipped)
+    assert {k: (f.key, e) for k, (f, e) in paired.items()} == {"one/power": ("one/engine", "vllm")}
+    index = import_traces(folder, tmp_path / "out", config).set_index("key")
+    # the engine's one sample in 1970 covers none of the 2025 power log: not aligned
+    assert pd.isna(index.loc["one/power", "tokens"])
+    assert "engine metrics not aligned: " in index.loc["one/power", "notes"]
+    assert index.loc["one/engine", "reason"].startswith("an inference engine's metrics log (vllm)")
+    assert "telemetry import POWER_LOG --engine" in index.loc["two/engine", "reason"]
+
+
 def test_planner_refuses_a_folder_without_traces(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     result = CliRunner().invoke(
@@ -187,5 +212,18 @@ def test_planner_on_the_public_real_traces(tmp_path: Path) -> None:
     skipped = index[index["status"] == "skipped"]
     engines = skipped[skipped["key"].str.endswith("engine")]
     assert len(engines) == 6 and engines["reason"].str.contains("metrics log \\(vllm\\)").all()
+    assert engines["reason"].str.contains("aligned with the power log beside it").all()
+    # each power log's tokens: the engine's counter over the log's span, read here from the CSV
+    imported = index[index["status"] == "imported"].set_index("key")
+    for key, row in imported.iterrows():
+        engine = pd.read_csv(
+            REPO.parent / "shared" / "data" / "real-traces" / f"{key[:-5]}engine.csv"
+        )
+        counter = engine[next(c for c in engine.columns if c.endswith("generation_tokens_total"))]
+        total = counter.iloc[-1] - counter.iloc[0]
+        assert 0.85 * total <= row["tokens"] <= total, key  # the power log spans most of it
+        assert row["tokens_from"].startswith("engine metrics (vllm, ")
+    per_token = pd.read_csv(planner / "economics" / "traces.csv").set_index("deployment")
+    assert np.isfinite(per_token["kwh_per_mtok"]).all()  # every trace, and the pool
     assert (planner / "report" / "index.html").exists()
     assert len(list((planner / "report" / "figures").glob("*.png"))) == 3

@@ -21,8 +21,11 @@ from tqdm import tqdm
 from grpo_power.atomic import write_csv_atomic
 from grpo_power.config import Config
 from grpo_power.layout import PLANNER_TRACES, RUN
-from grpo_power.telemetry.formats import log_format
+from grpo_power.telemetry.engine import add_engine_columns, generated_tokens, read_engine_log
+from grpo_power.telemetry.formats import engine_format, log_format
 from grpo_power.telemetry.importers import import_log
+from grpo_power.telemetry.logrows import ImportError_
+from grpo_power.telemetry.schema import TraceMetadata
 from grpo_power.telemetry.steplog import read_step_log
 from grpo_power.telemetry.store import TraceDefaults, read_trace, write_trace
 
@@ -63,6 +66,12 @@ def classify(path: Path, folder: Path) -> FoundFile:
     return FoundFile(path, key, kind, reason)
 
 
+def _noted(metadata: TraceMetadata, note: str) -> TraceMetadata:
+    """``metadata`` with ``note`` added to its notes."""
+    notes = [*(metadata.model_extra or {}).get("notes", []), note]
+    return type(metadata).model_validate({**metadata.model_dump(), "notes": notes})
+
+
 def find_traces(folder: Path | str) -> tuple[list[FoundFile], list[FoundFile]]:
     """The power traces under ``folder`` (recursively, in path order) and the skipped files.
 
@@ -94,15 +103,97 @@ def find_traces(folder: Path | str) -> tuple[list[FoundFile], list[FoundFile]]:
     return traces, [f for f in found if f.kind is None]
 
 
+def engines_beside(
+    traces: list[FoundFile], skipped: list[FoundFile]
+) -> dict[str, tuple[FoundFile, str]]:
+    """The inference engine's metrics log (and its engine) beside each power log it can be
+    paired with: a folder holding exactly one log to import (not a grpo-power trace) and
+    exactly one engine metrics log, as a measured serving run keeps them (``power.csv``,
+    ``engine.csv``). Keyed by the power log's key."""
+    engines: dict[Path, list[tuple[FoundFile, str]]] = {}
+    for found in skipped:
+        engine = engine_format(found.path)
+        if engine is not None:
+            engines.setdefault(found.path.parent, []).append((found, engine))
+    logs: dict[Path, list[FoundFile]] = {}
+    for found in traces:
+        logs.setdefault(found.path.parent, []).append(found)
+    return {
+        here[0].key: engines[parent][0]
+        for parent, here in logs.items()
+        if len(here) == 1 and here[0].kind != "trace" and len(engines.get(parent, [])) == 1
+    }
+
+
+def _with_engine(
+    frame: pd.DataFrame, metadata: TraceMetadata, engine_log: Path, engine: str
+) -> tuple[pd.DataFrame, TraceMetadata, float]:
+    """An imported log with the engine's concurrency and token rate at every sample
+    (:func:`~grpo_power.telemetry.engine.add_engine_columns`) and the tokens the engine
+    generated over the log's span.
+
+    Raises:
+        ImportError_: the engine log cannot be read, or its clock not aligned with the power's.
+    """
+    log = read_engine_log(engine_log, engine)  # type: ignore[arg-type]
+    frame, metadata = add_engine_columns(frame, metadata, log)
+    start_unix_s = metadata.start_unix_s + float(frame["t"].min())
+    end_unix_s = metadata.start_unix_s + float(frame["t"].max())
+    return frame, metadata, generated_tokens(log, start_unix_s, end_unix_s)
+
+
+Imported = tuple[pd.DataFrame, TraceMetadata, float | None, str]
+
+
+def _import_planner_log(
+    found: FoundFile, engine: tuple[FoundFile, str] | None, config: Config
+) -> Imported:
+    """A log imported (frame, metadata, tokens, where the tokens come from), with the engine
+    metrics beside it aligned where there are some; an engine log that cannot be aligned is
+    noted and the log kept without it."""
+    frame, metadata = import_log(
+        found.path,
+        found.kind,  # type: ignore[arg-type]
+        run_id=found.key,
+        timezone=config.planner.timezone,
+        fallback_nameplate_w=config.gpu.nameplate_w,
+    )
+    if engine is None:
+        return frame, metadata, None, ""
+    engine_found, name = engine
+    try:
+        frame, metadata, tokens = _with_engine(frame, metadata, engine_found.path, name)
+    except ImportError_ as error:
+        return frame, _noted(metadata, f"engine metrics not aligned: {error}"), None, ""
+    return frame, metadata, tokens, f"engine metrics ({name}, {engine_found.key})"
+
+
+def _read_planner_trace(
+    found: FoundFile, defaults: TraceDefaults
+) -> tuple[pd.DataFrame, TraceMetadata, list[str], float | None, str]:
+    """A grpo-power trace read (frame, metadata, notes, tokens, where they come from): its
+    tokens from the step log beside it, where there is one."""
+    trace = read_trace(found.path, defaults)
+    metadata = trace.metadata.model_copy(update={"run_id": found.key})
+    steps = found.path.with_name(STEP_LOG)
+    if not steps.exists():
+        return trace.frame, metadata, trace.notes, None, ""
+    tokens = float(read_step_log(steps)["completion_tokens"].sum())
+    return trace.frame, metadata, trace.notes, tokens, STEP_LOG
+
+
 def import_traces(
     folder: Path | str, out: Path | str, config: Config, show_progress: bool = False
 ) -> pd.DataFrame:
     """Import every trace under ``folder`` into ``out/<key>.parquet`` and write ``out/index.csv``
-    (one row per file: key, source, format, status, GPUs, samples, span, sample period, tokens,
-    reason, notes).
+    (one row per file: key, source, format, status, GPUs, samples, span, sample period, tokens
+    and where they come from, reason, notes).
 
     nvidia-smi timestamps are read in ``config.planner.timezone``; a log or trace without a
-    nameplate takes ``config.gpu.nameplate_w`` (noted). Returns the index.
+    nameplate takes ``config.gpu.nameplate_w`` (noted). Tokens come from a trace's step log, or
+    from the inference engine's metrics log beside a power log (:func:`engines_beside`), aligned
+    with it as ``telemetry import --engine`` does: the tokens the engine generated over the log's
+    span. Returns the index.
 
     Raises:
         ValueError: a trace that cannot be read (the message names the file and the field).
@@ -110,25 +201,18 @@ def import_traces(
     folder, out = Path(folder), Path(out)
     traces, skipped = find_traces(folder)
     defaults = TraceDefaults.from_config(config)
+    engines = engines_beside(traces, skipped)
+    paired: dict[str, str] = {}  # an engine log's key -> the power log it was aligned with
     rows = []
     for found in tqdm(traces, desc="importing traces", unit="trace", disable=not show_progress):
-        if found.kind != "trace":
-            frame, metadata = import_log(
-                found.path,
-                found.kind,  # type: ignore[arg-type]
-                run_id=found.key,
-                timezone=config.planner.timezone,
-                fallback_nameplate_w=config.gpu.nameplate_w,
-            )
-            notes = list((metadata.model_extra or {}).get("notes", []))
+        if found.kind == "trace":
+            frame, metadata, notes, tokens, tokens_from = _read_planner_trace(found, defaults)
         else:
-            trace = read_trace(found.path, defaults)
-            frame, notes = trace.frame, trace.notes
-            metadata = trace.metadata.model_copy(update={"run_id": found.key})
-        steps = found.path.with_name(STEP_LOG)
-        tokens = None
-        if found.kind == "trace" and steps.exists():
-            tokens = float(read_step_log(steps)["completion_tokens"].sum())
+            engine = engines.get(found.key)
+            frame, metadata, tokens, tokens_from = _import_planner_log(found, engine, config)
+            notes = list((metadata.model_extra or {}).get("notes", []))
+            if tokens_from and engine is not None:
+                paired[engine[0].key] = found.key
         write_trace(out / f"{found.key}.parquet", frame, metadata)
         rows.append(
             {
@@ -144,12 +228,24 @@ def import_traces(
                 "start_unix_s": metadata.start_unix_s,
                 "nameplate_w": metadata.nameplate_w,
                 "tokens": tokens,
+                "tokens_from": tokens_from,
                 "reason": "",
                 "notes": " | ".join(notes),
             }
         )
     rows += [
-        {"key": f.key, "source_path": str(f.path), "status": "skipped", "reason": f.reason}
+        {
+            "key": f.key,
+            "source_path": str(f.path),
+            "status": "skipped",
+            "reason": (
+                f"an inference engine's metrics log ({engines[paired[f.key]][1]}), not power: "
+                f"aligned with the power log beside it ({paired[f.key]}), its generated tokens "
+                "give that trace's per-token figures"
+                if f.key in paired
+                else f.reason
+            ),
+        }
         for f in skipped
     ]
     index = pd.DataFrame(rows)

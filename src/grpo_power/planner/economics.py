@@ -4,8 +4,9 @@ Per trace (and for all of them pooled): GPU energy from the trace (the energy co
 present, else integrated power: :func:`~grpo_power.telemetry.summary.summarize_trace`), at the
 wall (x PUE), its cost and carbon, and a fleet-year of ``economics.fleet_gpus`` GPUs drawing the
 trace's mean power (:func:`grpo_power.economics.cost.per_run`, the economics stage's own
-arithmetic). Tokens are not needed; where a trace has a step log (``tokens``) the per-token
-figures are filled too. The value of oversubscription comes from the planner's fleet
+arithmetic). Tokens are not needed; where a trace has some (``tokens`` in the import's index:
+from its step log, or from the engine metrics log aligned with it) the per-token figures are
+filled too. The value of oversubscription comes from the planner's fleet
 (:func:`grpo_power.economics.oversubscription.oversubscription_table`). Writes ``constants.csv``,
 ``traces.csv``, ``oversubscription.csv`` and ``summary.json`` into ``out``, atomically.
 """

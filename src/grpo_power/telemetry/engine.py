@@ -256,3 +256,12 @@ def add_engine_columns(
         "notes": [*extra.get("notes", []), *notes],
     }
     return out, type(metadata).model_validate(data)
+
+
+def generated_tokens(log: EngineLog, start_unix_s: float, end_unix_s: float) -> float:
+    """Tokens the engine generated between two times on its clock: its counter's increase over
+    the samples within them (an interval with a counter reset counts none, as in
+    ``tokens_per_s``)."""
+    interval_s = np.diff(log.unix_s, prepend=log.unix_s[:1])
+    inside = (log.unix_s > start_unix_s) & (log.unix_s <= end_unix_s)
+    return float((log.tokens_per_s * interval_s)[inside].sum())

@@ -73,6 +73,25 @@ def _json_kind(path: Path) -> tuple[str | None, str]:
     )
 
 
+def _engine_of(names: set[str]) -> str | None:
+    """The engine whose metrics log has these column names (:data:`ENGINE_COLUMNS`), or None."""
+    metrics = {c.split(":")[-1] for c in names}  # a Prometheus prefix ("vllm:") ignored
+    for engine, (_, gauge, counter) in ENGINE_COLUMNS.items():
+        if {gauge, counter} <= metrics:
+            return engine
+    return None
+
+
+def engine_format(path: Path) -> str | None:
+    """The engine (``vllm``, ``sglang``, ``tgi``) whose metrics CSV ``path`` is, from its header
+    line, or None (another file, or one that cannot be read)."""
+    try:
+        line = _first_line(path)
+    except ValueError:
+        return None
+    return _engine_of({c.strip().split(" [")[0] for c in line.split(",")})
+
+
 def _csv_kind(line: str) -> tuple[str | None, str]:
     """A ``.csv`` file's format (or why it is skipped) from its first line."""
     dmon = _dmon_kind(line)
@@ -92,14 +111,13 @@ def _csv_kind(line: str) -> tuple[str | None, str]:
         )
     if {"t", "gpu", "power_w"} <= names:
         return "trace", ""
-    metrics = {c.split(":")[-1] for c in names}  # a Prometheus prefix ("vllm:") ignored
-    for engine, (_, gauge, counter) in ENGINE_COLUMNS.items():
-        if {gauge, counter} <= metrics:
-            return None, (
-                f"an inference engine's metrics log ({engine}), not power: `grpo-power telemetry "
-                f"import POWER_LOG --engine THIS --engine-format {engine}` aligns it with the "
-                "power log of the same run"
-            )
+    engine = _engine_of(names)
+    if engine is not None:
+        return None, (
+            f"an inference engine's metrics log ({engine}), not power: `grpo-power telemetry "
+            f"import POWER_LOG --engine THIS --engine-format {engine}` aligns it with the "
+            "power log of the same run"
+        )
     if header_is_data(header):
         return (
             None,
