@@ -225,5 +225,6 @@ def test_planner_on_the_public_real_traces(tmp_path: Path) -> None:
         assert row["tokens_from"].startswith("engine metrics (vllm, ")
     per_token = pd.read_csv(planner / "economics" / "traces.csv").set_index("deployment")
     assert np.isfinite(per_token["kwh_per_mtok"]).all()  # every trace, and the pool
-    assert (planner / "report" / "index.html").exists()
+    page = (planner / "report" / "index.html").read_text()
+    assert "kWh at the wall per million tokens, pooled" in page
     assert len(list((planner / "report" / "figures").glob("*.png"))) == 3

@@ -19,6 +19,7 @@ from grpo_power.atomic import write_text_atomic
 from grpo_power.config import Config
 from grpo_power.layout import FLEET, PLANNER_ECONOMICS, REPORT
 from grpo_power.planner.discover import INDEX
+from grpo_power.planner.economics import POOLED
 from grpo_power.report import figures as fig
 from grpo_power.report import html
 from grpo_power.report import tables as tab
@@ -167,6 +168,14 @@ def planner_report(folders: PlannerFolders, out: Path | str, config: Config) -> 
             " of capacity.",
         ],
     ]
+    if summary.get("tokens_used"):
+        headline.append(
+            [
+                "Every trace counts its tokens: ",
+                energy.num("kwh_per_mtok", ",.3f", deployment=POOLED),
+                " kWh at the wall per million tokens, pooled (per trace in the energy table).",
+            ]
+        )
     unresolved = unresolved_windows(index_file, sorted(set(fleet_windows.frame["window_s"])))
     if unresolved and config.fleet.window_s < max(index_file.frame["sample_period_s"]):
         headline.append(
