@@ -173,3 +173,23 @@ def test_power_callback_survives_a_second_train_and_an_interrupted_one(tmp_path:
     assert read_trace(tmp_path / "power.parquet").complete
     assert read_trace(tmp_path / "power-2.parquet").complete
     assert not (tmp_path / "power-3.parquet").exists()
+
+
+def test_power_cap_callback_drives_the_trainer_calling_it(tmp_path: Path) -> None:
+    """The same callbacks given to a second trainer (a notebook cell run again) drive that
+    trainer, not the first one."""
+    from types import SimpleNamespace
+
+    from grpo_power.callbacks import PowerCapCallback
+    from grpo_power.control.contract import Action
+
+    class Shorter:
+        def decide(self, observation: object) -> Action:
+            return Action(max_new_tokens=8)
+
+    cap = PowerCapCallback(controller=Shorter(), cap_w=300.0)
+    trainers = [_Regression.trainer(tmp_path / name, [cap]) for name in ("first", "second")]
+    for trainer in trainers:
+        trainer.generation_config = SimpleNamespace(max_new_tokens=32)  # type: ignore[attr-defined]
+        trainer.train()  # type: ignore[attr-defined]
+        assert trainer.generation_config.max_new_tokens == 8  # type: ignore[attr-defined]

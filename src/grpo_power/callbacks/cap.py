@@ -102,6 +102,7 @@ class PowerCapCallback(TrainerCallback):
         self.cap_w = cap_w
         self._owns_monitor = monitor is None
         self.monitor = monitor or PowerMonitor(cap_w=cap_w, config=config)
+        self._given_trainer = trainer
         self.trainer = trainer
         self.bounds = bounds or controller_bounds(self.controller, config)
         self.window_s, self.staleness_s, self.pause_s = window_s, staleness_s, pause_s
@@ -116,7 +117,8 @@ class PowerCapCallback(TrainerCallback):
         self._step: tuple[float, float] | None = None  # (monotonic start, tokens seen) of a step
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self.trainer = bound_trainer(self.trainer, self)
+        # the calling trainer at every train(): the same callbacks may serve another trainer
+        self.trainer = bound_trainer(self._given_trainer, self)
         run_first(self.trainer, self)
         self.actuators = Actuators(self.trainer, self.bounds)
         self._step = None  # a new attempt (a second train()): no step of it seen yet
