@@ -17,6 +17,7 @@ from pathlib import Path
 from grpo_power.telemetry.engine import ENGINE_COLUMNS
 from grpo_power.telemetry.logrows import (
     HEADERLESS_HINT,
+    column_name,
     header_is_data,
     is_dmon_header,
     text_encoding,
@@ -89,7 +90,7 @@ def engine_format(path: Path) -> str | None:
         line = _first_line(path)
     except ValueError:
         return None
-    return _engine_of({c.strip().split(" [")[0] for c in line.split(",")})
+    return _engine_of({column_name(c) for c in line.split(",")})
 
 
 def _csv_kind(line: str) -> tuple[str | None, str]:
@@ -98,7 +99,7 @@ def _csv_kind(line: str) -> tuple[str | None, str]:
     if dmon is not None:
         return dmon
     header = [c.strip() for c in line.split(",")]
-    names = {c.split(" [")[0] for c in header}
+    names = {column_name(c) for c in header}
     if any(c.startswith("DCGM_FI_") for c in names):
         return "dcgm", ""
     gpu_named = names & {"index", "uuid", "pci.bus_id"}

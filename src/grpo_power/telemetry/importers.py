@@ -63,7 +63,9 @@ from grpo_power.telemetry.checks import (
     time_unit,
 )
 from grpo_power.telemetry.logrows import (
+    HOST_COLUMNS,
     ImportError_,
+    column_name,
     columns_shown,
     numeric_column,
     read_csv_log,
@@ -108,14 +110,7 @@ DCGM_COLUMNS = {
     "UUID": "gpu_uuid",
 }
 
-# Columns that name a GPU's host (dcgm-exporter's label, Prometheus's, a hand-added one): a log
-# of several hosts tells its GPUs apart by host and index.
-HOST_COLUMNS = ("Hostname", "hostname", "host", "instance")
 CONFIG_NAMEPLATE = "the config's gpu.nameplate_w"  # where a fallback nameplate comes from
-
-
-def _strip_units(name: str) -> str:
-    return name.split(" [", 1)[0].strip()
 
 
 def machine_timezone() -> str:
@@ -240,7 +235,7 @@ def _gpu_numbers(
     else:
         column = next(c for c in GPU_ID_COLUMNS if c in frame)
         names = frame[column].astype(str).str.strip().to_numpy()
-        numbers, _ = pd.factorize(names, sort=True)
+        numbers, uniques = pd.factorize(names, sort=True)
         by = original[column]
     column = next((c for c in HOST_COLUMNS if c in raw.columns), None)
     hosts = raw[column].astype(str).str.strip().to_numpy() if column else np.array([""])
@@ -251,7 +246,7 @@ def _gpu_numbers(
         ids = {str(i): f"{host}:{name}" for i, (host, name) in enumerate(pairs)}
         how = f"{len(set(hosts))} hosts in column '{column}': their GPUs numbered by host and {by}"
     elif by != "index":
-        ids = {str(i): name for i, name in enumerate(sorted(set(names)))}
+        ids = {str(i): str(name) for i, name in enumerate(uniques)}
         how = f"no GPU index column: GPUs numbered by their {by} in sorted order"
     else:
         ids, how = {}, ""
@@ -344,7 +339,7 @@ def import_log(
     mapping = NVIDIA_SMI_COLUMNS if smi else DCGM_COLUMNS
     renamed = {}
     for column in raw.columns:
-        key = _strip_units(column) if smi else column.strip()
+        key = column_name(column) if smi else column.strip()
         if key in mapping and mapping[key] not in renamed.values():
             renamed[column] = mapping[key]
     frame = raw[list(renamed)].rename(columns=renamed)

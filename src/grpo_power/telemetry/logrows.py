@@ -22,6 +22,15 @@ import pandas as pd
 from grpo_power.user_paths import path_problem
 
 MISSING_VALUES = {"[N/A]", "N/A", "[Not Supported]", "[Unknown Error]", "", "nan"}
+# Columns (or Prometheus labels) that name a GPU's host: dcgm-exporter's label, a hand-added
+# column, the exporter's address Prometheus adds. A log of several hosts tells its GPUs apart by
+# host and index.
+HOST_COLUMNS = ("Hostname", "hostname", "host", "instance")
+
+
+def column_name(cell: str) -> str:
+    """A header cell's column name without its unit (``power.draw [W]`` -> ``power.draw``)."""
+    return cell.split(" [", 1)[0].strip()
 
 
 HEADERLESS_HINT = (

@@ -163,10 +163,7 @@ class PowerMonitor:
         self.period_s = telemetry.period_s
         self.cap_w = config.cap_w if cap_w is None else cap_w
         self.simulated = self.source.kind == "simulated"
-        if isinstance(trace, str | Path):
-            run_id = f"monitor-{uuid.uuid4().hex[:8]}"
-            trace = TraceWriter(trace, trace_metadata(self.source, run_id, self.period_s))
-        self.trace = trace
+        self.trace = self._writer(trace) if isinstance(trace, str | Path) else trace
         self._rows: dict[str, list[float]] = {k: [] for k in ("t", "gpu", "power_w", "energy_j")}
         self._keep_rows = int(history_s / self.period_s + 2) * max(1, len(self.source.gpus))
         self._open: dict[str, _Begun] = {}
@@ -186,6 +183,11 @@ class PowerMonitor:
             **options,
         )
 
+    def _writer(self, path: Path | str) -> TraceWriter:
+        """A trace writer for a session of this monitor (a run id of its own)."""
+        run_id = f"monitor-{uuid.uuid4().hex[:8]}"
+        return TraceWriter(path, trace_metadata(self.source, run_id, self.period_s))
+
     def _reopen(self) -> None:
         """A new sampling session after :meth:`stop` closed the source and the trace: the
         source opened again, the next numbered trace file, a new clock, no samples kept.
@@ -204,9 +206,7 @@ class PowerMonitor:
         self.source = open_source(self._config, self.signal)
         if trace is not None:
             path = Path(trace)
-            path = path.with_name(f"{path.stem}-{self._sessions}{path.suffix}")
-            run_id = f"monitor-{uuid.uuid4().hex[:8]}"
-            self.trace = TraceWriter(path, trace_metadata(self.source, run_id, self.period_s))
+            self.trace = self._writer(path.with_name(f"{path.stem}-{self._sessions}{path.suffix}"))
         with self._lock:
             for values in self._rows.values():
                 values.clear()

@@ -22,11 +22,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from grpo_power.telemetry.logrows import ImportError_, read_log_text
+from grpo_power.telemetry.logrows import HOST_COLUMNS, ImportError_, read_log_text
 
-# Labels that name a GPU's host, in the order they are used: dcgm-exporter's own, then the one
-# Prometheus adds (the exporter's address, one per host).
-HOST_LABELS = ("Hostname", "instance")
 PROMETHEUS_EXPECTED = (
     "a Prometheus query result of dcgm-exporter series (the JSON of /api/v1/query_range or "
     "`promtool query range -o json`)"
@@ -109,7 +106,7 @@ def read_prometheus_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
     if not listed:
         raise ImportError_(f"{path}: expected at least one series, got an empty result")
     labelled = [_samples(path, i, series) for i, series in enumerate(listed, 1)]
-    host_label = next((h for h in HOST_LABELS if any(h in m for m, _ in labelled)), None)
+    host_label = next((h for h in HOST_COLUMNS if any(h in m for m, _ in labelled)), None)
     records: list[tuple[str, str, str, float, float]] = []
     models: dict[tuple[str, str], str] = {}
     for i, (labels, samples) in enumerate(labelled, 1):
@@ -146,7 +143,7 @@ def read_prometheus_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
         raise ImportError_(
             f"{path}: two series give {_shown(field)} of {at} at unix time {unix_s:.3f}; expected "
             "one series per GPU and field: query one exporter, or keep the labels that tell them "
-            f"apart ({', '.join(HOST_LABELS)})"
+            f"apart ({', '.join(HOST_COLUMNS)})"
         )
     wide = long.pivot(index=["timestamp", "host", "gpu"], columns="field", values="value")
     wide = wide.sort_index(kind="stable").reset_index()
