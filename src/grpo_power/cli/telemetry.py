@@ -170,10 +170,11 @@ def telemetry_import(
         if origin is not None:
             metadata = type(metadata).model_validate({**metadata.model_dump(), "origin": origin})
     except ImportError_ as error:
-        other, told_other = import_format(log) if not told else (fmt, False)
-        hint = f" (the file looks like a {other} log: --format {other})" if told_other else ""
-        if other == fmt:
-            hint = ""
+        hint = ""
+        if not told:  # a --format given: does the file look like another one?
+            other, known = import_format(log)
+            if known and other != fmt:
+                hint = f" (the file looks like a {other} log: --format {other})"
         raise ValueError(f"{error}{hint}") from None
     write_trace(out, frame, metadata)
     typer.echo(f"imported {len(frame)} samples of {frame['gpu'].nunique()} GPU(s) into {out}")

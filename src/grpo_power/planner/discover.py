@@ -202,7 +202,7 @@ def import_traces(
     traces, skipped = find_traces(folder)
     defaults = TraceDefaults.from_config(config)
     engines = engines_beside(traces, skipped)
-    paired: dict[str, str] = {}  # an engine log's key -> the power log it was aligned with
+    paired: dict[str, str] = {}  # an engine log's key -> its reason: the power log it went with
     rows = []
     for found in tqdm(traces, desc="importing traces", unit="trace", disable=not show_progress):
         if found.kind == "trace":
@@ -212,7 +212,11 @@ def import_traces(
             frame, metadata, tokens, tokens_from = _import_planner_log(found, engine, config)
             notes = list((metadata.model_extra or {}).get("notes", []))
             if tokens_from and engine is not None:
-                paired[engine[0].key] = found.key
+                paired[engine[0].key] = (
+                    f"an inference engine's metrics log ({engine[1]}), not power: aligned with "
+                    f"the power log beside it ({found.key}), its generated tokens give that "
+                    "trace's per-token figures"
+                )
         write_trace(out / f"{found.key}.parquet", frame, metadata)
         rows.append(
             {
@@ -238,13 +242,7 @@ def import_traces(
             "key": f.key,
             "source_path": str(f.path),
             "status": "skipped",
-            "reason": (
-                f"an inference engine's metrics log ({engines[paired[f.key]][1]}), not power: "
-                f"aligned with the power log beside it ({paired[f.key]}), its generated tokens "
-                "give that trace's per-token figures"
-                if f.key in paired
-                else f.reason
-            ),
+            "reason": paired.get(f.key, f.reason),
         }
         for f in skipped
     ]

@@ -176,8 +176,10 @@ def planner_report(folders: PlannerFolders, out: Path | str, config: Config) -> 
                 " kWh at the wall per million tokens, pooled (per trace in the energy table).",
             ]
         )
-    unresolved = unresolved_windows(index_file, sorted(set(fleet_windows.frame["window_s"])))
-    if unresolved and config.fleet.window_s < max(index_file.frame["sample_period_s"]):
+    unresolved, coarsest_s = unresolved_windows(
+        index_file, sorted(set(fleet_windows.frame["window_s"]))
+    )
+    if config.fleet.window_s < coarsest_s:
         headline.append(
             f"The sizing window ({config.fleet.window_s:g} s) is shorter than a trace's sample "
             "period: see the fleet table's note."
@@ -241,24 +243,27 @@ def planner_report(folders: PlannerFolders, out: Path | str, config: Config) -> 
     return write_text_atomic(out / REPORT.page, page)
 
 
-def unresolved_windows(index_file: tab.CsvFile, windows_s: list[float]) -> list[tab.Cell]:
+def unresolved_windows(
+    index_file: tab.CsvFile, windows_s: list[float]
+) -> tuple[list[tab.Cell], float]:
     """What the fleet's windows shorter than the coarsest trace's sample period mean (a
-    Prometheus scrape every 15 s cannot see a 1 s peak), as a paragraph; [] when every window
-    is at least every sample period."""
+    Prometheus scrape every 15 s cannot see a 1 s peak), as a paragraph ([] when every window
+    is at least every sample period), and that period, s (0 without one)."""
     periods = index_file.frame.dropna(subset=["sample_period_s"])
     if periods.empty:
-        return []
+        return [], 0.0
     coarsest = periods.loc[periods["sample_period_s"].idxmax()]
-    short = [w for w in windows_s if w < coarsest["sample_period_s"]]
+    coarsest_s = float(coarsest["sample_period_s"])
+    short = [w for w in windows_s if w < coarsest_s]
     if not short:
-        return []
+        return [], coarsest_s
     return [
         f"Windows shorter than {coarsest['label']}'s sample period (",
         index_file.num("sample_period_s", "g", key=coarsest["key"]),
         f" s: the {', '.join(f'{w:g}' for w in short)} s rows) are not resolved by its samples: "
         "each sample is held for its period, so a peak shorter than the period can fall between "
         "samples, and those rows can understate the fleet's short peaks.",
-    ]
+    ], coarsest_s
 
 
 def index_file_skipped(folders: PlannerFolders) -> str:
