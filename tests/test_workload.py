@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -189,31 +191,36 @@ def test_two_process_zero3_run_matches_a_single_process_run(tmp_path: Path) -> N
 
     base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     folders = {}
-    for name, run_size in {"single": {}, "zero3": {"processes": 2, "zero_stage": 3}}.items():
-        config_file = tmp_path / f"{name}.yaml"
-        sizes = [{"size": "tiny", **run_size}]
-        config_file.write_text(yaml.safe_dump(deep_merge(base, {"run_sizes": sizes})))
-        folders[name] = tmp_path / name
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "grpo_power.cli",
-                "run",
-                "--config",
-                str(config_file),
-                "--arm",
-                "threshold",
-                "--steps",
-                "3",
-                "--out",
-                str(folders[name]),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
+    # Another run's ranks on this node hold accelerate's default port: the launch takes a free one.
+    with socket.socket() as other_run:
+        with contextlib.suppress(OSError):  # held by something else already: the same situation
+            other_run.bind(("127.0.0.1", 29500))
+            other_run.listen()
+        for name, run_size in {"single": {}, "zero3": {"processes": 2, "zero_stage": 3}}.items():
+            config_file = tmp_path / f"{name}.yaml"
+            sizes = [{"size": "tiny", **run_size}]
+            config_file.write_text(yaml.safe_dump(deep_merge(base, {"run_sizes": sizes})))
+            folders[name] = tmp_path / name
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "grpo_power.cli",
+                    "run",
+                    "--config",
+                    str(config_file),
+                    "--arm",
+                    "threshold",
+                    "--steps",
+                    "3",
+                    "--out",
+                    str(folders[name]),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            assert done.returncode == 0, done.stderr[-3000:]
     single, zero3 = (read_step_log(folders[n] / "steps.parquet") for n in ("single", "zero3"))
     assert list(single.columns) == list(zero3.columns)
     assert single["step"].tolist() == zero3["step"].tolist() == [1, 2, 3]
