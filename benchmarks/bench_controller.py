@@ -30,7 +30,8 @@ from benchmarks.controller_targets import missed_targets, print_targets, read_ta
 from grpo_power.config import load_config
 from grpo_power.control.contract import random_observations
 from grpo_power.control.env import ControlSpace, GrpoPowerEnv
-from grpo_power.control.ppo import PPOController, train_controller
+from grpo_power.control.policy import PPOController
+from grpo_power.control.ppo import train_controller
 from grpo_power.sim.calibration import default_calibration
 from grpo_power.sim.grpo_sim import SimRun
 from grpo_power.sim.step_model import StepModel, physics_for

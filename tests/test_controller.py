@@ -20,14 +20,13 @@ from grpo_power.control.env import (
     observe,
     tracks_budget,
 )
-from grpo_power.control.ppo import (
-    CURVE_COLUMNS,
+from grpo_power.control.policy import (
     PPOController,
     controller_folder,
     deployment_for_size,
     tracked_multiplier,
-    train_controller,
 )
+from grpo_power.control.ppo import CURVE_COLUMNS, train_controller
 from grpo_power.control.simulate import run_outcome, simulate
 from grpo_power.sim.calibration import default_calibration
 from grpo_power.sim.schedule import Schedule

@@ -12,7 +12,8 @@ import pytest
 from grpo_power.analysis.objective import meets_budget, pooled
 from grpo_power.config import SIM_ARM_NAMES, Config, load_config, oracle_for
 from grpo_power.control.controllers import FixedController
-from grpo_power.control.ppo import controller_folder, train_controller
+from grpo_power.control.policy import controller_folder
+from grpo_power.control.ppo import train_controller
 from grpo_power.control.rollout import arm_plans
 from grpo_power.control.simulate import run_outcome, simulate
 from grpo_power.layout import CONTROLLER_ARMS

@@ -107,7 +107,7 @@ def identify(
             rows.append(measured_sweep_row(folder, actuator, level, label, config))
             data.append(_run_data(folder))
     if data:
-        from grpo_power.control.ppo import deployment_for_size
+        from grpo_power.control.policy import deployment_for_size
 
         try:  # the fit starts from the deployment the runs' size stands for
             prior_name = deployment_for_size(config, config.workload.size)
@@ -207,7 +207,8 @@ def evaluate(
     from grpo_power.analysis.authority import read_authority, write_authority
     from grpo_power.analysis.evaluate import evaluate_folder
     from grpo_power.control.env import deployment_cap_w
-    from grpo_power.control.ppo import PPOController, train_controller
+    from grpo_power.control.policy import PPOController
+    from grpo_power.control.ppo import train_controller
     from grpo_power.control.rollout import evaluate_deployment
     from grpo_power.sim.calibration import calibration_for
     from grpo_power.sim.grpo_sim import sweep_deployment

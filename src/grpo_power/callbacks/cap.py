@@ -46,7 +46,7 @@ logger = logging.getLogger(__name__)
 def load_controller(controller: Controller | str | Path) -> Controller:
     """A controller object as it is, or the PPO controller in the folder a path names."""
     if isinstance(controller, str | Path):
-        from grpo_power.control.ppo import PPOController
+        from grpo_power.control.policy import PPOController
 
         return PPOController.load(controller)
     return controller

@@ -55,7 +55,7 @@ def controller_train(
     config: ConfigOption = DEFAULT_CONFIG_PATH,
 ) -> None:
     """Stage 3: train a deployment's PPO meta-controller in the simulator (SIMULATED)."""
-    from grpo_power.control.ppo import controller_folder
+    from grpo_power.control.policy import controller_folder
     from grpo_power.study import train
 
     check_numbers({"--cap-w": cap_w, "--timesteps": timesteps})

@@ -67,7 +67,7 @@ from grpo_power.config import (
 from grpo_power.control.controllers import Controller, FixedController, ThresholdController
 from grpo_power.control.env import deployment_cap_w
 from grpo_power.control.oracle import search_oracle
-from grpo_power.control.ppo import PPOController
+from grpo_power.control.policy import PPOController
 from grpo_power.control.simulate import run_outcome, simulate
 from grpo_power.layout import SIM_RUN, SIM_RUN_METADATA_KEY
 from grpo_power.sim.calibration import Calibration

@@ -52,7 +52,7 @@ def controller_for_arm(arm: str, config: Config, calibration_dir: Path) -> Contr
             config.arms.threshold, w.concurrency_bounds, w.concurrency, w.max_new_tokens
         )
     if arm in CONTROLLER_ARMS:
-        from grpo_power.control.ppo import (
+        from grpo_power.control.policy import (
             PPOController,
             controller_folder,
             deployment_for_size,

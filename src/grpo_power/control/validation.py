@@ -1,0 +1,212 @@
+"""Scoring a PPO controller in training: snapshots validated, the oracle's line, nominal returns.
+
+``control/ppo.py`` trains the policy; the dual update meets the violation budget on average over
+the randomised physics and its last iterate oscillates about it, so the saved policy is chosen
+by validation, as the peers are tuned: :func:`select_snapshot` runs each :class:`Snapshot` as
+deployed (:class:`~grpo_power.control.policy.PPOController`) over the deployment's budget on the
+nominal physics and ``evaluate.tuning_seeds`` (never the evaluation seeds), and the objective
+picks one (most tokens within the budget; else the fewest violations).
+
+For the report's learning curve, :func:`oracle_reference` gives the oracle's plan on the nominal
+physics (the line the curve is drawn against) and :func:`nominal_returns` the returns of the
+trained policy, a random one and the oracle's plan over the same nominal episodes at the same
+multiplier. All of it is simulated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from grpo_power.config import Config
+from grpo_power.control.contract import Action
+from grpo_power.control.env import ControlSpace, GrpoPowerEnv, observe
+from grpo_power.control.policy import PPOController, actor_arrays, observation_meta, tracking_meta
+from grpo_power.sim.calibration import Calibration
+from grpo_power.sim.step_model import ONLINE_ACTUATORS
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A policy saved during training: after ``timesteps`` steps, its weights, observation
+    statistics and the dual update's multiplier then."""
+
+    timesteps: int
+    policy: dict[str, Any]
+    obs_rms: Any
+    multiplier: float
+
+
+def select_snapshot(
+    snapshots: list[Snapshot],
+    model: Any,
+    venv: Any,
+    config: Config,
+    calibration: Calibration,
+    deployment: str,
+    space: ControlSpace,
+    cap_w: float,
+    power_limit_w: float | None,
+) -> dict[str, Any]:
+    """Validate each policy snapshot (see the module docstring; under the GPU power limit
+    ``power_limit_w``, None: none), load the chosen one into ``model`` and ``venv``, and return
+    the validation of every snapshot and the choice."""
+    from grpo_power.analysis.objective import meets_budget, pooled, rank_key
+    from grpo_power.control.simulate import run_outcome, simulate
+    from grpo_power.sim.schedule import Schedule
+    from grpo_power.sim.step_model import physics_for
+
+    physics = physics_for(calibration, deployment, config)
+    budget_s = config.sim.deployment(deployment).budget_s
+    schedule = Schedule.constant(budget_s, config.sim.completion_tokens)
+    seeds = config.evaluate.tuning_seeds
+    candidates, keys = [], []
+    for snapshot in snapshots:
+        model.policy.load_state_dict(snapshot.policy)
+        venv.obs_rms = snapshot.obs_rms
+        tracking = tracking_meta(config, deployment, snapshot.multiplier)
+        meta = {
+            "space": space.to_dict(),
+            "observation": observation_meta(venv, tracking is not None),
+            "budget_tracking": tracking,
+        }
+        controller = PPOController(meta, actor_arrays(model))
+        outcome = pooled(
+            [
+                run_outcome(
+                    simulate(
+                        physics, config, controller, cap_w, budget_s, s, power_limit_w, schedule
+                    ),
+                    budget_s,
+                    config.objective,
+                )
+                for s in seeds
+            ]
+        )
+        keys.append(rank_key(outcome, config.objective))
+        within = meets_budget(outcome.violation_rate, outcome.breaker_excess_w, config.objective)
+        candidates.append(
+            {
+                "timesteps": int(snapshot.timesteps),
+                "final": len(candidates) == len(snapshots) - 1,
+                "tokens_per_s": outcome.tokens / budget_s,
+                "violation_rate": outcome.violation_rate,
+                "breaker_excess_w": outcome.breaker_excess_w,
+                "within_budget": within,
+            }
+        )
+    best = max(range(len(snapshots)), key=lambda i: (keys[i], i))  # ties: the later snapshot
+    model.policy.load_state_dict(snapshots[best].policy)
+    venv.obs_rms = snapshots[best].obs_rms
+    return {
+        "simulated": True,
+        "seeds": list(seeds),
+        "budget_s": budget_s,
+        "criterion": "most tokens within the violation budget, else the fewest violations",
+        "chosen": best,
+        "candidates": candidates,
+    }
+
+
+def oracle_reference(
+    config: Config, calibration: Calibration, deployment: str, cap_w: float, hardware: bool
+) -> dict[str, Any]:
+    """The oracle's plan on the nominal physics and the deployment's budget (simulated): the
+    line a learning curve is drawn against. ``hardware``: the oracle of the hardware tier (the
+    GPU power limit searched too), else the workload actuators'.
+
+    Returns:
+        ``{"tokens_per_s", "violation_rate", "feasible", "settings"}``: the plan's rates (its
+        settings' outcomes weighted by their time shares; the plan may time-share settings to
+        reach the budget) and each setting (actuator values, ``power_limit_w``, ``share``).
+    """
+    from grpo_power.control.oracle import search_oracle
+    from grpo_power.sim.schedule import Schedule
+    from grpo_power.sim.step_model import physics_for
+
+    physics = physics_for(calibration, deployment, config)
+    budget_s = config.sim.deployment(deployment).budget_s
+    schedule = Schedule.constant(budget_s, config.sim.completion_tokens)
+    result = search_oracle(physics, config, cap_w, schedule, config.evaluate.tuning_seeds, hardware)
+    shares = [(s.end_s - s.start_s) / budget_s for s in result.segments]
+    return {
+        "tokens_per_s": sum(
+            share * s.outcome.tokens / budget_s
+            for share, s in zip(shares, result.segments, strict=True)
+        ),
+        "violation_rate": sum(
+            share * s.outcome.violation_rate
+            for share, s in zip(shares, result.segments, strict=True)
+        ),
+        "feasible": result.feasible,
+        "settings": [
+            {**s.values, "power_limit_w": s.power_limit_w, "share": share}
+            for share, s in zip(shares, result.segments, strict=True)
+        ],
+    }
+
+
+def nominal_returns(
+    config: Config,
+    calibration: Calibration,
+    deployment: str,
+    space: ControlSpace,
+    cap_w: float,
+    controller: PPOController,
+    episodes: int,
+    seed: int,
+    power_limit_frac: float | None = None,
+    oracle: Mapping[str, Any] | None = None,
+) -> dict[str, float]:
+    """Mean episode return, output and violation rate of the trained and of a uniformly random
+    policy on nominal physics (simulated; under the GPU power limit at ``power_limit_frac`` of
+    the cap, None: no limit), and of the oracle's plan when ``oracle`` is given
+    (:func:`oracle_reference`: each setting under its own limit, weighted by its time share):
+    the same episodes at the same multiplier, so the three returns compare (the training
+    curve's multiplier moves). The trained policy decides as deployed (with budget tracking at
+    the price the episode's violation share so far sets)."""
+    env = GrpoPowerEnv(config, calibration, deployment, space, cap_w, False, power_limit_frac)
+    rng = np.random.default_rng(seed)
+    seeds = [10_000 + seed + k for k in range(episodes)]
+    mixes = {
+        "trained": [(1.0, env, lambda _o: controller.decide(observe(env.run)))],
+        "random": [(1.0, env, lambda _o: rng.uniform(-1, 1, len(space.actuators)))],
+    }
+    if oracle is not None:
+        mixes["oracle"] = []
+        for setting in oracle["settings"]:
+            limit_w = setting["power_limit_w"]
+            frac = None if limit_w is None else limit_w / cap_w
+            action = Action(**{name: int(setting[name]) for name in ONLINE_ACTUATORS})
+            own = GrpoPowerEnv(config, calibration, deployment, space, cap_w, False, frac)
+            mixes["oracle"].append((setting["share"], own, lambda _o, a=action: a))
+    out: dict[str, float] = {"episodes": float(episodes)}
+    for name, mix in mixes.items():
+        for key in ("return", "tokens", "violation_rate"):
+            out[f"{name}_{key}"] = 0.0
+        for share, episode_env, decide in mix:
+            results = [episode_return(episode_env, decide, s) for s in seeds]
+            for key in ("return", "tokens", "violation_rate"):
+                out[f"{name}_{key}"] += share * float(np.mean([r[key] for r in results]))
+    return out
+
+
+def episode_return(env: GrpoPowerEnv, decide: Any, seed: int) -> dict[str, float]:
+    """Return, output and violation rate of one episode driven by ``decide(obs_array)``, an
+    action vector of the environment's space or an :class:`Action`."""
+    obs, _ = env.reset(seed=seed)
+    total = tokens = over = samples = 0.0
+    done = False
+    while not done:
+        chosen = decide(obs)
+        step = env.act(chosen) if isinstance(chosen, Action) else env.step(chosen)
+        obs, reward, terminated, truncated, info = step
+        total += reward
+        tokens += info["tokens"]
+        over += info["samples_over_cap"]
+        samples += info["samples"]
+        done = terminated or truncated
+    return {"return": total, "tokens": tokens, "violation_rate": over / max(samples, 1.0)}
