@@ -11,7 +11,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from grpo_power.analysis.evaluate import budget_targets, comparisons, run_metrics, summarize
+from grpo_power.analysis.evaluate import run_metrics, summarize
+from grpo_power.analysis.targets import budget_targets, comparisons
 from grpo_power.cli import app
 from grpo_power.config import SIM_ARM_NAMES, ObjectiveConfig, load_config
 from tests.conftest import REPO

@@ -20,9 +20,9 @@ the oracle found no setting within the budget, the table says the cap is infeasi
 deployment with these actuators and gives the lowest achievable power, instead of ranking
 arms on violations.
 
-Per arm: means with two-sided ``evaluate.confidence`` Student-t intervals over seeds. Ratios
-the study reports are computed per seed (seeds are common to all arms, so comparisons are
-paired) and given with the same intervals, next to the study's figures and the issue's targets.
+Per arm: means with two-sided ``evaluate.confidence`` Student-t intervals over seeds. The
+ratios the study reports and the issue's targets (``analysis/targets.py``) are computed per seed
+(seeds are common to all arms, so comparisons are paired) with the same intervals.
 Every number here is simulated and labelled so. Analysis imports neither torch nor SB3.
 """
 
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +40,7 @@ import pyarrow.parquet as pq
 
 from grpo_power.analysis.objective import INFEASIBLE, judge, meets_budget
 from grpo_power.analysis.reference import STUDY_SOURCE
+from grpo_power.analysis.targets import budget_targets, comparisons
 from grpo_power.analysis.windows import gpu_window_counts, prepare_series
 from grpo_power.atomic import write_csv_atomic, write_json_atomic, write_text_atomic
 from grpo_power.config import ObjectiveConfig, oracle_for
@@ -55,7 +55,6 @@ METRICS = (
     "throughput",
     "tokens_per_mj",
 )
-PEERS = ("threshold", "fixed-safe", "fixed")  # the classic peers of the ppo targets
 
 
 def _read(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -157,256 +156,6 @@ def summarize(metrics: pd.DataFrame, confidence: float, objective: ObjectiveConf
         )
         row["data"] = "simulated"
         rows.append(row)
-    return pd.DataFrame(rows)
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """One ratio the study reports, with the issue's target and the study's figure.
-
-    ``kind``: ``change`` = (arm / base - 1) in %; ``share`` = arm / base in %; ``points`` =
-    (arm - base) in percentage points.
-    """
-
-    key: str
-    arm_role: str  # "controller": the ppo arm evaluated; else a fixed arm name
-    base: str
-    metric: str
-    kind: str
-    target: str
-    passes: Callable[[float], bool]
-    study: float | None = None
-    deployments: tuple[str, ...] | None = None  # None: every deployment
-    joint: str | None = None  # met only when this comparison (its other half) is met too
-
-
-COMPARISONS: tuple[Comparison, ...] = (
-    Comparison(
-        "violations_vs_fixed",
-        "controller",
-        "fixed",
-        "violation_rate",
-        "change",
-        "<= -85 %",
-        lambda v: v <= -85.0,
-        -89.8,
-    ),
-    Comparison(
-        "output_vs_fixed",
-        "controller",
-        "fixed",
-        "output_tokens",
-        "change",
-        ">= +15 %",
-        lambda v: v >= 15.0,
-        18.1,
-    ),
-    Comparison(
-        "tokens_per_mj_vs_fixed",
-        "controller",
-        "fixed",
-        "tokens_per_mj",
-        "change",
-        ">= +20 %",
-        lambda v: v >= 20.0,
-        26.2,
-    ),
-    Comparison(
-        "output_vs_fixed_safe",
-        "controller",
-        "fixed-safe",
-        "output_tokens",
-        "change",
-        ">= +30 % (72b)",
-        lambda v: v >= 30.0,
-        35.7,
-        ("72b",),
-    ),
-    Comparison(
-        "violations_vs_uncontrolled",
-        "controller",
-        "uncontrolled",
-        "violation_rate",
-        "change",
-        "<= -85 % (72b)",
-        lambda v: v <= -85.0,
-        -87.2,
-        ("72b",),
-    ),
-    Comparison(
-        "output_share_of_oracle",
-        "controller",
-        "oracle",
-        "output_tokens",
-        "share",
-        ">= 95 %",
-        lambda v: v >= 95.0,
-    ),
-    Comparison(
-        "violations_minus_oracle",
-        "controller",
-        "oracle",
-        "violation_rate",
-        "points",
-        "<= +1 point",
-        lambda v: v <= 1.0,
-    ),
-    Comparison(
-        "output_vs_threshold",
-        "controller",
-        "threshold",
-        "output_tokens",
-        "change",
-        ">= 0 % (with violations_minus_threshold <= 0)",
-        lambda v: v >= 0.0,
-        joint="violations_minus_threshold",
-    ),
-    Comparison(
-        "violations_minus_threshold",
-        "controller",
-        "threshold",
-        "violation_rate",
-        "points",
-        "<= 0 points (with output_vs_threshold >= 0)",
-        lambda v: v <= 0.0,
-        joint="output_vs_threshold",
-    ),
-)
-
-
-def _paired(metrics: pd.DataFrame, arm: str, base: str, metric: str, kind: str) -> np.ndarray:
-    a = metrics[metrics["arm"] == arm].set_index("seed")[metric]
-    b = metrics[metrics["arm"] == base].set_index("seed")[metric]
-    a, b = a.align(b, join="inner")
-    a_v, b_v = a.to_numpy(float), b.to_numpy(float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if kind == "change":
-            return np.where(b_v > 0, 100.0 * (a_v / b_v - 1.0), np.nan)
-        if kind == "share":
-            return np.where(b_v > 0, 100.0 * a_v / b_v, np.nan)
-    return 100.0 * (a_v - b_v)
-
-
-def comparisons(
-    metrics: pd.DataFrame, confidence: float, controller_arms: list[str]
-) -> pd.DataFrame:
-    """The study's ratios for each controller arm on each deployment, with targets."""
-    rows = []
-    for deployment, group in metrics.groupby("deployment", sort=False):
-        arms = set(group["arm"])
-        for controller in controller_arms:
-            if controller not in arms:
-                continue
-            values = {}
-            for c in COMPARISONS:
-                if c.deployments is not None and deployment not in c.deployments:
-                    continue
-                if c.base not in arms:
-                    continue
-                values[c.key] = mean_ci(
-                    _paired(group, controller, c.base, c.metric, c.kind), confidence
-                )
-            by_key = {c.key: c for c in COMPARISONS}
-            for key, (mean, low, high) in values.items():
-                c = by_key[key]
-                met = math.isfinite(mean) and c.passes(mean)
-                if c.joint is not None:
-                    other = values.get(c.joint, (float("nan"),) * 3)[0]
-                    met = met and math.isfinite(other) and by_key[c.joint].passes(other)
-                rows.append(_ratio_row(deployment, controller, c, (mean, low, high), bool(met)))
-    return pd.DataFrame(rows)
-
-
-def _ratio_row(
-    deployment: str,
-    controller: str,
-    c: Comparison,
-    value: tuple[float, float, float],
-    met: bool,
-    base: str | None = None,
-) -> dict[str, Any]:
-    return {
-        "deployment": deployment,
-        "controller": controller,
-        "comparison": c.key,
-        "base": base or c.base,
-        "metric": c.metric,
-        "unit": {"change": "%", "share": "%", "points": "points"}[c.kind],
-        "value": value[0],
-        "ci_low": value[1],
-        "ci_high": value[2],
-        "target": c.target,
-        "met": met,
-        "study": c.study,
-        "data": "simulated",
-    }
-
-
-def budget_targets(
-    metrics: pd.DataFrame,
-    summary: pd.DataFrame,
-    infos: dict[str, dict[str, Any]],
-    confidence: float,
-    controller_arms: list[str],
-    changing: bool,
-) -> pd.DataFrame:
-    """The issue's targets under the objective, for each controller arm on each deployment:
-
-    - ``budget_share_of_oracle``: output >= 95 % of its oracle's (``oracle``, or
-      ``oracle+hwcap`` for an arm of the hardware tier), the controller within the budget;
-    - ``budget_vs_best_peer``: output >= 100 % (110 % in a changing-workload or cap-schedule
-      scenario) of the best classic peer within the budget, the controller within it too.
-
-    A controller whose oracle found the cap infeasible gets no target rows (the table gives the
-    verdict instead)."""
-    rows = []
-    need = 110.0 if changing else 100.0
-    oracle = Comparison(
-        "budget_share_of_oracle",
-        "controller",
-        "oracle",
-        "output_tokens",
-        "share",
-        ">= 95 % within budget",
-        lambda v: v >= 95.0,
-    )
-    peer = Comparison(
-        "budget_vs_best_peer",
-        "controller",
-        "best peer",
-        "output_tokens",
-        "share",
-        f">= {need:g} % of the best peer within budget",
-        lambda v: v >= need,
-    )
-    for deployment, group in metrics.groupby("deployment", sort=False):
-        arms = summary[summary["deployment"] == deployment].set_index("arm")
-        peers = [p for p in PEERS if p in arms.index and bool(arms.loc[p, "within_budget"])]
-        best = max(peers, key=lambda p: arms.loc[p, "output_tokens"]) if peers else None
-        for controller in controller_arms:
-            own = oracle_for(controller)
-            feasible = infos[deployment]["arms"].get(own, {}).get("feasible", True)
-            if controller not in arms.index or not feasible:
-                continue
-            within = bool(arms.loc[controller, "within_budget"])
-            if own in arms.index:
-                v = mean_ci(_paired(group, controller, own, "output_tokens", "share"), confidence)
-                rows.append(
-                    _ratio_row(
-                        deployment,
-                        controller,
-                        oracle,
-                        v,
-                        within and math.isfinite(v[0]) and oracle.passes(v[0]),
-                        own,
-                    )
-                )
-            if best is not None:
-                v = mean_ci(_paired(group, controller, best, "output_tokens", "share"), confidence)
-                met = within and math.isfinite(v[0]) and peer.passes(v[0])
-            else:
-                v, met = (float("nan"),) * 3, within
-            rows.append(_ratio_row(deployment, controller, peer, v, met, best or "none"))
     return pd.DataFrame(rows)
 
 
