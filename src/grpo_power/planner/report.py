@@ -20,8 +20,8 @@ from grpo_power.config import Config
 from grpo_power.layout import FLEET, PLANNER_ECONOMICS, REPORT
 from grpo_power.planner.discover import INDEX
 from grpo_power.planner.economics import POOLED
+from grpo_power.report import cells, html
 from grpo_power.report import figures as fig
-from grpo_power.report import html
 from grpo_power.report import tables as tab
 from grpo_power.telemetry.store import read_trace
 from grpo_power.version import __version__
@@ -32,40 +32,40 @@ FIGURES = (
     ("planner_fleet", "The traces' fleet: peak demand and oversubscription factor"),
 )
 TRACE_COLS = (
-    tab.Col("label", "label"),
-    tab.Col("trace", "key"),
-    tab.Col("format", "format"),
-    tab.Col("data", "data"),
-    tab.Col("GPUs", "gpus", ",.0f"),
-    tab.Col("samples", "samples", ",.0f"),
-    tab.Col("span (s)", "span_s", ",.1f"),
-    tab.Col("sample period (s)", "sample_period_s", "g"),
-    tab.Col("from", "source_path"),
+    cells.Col("label", "label"),
+    cells.Col("trace", "key"),
+    cells.Col("format", "format"),
+    cells.Col("data", "data"),
+    cells.Col("GPUs", "gpus", ",.0f"),
+    cells.Col("samples", "samples", ",.0f"),
+    cells.Col("span (s)", "span_s", ",.1f"),
+    cells.Col("sample period (s)", "sample_period_s", "g"),
+    cells.Col("from", "source_path"),
 )
 FLEET_COLS = (
-    tab.Col("window (s)", "window_s", "g"),
-    tab.Col("windows per draw", "windows_per_draw", ",.0f"),
-    tab.Col("exceedance of the fleet cap", "exceedance_mean", ".4f"),
-    tab.Col("peak share % (mean)", "peak_share_mean", ".1f", 100.0),
-    tab.Col("peak share % (sizing)", "peak_share_sizing", ".1f", 100.0),
-    tab.Col("factor (x)", "factor", ".3f"),
-    tab.Col("data", "data"),
+    cells.Col("window (s)", "window_s", "g"),
+    cells.Col("windows per draw", "windows_per_draw", ",.0f"),
+    cells.Col("exceedance of the fleet cap", "exceedance_mean", ".4f"),
+    cells.Col("peak share % (mean)", "peak_share_mean", ".1f", 100.0),
+    cells.Col("peak share % (sizing)", "peak_share_sizing", ".1f", 100.0),
+    cells.Col("factor (x)", "factor", ".3f"),
+    cells.Col("data", "data"),
 )
 ENERGY_COLS = (
-    tab.Col("trace", "deployment"),
-    tab.Col("data", "data"),
-    tab.Col("GPUs", "gpus", ",.0f"),
-    tab.Col("span (s)", "wall_s", ",.1f"),
-    tab.Col("energy (J)", "energy_j", ",.0f"),
-    tab.Col("mean W per GPU", "power_w_per_gpu", ",.1f"),
-    tab.Col("wall kWh", "wall_kwh", ",.4f"),
-    tab.Col("energy $", "energy_usd", ",.5f"),
-    tab.Col("carbon (kg CO2eq)", "carbon_kg", ",.5f"),
-    tab.Col("tokens", "tokens", ",.0f"),
-    tab.Col("kWh per M tokens", "kwh_per_mtok", ",.2f"),
-    tab.Col("fleet-year MWh", "annual_mwh", ",.0f"),
-    tab.Col("fleet-year energy $", "annual_energy_usd", ",.0f"),
-    tab.Col("fleet-year t CO2eq", "annual_carbon_t", ",.0f"),
+    cells.Col("trace", "deployment"),
+    cells.Col("data", "data"),
+    cells.Col("GPUs", "gpus", ",.0f"),
+    cells.Col("span (s)", "wall_s", ",.1f"),
+    cells.Col("energy (J)", "energy_j", ",.0f"),
+    cells.Col("mean W per GPU", "power_w_per_gpu", ",.1f"),
+    cells.Col("wall kWh", "wall_kwh", ",.4f"),
+    cells.Col("energy $", "energy_usd", ",.5f"),
+    cells.Col("carbon (kg CO2eq)", "carbon_kg", ",.5f"),
+    cells.Col("tokens", "tokens", ",.0f"),
+    cells.Col("kWh per M tokens", "kwh_per_mtok", ",.2f"),
+    cells.Col("fleet-year MWh", "annual_mwh", ",.0f"),
+    cells.Col("fleet-year energy $", "annual_energy_usd", ",.0f"),
+    cells.Col("fleet-year t CO2eq", "annual_carbon_t", ",.0f"),
 )
 
 
@@ -79,7 +79,7 @@ class PlannerFolders:
 
 
 def _labelled_index(folders: PlannerFolders) -> pd.DataFrame:
-    index = tab.CsvFile(folders.traces / INDEX).frame
+    index = cells.CsvFile(folders.traces / INDEX).frame
     imported = index[index["status"] == "imported"].copy()
     imported["label"] = [f"T{i + 1}" for i in range(len(imported))]
     return imported
@@ -113,14 +113,14 @@ def planner_report(folders: PlannerFolders, out: Path | str, config: Config) -> 
     """Draw the figures and write ``out/index.html``; returns its path."""
     out = Path(out)
     imported = _labelled_index(folders)
-    fleet_json = tab.JsonFile(folders.fleet / FLEET.summary)
-    fleet_windows = tab.CsvFile(folders.fleet / FLEET.fleet_csv)
-    scaling = tab.CsvFile(folders.fleet / FLEET.scaling_csv)
-    energy = tab.CsvFile(folders.economics / PLANNER_ECONOMICS.traces)
-    oversub = tab.CsvFile(folders.economics / PLANNER_ECONOMICS.oversubscription)
-    constants = tab.CsvFile(folders.economics / PLANNER_ECONOMICS.constants)
-    summary = tab.JsonFile(folders.economics / PLANNER_ECONOMICS.summary)
-    index_file = tab.CsvFile(folders.traces / INDEX)
+    fleet_json = cells.JsonFile(folders.fleet / FLEET.summary)
+    fleet_windows = cells.CsvFile(folders.fleet / FLEET.fleet_csv)
+    scaling = cells.CsvFile(folders.fleet / FLEET.scaling_csv)
+    energy = cells.CsvFile(folders.economics / PLANNER_ECONOMICS.traces)
+    oversub = cells.CsvFile(folders.economics / PLANNER_ECONOMICS.oversubscription)
+    constants = cells.CsvFile(folders.economics / PLANNER_ECONOMICS.constants)
+    summary = cells.JsonFile(folders.economics / PLANNER_ECONOMICS.summary)
+    index_file = cells.CsvFile(folders.traces / INDEX)
     labelled = index_file.frame.merge(imported[["key", "label"]], on="key", how="left")
     index_file.frame = labelled[labelled["status"] == "imported"]
     traces, samples = _power_frames(imported, folders, config)
@@ -140,7 +140,7 @@ def planner_report(folders: PlannerFolders, out: Path | str, config: Config) -> 
         caption = f"{fig.data_label(data)}. Dashed: the cap, {config.cap_w:g} W per GPU."
         made.append(html.figure_html(title, caption, png, pdf, out))
     skipped = index_file_skipped(folders)
-    headline: list[tab.Cell] = [
+    headline: list[cells.Cell] = [
         [
             f"{len(imported)} trace(s), ",
             summary.num("gpus", ",.0f"),
@@ -192,7 +192,7 @@ def planner_report(folders: PlannerFolders, out: Path | str, config: Config) -> 
         html.section(
             "The traces",
             html.table_html(
-                tab.csv_table("traces", "Traces", index_file, TRACE_COLS, ["key"]), out
+                cells.csv_table("traces", "Traces", index_file, TRACE_COLS, ["key"]), out
             ),
             html.paragraph(
                 f"Skipped (not power traces): {skipped}" if skipped else "Skipped: none."
@@ -203,7 +203,7 @@ def planner_report(folders: PlannerFolders, out: Path | str, config: Config) -> 
         html.section(
             "Fleet",
             html.table_html(
-                tab.csv_table(
+                cells.csv_table(
                     "fleet", "Fleet of the traces", fleet_windows, FLEET_COLS, ["window_s"]
                 ),
                 out,
@@ -214,13 +214,13 @@ def planner_report(folders: PlannerFolders, out: Path | str, config: Config) -> 
         html.section(
             "Economics",
             html.table_html(
-                tab.csv_table(
+                cells.csv_table(
                     "energy", "Energy, cost and carbon", energy, ENERGY_COLS, ["deployment"]
                 ),
                 out,
             ),
             html.table_html(
-                tab.csv_table(
+                cells.csv_table(
                     "oversubscription",
                     "Oversubscription value",
                     oversub,
@@ -230,7 +230,8 @@ def planner_report(folders: PlannerFolders, out: Path | str, config: Config) -> 
                 out,
             ),
             html.table_html(
-                tab.csv_table("constants", "Constants", constants, tab.CONSTANT_COLS, ["name"]), out
+                cells.csv_table("constants", "Constants", constants, tab.CONSTANT_COLS, ["name"]),
+                out,
             ),
             key="economics",
         ),
@@ -244,8 +245,8 @@ def planner_report(folders: PlannerFolders, out: Path | str, config: Config) -> 
 
 
 def unresolved_windows(
-    index_file: tab.CsvFile, windows_s: list[float]
-) -> tuple[list[tab.Cell], float]:
+    index_file: cells.CsvFile, windows_s: list[float]
+) -> tuple[list[cells.Cell], float]:
     """What the fleet's windows shorter than the coarsest trace's sample period mean (a
     Prometheus scrape every 15 s cannot see a 1 s peak), as a paragraph ([] when every window
     is at least every sample period), and that period, s (0 without one)."""
@@ -268,6 +269,6 @@ def unresolved_windows(
 
 def index_file_skipped(folders: PlannerFolders) -> str:
     """The skipped files of the planner's index, as text."""
-    index = tab.CsvFile(folders.traces / INDEX).frame
+    index = cells.CsvFile(folders.traces / INDEX).frame
     rows = index[index["status"] == "skipped"]
     return "; ".join(f"{r['key']} ({r['reason']})" for _, r in rows.iterrows())

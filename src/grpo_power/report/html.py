@@ -1,7 +1,7 @@
 """HTML rendering of the report: tables with traceable numbers, figures, sections, one page.
 
 Only rendering lives here (escaping, markup, the style sheet); what the page says is composed
-in :mod:`grpo_power.report.stage`. Every :class:`~grpo_power.report.tables.Num` becomes a
+in :mod:`grpo_power.report.stage`. Every :class:`~grpo_power.report.cells.Num` becomes a
 ``<span class="num">`` whose ``data-*`` attributes name the file (relative to the page), the row
 and the column it was read from; links to the source files and the figures are relative, so the
 folder can be moved or served as it is.
@@ -14,7 +14,7 @@ import json
 import os
 from pathlib import Path
 
-from grpo_power.report.tables import Cell, Num, Table
+from grpo_power.report.cells import Cell, Num, Table
 
 STYLE_SHEET = """
 body { font-family: system-ui, sans-serif; max-width: 75rem; margin: 2rem auto;

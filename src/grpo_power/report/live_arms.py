@@ -14,7 +14,7 @@ the simulated A100's on a CPU):
 - PPO is ``ppo``.
 
 Every row says where the study's figures come from and how and why this run's differ. Every
-number is a :class:`~grpo_power.report.tables.Num` read from the file a stage wrote.
+number is a :class:`~grpo_power.report.cells.Num` read from the file a stage wrote.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from grpo_power.analysis.reference import STUDY_7B_CAP_W, STUDY_LIVE_ARMS, STUDY_LIVE_SOURCE
-from grpo_power.report.tables import Cell, CsvFile, Table, against_study
+from grpo_power.report.cells import Cell, CsvFile, Table
+from grpo_power.report.tables import against_study
 from grpo_power.stage_files import read_csv
 
 # This run's arm per study row, and why its figures differ from the study's beyond the shared

@@ -16,9 +16,8 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from grpo_power.layout import REAL_TRACES, TRACE_FIT
+from grpo_power.report import cells, html
 from grpo_power.report import figures as fig
-from grpo_power.report import html
-from grpo_power.report import tables as tab
 from grpo_power.stage_files import read_csv
 
 TITLE = "Simulator against real traces"
@@ -35,26 +34,26 @@ PARAMETER_COLS = (
     ("noise (W)", "noise_w"),
 )
 VALIDATION_COLS = (
-    tab.Col("data", "data"),
-    tab.Col("run", "run_id"),
-    tab.Col("concurrency", "concurrency_bin"),
-    tab.Col("samples", "samples", ",.0f"),
-    tab.Col("measured mean (W)", "measured_mean_w", ".1f"),
-    tab.Col("fitted mean (W)", "predicted_mean_w", ".1f"),
-    tab.Col("prior mean (W)", "prior_mean_w", ".1f"),
-    tab.Col("error of the mean (% nameplate)", "error_mean_pct_nameplate", "+.1f"),
-    tab.Col("measured p95 (W)", "measured_p95_w", ".1f"),
-    tab.Col("fitted p95 (W)", "predicted_p95_w", ".1f"),
-    tab.Col("error of the p95 (% nameplate)", "error_p95_pct_nameplate", "+.1f"),
+    cells.Col("data", "data"),
+    cells.Col("run", "run_id"),
+    cells.Col("concurrency", "concurrency_bin"),
+    cells.Col("samples", "samples", ",.0f"),
+    cells.Col("measured mean (W)", "measured_mean_w", ".1f"),
+    cells.Col("fitted mean (W)", "predicted_mean_w", ".1f"),
+    cells.Col("prior mean (W)", "prior_mean_w", ".1f"),
+    cells.Col("error of the mean (% nameplate)", "error_mean_pct_nameplate", "+.1f"),
+    cells.Col("measured p95 (W)", "measured_p95_w", ".1f"),
+    cells.Col("fitted p95 (W)", "predicted_p95_w", ".1f"),
+    cells.Col("error of the p95 (% nameplate)", "error_p95_pct_nameplate", "+.1f"),
 )
 EXCEEDANCE_COLS = (
-    tab.Col("data", "data"),
-    tab.Col("run", "run_id"),
-    tab.Col("split", "split"),
-    tab.Col("window (s)", "window_s", "g"),
-    tab.Col("windows", "windows", ",.0f"),
-    tab.Col("over the cap (%)", "exceedance", ".2f", 100.0),
-    tab.Col("peak window mean (W)", "peak_mean_w", ".1f"),
+    cells.Col("data", "data"),
+    cells.Col("run", "run_id"),
+    cells.Col("split", "split"),
+    cells.Col("window (s)", "window_s", "g"),
+    cells.Col("windows", "windows", ",.0f"),
+    cells.Col("over the cap (%)", "exceedance", ".2f", 100.0),
+    cells.Col("peak window mean (W)", "peak_mean_w", ".1f"),
 )
 
 
@@ -64,7 +63,7 @@ def _curve_w(
     return np.minimum(at_1_w + slope_w * np.log2(concurrency), nameplate_w)
 
 
-def decode_curves(points: pd.DataFrame, fit: tab.JsonFile) -> Figure:
+def decode_curves(points: pd.DataFrame, fit: cells.JsonFile) -> Figure:
     """Mean power per concurrency of every run (marker size: samples), with the three curves."""
     nameplate_w = float(fit.get("nameplate_w"))
     p, steady = fit.get("parameters"), fit.get("steady_decode")
@@ -113,8 +112,8 @@ def decode_curves(points: pd.DataFrame, fit: tab.JsonFile) -> Figure:
     return figure
 
 
-def _parameter_table(fit: tab.JsonFile) -> tab.Table:
-    table = tab.Table(
+def _parameter_table(fit: cells.JsonFile) -> cells.Table:
+    table = cells.Table(
         "real_traces_fit",
         "The decode power model fitted to measured runs, against the literature prior",
         ["parameter", "steady line (the simulator's default)", "least squares", "prior"],
@@ -131,8 +130,8 @@ def _parameter_table(fit: tab.JsonFile) -> tab.Table:
             "]",
         ]
         if key == "noise_w":
-            ols: tab.Cell = fit.num("parameters.noise_w.value", ".1f")
-            prior: tab.Cell = fit.num("parameters.noise_w.prior", ".1f")
+            ols: cells.Cell = fit.num("parameters.noise_w.value", ".1f")
+            prior: cells.Cell = fit.num("parameters.noise_w.prior", ".1f")
         else:
             name = "decode_base_frac" if key == "power_at_1_w" else "decode_slope_per_doubling"
             ols = [fit.num(f"parameters.{name}.value", ".3f"), " of nameplate - idle"]
@@ -157,16 +156,16 @@ def real_traces_section(folder: Path | None, out: Path, dpi: int) -> str:
         return html.section(TITLE, html.paragraph(NOT_CONFIGURED), key="real-traces")
     expected = f"{WRITTEN_BY}'s files"
     fit_dir = folder / REAL_TRACES.fit
-    fit = tab.JsonFile(fit_dir / TRACE_FIT.fit, expected)
+    fit = cells.JsonFile(fit_dir / TRACE_FIT.fit, expected)
     points = read_csv(fit_dir / TRACE_FIT.points, expected)
-    validation = tab.CsvFile(fit_dir / TRACE_FIT.validation, expected)
-    exceedance = tab.CsvFile(folder / REAL_TRACES.exceedance, expected)
+    validation = cells.CsvFile(fit_dir / TRACE_FIT.validation, expected)
+    exceedance = cells.CsvFile(folder / REAL_TRACES.exceedance, expected)
     held = validation.frame[
         (validation.frame["split"] == "held-out") & (validation.frame["run_id"] != "all")
     ]
     tables = [
         _parameter_table(fit),
-        tab.csv_table(
+        cells.csv_table(
             "real_traces_validation",
             "Held-out error of the fitted decode model per concurrency bin",
             validation,
@@ -176,7 +175,7 @@ def real_traces_section(folder: Path | None, out: Path, dpi: int) -> str:
             note="Bins of 30 samples or more are held to the targets: the error of the mean "
             "under 5 % of nameplate, of the p95 under 10 %.",
         ),
-        tab.csv_table(
+        cells.csv_table(
             "real_traces_exceedance",
             "Windowed exceedance of the cap by the measured runs",
             exceedance,

@@ -28,8 +28,8 @@ from grpo_power.layout import (
     STUDY_FLEET,
     WINDOWS,
 )
+from grpo_power.report import cells, html
 from grpo_power.report import figures as fig
-from grpo_power.report import html
 from grpo_power.report import tables as tab
 from grpo_power.report.inputs import (
     ReportInputs,
@@ -159,14 +159,14 @@ def make_figures(
 
 def _setup(
     infos: list[RunInfo],
-    evaluate: tab.JsonFile,
-    fleet: tab.JsonFile,
+    evaluate: cells.JsonFile,
+    fleet: cells.JsonFile,
     out: Path,
-    study_fleet: tab.JsonFile | None = None,
+    study_fleet: cells.JsonFile | None = None,
 ) -> str:
     """Hardware, models, versions and what was simulated (``study_fleet``: the study fleet's
     summary.json, when there is one)."""
-    hardware = tab.Table(
+    hardware = cells.Table(
         "hardware",
         "Real runs: hardware and telemetry (from the run manifests and trace metadata)",
         [
@@ -204,14 +204,14 @@ def _setup(
             "python": i.manifest.get("python"),
         }.items():
             versions.setdefault(package, set()).add(str(version))
-    packages = tab.Table(
+    packages = cells.Table(
         "packages",
         "Package versions (from the run manifests)",
         ["package", "version"],
         [[p, ", ".join(sorted(v))] for p, v in sorted(versions.items())],
         sources=hardware.sources,
     )
-    deployments = tab.Table(
+    deployments = cells.Table(
         "deployments",
         "Simulated deployments (SIMULATED; the evaluate stage's summary.json)",
         ["deployment", "GPUs", "cap per GPU (W)", "time budget (s)", "seeds", "arms", "cap"],
@@ -270,13 +270,15 @@ def _setup(
     )
 
 
-def _cautions(oversub: tab.CsvFile, fleet: tab.JsonFile, infos: list[RunInfo], out: Path) -> str:
+def _cautions(
+    oversub: cells.CsvFile, fleet: cells.JsonFile, infos: list[RunInfo], out: Path
+) -> str:
     """docs/design.md section 1's cautions, each with this run's evidence."""
     stage = oversub.select(scope="fleet stage").iloc[0]
     scaling = oversub.select(scope="scaling study")
     smallest, largest = scaling.iloc[0], scaling.iloc[-1]
     periods = sorted({i.metadata["sample_period_s"] for i in infos})
-    items: list[tab.Cell] = [
+    items: list[cells.Cell] = [
         [
             "Published oversubscription results are far lower than about 2x: POLCA +30 % servers "
             "(inference), Google Thunderbolt 9-25 %, Microsoft Flex up to 33 %. This run's "
@@ -314,10 +316,10 @@ def _live_arms(
     config: Config,
     inputs: ReportInputs,
     infos: list[RunInfo],
-    summary: tab.CsvFile,
-    run_arms: tab.CsvFile,
+    summary: cells.CsvFile,
+    run_arms: cells.CsvFile,
     single: list[str],
-) -> tab.Table:
+) -> cells.Table:
     """The live-arm table on the first single-GPU deployment and the first real run size that
     stands for it (``sim.deployments[].sizes``; the first run size when none does)."""
     deployment = next(
@@ -343,22 +345,26 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
     out = Path(out)
     econ = config.economics
     infos = run_infos(inputs.runs)
-    ratios = tab.CsvFile(inputs.evaluate / EVALUATE.ratios, written_by("evaluate", EVALUATE.ratios))
-    summary = tab.CsvFile(
+    ratios = cells.CsvFile(
+        inputs.evaluate / EVALUATE.ratios, written_by("evaluate", EVALUATE.ratios)
+    )
+    summary = cells.CsvFile(
         inputs.evaluate / EVALUATE.summary_csv, written_by("evaluate", EVALUATE.summary_csv)
     )
-    evaluate_json = tab.JsonFile(
+    evaluate_json = cells.JsonFile(
         inputs.evaluate / EVALUATE.summary_json, written_by("evaluate", EVALUATE.summary_json)
     )
-    authority = tab.CsvFile(
+    authority = cells.CsvFile(
         inputs.identify / IDENTIFY.authority_csv, written_by("identify", IDENTIFY.authority_csv)
     )
-    comparison = tab.CsvFile(
+    comparison = cells.CsvFile(
         inputs.fleet / FLEET.comparison_csv, written_by("fleet", FLEET.comparison_csv)
     )
-    fleet_json = tab.JsonFile(inputs.fleet / FLEET.summary, written_by("fleet", FLEET.summary))
+    fleet_json = cells.JsonFile(inputs.fleet / FLEET.summary, written_by("fleet", FLEET.summary))
     e = {
-        name: tab.CsvFile(inputs.economics / f"{name}.csv", written_by("economics", f"{name}.csv"))
+        name: cells.CsvFile(
+            inputs.economics / f"{name}.csv", written_by("economics", f"{name}.csv")
+        )
         for name in ("constants", "arms", "savings", "oversubscription", "sensitivity", "pilot")
     }
     deployments = evaluate_json.get("deployments")
@@ -369,14 +375,14 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
         f"({', '.join(sorted({i.metadata['source'] for i in infos}))} power); "
         f"{len(deployments)} SIMULATED deployments ({', '.join(deployments)})"
     )
-    study_fleet: tab.CsvFile | None = None
-    study_fleet_json: tab.JsonFile | None = None
+    study_fleet: cells.CsvFile | None = None
+    study_fleet_json: cells.JsonFile | None = None
     if inputs.study_fleet is not None:
-        study_fleet = tab.CsvFile(
+        study_fleet = cells.CsvFile(
             inputs.study_fleet / STUDY_FLEET.comparison_csv,
             written_by("study fleet", STUDY_FLEET.comparison_csv),
         )
-        study_fleet_json = tab.JsonFile(
+        study_fleet_json = cells.JsonFile(
             inputs.study_fleet / STUDY_FLEET.summary,
             written_by("study fleet", STUDY_FLEET.summary),
         )
@@ -397,21 +403,21 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
     live = _live_arms(config, inputs, infos, summary, e["arms"], single)
     controller_savings = e["savings"].select(arm=econ.controller_arm)
     tables = [
-        tab.csv_table(
+        cells.csv_table(
             "evaluation",
             "Arm evaluation per deployment (SIMULATED; 95 % intervals over seeds)",
             summary,
             tab.EVALUATION_COLS,
             ["deployment", "arm"],
         ),
-        tab.csv_table(
+        cells.csv_table(
             "ratios",
             "The study's ratios with targets (SIMULATED)",
             ratios,
             tab.RATIO_COLS,
             ["deployment", "controller", "comparison"],
         ),
-        tab.csv_table(
+        cells.csv_table(
             "authority",
             "Actuator authority (simulated rows are SIMULATED)",
             authority,
@@ -419,7 +425,7 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
             ["data", "deployment", "actuator"],
         ),
         *filter(None, [study_authority_table(authority, config)]),
-        tab.csv_table(
+        cells.csv_table(
             "fleet",
             "Fleet and windowed exceedance: reference figures vs this run",
             comparison,
@@ -429,7 +435,7 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
     ]
     if study_fleet is not None:
         tables.append(
-            tab.csv_table(
+            cells.csv_table(
                 "study_fleet",
                 "The study's fleet mix and the 72B windows, every arm (SIMULATED deployments)",
                 study_fleet,
@@ -438,14 +444,14 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
             )
         )
     economics = [
-        tab.csv_table(
+        cells.csv_table(
             "constants",
             "Constants, with source and year",
             e["constants"],
             tab.CONSTANT_COLS,
             ["name"],
         ),
-        tab.csv_table(
+        cells.csv_table(
             "costs",
             "Energy, cost and carbon per arm (means over seeds, 95 % intervals)",
             e["arms"],
@@ -455,7 +461,7 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
             f"{econ.utilization:g}. Energy at the wall = GPU energy x PUE (host power not "
             "measured, not counted).",
         ),
-        tab.csv_table(
+        cells.csv_table(
             "savings",
             f"Savings of {econ.controller_arm} against every other arm",
             e["savings"],
@@ -464,7 +470,7 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
             controller_savings,
             note="For the same work: the controller's fleet-year of tokens, made by either arm.",
         ),
-        tab.csv_table(
+        cells.csv_table(
             "oversubscription",
             "Oversubscription value: extra GPUs and capital avoided",
             e["oversubscription"],
@@ -474,7 +480,7 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
             "constants.",
         ),
         tab.sensitivity_table(e["sensitivity"]),
-        tab.csv_table(
+        cells.csv_table(
             "pilot",
             "Low-cost pilot: smallest deployment confirming the gain and the headroom",
             e["pilot"],
@@ -515,7 +521,7 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
     )
     index = write_text_atomic(out / REPORT.page, html.page(config.report.title, subtitle, sections))
     numbers = sum(
-        isinstance(part, tab.Num)
+        isinstance(part, cells.Num)
         for t in [study, live, *tables, *economics]
         for row in t.rows
         for cell in row

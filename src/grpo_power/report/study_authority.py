@@ -5,7 +5,7 @@ STUDY_AUTHORITY_72B``): generation batch 22.5 %, group size as concurrency 16.9 
 length 3.5 %, inter-batch pause 6.3 %; its abstract gives only concurrency's 17-22 %. This table
 puts the identify stage's simulated 72B rows (``authority.csv``) beside them, one row per study
 actuator, each saying how and why this run's figure differs. It sits with ``live_arms`` under
-``report/stage.py``; every number is a :class:`~grpo_power.report.tables.Num` from the file.
+``report/stage.py``; every number is a :class:`~grpo_power.report.cells.Num` from the file.
 """
 
 from __future__ import annotations
@@ -13,13 +13,8 @@ from __future__ import annotations
 from grpo_power.analysis.authority import STUDY_AUTHORITY_72B, STUDY_DEPLOYMENT
 from grpo_power.analysis.reference import SUMMARY
 from grpo_power.config import Config
-from grpo_power.report.tables import (
-    SHARDED_CONCURRENCY_REASON,
-    Cell,
-    CsvFile,
-    Table,
-    against_study,
-)
+from grpo_power.report.cells import Cell, CsvFile, Table
+from grpo_power.report.tables import SHARDED_CONCURRENCY_REASON, against_study
 
 NEAR_POINTS = 2.0  # within this many points of the study's figure, the shares are "near" it
 AUTHORITY_AGAINST = ("smaller", "near the study's", "larger")

@@ -1,192 +1,20 @@
-"""Report tables whose every number knows the file, row and column it came from.
+"""The study report's tables: the evaluation against the study, and each stage's table columns.
 
-A number in a table is a :class:`Num`: the value read from a stage's CSV or JSON, how it is
-shown (format spec and scale), and its provenance. The HTML writes the provenance into the
-number's element (``data-src``, ``data-col``, ``data-row``, ``data-spec``, ``data-scale``), so a
-reader or a test can trace any shown number back to the file a stage wrote. Study figures come
+Every number is a :class:`~grpo_power.report.cells.Num` read from the file a stage wrote
+(``report/cells.py``), so the HTML can trace it back to that file. Study figures come
 from :mod:`grpo_power.analysis.reference`, the evaluate stage's ``study`` column and
 :data:`grpo_power.analysis.authority.STUDY_CONCURRENCY_AUTHORITY_72B`; nothing is typed in.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from grpo_power.analysis.authority import STUDY_AUTHORITY_72B, STUDY_CONCURRENCY_AUTHORITY_72B
 from grpo_power.analysis.reference import ABSTRACT, STUDY_LIVE_ARMS, STUDY_SOURCE
-from grpo_power.stage_files import read_csv, read_json
-
-
-@dataclass(frozen=True)
-class Num:
-    """A number shown in a table, with the file, row and column it was read from.
-
-    ``row``: (key column, value as text) pairs that select exactly one CSV row; empty for JSON,
-    where ``column`` is a dotted key path. Shown as ``format(value * scale, spec)``.
-    """
-
-    value: float
-    src: Path
-    column: str
-    row: tuple[tuple[str, str], ...] = ()
-    spec: str = ",.1f"
-    scale: float = 1.0
-
-    def text(self) -> str:
-        """The number as shown, ``n/a`` when missing."""
-        if self.value is None or not math.isfinite(self.value):
-            return "n/a"
-        return format(self.value * self.scale, self.spec)
-
-
-Part = str | Num
-Cell = Part | list[Part]
-
-
-@dataclass
-class Table:
-    """A table of the report: a title, headers, rows of cells, and its source files."""
-
-    key: str
-    title: str
-    columns: list[str]
-    rows: list[list[Cell]] = field(default_factory=list)
-    sources: list[Path] = field(default_factory=list)
-    note: str = ""
-
-
-def _row_key(row: pd.Series, keys: Sequence[str]) -> tuple[tuple[str, str], ...]:
-    return tuple((k, str(row[k])) for k in keys)
-
-
-class CsvFile:
-    """A CSV a stage wrote, read once; hands out :class:`Num` cells of its rows."""
-
-    def __init__(self, path: Path | str, expected: str | None = None) -> None:
-        self.path = Path(path)
-        self.frame = read_csv(self.path, expected or f"an earlier stage's {self.path.name}")
-
-    def select(self, **keys: Any) -> pd.DataFrame:
-        """The rows whose key columns equal ``keys`` (compared as text)."""
-        mask = pd.Series(True, index=self.frame.index)
-        for column, value in keys.items():
-            if column not in self.frame.columns:
-                raise ValueError(
-                    f"{self.path}: {column}: expected a column of this name, got "
-                    f"{list(self.frame.columns)[:12]}"
-                )
-            mask &= self.frame[column].astype(str) == str(value)
-        return self.frame[mask]
-
-    def num(self, column: str, spec: str = ",.1f", scale: float = 1.0, **keys: Any) -> Num:
-        """The number in ``column`` of the one row matching ``keys``.
-
-        Raises:
-            ValueError: no row, or several rows, match.
-        """
-        rows = self.select(**keys)
-        if len(rows) != 1:
-            raise ValueError(f"{self.path}: {len(rows)} rows match {keys}, expected one")
-        row = rows.iloc[0]
-        return Num(float(row[column]), self.path, column, _row_key(row, list(keys)), spec, scale)
-
-
-class JsonFile:
-    """A JSON file a stage wrote; hands out :class:`Num` cells of its keys."""
-
-    def __init__(self, path: Path | str, expected: str | None = None) -> None:
-        self.path = Path(path)
-        self.expected = expected or f"an earlier stage's {self.path.name}"
-        self.data = read_json(self.path, self.expected)
-
-    def get(self, key: str) -> Any:
-        """The value at a dotted key path (``evaluation.trained_return``).
-
-        Raises:
-            ValueError: the file has no such key (the message names the file and the key).
-        """
-        value: Any = self.data
-        for part in key.split("."):
-            if not isinstance(value, dict) or part not in value:
-                raise ValueError(f"{self.path}: {key}: expected {self.expected} with this key")
-            value = value[part]
-        return value
-
-    def has(self, key: str) -> bool:
-        """Whether the file has the dotted ``key``."""
-        try:
-            self.get(key)
-        except ValueError:
-            return False
-        return True
-
-    def num(self, key: str, spec: str = ",.1f", scale: float = 1.0) -> Num:
-        value = self.get(key)
-        return Num(float("nan") if value is None else float(value), self.path, key, (), spec, scale)
-
-
-@dataclass(frozen=True)
-class Col:
-    """A column of a CSV-backed table: a header, the CSV column, and how to show it.
-
-    ``spec`` None: the value as text. ``ci``: append ``[low, high]`` from the columns
-    ``<ci_prefix>ci_low`` and ``<ci_prefix>ci_high`` (prefix default ``<column>_``).
-    """
-
-    header: str
-    column: str
-    spec: str | None = None
-    scale: float = 1.0
-    ci: bool = False
-    ci_prefix: str | None = None
-
-
-def csv_table(
-    key: str,
-    title: str,
-    source: CsvFile,
-    cols: Sequence[Col],
-    keys: Sequence[str],
-    rows: pd.DataFrame | None = None,
-    note: str = "",
-) -> Table:
-    """One table row per row of ``rows`` (default: every row of ``source``); ``keys``: the
-    columns that identify a row in ``source``."""
-    table = Table(key, title, [c.header for c in cols], sources=[source.path], note=note)
-    needed = list(keys)
-    for c in cols:
-        prefix = f"{c.column}_" if c.ci_prefix is None else c.ci_prefix
-        needed += [c.column, f"{prefix}ci_low", f"{prefix}ci_high"] if c.ci else [c.column]
-    missing = [n for n in needed if n not in source.frame.columns]
-    if missing:
-        raise ValueError(
-            f"{source.path}: {missing[0]}: expected the column(s) {missing} for the {key} table, "
-            f"got {list(source.frame.columns)[:12]}"
-        )
-    for _, row in (source.frame if rows is None else rows).iterrows():
-        ident = _row_key(row, keys)
-        cells: list[Cell] = []
-        for c in cols:
-            if c.spec is None:
-                cells.append(str(row[c.column]) if pd.notna(row[c.column]) else "")
-                continue
-            prefix = f"{c.column}_" if c.ci_prefix is None else c.ci_prefix
-            names = (c.column, f"{prefix}ci_low", f"{prefix}ci_high") if c.ci else (c.column,)
-            nums = [Num(float(row[n]), source.path, n, ident, c.spec, c.scale) for n in names]
-            cells.append([nums[0], " [", nums[1], ", ", nums[2], "]"] if c.ci else nums[0])
-        table.rows.append(cells)
-    return table
-
-
-def with_unit(num: Num, unit: str) -> list[Part]:
-    """A number followed by its unit; the unit is left out when the number is missing."""
-    return [num, f" {unit}"] if num.text() != "n/a" else [num]
+from grpo_power.report.cells import Cell, Col, CsvFile, JsonFile, Part, Table, with_unit
 
 
 def _pct_change(
