@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 import subprocess
 import sys
@@ -117,6 +118,23 @@ def test_help_lists_the_choices() -> None:
         in invoke("telemetry", "import", "--help").output
     )
     assert "<simulated|nvml|auto>" in invoke("telemetry", "record", "--help").output
+
+
+def test_the_command_lists_wrap_each_summary_to_the_terminal() -> None:
+    """A command's summary is its docstring's first paragraph, whose source lines are not the
+    terminal's: on a wide terminal each summary is one line, not broken where the source is."""
+    for group in ((), ("telemetry",), ("planner",), ("controller",), ("config",)):
+        lines = [line.strip("│ ") for line in invoke(*group, "--help").output.splitlines()]
+        commands = typer.main.get_command(app)
+        for name in group:
+            commands = commands.commands[name]
+        for name, command in commands.commands.items():
+            summary = " ".join(inspect.cleandoc(command.help or "").split("\n\n")[0].split())
+            summary = summary.replace("`", "")
+            assert any(line.startswith(f"{name} ") and line.endswith(summary) for line in lines), (
+                name,
+                summary,
+            )
 
 
 def test_the_import_formats_are_the_importers() -> None:

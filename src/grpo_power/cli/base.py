@@ -94,26 +94,36 @@ class ExitCodeGroup(TyperGroup):
         sys.exit(result if isinstance(result, int) else 0)
 
 
+# Help as Markdown: Typer's default (rich) keeps a docstring's line breaks in the command list.
+HELP_MARKUP = "markdown"
 app = typer.Typer(
     name="grpo-power",
     cls=ExitCodeGroup,
     help="Measure, cap and provision the GPU power of GRPO post-training runs.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=HELP_MARKUP,
 )
 telemetry_app = typer.Typer(
-    help="Record, import and summarise GPU power traces.", no_args_is_help=True
+    help="Record, import and summarise GPU power traces.",
+    no_args_is_help=True,
+    rich_markup_mode=HELP_MARKUP,
 )
 app.add_typer(telemetry_app, name="telemetry")
 controller_app = typer.Typer(
-    help="Train the PPO meta-controller in the simulator.", no_args_is_help=True
+    help="Train the PPO meta-controller in the simulator.",
+    no_args_is_help=True,
+    rich_markup_mode=HELP_MARKUP,
 )
 app.add_typer(controller_app, name="controller")
-config_app = typer.Typer(help="The config's JSON schema.", no_args_is_help=True)
+config_app = typer.Typer(
+    help="The config's JSON schema.", no_args_is_help=True, rich_markup_mode=HELP_MARKUP
+)
 app.add_typer(config_app, name="config")
 planner_app = typer.Typer(
     help="Planner mode: a folder of traces to fleet, economics and a report (no GRPO run).",
     no_args_is_help=True,
+    rich_markup_mode=HELP_MARKUP,
 )
 app.add_typer(planner_app, name="planner")
 
