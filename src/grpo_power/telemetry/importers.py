@@ -352,6 +352,11 @@ def import_log(
             hint, alternatives = "", ""
             if name == "gpu":
                 alternatives = f" (or one naming each GPU: {'uuid, pci.bus_id' if smi else 'UUID'})"
+                if smi:
+                    hint = (
+                        "; record with index in the query (--query-gpu=timestamp,index,"
+                        "power.draw,...): without it the rows of several GPUs cannot be told apart"
+                    )
             if {"t", "gpu", "power_w"} <= {c.strip() for c in raw.columns}:
                 hint = (
                     "; a trace CSV (t, gpu, power_w) needs no import: give it to `grpo-power "
