@@ -17,6 +17,7 @@ from pathlib import Path
 from grpo_power.telemetry.engine import ENGINE_COLUMNS
 from grpo_power.telemetry.logrows import (
     HEADERLESS_HINT,
+    NO_GPU_COLUMN_HINT,
     column_name,
     header_is_data,
     is_dmon_header,
@@ -106,10 +107,7 @@ def _csv_kind(line: str) -> tuple[str | None, str]:
     if "timestamp" in names and any(c.startswith("power.draw") for c in names):
         if gpu_named:
             return "nvidia-smi", ""
-        return None, (
-            "an nvidia-smi log without a column naming its GPUs: its rows cannot be told apart "
-            "by GPU; record with index (or uuid, pci.bus_id) in --query-gpu"
-        )
+        return None, f"an nvidia-smi log without a column naming its GPUs: {NO_GPU_COLUMN_HINT}"
     if {"t", "gpu", "power_w"} <= names:
         return "trace", ""
     engine = _engine_of(names)

@@ -64,6 +64,7 @@ from grpo_power.telemetry.checks import (
 )
 from grpo_power.telemetry.logrows import (
     HOST_COLUMNS,
+    NO_GPU_COLUMN_HINT,
     ImportError_,
     column_name,
     columns_shown,
@@ -352,11 +353,7 @@ def import_log(
             hint, alternatives = "", ""
             if name == "gpu":
                 alternatives = f" (or one naming each GPU: {'uuid, pci.bus_id' if smi else 'UUID'})"
-                if smi:
-                    hint = (
-                        "; record with index in the query (--query-gpu=timestamp,index,"
-                        "power.draw,...): without it the rows of several GPUs cannot be told apart"
-                    )
+                hint = f"; {NO_GPU_COLUMN_HINT}" if smi else ""
             if {"t", "gpu", "power_w"} <= {c.strip() for c in raw.columns}:
                 hint = (
                     "; a trace CSV (t, gpu, power_w) needs no import: give it to `grpo-power "

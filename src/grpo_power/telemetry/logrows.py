@@ -37,6 +37,10 @@ HEADERLESS_HINT = (
     "an nvidia-smi log recorded with --format=csv,noheader has none: record with --format=csv, "
     "or add the header line its --query-gpu fields name (e.g. 'timestamp, index, power.draw [W]')"
 )
+NO_GPU_COLUMN_HINT = (
+    "record with index (or uuid, pci.bus_id) in the query (--query-gpu=timestamp,index,"
+    "power.draw,...): without it the rows of several GPUs cannot be told apart"
+)
 _DATA_CELL = re.compile(
     r"^(\d{4}[/-]\d{2}[/-]\d{2}[ T]|[-+]?\d+(\.\d*)?(e[-+]?\d+)?(\s*[A-Za-z%]+)?$)"
 )
