@@ -111,10 +111,7 @@ def test_no_arm_beats_the_oracle_within_the_budget(case: int, ppo_folders: dict[
     }
     outcomes = {}
     for arm, plan in plans.items():
-        runs = [
-            simulate(physics, config, plan.make(), cap_w, budget_s, s, plan.power_limit_w, schedule)
-            for s in seeds
-        ]
+        runs = [plan.run(physics, config, cap_w, budget_s, s, schedule) for s in seeds]
         outcomes[arm] = pooled([run_outcome(r, budget_s, config.objective) for r in runs])
     for own in ("oracle", "oracle+hwcap"):  # a plan called feasible is within it as it runs
         if plans[own].settings["feasible"]:

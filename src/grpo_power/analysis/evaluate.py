@@ -174,7 +174,12 @@ def _settings_text(arm: str, settings: dict[str, Any]) -> str:
     if arm.startswith("ppo"):
         holds = ", ".join(f"{k}={v}" for k, v in settings.get("holds", {}).items())
         text = f"drives {'+'.join(settings['actuators'])}" + (f"; {holds}" if holds else "")
-        if settings.get("power_limit_w"):
+        by_cap = settings.get("power_limit_by_cap") or []
+        if len(by_cap) > 1:  # the hardware tier's limit at each cap a schedule sets
+            text += "; limit " + ", ".join(
+                f"{r['power_limit_w']:g} W at the {r['cap_w']:g} W cap" for r in by_cap
+            )
+        elif settings.get("power_limit_w"):
             text += f"; limit {settings['power_limit_w']:g} W"
         return text
     if arm.startswith("oracle") and len(settings.get("segments", [])) > 1:

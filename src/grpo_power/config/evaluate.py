@@ -106,7 +106,7 @@ class EvaluateConfig(Strict):
     )
     threshold_grid: ThresholdTuningConfig = Field(default_factory=ThresholdTuningConfig)
     oracle_power_limit_fracs: list[Annotated[float, Field(gt=0, le=2)]] = Field(
-        default_factory=lambda: [0.95, 1.0, 1.05, 1.1],
+        default_factory=lambda: [0.9, 0.95, 1.0, 1.05, 1.1],
         description="Hardware power limits the oracle+hwcap arm searches, as shares of the cap "
         "(with no limit): the limit of the arms of the hardware tier (hwcap, ppo+hwcap).",
     )

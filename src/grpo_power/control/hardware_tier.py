@@ -9,8 +9,14 @@ chosen among the limits the oracle of the hardware tier searches
 settings (the upper bounds, what a workload-blind site would run) make the most output within
 the violation budget on ``evaluate.tuning_seeds`` over ``tuning_budget_frac`` of the budget, by
 the study's objective (``analysis/objective.py``); when none keeps the budget, the one with the
-fewest violations. The controller is then trained under it (``control/ppo.py``), and the arm
-runs under the same share of whatever cap it is evaluated at. The choice is conservative: the
+fewest violations. The controller is then trained under it (``control/ppo.py``).
+
+A site keeps its limit per cap: where a schedule lowers the run's cap (demand response), the
+tier's share of each lowered cap is tuned the same way at that cap (:func:`limits_by_cap`), as a
+site answering the request sets the limit it keeps for that cap; the share that keeps the
+uncontrolled settings within the budget at one cap may not at a lower one, where the same
+transients are a larger part of the cap. At the run's own cap the arm keeps the share it was
+trained under (as a real run does, whatever its cap). The choice is conservative: the
 controller may lower the workload, so a higher limit could suit it, which would need a
 controller trained per limit.
 """
@@ -82,3 +88,47 @@ def tune_power_limit(
         "candidates": rows,
         "simulated": True,
     }
+
+
+def limits_by_cap(
+    physics: Physics,
+    config: Config,
+    cap_w: float,
+    schedule: Schedule,
+    trained_frac: float,
+) -> list[dict[str, Any]]:
+    """The hardware tier's limit at every cap a run is given (see the module docstring).
+
+    Args:
+        physics: the deployment's nominal physics.
+        config: as :func:`tune_power_limit`.
+        cap_w: the run's cap, W (the schedule's caps are fractions of it).
+        schedule: the run's conditions; each distinct ``cap_frac`` is one cap (``cap_w``
+            itself, ``cap_frac`` 1, always is).
+        trained_frac: the share of the cap the controller was trained under.
+
+    Returns:
+        One row per cap, ``cap_w`` first, then the schedule's in its order: ``{"cap_frac",
+        "cap_w", "power_limit_frac", "power_limit_w", "tuning"}``; ``tuning`` is None at
+        ``cap_w`` (the trained share), else the :func:`tune_power_limit` result at that cap
+        under the deployment's constant conditions over the schedule's length.
+    """
+    rows = []
+    for cap_frac in dict.fromkeys([1.0, *(c.cap_frac for c in schedule.conditions)]):
+        at_w = cap_w * cap_frac
+        if cap_frac == 1.0:
+            frac, tuning = trained_frac, None
+        else:
+            constant = Schedule.constant(schedule.budget_s, config.sim.completion_tokens)
+            tuning = tune_power_limit(physics, config, at_w, constant)
+            frac = tuning["power_limit_frac"]
+        rows.append(
+            {
+                "cap_frac": cap_frac,
+                "cap_w": at_w,
+                "power_limit_frac": frac,
+                "power_limit_w": frac * at_w,
+                "tuning": tuning,
+            }
+        )
+    return rows

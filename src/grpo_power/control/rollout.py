@@ -16,6 +16,7 @@ Arms (docs/design.md section 4) in the simulator:
 | hwcap        | uncontrolled settings with the GPU power limit set to the cap              |
 | ppo+hwcap    | its own PPO controller, trained under the tuned GPU power limit (the       |
 |              | hardware tier, ``hardware_tier.py``), the limit set to its share of the cap |
+|              | (and to the share tuned at each cap a schedule lowers it to)                |
 | oracle       | the best setting per segment in hindsight, by simulation (``oracle.py``)   |
 | oracle+hwcap | the same search with the GPU power limit too (limit of the hardware tier)  |
 
@@ -66,23 +67,50 @@ from grpo_power.config import (
 )
 from grpo_power.control.controllers import Controller, FixedController, ThresholdController
 from grpo_power.control.env import deployment_cap_w
+from grpo_power.control.hardware_tier import limits_by_cap
 from grpo_power.control.oracle import search_oracle
 from grpo_power.control.policy import PPOController
 from grpo_power.control.simulate import run_outcome, simulate
 from grpo_power.layout import SIM_RUN, SIM_RUN_METADATA_KEY
 from grpo_power.sim.calibration import Calibration
+from grpo_power.sim.grpo_sim import SimRun
 from grpo_power.sim.schedule import Schedule
 from grpo_power.sim.step_model import Physics, physics_for
 
 
 @dataclass(frozen=True)
 class ArmPlan:
-    """How one arm runs on one deployment: a controller factory and the GPU power limit."""
+    """How one arm runs on one deployment: a controller factory and the GPU power limit (at
+    the deployment's cap; ``limit_shares``: the share of each cap a schedule sets, by its
+    ``cap_frac``, where the hardware tier is tuned per cap)."""
 
     arm: str
     make: Callable[[], Controller]
     power_limit_w: float | None
     settings: dict[str, Any]
+    limit_shares: dict[float, float] | None = None
+
+    def run(
+        self,
+        physics: Physics,
+        config: Config,
+        cap_w: float,
+        budget_s: float,
+        seed: int,
+        schedule: Schedule,
+    ) -> SimRun:
+        """One simulated run of the arm (:func:`~grpo_power.control.simulate.simulate`)."""
+        return simulate(
+            physics,
+            config,
+            self.make(),
+            cap_w,
+            budget_s,
+            seed,
+            self.power_limit_w,
+            schedule,
+            self.limit_shares,
+        )
 
 
 def tune_fixed_safe(
@@ -233,15 +261,23 @@ def arm_plans(
             result = search_oracle(physics, config, cap_w, schedule, seeds, hardware)
             plans.append(ArmPlan(arm, lambda r=result: r.controller(), None, result.settings()))
         elif arm.startswith("ppo"):
-            plans.append(_ppo_plan(arm, physics, controllers, cap_w))
+            plans.append(_ppo_plan(arm, physics, config, controllers, cap_w, schedule))
         else:
             raise ValueError(f"unknown simulator arm {arm!r}")
     return plans
 
 
-def _ppo_plan(arm: str, physics: Physics, controllers: dict[str, Path], cap_w: float) -> ArmPlan:
-    """The plan of a PPO arm: its trained controller, under the GPU power limit it was trained
-    under as a share of ``cap_w`` (``ppo+hwcap``; None for the others)."""
+def _ppo_plan(
+    arm: str,
+    physics: Physics,
+    config: Config,
+    controllers: dict[str, Path],
+    cap_w: float,
+    schedule: Schedule,
+) -> ArmPlan:
+    """The plan of a PPO arm: its trained controller; for ``ppo+hwcap`` under the hardware
+    tier's limit at each cap the run is given (``hardware_tier.limits_by_cap``: the share it
+    was trained under at ``cap_w``, the share tuned at each cap a schedule lowers it to)."""
     if arm not in controllers:
         raise ValueError(f"arm {arm!r} needs its trained controller folder")
     controller = PPOController.load(controllers[arm], physics.name)
@@ -252,6 +288,7 @@ def _ppo_plan(arm: str, physics: Physics, controllers: dict[str, Path], cap_w: f
             f"controller trained {'under' if uses_hardware_tier(arm) else 'without'} the GPU "
             f"power limit, got {frac!r}; train it with `grpo-power controller train --arm {arm}`"
         )
+    limits = None if frac is None else limits_by_cap(physics, config, cap_w, schedule, frac)
     limit_w = power_limit_w(arm, cap_w, frac)
     settings = {
         "folder": str(controllers[arm]),
@@ -261,8 +298,10 @@ def _ppo_plan(arm: str, physics: Physics, controllers: dict[str, Path], cap_w: f
         "calibration_digest": controller.meta["calibration_digest"],
         "power_limit_frac": frac,
         "power_limit_w": limit_w,
+        "power_limit_by_cap": limits,
     }
-    return ArmPlan(arm, lambda c=controller: c, limit_w, settings)
+    shares = None if limits is None else {r["cap_frac"]: r["power_limit_frac"] for r in limits}
+    return ArmPlan(arm, lambda c=controller: c, limit_w, settings, shares)
 
 
 def run_arm(
@@ -278,9 +317,7 @@ def run_arm(
     budget_s = schedule.budget_s
     sample_frames, step_frames = [], []
     for seed in tqdm(seeds, desc=f"{physics.name} {plan.arm}", unit="seed", leave=False):
-        run = simulate(
-            physics, config, plan.make(), cap_w, budget_s, seed, plan.power_limit_w, schedule
-        )
+        run = plan.run(physics, config, cap_w, budget_s, seed, schedule)
         index = np.concatenate([s.sample_index for s in run.steps])
         power = np.concatenate([s.power_w for s in run.steps])
         caps = np.concatenate([np.full(len(s.sample_index), s.cap_w) for s in run.steps])

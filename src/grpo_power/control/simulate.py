@@ -8,6 +8,8 @@ judges the evaluated arms' files. Everything here is simulated.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from grpo_power.analysis.objective import Outcome, judge
@@ -28,6 +30,7 @@ def simulate(
     seed: int,
     power_limit_w: float | None = None,
     schedule: Schedule | None = None,
+    limit_shares: Mapping[float, float] | None = None,
 ) -> SimRun:
     """One simulated run of ``budget_s`` seconds driven by ``controller`` (recorded).
 
@@ -35,7 +38,9 @@ def simulate(
     per segment; every other controller decides from its observation. A GPU power limit is set
     relative to the cap: ``power_limit_w`` (or a segment's limit) holds at ``cap_w``, and while a
     schedule lowers the cap (demand response) the limit is lowered with it, as a site lowering
-    its cap lowers the limits it set under it."""
+    its cap lowers the limits it set under it. ``limit_shares`` (the hardware tier's limit per
+    cap, ``control/hardware_tier.py``) maps a schedule's ``cap_frac`` to the share of that cap
+    the limit is set at instead; a cap not in it keeps ``power_limit_w``'s share."""
     models: dict[float | None, StepModel] = {}
 
     def model(limit_w: float | None) -> StepModel:
@@ -59,8 +64,12 @@ def simulate(
             action, limit_w = controller.at(run.t_s)
         else:
             action, limit_w = controller.decide(observe(run)), power_limit_w
-        run.conditions()  # the cap of the next step
-        run.model = model(None if limit_w is None else limit_w * run.cap_w / cap_w)
+        cap_frac = run.conditions().cap_frac  # the cap of the next step
+        if limit_w is not None and limit_shares and cap_frac in limit_shares:
+            limit_w = limit_shares[cap_frac] * run.cap_w
+        elif limit_w is not None:
+            limit_w = limit_w * run.cap_w / cap_w
+        run.model = model(limit_w)
         run.step(**{name: getattr(action, name) for name in ONLINE_ACTUATORS})
     return run
 
