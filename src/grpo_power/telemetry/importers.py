@@ -351,9 +351,10 @@ def import_log(
     for name, shown in required.items():
         if name not in frame:
             hint, alternatives = "", ""
-            if name == "gpu":
-                alternatives = f" (or one naming each GPU: {'uuid, pci.bus_id' if smi else 'UUID'})"
-                hint = f"; {NO_GPU_COLUMN_HINT}" if smi else ""
+            if name == "gpu" and smi:  # the hint names the columns that may stand for it
+                hint = f"; {NO_GPU_COLUMN_HINT}"
+            elif name == "gpu":
+                alternatives = " (or one naming each GPU: UUID)"
             if {"t", "gpu", "power_w"} <= {c.strip() for c in raw.columns}:
                 hint = (
                     "; a trace CSV (t, gpu, power_w) needs no import: give it to `grpo-power "
