@@ -418,3 +418,42 @@ def test_an_engine_clock_that_drifts_is_followed() -> None:
     _, info, notes = align_engine(power_t_s, power_w, log)
     assert info["drift_s"] > 1.0 and not info["drift_corrected"]
     assert "faster than a clock drifts" in notes[0]
+
+
+def test_a_regular_log_and_one_read_line_by_line_import_alike(tmp_path: Path) -> None:
+    """A regular log is read by pandas' C parser, a log with a quoted cell line by line: the
+    same rows give the same trace (a repeated header and blank lines dropped), and a bad cell
+    is refused on the same line in both."""
+    import pandas as pd
+
+    from grpo_power.telemetry.logrows import read_csv_log
+
+    header = "timestamp, index, power.draw [W], utilization.gpu [%]"
+    rows = [
+        f"2026/11/02 09:00:0{s}.000, {g}, {250 + s + g}.5 W, {10 * g} %"
+        for s in range(5)
+        for g in range(2)
+    ]
+    text = "\n".join([header, *rows[:4], "", header, *rows[4:]]) + "\n\n"
+    regular, quoted = tmp_path / "regular.csv", tmp_path / "quoted.csv"
+    regular.write_text(text)
+    quoted.write_text(text.replace("timestamp,", '"timestamp",', 1))
+    (plain, plain_lines), (csv_rows, csv_lines) = (
+        read_csv_log(regular, "nvidia-smi"),
+        read_csv_log(quoted, "nvidia-smi"),
+    )
+    pd.testing.assert_frame_equal(plain, csv_rows)
+    assert plain_lines.tolist() == csv_lines.tolist() == [2, 3, 4, 5, *range(8, 14)]
+    frames = [
+        import_log(p, "nvidia-smi", nameplate_w=400.0, timezone="UTC")[0] for p in (regular, quoted)
+    ]
+    pd.testing.assert_frame_equal(*frames)
+    assert len(frames[0]) == 10 and frames[0]["power_w"].max() == 255.5
+    messages = []
+    for path in (regular, quoted):
+        path.write_text(path.read_text().replace("252.5 W", "lots W"))  # s=1, gpu 1: line 5
+        with pytest.raises(ImportError_) as error:
+            import_log(path, "nvidia-smi", nameplate_w=400.0, timezone="UTC")
+        messages.append(str(error.value).replace(path.name, "LOG"))
+    assert messages[0] == messages[1]
+    assert "non-numeric value 'lots' (line 5)" in messages[0]

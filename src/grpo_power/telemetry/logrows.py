@@ -1,10 +1,12 @@
 """A log file's rows as text, and its cells as numbers: what every importer reads first.
 
 :func:`read_csv_log` reads a comma-separated log with its header line (nvidia-smi's query, a
-DCGM CSV, an inference engine's metrics), :func:`read_dmon_log` an ``nvidia-smi dmon`` table,
+DCGM CSV, an inference engine's metrics; a regular one by pandas' C parser, any other line by
+line with :mod:`csv`), :func:`read_dmon_log` an ``nvidia-smi dmon`` table,
 each as text under its column names with every row's line in the file, for
 :func:`grpo_power.telemetry.importers.import_log` (and :mod:`grpo_power.telemetry.engine`) to map
-onto the trace schema; :func:`numeric_column` turns a column into floats. Every refusal is an
+onto the trace schema; :func:`numeric_column` turns a column into floats (Arrow's kernels,
+pandas where Arrow's parser refuses a cell). Every refusal is an
 :class:`ImportError_` whose one line names the file, the line or column, and what was expected.
 """
 
@@ -18,6 +20,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from grpo_power.user_paths import path_problem
 
@@ -86,11 +90,36 @@ def read_log_text(path: Path, expected: str) -> str:
     return text
 
 
-def read_csv_log(path: Path, fmt: str) -> tuple[pd.DataFrame, np.ndarray]:
-    """The log's rows as text (columns as in its header) and each row's line in the file;
-    ``fmt`` names the log's kind in errors (``nvidia-smi``, ``dcgm``, an engine's name)."""
-    expected = f"a comma-separated {fmt} log with a header line"
-    text = read_log_text(path, expected)
+def _regular_table(text: str) -> tuple[pd.DataFrame, np.ndarray] | None:
+    """A log without quotes or carriage returns whose every line has as many fields as its
+    first, read by pandas' C parser: its rows as text (the header line first) and each row's line
+    in the file; None for any other text, which :func:`_csv_rows` reads (and refuses) line by
+    line."""
+    if '"' in text or "\r" in text:
+        return None
+    present = [(n, line) for n, line in enumerate(text.split("\n"), 1) if line]
+    widths = np.fromiter((line.count(",") for _, line in present), np.int64, len(present))
+    if not present or (widths != widths[0]).any():
+        return None  # a truncated or mixed row: the line-by-line reader says which
+    try:
+        table = pd.read_csv(
+            io.StringIO(text),
+            header=None,
+            dtype=object,
+            skipinitialspace=True,
+            na_filter=False,
+            engine="c",
+        )
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError):
+        return None
+    lines = np.array([n for n, _ in present], dtype=np.int64)
+    if table.shape != (len(lines), widths[0] + 1):
+        return None
+    return table, lines
+
+
+def _csv_rows(path: Path, text: str, expected: str) -> tuple[list[list[str]], np.ndarray]:
+    """Every non-empty row of a CSV text (each as its cells) and the line each ends on."""
     reader = csv.reader(io.StringIO(text, newline=""), skipinitialspace=True)
     rows: list[list[str]] = []
     lines: list[int] = []
@@ -103,9 +132,12 @@ def read_csv_log(path: Path, fmt: str) -> tuple[pd.DataFrame, np.ndarray]:
         raise ImportError_(
             f"{path}: line {reader.line_num}: expected {expected}, got unreadable CSV ({error})"
         ) from None
-    if not rows:
-        raise ImportError_(f"{path}: expected {expected}, got an empty file")
-    header = [h.strip() for h in rows[0]]
+    return rows, np.array(lines, dtype=np.int64)
+
+
+def _header(path: Path, first: list[str], fmt: str, expected: str) -> list[str]:
+    """A log's first row as its column names; refused where it cannot be a header."""
+    header = [str(h).strip() for h in first]
     if len(header) == 1:
         raise ImportError_(
             f"{path}: header: expected {expected} (timestamp, index or gpu, power, ...), got one "
@@ -117,20 +149,37 @@ def read_csv_log(path: Path, fmt: str) -> tuple[pd.DataFrame, np.ndarray]:
             f"{path}: line 1: expected a header line naming the columns, got data "
             f"({', '.join(header[:3])}, ...); {hint}"
         )
-    # nvidia-smi -l repeats its header after a restart; drop every repeat of it.
-    kept = [
-        (r, n) for r, n in zip(rows[1:], lines[1:], strict=True) if [c.strip() for c in r] != header
-    ]
-    for row, line in kept:
-        if len(row) != len(header):
+    return header
+
+
+def read_csv_log(path: Path, fmt: str) -> tuple[pd.DataFrame, np.ndarray]:
+    """The log's rows as text (columns as in its header) and each row's line in the file;
+    ``fmt`` names the log's kind in errors (``nvidia-smi``, ``dcgm``, an engine's name).
+    ``nvidia-smi -l`` repeats its header after a restart: every repeat of it is dropped."""
+    expected = f"a comma-separated {fmt} log with a header line"
+    text = read_log_text(path, expected)
+    regular = _regular_table(text)
+    if regular is not None:  # the common case, read in C: every row has the header's fields
+        table, lines = regular
+        header = _header(path, table.iloc[0].tolist(), fmt, expected)
+        body = table.iloc[1:]
+        same = (body[0].str.strip() == header[0]).to_numpy(copy=True)
+        for i in np.flatnonzero(same):
+            same[i] = [str(c).strip() for c in body.iloc[i]] == header
+        body = body[~same].set_axis(header, axis=1).reset_index(drop=True)
+        return body, lines[1:][~same]
+    rows, lines = _csv_rows(path, text, expected)
+    if not rows:
+        raise ImportError_(f"{path}: expected {expected}, got an empty file")
+    header = _header(path, rows[0], fmt, expected)
+    kept = [i for i, r in enumerate(rows[1:], 1) if [c.strip() for c in r] != header]
+    for i in kept:
+        if len(rows[i]) != len(header):
             raise ImportError_(
-                f"{path}: line {line} has a different number of fields than the header: "
-                f"expected {len(header)}, got {len(row)} (a truncated or mixed log)"
+                f"{path}: line {lines[i]} has a different number of fields than the header: "
+                f"expected {len(header)}, got {len(rows[i])} (a truncated or mixed log)"
             )
-    body = [r for r, _ in kept]
-    return pd.DataFrame(body, columns=header, dtype=object), np.array(
-        [n for _, n in kept], dtype=np.int64
-    )
+    return pd.DataFrame([rows[i] for i in kept], columns=header, dtype=object), lines[kept]
 
 
 # ``nvidia-smi dmon`` columns, by their header name, as the query names of NVIDIA_SMI_COLUMNS
@@ -201,13 +250,33 @@ def read_dmon_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
     return raw, np.array([n for n, _ in body], dtype=np.int64)
 
 
+_UNIT_SUFFIX = r"\s*(W|%|MHz|C|mJ|J)$"
+
+
+def _parsed(values: pd.Series) -> tuple[pd.Series, pd.Series]:
+    """A text column's cells stripped of blanks and units (None where missing) and their
+    numbers (NaN where not one): by Arrow's kernels, in C++, or by pandas where Arrow's parser
+    refuses a cell (a unit after a non-ASCII space, a number in a form only Python reads)."""
+    raw = values.astype(str)
+    cells = pc.utf8_trim_whitespace(pa.array(raw.to_numpy(dtype=object), type=pa.string()))
+    missing = pc.is_in(cells, value_set=pa.array(sorted(MISSING_VALUES), type=pa.string()))
+    cells = pc.if_else(missing, pa.scalar(None, pa.string()), cells)
+    cells = pc.replace_substring_regex(cells, pattern=_UNIT_SUFFIX, replacement="")
+    try:
+        number = pc.cast(cells, pa.float64()).to_numpy(zero_copy_only=False)
+        text = pd.Series(cells.to_numpy(zero_copy_only=False), index=values.index, dtype=object)
+        return text, pd.Series(number, index=values.index, dtype=float)
+    except pa.ArrowInvalid:
+        text = raw.str.strip()
+        text = text.where(~text.isin(MISSING_VALUES), None)
+        text = text.str.replace(_UNIT_SUFFIX, "", regex=True)
+        return text, pd.to_numeric(text, errors="coerce").astype(float)
+
+
 def numeric_column(path: Path, values: pd.Series, column: str, lines: np.ndarray) -> pd.Series:
     """A text column as floats (units stripped, [N/A] as NaN); a value that is not a number is
     refused naming the column and its line."""
-    text = values.astype(str).str.strip()
-    text = text.where(~text.isin(MISSING_VALUES), None)
-    text = text.str.replace(r"\s*(W|%|MHz|C|mJ|J)$", "", regex=True)
-    number = pd.to_numeric(text, errors="coerce")
+    text, number = _parsed(values)
     unparsed = number.isna() & text.notna()
     if unparsed.any():
         i = int(np.argmax(unparsed.to_numpy()))
@@ -215,7 +284,6 @@ def numeric_column(path: Path, values: pd.Series, column: str, lines: np.ndarray
             f"{path}: column '{column}' has a non-numeric value {text.iloc[i]!r} (line "
             f"{lines[i]}); expected a number, optionally with its unit, or [N/A]"
         )
-    number = number.astype(float)
     huge = ~np.isfinite(number.to_numpy()) & number.notna().to_numpy()
     if huge.any():
         i = int(np.argmax(huge))
