@@ -91,11 +91,11 @@ def read_log_text(path: Path, expected: str) -> str:
 
 
 def _regular_table(text: str) -> tuple[pd.DataFrame, np.ndarray] | None:
-    """A log without quotes or carriage returns whose every line has as many fields as its
-    first, read by pandas' C parser: its rows as text (the header line first) and each row's line
-    in the file; None for any other text, which :func:`_csv_rows` reads (and refuses) line by
-    line."""
-    if '"' in text or "\r" in text:
+    """A log without quotes, tabs or carriage returns (where pandas' C parser and :mod:`csv`
+    could split or strip cells apart) whose every line has as many fields as its first, read by
+    that parser: its rows as text (the header line first) and each row's line in the file; None
+    for any other text, which :func:`_csv_rows` reads (and refuses) line by line."""
+    if '"' in text or "\r" in text or "\t" in text:
         return None
     present = [(n, line) for n, line in enumerate(text.split("\n"), 1) if line]
     widths = np.fromiter((line.count(",") for _, line in present), np.int64, len(present))
