@@ -147,14 +147,26 @@ def resolve_timezone(name: str | None) -> tuple[ZoneInfo, str, str]:
         ) from None
 
 
+def _numbers_first(text: pd.Series) -> bool:
+    """Whether a timestamp column may hold unix times: empty, or its first cell a number (else
+    it holds dates, and parsing every cell as a number first would only cost time)."""
+    if len(text) == 0:
+        return True
+    try:
+        float(text.iloc[0])
+    except ValueError:
+        return False
+    return True
+
+
 def _timestamps(
     path: Path, values: pd.Series, lines: np.ndarray, gpu: np.ndarray, zone: tuple[Any, str, str]
 ) -> tuple[np.ndarray, float, dict[str, Any], list[str]]:
     """Seconds since the first row (file order, exact to the microsecond), the first row's unix
     time, metadata on how they were read, and notes."""
     text = values.astype(str).str.strip()
-    numeric = pd.to_numeric(text, errors="coerce")
-    if numeric.notna().all():
+    numeric = pd.to_numeric(text, errors="coerce") if _numbers_first(text) else None
+    if numeric is not None and numeric.notna().all():
         raw = numeric.to_numpy(dtype=float)
         if not np.isfinite(raw).all():
             i = int(np.argmax(~np.isfinite(raw)))

@@ -97,9 +97,12 @@ def _regular_table(text: str) -> tuple[pd.DataFrame, np.ndarray] | None:
     for any other text, which :func:`_csv_rows` reads (and refuses) line by line."""
     if '"' in text or "\r" in text or "\t" in text:
         return None
-    present = [(n, line) for n, line in enumerate(text.split("\n"), 1) if line]
-    widths = np.fromiter((line.count(",") for _, line in present), np.int64, len(present))
-    if not present or (widths != widths[0]).any():
+    data = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)  # no multi-byte char holds , \n
+    ends = np.append(np.flatnonzero(data == ord("\n")), len(data))
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    commas = np.flatnonzero(data == ord(","))
+    widths = np.bincount(np.searchsorted(ends, commas), minlength=len(ends))[ends > starts]
+    if not len(widths) or (widths != widths[0]).any():
         return None  # a truncated or mixed row: the line-by-line reader says which
     try:
         table = pd.read_csv(
@@ -112,7 +115,7 @@ def _regular_table(text: str) -> tuple[pd.DataFrame, np.ndarray] | None:
         )
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError):
         return None
-    lines = np.array([n for n, _ in present], dtype=np.int64)
+    lines = np.flatnonzero(ends > starts).astype(np.int64) + 1
     if table.shape != (len(lines), widths[0] + 1):
         return None
     return table, lines
