@@ -7,8 +7,8 @@ log (units in the cells, as nvidia-smi writes them) and times
 by pandas' C parser and its numbers parsed by Arrow) and through the line-by-line reader that a
 log with quotes or a malformed row takes (``logrows._regular_table`` answering None), the
 reader every log took before (the numbers are parsed by Arrow in both). Both must give the same
-trace. No target: the numbers are for the
-README and the closing note. Run: ``python -m benchmarks import``.
+trace. No target: the numbers are for the README and the closing note. Run: ``python -m
+benchmarks import``.
 """
 
 from __future__ import annotations

@@ -101,7 +101,8 @@ def _regular_table(text: str) -> tuple[pd.DataFrame, np.ndarray] | None:
     ends = np.append(np.flatnonzero(data == ord("\n")), len(data))
     starts = np.concatenate([[0], ends[:-1] + 1])
     commas = np.flatnonzero(data == ord(","))
-    widths = np.bincount(np.searchsorted(ends, commas), minlength=len(ends))[ends > starts]
+    present = ends > starts  # lines that hold something
+    widths = np.bincount(np.searchsorted(ends, commas), minlength=len(ends))[present]
     if not len(widths) or (widths != widths[0]).any():
         return None  # a truncated or mixed row: the line-by-line reader says which
     try:
@@ -115,7 +116,7 @@ def _regular_table(text: str) -> tuple[pd.DataFrame, np.ndarray] | None:
         )
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError):
         return None
-    lines = np.flatnonzero(ends > starts).astype(np.int64) + 1
+    lines = np.flatnonzero(present).astype(np.int64) + 1
     if table.shape != (len(lines), widths[0] + 1):
         return None
     return table, lines
@@ -161,28 +162,28 @@ def read_csv_log(path: Path, fmt: str) -> tuple[pd.DataFrame, np.ndarray]:
     ``nvidia-smi -l`` repeats its header after a restart: every repeat of it is dropped."""
     expected = f"a comma-separated {fmt} log with a header line"
     text = read_log_text(path, expected)
-    regular = _regular_table(text)
-    if regular is not None:  # the common case, read in C: every row has the header's fields
+    regular = _regular_table(text)  # the common case, read in C
+    rows: list[list[str]] = []
+    if regular is None:
+        rows, lines = _csv_rows(path, text, expected)
+        if not rows:
+            raise ImportError_(f"{path}: expected {expected}, got an empty file")
+    else:
         table, lines = regular
-        header = _header(path, table.iloc[0].tolist(), fmt, expected)
-        body = table.iloc[1:]
-        same = (body[0].str.strip() == header[0]).to_numpy(copy=True)
-        for i in np.flatnonzero(same):
-            same[i] = [str(c).strip() for c in body.iloc[i]] == header
-        body = body[~same].set_axis(header, axis=1).reset_index(drop=True)
-        return body, lines[1:][~same]
-    rows, lines = _csv_rows(path, text, expected)
-    if not rows:
-        raise ImportError_(f"{path}: expected {expected}, got an empty file")
-    header = _header(path, rows[0], fmt, expected)
-    kept = [i for i, r in enumerate(rows[1:], 1) if [c.strip() for c in r] != header]
-    for i in kept:
-        if len(rows[i]) != len(header):
-            raise ImportError_(
-                f"{path}: line {lines[i]} has a different number of fields than the header: "
-                f"expected {len(header)}, got {len(rows[i])} (a truncated or mixed log)"
-            )
-    return pd.DataFrame([rows[i] for i in kept], columns=header, dtype=object), lines[kept]
+    header = _header(path, rows[0] if rows else table.iloc[0].tolist(), fmt, expected)
+    if rows:  # a repeated header has the header's fields, so no other row may differ
+        for row, line in zip(rows[1:], lines[1:], strict=True):
+            if len(row) != len(header):
+                raise ImportError_(
+                    f"{path}: line {line} has a different number of fields than the header: "
+                    f"expected {len(header)}, got {len(row)} (a truncated or mixed log)"
+                )
+        table = pd.DataFrame(rows, dtype=object)
+    body = table.iloc[1:]
+    same = (body[0].str.strip() == header[0]).to_numpy(copy=True)
+    for i in np.flatnonzero(same):
+        same[i] = [str(c).strip() for c in body.iloc[i]] == header
+    return body[~same].set_axis(header, axis=1).reset_index(drop=True), lines[1:][~same]
 
 
 # ``nvidia-smi dmon`` columns, by their header name, as the query names of NVIDIA_SMI_COLUMNS
