@@ -3,6 +3,7 @@ counter or integrated, the phase split, and the trace it writes."""
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -91,6 +92,57 @@ def test_window_misuse_is_refused() -> None:
             _ = c.energy_j
         assert c.energy_j > 0
         monitor.end_window("a")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"period_s": 0}, "PowerMonitor: period_s: Input should be greater than 0 (got 0)"),
+        ({"period_s": float("nan")}, "PowerMonitor: period_s: "),
+        ({"gpus": []}, "PowerMonitor: gpus: List should have at least 1 item"),
+        ({"gpus": [-1]}, "PowerMonitor: gpus.0: Input should be greater than or equal to 0"),
+        ({"source": "nvidia"}, "PowerMonitor: source: Input should be 'simulated', 'nvml'"),
+        ({"cap_w": -320}, "PowerMonitor: cap_w: expected a finite number above 0, got -320"),
+        ({"cap_w": float("inf")}, "PowerMonitor: cap_w: expected a finite number above 0"),
+        ({"history_s": 0}, "PowerMonitor: history_s: expected a finite number above 0, got 0"),
+    ],
+)
+def test_bad_monitor_arguments_are_refused_in_one_line(
+    arguments: dict[str, object], message: str
+) -> None:
+    """A bad argument is a ValueError naming the class, the argument and what was expected
+    (not a ZeroDivisionError or a monitor that samples no GPU)."""
+    with pytest.raises(ValueError) as refused:
+        PowerMonitor(**arguments)  # type: ignore[arg-type]
+    assert str(refused.value).startswith(message)
+    assert "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"cap_w": 0.0}, "PowerCapCallback: cap_w: expected a finite number above 0, got 0.0"),
+        ({"cap_w": 320.0, "window_s": -5.0}, "PowerCapCallback: window_s: expected a finite"),
+        ({"cap_w": 320.0, "staleness_s": float("nan")}, "PowerCapCallback: staleness_s: "),
+        (
+            {"cap_w": 320.0, "pause_s": -1.0},
+            "PowerCapCallback: pause_s: expected a finite number at or above 0",
+        ),
+    ],
+)
+def test_bad_cap_callback_arguments_are_refused_in_one_line(
+    arguments: dict[str, float], message: str
+) -> None:
+    from grpo_power.callbacks import PowerCapCallback
+    from grpo_power.control.contract import Action
+
+    class Hold:
+        def decide(self, observation: object) -> Action:
+            return Action()
+
+    with pytest.raises(ValueError, match=re.escape(message)):
+        PowerCapCallback(controller=Hold(), **arguments)  # type: ignore[arg-type]
+    PowerCapCallback(controller=Hold(), cap_w=320.0, pause_s=0.0)  # zero pause is valid
 
 
 def test_a_stopped_monitor_starts_a_new_session_in_the_next_trace(tmp_path: Path) -> None:

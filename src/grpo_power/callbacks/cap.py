@@ -34,6 +34,7 @@ from transformers import Trainer, TrainerCallback
 
 from grpo_power.callbacks.binding import bound_trainer, run_first
 from grpo_power.config import ActuatorBounds, Config
+from grpo_power.config.base import check_arguments
 from grpo_power.control.contract import Action, Observation, RunViolations
 from grpo_power.control.controllers import Controller
 from grpo_power.telemetry.monitor import PowerMonitor
@@ -98,6 +99,14 @@ class PowerCapCallback(TrainerCallback):
         config: Config | None = None,
     ) -> None:
         config = config or Config()
+        check_arguments(
+            "PowerCapCallback",
+            ("pause_s",),
+            cap_w=cap_w,
+            window_s=window_s,
+            staleness_s=staleness_s,
+            pause_s=pause_s,
+        )
         self.controller = load_controller(controller)
         self.cap_w = cap_w
         self._owns_monitor = monitor is None

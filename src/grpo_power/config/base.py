@@ -53,3 +53,23 @@ def validation_problems(error: ValidationError) -> list[str]:
         shown = "" if isinstance(given, dict) or item["type"] == "missing" else f" (got {given!r})"
         problems.append(f"{path}: {message}{shown}")
     return problems
+
+
+def check_arguments(owner: str, non_negative: tuple[str, ...] = (), **values: float | None) -> None:
+    """Refuse a library call's numeric argument that is not finite and above 0 (at or above 0
+    for the names in ``non_negative``; None: not given), naming ``owner`` (the class), the
+    argument and what was expected in one line.
+
+    Raises:
+        ValueError: the first bad argument.
+    """
+    for name, value in values.items():
+        if value is None:
+            continue
+        low = "at or above 0" if name in non_negative else "above 0"
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = math.nan
+        if not math.isfinite(number) or number < 0 or (number == 0 and name not in non_negative):
+            raise ValueError(f"{owner}: {name}: expected a finite number {low}, got {value!r}")

@@ -172,7 +172,7 @@ class TelemetryConfig(Strict):
         description="Samples are made durable at least this often, s "
         "(a SIGKILL loses at most this).",
     )
-    gpus: list[int] | None = Field(
+    gpus: Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)] | None = Field(
         None,
         description="GPU indices to sample; null = those in CUDA_VISIBLE_DEVICES, else all "
         "(nvml) or one (simulated).",

@@ -31,8 +31,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 
 from grpo_power.config import Config, TelemetrySource
+from grpo_power.config.base import check_arguments, validation_problems
 from grpo_power.sim.power_model import Phase
 from grpo_power.telemetry.factory import open_source
 from grpo_power.telemetry.record import trace_metadata
@@ -149,13 +151,19 @@ class PowerMonitor:
         **sampler_options: Any,
     ) -> None:
         config = config or Config()
+        check_arguments("PowerMonitor", cap_w=cap_w, history_s=history_s)
         self._restart = (source, trace if isinstance(trace, str | Path) else None)
         self._sessions = 1
-        telemetry = config.telemetry.model_copy(
-            update={k: v for k, v in (("gpus", gpus), ("period_s", period_s)) if v is not None}
-        )
+        telemetry = config.telemetry.model_copy()
+        given = {"gpus": gpus, "period_s": period_s}
         if isinstance(source, str):
-            telemetry.source = source
+            given["source"] = source
+        try:
+            for name, value in given.items():
+                if value is not None:
+                    setattr(telemetry, name, value)  # validated against the config's schema
+        except ValidationError as error:
+            raise ValueError(f"PowerMonitor: {validation_problems(error)[0]}") from None
         config = config.model_copy(update={"telemetry": telemetry})
         self._config = config
         self.signal = signal or WorkloadSignal()
