@@ -141,6 +141,33 @@ CASES: list[Case] = [
         ["{name}", "line 1", "expected a header line", "got data", "--format=csv,noheader"],
     ),
     Case(
+        "import-engine-log",
+        "an inference engine's metrics log given as the power log",
+        (
+            "text",
+            {
+                "name": "engine.csv",
+                "text": "timestamp,vllm:num_requests_running,vllm:generation_tokens_total\n"
+                "1.5,3,100\n",
+            },
+        ),
+        IMPORT,
+        ["{name}", "missing column", "inference engine's metrics log (vllm)", "--engine THIS"],
+    ),
+    Case(
+        "import-grafana-export",
+        "a Grafana panel's CSV download of DCGM power",
+        (
+            "text",
+            {
+                "name": "grafana.csv",
+                "text": '"Time","DCGM_FI_DEV_POWER_USAGE{gpu=""0""}"\n1764583200000,250.5\n',
+            },
+        ),
+        IMPORT,
+        ["{name}", "missing column 'timestamp'", "a Grafana CSV export", "--format prometheus"],
+    ),
+    Case(
         "import-prometheus-summed",
         "Prometheus result of sum(DCGM_FI_DEV_POWER_USAGE): no labels name the GPU",
         (

@@ -65,6 +65,9 @@ def test_planner_on_a_folder_of_mixed_traces(config: Config, tmp_path: Path) -> 
         s for s in utilisation["data"]["result"] if s["metric"]["__name__"] != POWER
     ]
     (folder / "util.json").write_text(json.dumps(utilisation, indent=2))
+    series = 'DCGM_FI_DEV_POWER_USAGE{Hostname=""node1"", gpu=""0"", modelName=""NVIDIA A100""}'
+    grafana = f'"Time","{series}"\n1764583200000,250.5\n1764583215000,251.0\n'
+    (folder / "grafana.csv").write_text(grafana)  # a panel's "Download CSV"
     result = run_planner(folder, tmp_path / "out", config)
     index = pd.read_csv(tmp_path / "out" / "traces" / "index.csv")
     imported = index[index["status"] == "imported"].set_index("key")
@@ -85,6 +88,7 @@ def test_planner_on_a_folder_of_mixed_traces(config: Config, tmp_path: Path) -> 
         "run-a/engine",
         "run-a/manifest",
         "util",
+        "grafana",
     }
     reasons = index.set_index("key")["reason"]
     assert reasons["smi/noheader"].startswith("no header line (line 1 is data: ")
@@ -93,6 +97,8 @@ def test_planner_on_a_folder_of_mixed_traces(config: Config, tmp_path: Path) -> 
     assert reasons["run-a/engine"].startswith("an inference engine's metrics log (vllm), not power")
     assert reasons["util"].startswith(f"a Prometheus query result without {POWER} series")
     assert reasons["run-a/manifest"] == "a .json file that is not a Prometheus query result"
+    assert reasons["grafana"].startswith("a Grafana CSV export")
+    assert "--format prometheus" in reasons["grafana"]
     assert "gpu.nameplate_w" in imported.loc["smi/node2", "notes"]
     assert "2 hosts in column 'Hostname'" in imported.loc["prometheus", "notes"]
     assert imported.loc["prometheus", "sample_period_s"] == 15.0  # a scrape every 15 s

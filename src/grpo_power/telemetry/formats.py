@@ -4,8 +4,8 @@
 :func:`log_format` gives an importer's format (``nvidia-smi``, ``nvidia-smi-dmon``, ``dcgm``,
 ``prometheus``; :data:`grpo_power.telemetry.importers.ImportFormat`), ``trace`` for a trace CSV
 (``t``, ``gpu``, ``power_w``), or why the file is none of them: an inference engine's metrics
-log, an nvidia-smi log without its header line or without a column naming its GPUs, a
-``dcgmi dmon`` table, a Prometheus result without power series. Only the first line is read
+log, a Grafana CSV export, an nvidia-smi log without its header line or without a column
+naming its GPUs, a ``dcgmi dmon`` table, a Prometheus result without power series. Only the first line is read
 (for a ``.json`` file its first 4096 characters, and the file in pieces for the power field),
 so telling a folder's files apart is cheap.
 """
@@ -94,6 +94,30 @@ def engine_format(path: Path) -> str | None:
     return _engine_of({column_name(c) for c in line.split(",")})
 
 
+GRAFANA_EXPORT = (
+    "a Grafana CSV export (a Time column and a column per series, named by the panel's legend), "
+    "which is not read: give the same query as a Prometheus query result (the JSON of "
+    "/api/v1/query_range or `promtool query range -o json`, --format prometheus) or "
+    "dcgm-exporter scraped to CSV"
+)
+
+
+def not_power_reason(header: list[str]) -> str | None:
+    """Why a CSV whose header cells are ``header`` is a known kind of file that is not a power
+    log the importers read (an inference engine's metrics log, a Grafana export), or None."""
+    names = [column_name(c).strip('"') for c in header]
+    if len(names) > 1 and names[0] == "Time" and "gpu" not in names:  # Grafana's time field
+        return GRAFANA_EXPORT
+    engine = _engine_of(set(names))
+    if engine is not None:
+        return (
+            f"an inference engine's metrics log ({engine}), not power: `grpo-power telemetry "
+            f"import POWER_LOG --engine THIS --engine-format {engine}` aligns it with the "
+            "power log of the same run"
+        )
+    return None
+
+
 def _csv_kind(line: str) -> tuple[str | None, str]:
     """A ``.csv`` file's format (or why it is skipped) from its first line."""
     dmon = _dmon_kind(line)
@@ -101,6 +125,9 @@ def _csv_kind(line: str) -> tuple[str | None, str]:
         return dmon
     header = [c.strip() for c in line.split(",")]
     names = {column_name(c) for c in header}
+    reason = not_power_reason(header)
+    if reason == GRAFANA_EXPORT:
+        return None, reason
     if any(c.startswith("DCGM_FI_") for c in names):
         return "dcgm", ""
     gpu_named = names & {"index", "uuid", "pci.bus_id"}
@@ -110,13 +137,8 @@ def _csv_kind(line: str) -> tuple[str | None, str]:
         return None, f"an nvidia-smi log without a column naming its GPUs: {NO_GPU_COLUMN_HINT}"
     if {"t", "gpu", "power_w"} <= names:
         return "trace", ""
-    engine = _engine_of(names)
-    if engine is not None:
-        return None, (
-            f"an inference engine's metrics log ({engine}), not power: `grpo-power telemetry "
-            f"import POWER_LOG --engine THIS --engine-format {engine}` aligns it with the "
-            "power log of the same run"
-        )
+    if reason is not None:
+        return None, reason
     if header_is_data(header):
         return (
             None,

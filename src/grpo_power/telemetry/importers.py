@@ -62,6 +62,7 @@ from grpo_power.telemetry.checks import (
     split_clock_jumps,
     time_unit,
 )
+from grpo_power.telemetry.formats import not_power_reason
 from grpo_power.telemetry.logrows import (
     HOST_COLUMNS,
     NO_GPU_COLUMN_HINT,
@@ -372,6 +373,8 @@ def import_log(
                     "; a trace CSV (t, gpu, power_w) needs no import: give it to `grpo-power "
                     "windows` or `grpo-power telemetry summary` as it is"
                 )
+            elif (reason := not_power_reason([str(c) for c in raw.columns])) is not None:
+                hint = f"; the file is {reason}"
             raise ImportError_(
                 f"{path}: missing column '{shown}'{alternatives}, expected in every {fmt} log; "
                 f"found {columns_shown(raw.columns)}{hint}"
