@@ -5,9 +5,9 @@
 ``prometheus``; :data:`grpo_power.telemetry.importers.ImportFormat`), ``trace`` for a trace CSV
 (``t``, ``gpu``, ``power_w``), or why the file is none of them: an inference engine's metrics
 log, a Grafana CSV export, an nvidia-smi log without its header line or without a column
-naming its GPUs, a ``dcgmi dmon`` table, a Prometheus result without power series. Only the first line is read
-(for a ``.json`` file its first 4096 characters, and the file in pieces for the power field),
-so telling a folder's files apart is cheap.
+naming its GPUs, a ``dcgmi dmon`` table, a Prometheus result without power series. Only the
+first line is read (for a ``.json`` file its first 4096 characters, and the file in pieces for
+the power field), so telling a folder's files apart is cheap.
 """
 
 from __future__ import annotations
