@@ -194,6 +194,8 @@ def _assert_resumed_whole(out: Path, kept_t_s: np.ndarray) -> dict[str, Any]:
     assert manifest["status"] == "completed" and manifest["steps_completed"] == STEPS
     assert manifest["completion_tokens"] == int(steps["completion_tokens"].sum())
     assert not (out / "trainer").exists() and not (out / "resume.json").exists()
+    for name in ("trace.parquet", "steps.parquet", "manifest.json"):  # kept as hard links
+        assert (out / ".completed" / name).stat().st_ino == (out / name).stat().st_ino
     everything = b"".join(p.read_bytes() for p in out.rglob("*") if p.is_file())
     assert SECRET.encode() not in everything and b"hunter2hunter2" not in everything
     return manifest

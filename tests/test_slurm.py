@@ -316,6 +316,31 @@ def test_ctrl_c_with_keep_leaves_the_jobs_and_a_restart_reattaches(
     print(f"keep: jobs {after}; the restart {how}; {_samples_so_far(run)} samples, one attempt")
 
 
+@pytest.mark.slow
+def test_runs_kept_by_ctrl_c_that_complete_before_the_restart_are_not_measured_again(
+    slurm: None, tmp_path: Path
+) -> None:
+    """The restarted Snakemake reruns the job it was waiting for and removes its outputs first;
+    the rule puts the completed runs back instead of submitting them again."""
+    stopped = _interrupt(LONG_RUN_KEEP, tmp_path)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        done = _jobs_named("grpo-power-tiny-uncontrolled", stopped.since)
+        if all(state == "COMPLETED" for state in done.values()):
+            break
+        time.sleep(1)
+    assert done.keys() == stopped.jobs.keys() and set(done.values()) == {"COMPLETED"}, done
+    trace_inode = (stopped.run / "trace.parquet").stat().st_ino
+    stopped.restart(LONG_RUN_KEEP)
+    rule_log = (stopped.checkout / "results/logs/runs/tiny/uncontrolled.log").read_text()
+    assert rule_log.count("are back from") == 2, rule_log  # both seeds
+    assert _jobs_named("grpo-power-tiny-uncontrolled", stopped.since) == done  # no new job
+    _assert_whole_run(stopped.run, 0)
+    assert (stopped.run / "trace.parquet").stat().st_ino == trace_inode  # the job's own file
+    manifest = json.loads((stopped.run / "manifest.json").read_text())
+    assert len(manifest["attempts"]) == 1
+
+
 def test_a_second_attempt_at_a_live_run_folder_is_refused_naming_it(tmp_path: Path) -> None:
     """Two writers of one run folder: the second is refused with the first's host and pid."""
     config = tmp_path / "study.yaml"

@@ -13,6 +13,13 @@ calibration and the identify sweep) call with the runs they need:
 - the batch is waited for as a whole: every job's state change is logged, and failures are
   reported together, each with its job's stderr tail.
 
+A job's record stays ``collected: false`` until a batch has waited for it to the end. A run that
+completed uncollected (its workflow stopped, or a sibling run failed) is not measured again when
+Snakemake, which removes a job's outputs before rerunning it, has removed its files: the next
+batch of the same command and config puts them back from the run's ``.completed`` copy
+(:meth:`RunPaths.restore_completed`). Once collected, a removed run is measured anew
+(``snakemake --forcerun run``).
+
 Interrupts: SIGINT (Ctrl-C of Snakemake reaches its whole process group) or SIGTERM while
 waiting cancels the batch's jobs (``launch.on_interrupt: cancel``; Slurm's SIGTERM makes each
 run save a checkpoint) and waits until their runs have let go of their folders, or leaves them
@@ -22,6 +29,7 @@ command again resumes or reattaches.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import signal
 import time
@@ -44,8 +52,8 @@ from grpo_power.launch.submit import (
     run_command,
     stderr_tail,
 )
-from grpo_power.layout import RUN
 from grpo_power.workload.lock import lock_holder
+from grpo_power.workload.resume import RunPaths
 
 JOB_RECORD = "job.json"
 # sacct/squeue states of a job that is queued or still running (it may still write its folder)
@@ -66,11 +74,13 @@ class RunsInterrupted(RuntimeError):
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One run of a batch: a label for the log, its ``grpo-power run`` command, its folder."""
+    """One run of a batch: a label for the log, its ``grpo-power run`` command, its folder and
+    the config file the command reads."""
 
     label: str
     command: list[str]
     folder: Path
+    config_file: Path
 
 
 def run_spec(
@@ -85,33 +95,38 @@ def run_spec(
     """The spec of one run of ``config.workload`` (its size, fixed setting, steps)."""
     out = Path(out).resolve()
     label = label or f"{config.workload.size}/{arm}/seed{seed}"
-    return RunSpec(label, run_command(config, config_file, arm, seed, out, steps), out)
+    command = run_command(config, config_file, arm, seed, out, steps)
+    return RunSpec(label, command, out, Path(config_file).resolve())
 
 
-def _completed_manifest(folder: Path) -> dict[str, Any] | None:
-    path = folder / RUN.manifest
-    if not path.exists():
-        return None
+def _job_record(folder: Path) -> dict[str, Any] | None:
+    """``folder/job.json`` (None: absent or unreadable)."""
     try:
-        manifest = json.loads(path.read_text())
+        record = json.loads((Path(folder) / JOB_RECORD).read_text())
     except (OSError, json.JSONDecodeError):
         return None
-    return manifest if manifest.get("status") == "completed" else None
+    return record if isinstance(record, dict) else None
 
 
 def live_job(folder: Path) -> submitit.Job | None:
     """The Slurm job ``folder/job.json`` names, when Slurm still has it queued or running."""
-    path = Path(folder) / JOB_RECORD
-    if not path.exists():
+    record = _job_record(folder)
+    if record is None:
         return None
     try:
-        record = json.loads(path.read_text())
         if record.get("cluster") != "slurm":
             return None  # local jobs end with the process that started them
         job = submitit.SlurmJob(Path(record["submitit_folder"]), str(record["job_id"]))
-    except (OSError, json.JSONDecodeError, KeyError, TypeError):
+    except (KeyError, TypeError):
         return None
     return job if job.state in LIVE_STATES else None
+
+
+def _config_sha256(spec: RunSpec) -> str | None:
+    try:
+        return hashlib.sha256(spec.config_file.read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 def _record(spec: RunSpec, job: submitit.Job, cluster: str, folder: Path) -> None:
@@ -124,8 +139,43 @@ def _record(spec: RunSpec, job: submitit.Job, cluster: str, folder: Path) -> Non
             "submitit_folder": str(folder.resolve()),
             "submitted_unix_s": time.time(),
             "label": spec.label,
+            "command": spec.command,
+            "config_sha256": _config_sha256(spec),
+            "collected": False,
         },
     )
+
+
+def _restore_uncollected(spec: RunSpec, log: Log) -> dict[str, Any] | None:
+    """The manifest of the completed run in ``spec.folder``: as it is, or with its removed files
+    put back when a job of this same command and config completed it uncollected (None: the
+    folder holds no completed run of this spec)."""
+    paths = RunPaths(spec.folder)
+    manifest = paths.completed_manifest()
+    record = _job_record(spec.folder)
+    if manifest is not None or record is None or record.get("collected") is not False:
+        return manifest
+    if record.get("command") != spec.command or record.get("config_sha256") != _config_sha256(spec):
+        return None
+    manifest = paths.restore_completed()
+    if manifest is not None:
+        log(
+            f"{spec.label}: completed by job {record.get('job_id')} while no workflow waited "
+            f"for it; its files, which the workflow removed since, are back from "
+            f"{paths.completed_copy}"
+        )
+    return manifest
+
+
+def _collect(specs: Sequence[RunSpec], log: Log) -> None:
+    """Mark every run of a finished batch collected; a completed run's removed files are first
+    put back (the job completed between a restarted workflow's check and its cleanup)."""
+    for spec in specs:
+        if _restore_uncollected(spec, log) is None:
+            raise JobFailed(f"{spec.label}: the job ended; {spec.folder} holds no completed run")
+        record = _job_record(spec.folder)
+        if record is not None and record.get("collected") is False:
+            write_json_atomic(spec.folder / JOB_RECORD, {**record, "collected": True})
 
 
 def _wait_for_release(folders: Sequence[Path], timeout_s: float, poll_s: float) -> None:
@@ -175,7 +225,7 @@ def start_batch(
     handles: dict[int, Any] = {}
     pending: list[int] = []
     for index, spec in enumerate(specs):
-        manifest = _completed_manifest(spec.folder)
+        manifest = _restore_uncollected(spec, log)
         if manifest is not None:
             log(f"{spec.label}: already completed in {spec.folder}")
             handles[index] = manifest
@@ -257,6 +307,7 @@ def wait_batch(
             failures.append(f"{specs[index].label}: {failure}")
     if failures:
         raise JobFailed("\n".join(failures))
+    _collect(specs, log)
     return [results[i] for i in range(len(specs))]
 
 

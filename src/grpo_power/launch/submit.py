@@ -15,7 +15,6 @@ last checkpoint (see :mod:`grpo_power.workload.resume`).
 
 from __future__ import annotations
 
-import json
 import shutil
 import signal
 import subprocess
@@ -28,9 +27,8 @@ import submitit
 from submitit.helpers import Checkpointable, DelayedSubmission
 
 from grpo_power.config import Config, LaunchConfig
-from grpo_power.layout import RUN
 from grpo_power.redact import redact_text
-from grpo_power.workload.resume import EXIT_INTERRUPTED
+from grpo_power.workload.resume import EXIT_INTERRUPTED, RunPaths
 
 STDERR_TAIL_CHARS = 3000
 
@@ -59,7 +57,8 @@ class RunJob(Checkpointable):
         self._process: subprocess.Popen[bytes] | None = None
 
     def __call__(self, command: list[str], run_folder: Path) -> dict[str, Any]:
-        """Run the command; return the run's manifest (status, steps, tokens)."""
+        """Run the command; return the completed run's manifest (status, steps, tokens), read
+        from its copy when a workflow manager has removed it from the folder meanwhile."""
         self._process = subprocess.Popen(command, preexec_fn=_ignore_checkpoint_signals)
         # Poll rather than wait(): a blocking wait() holds the Popen's lock, and submitit's signal
         # handler, which runs on top of it, could then never see the run exit (checkpoint()).
@@ -74,7 +73,10 @@ class RunJob(Checkpointable):
             sys.exit(returncode)
         if returncode != 0:
             raise RuntimeError(f"`grpo-power run` exited with {returncode}")
-        return json.loads((Path(run_folder) / RUN.manifest).read_text())
+        manifest = RunPaths(Path(run_folder)).completed_manifest(copy=True)
+        if manifest is None:
+            raise RuntimeError(f"{run_folder}: `grpo-power run` exited 0 without a completed run")
+        return manifest
 
     def checkpoint(self, command: list[str], run_folder: Path) -> DelayedSubmission:
         """Called by submitit on USR2: let the run save its state, then requeue the command."""

@@ -13,6 +13,12 @@ steps are redone, so each step appears once), records a lost attempt in the mani
 continues the trace's clock and energy counters. The trace, step log and manifest appear under
 their own names only when the run completes.
 
+A completed run also keeps hard links to those three files in ``<run>/.completed/``
+(:meth:`RunPaths.keep_completed`). Snakemake removes a job's outputs before it reruns the job, and
+it reruns every job a stopped workflow was waiting for; a run that completed while no workflow
+waited for it would lose its rows. The submitter that collects it puts them back
+(:meth:`RunPaths.restore_completed`, called by :mod:`grpo_power.launch.batch`).
+
 Stop signals (:class:`StopSignals`): SIGTERM (``scontrol requeue``, ``scancel``, preemption
 without a user signal), SIGUSR1 and SIGUSR2 (submitit's timeout and preemption signal) ask the
 run to stop at the end of its current step, after a checkpoint. The command then exits with
@@ -22,6 +28,7 @@ run to stop at the end of its current step, after a checkpoint. The command then
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import threading
@@ -73,6 +80,49 @@ class RunPaths:
     def resume(self) -> Path:
         return self.folder / "resume.json"
 
+    @property
+    def completed_copy(self) -> Path:
+        """The folder of hard links to the completed run's trace, step log and manifest."""
+        return self.folder / ".completed"
+
+    def completed_manifest(self, copy: bool = False) -> dict[str, Any] | None:
+        """The manifest of the completed run in this folder (None: it holds no completed run);
+        with ``copy``, the one in :attr:`completed_copy` stands in for a removed manifest."""
+        sources = [self.manifest] + ([self.completed_copy / RUN.manifest] if copy else [])
+        for path in sources:
+            try:
+                data = json.loads(path.read_text())
+            except (OSError, json.JSONDecodeError):
+                continue
+            if isinstance(data, dict) and data.get("status") == "completed":
+                return data
+        return None
+
+    def keep_completed(self) -> None:
+        """Link the completed run's files into :attr:`completed_copy` (copy them where the file
+        system has no hard links), the manifest last. A file removed before it was linked (a
+        workflow manager's cleanup in the moment after the run wrote it) leaves no copy."""
+        shutil.rmtree(self.completed_copy, ignore_errors=True)
+        self.completed_copy.mkdir()
+        try:
+            for path in (self.trace, self.steps, self.manifest):
+                _link_or_copy(path, self.completed_copy / path.name)
+        except FileNotFoundError:
+            shutil.rmtree(self.completed_copy, ignore_errors=True)
+
+    def restore_completed(self) -> dict[str, Any] | None:
+        """Link the completed run's files back from :attr:`completed_copy` where they were removed,
+        the manifest last; return the run's manifest (None: no whole copy, nothing changed)."""
+        manifest = self.completed_manifest(copy=True)
+        sources = [self.completed_copy / p.name for p in (self.trace, self.steps, self.manifest)]
+        if manifest is None or not all(source.is_file() for source in sources):
+            return None
+        for source in sources:
+            target = self.folder / source.name
+            if not target.exists():
+                _link_or_copy(source, target)
+        return manifest
+
     def clear(self) -> None:
         """Remove what an earlier run left in the folder (its submitit logs stay)."""
         for path in (self.trace, self.steps):
@@ -81,12 +131,23 @@ class RunPaths:
         self.manifest.unlink(missing_ok=True)
         self.log_history.unlink(missing_ok=True)
         unfinished_path(self.manifest).unlink(missing_ok=True)
+        shutil.rmtree(self.completed_copy, ignore_errors=True)
         self.remove_checkpoints()
 
     def remove_checkpoints(self) -> None:
         """Remove the resume point and the checkpoints (a completed run needs neither)."""
         self.resume.unlink(missing_ok=True)
         shutil.rmtree(self.checkpoints, ignore_errors=True)
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    """A hard link ``target`` to ``source``, or a copy where the file system refuses links."""
+    try:
+        os.link(source, target)
+    except FileNotFoundError:
+        raise  # nothing to copy either
+    except OSError:  # a file system without hard links
+        shutil.copy2(source, target)
 
 
 @dataclass(frozen=True)

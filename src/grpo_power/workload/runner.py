@@ -284,6 +284,7 @@ def run_grpo(
             stop_signal=callback.stopped_by if status == "interrupted" else None,
         )
         if status == "completed":
+            paths.keep_completed()
             paths.remove_checkpoints()
     _leave_together(trainer)
     if manifest is None:

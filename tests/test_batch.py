@@ -1,0 +1,85 @@
+"""A batch of runs submitted with submitit's local executor (real jobs, each a tiny GRPO run in a
+process of its own): a run a stopped workflow left to complete is put back, not measured again,
+after Snakemake removed its files; once a batch has collected it, a removed run is measured anew.
+The same code on the test Slurm: tests/test_slurm.py."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import submitit
+import yaml
+
+from grpo_power.config import deep_merge, validate_config
+from grpo_power.launch.batch import run_spec, start_batch, submit_batch
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow  # two tiny GRPO runs
+
+FILES = ("trace.parquet", "steps.parquet", "manifest.json")
+
+
+def _local_batch(tmp_path: Path, steps: int):
+    data = deep_merge(
+        yaml.safe_load((REPO / "config" / "config.yaml").read_text()),
+        {
+            "results_dir": str(tmp_path / "results"),
+            "launch": {"launcher": "submitit", "cluster": "local", "poll_s": 1},
+        },
+    )
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(yaml.safe_dump(data))
+    config = validate_config(data)
+    return config, [run_spec(config, config_file, "fixed", 0, tmp_path / "run", steps)]
+
+
+def _remove_outputs(run: Path) -> None:
+    """What Snakemake does before it reruns a job: remove the rule's outputs."""
+    for name in FILES:
+        (run / name).unlink()
+
+
+def test_a_run_completed_uncollected_is_put_back_and_a_collected_one_measured_anew(
+    tmp_path: Path,
+) -> None:
+    config, specs = _local_batch(tmp_path, steps=3)
+    run = specs[0].folder
+    jobs = tmp_path / "jobs"
+    (job,) = start_batch(config, specs, jobs, "grpo-power-test").values()
+    assert isinstance(job, submitit.Job)  # submitted; no workflow waits for it (stopped)
+    deadline = time.monotonic() + 300
+    while not job.done() and time.monotonic() < deadline:
+        time.sleep(1)
+    assert job.state == "FINISHED", job.stderr()
+    assert json.loads((run / "job.json").read_text())["collected"] is False
+    inodes = {name: (run / name).stat().st_ino for name in FILES}
+    _remove_outputs(run)  # the restarted workflow reruns the job it was waiting for
+
+    lines: list[str] = []
+    (manifest,) = submit_batch(config, specs, jobs, "grpo-power-test", log=lines.append)
+    assert manifest["status"] == "completed" and len(manifest["attempts"]) == 1
+    assert {name: (run / name).stat().st_ino for name in FILES} == inodes  # the same files
+    assert any("are back from" in line for line in lines), lines
+    assert not any("submitted" in line for line in lines), lines
+    assert json.loads((run / "job.json").read_text())["collected"] is True
+
+    _remove_outputs(run)  # snakemake --forcerun run: now a new measurement
+    (job,) = start_batch(config, specs, jobs, "grpo-power-test", log=lines.append).values()
+    assert isinstance(job, submitit.Job)
+    job.cancel(check=False)
+
+
+def test_a_changed_config_is_measured_anew_even_uncollected(tmp_path: Path) -> None:
+    config, specs = _local_batch(tmp_path, steps=3)
+    run = specs[0].folder
+    (job,) = start_batch(config, specs, tmp_path / "jobs", "grpo-power-test").values()
+    job.result()
+    _remove_outputs(run)
+    changed = specs[0].config_file.read_text().replace("poll_s: 1", "poll_s: 2")
+    specs[0].config_file.write_text(changed)
+    (again,) = start_batch(config, specs, tmp_path / "jobs", "grpo-power-test").values()
+    assert isinstance(again, submitit.Job) and again.job_id != job.job_id
+    again.cancel(check=False)
