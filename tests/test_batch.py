@@ -14,7 +14,7 @@ import submitit
 import yaml
 
 from grpo_power.config import deep_merge, validate_config
-from grpo_power.launch.batch import run_spec, start_batch, submit_batch
+from grpo_power.launch.batch import run_spec, start_batch, submit_batch, uncollected
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow  # two tiny GRPO runs
@@ -55,6 +55,7 @@ def test_a_run_completed_uncollected_is_put_back_and_a_collected_one_measured_an
         time.sleep(1)
     assert job.state == "FINISHED", job.stderr()
     assert json.loads((run / "job.json").read_text())["collected"] is False
+    assert uncollected(specs[0])  # a calibration or sweep restart keeps it too
     inodes = {name: (run / name).stat().st_ino for name in FILES}
     _remove_outputs(run)  # the restarted workflow reruns the job it was waiting for
 
@@ -65,6 +66,7 @@ def test_a_run_completed_uncollected_is_put_back_and_a_collected_one_measured_an
     assert any("are back from" in line for line in lines), lines
     assert not any("submitted" in line for line in lines), lines
     assert json.loads((run / "job.json").read_text())["collected"] is True
+    assert not uncollected(specs[0])
 
     _remove_outputs(run)  # snakemake --forcerun run: now a new measurement
     (job,) = start_batch(config, specs, jobs, "grpo-power-test", log=lines.append).values()

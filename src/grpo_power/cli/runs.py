@@ -32,13 +32,15 @@ def _fresh_spec(
     cfg: Config, config_file: Path, arm: str, seed: int, out: Path, steps: int, label: str
 ) -> Any:
     """The batch spec of a measurement run (calibration candidate, sweep run) that is measured
-    anew: its folder is cleared unless a live job of this batch still writes it (a restart)."""
-    from grpo_power.launch.batch import live_job, run_spec
+    anew: its folder is cleared unless a live job of this batch still writes it, or completed it
+    while no workflow waited (a restart)."""
+    from grpo_power.launch.batch import live_job, run_spec, uncollected
     from grpo_power.workload.resume import RunPaths
 
-    if live_job(out) is None:
+    spec = run_spec(cfg, config_file, arm, seed, out, steps, label)
+    if live_job(out) is None and not uncollected(spec):
         RunPaths(out).clear()
-    return run_spec(cfg, config_file, arm, seed, out, steps, label)
+    return spec
 
 
 def _submit(cfg: Config, specs: list[Any], jobs_folder: Path, what: str) -> list[dict[str, Any]]:

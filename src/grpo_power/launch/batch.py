@@ -146,23 +146,33 @@ def _record(spec: RunSpec, job: submitit.Job, cluster: str, folder: Path) -> Non
     )
 
 
+def uncollected(spec: RunSpec) -> bool:
+    """Whether a job of this same command and config has completed the run in ``spec.folder``
+    (its files in place or in the run's ``.completed`` copy) and no batch has collected it."""
+    record = _job_record(spec.folder)
+    return (
+        record is not None
+        and record.get("collected") is False
+        and record.get("command") == spec.command
+        and record.get("config_sha256") == _config_sha256(spec)
+        and RunPaths(spec.folder).completed_manifest(copy=True) is not None
+    )
+
+
 def _restore_uncollected(spec: RunSpec, log: Log) -> dict[str, Any] | None:
     """The manifest of the completed run in ``spec.folder``: as it is, or with its removed files
-    put back when a job of this same command and config completed it uncollected (None: the
-    folder holds no completed run of this spec)."""
+    put back when it is :func:`uncollected` (None: the folder holds no completed run of this
+    spec)."""
     paths = RunPaths(spec.folder)
     manifest = paths.completed_manifest()
-    record = _job_record(spec.folder)
-    if manifest is not None or record is None or record.get("collected") is not False:
+    if manifest is not None or not uncollected(spec):
         return manifest
-    if record.get("command") != spec.command or record.get("config_sha256") != _config_sha256(spec):
-        return None
     manifest = paths.restore_completed()
     if manifest is not None:
+        job_id = (_job_record(spec.folder) or {}).get("job_id")
         log(
-            f"{spec.label}: completed by job {record.get('job_id')} while no workflow waited "
-            f"for it; its files, which the workflow removed since, are back from "
-            f"{paths.completed_copy}"
+            f"{spec.label}: completed by job {job_id} while no workflow waited for it; its "
+            f"files, which the workflow removed since, are back from {paths.completed_copy}"
         )
     return manifest
 
