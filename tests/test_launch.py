@@ -129,3 +129,23 @@ def test_a_resumed_run_may_change_resources_but_not_what_it_measures(tmp_path: P
     assert base.same_run(manifest(more)) is None
     other = base.same_run(manifest(_a100(workload={"train_micro_batch": 8})))
     assert other is not None and other.startswith("config.workload.train_micro_batch")
+
+
+def test_fresh_on_a_cluster_is_refused_while_an_attempt_writes_the_run(tmp_path: Path) -> None:
+    """``run --fresh --launcher submitit`` clears the folder only under its lock."""
+    import subprocess
+    import sys
+
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"results_dir": str(tmp_path / "results")}))
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "steps.parquet.partial").write_bytes(b"rows a live attempt is writing")
+    command = [sys.executable, "-m", "grpo_power.cli", "run", "--arm", "fixed", "--fresh",
+               "--launcher", "submitit", "--out", str(out), "--config", str(config)]  # fmt: skip
+    with RunLock(out):
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert f"another attempt is writing this run (host {os.uname().nodename}" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert (out / "steps.parquet.partial").exists()

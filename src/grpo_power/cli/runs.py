@@ -161,11 +161,13 @@ def run(
     outs = [Path(str(out).replace("{seed}", str(s))) for s in seeds]
     if cfg.launch.launcher == "submitit":
         from grpo_power.launch.batch import run_spec
+        from grpo_power.workload.lock import RunLock
         from grpo_power.workload.resume import RunPaths
 
         if fresh:
             for folder in outs:
-                RunPaths(folder).clear()
+                with RunLock(folder):  # refused, naming it, while an attempt writes the run
+                    RunPaths(folder).clear()
         specs = [run_spec(cfg, config, arm, s, o) for s, o in zip(seeds, outs, strict=True)]
         # one run: its submitit folder is in the run folder; an array: beside the run folders
         jobs = outs[0] / "submitit" if len(outs) == 1 else outs[0].parent / f"submitit-{arm}"
