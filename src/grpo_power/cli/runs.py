@@ -35,11 +35,13 @@ def _fresh_spec(
     anew: its folder is cleared unless a live job of this batch still writes it, or completed it
     while no workflow waited (a restart)."""
     from grpo_power.launch.batch import live_job, run_spec, uncollected
+    from grpo_power.workload.lock import RunLock
     from grpo_power.workload.resume import RunPaths
 
     spec = run_spec(cfg, config_file, arm, seed, out, steps, label)
     if live_job(out) is None and not uncollected(spec):
-        RunPaths(out).clear()
+        with RunLock(out):  # refused, naming it, while an attempt writes the run
+            RunPaths(out).clear()
     return spec
 
 
