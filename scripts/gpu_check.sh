@@ -69,8 +69,11 @@ for concurrency in sys.argv[2:]:
     # each step generates first: [start_s, start_s + generate_s] is its generation phase
     generating = sum(((t_s >= a) & (t_s <= a + g)) for a, g in zip(steps["start_s"], steps["generate_s"]))
     label = " (SIMULATED)" if trace.metadata.simulated else ""
+    in_generation = trace.frame.loc[generating > 0, "power_w"]
+    generation = (f"generation {in_generation.mean():.1f} W" if len(in_generation) else
+                  "generation n/a (no 0.1 s sample fell in its phases)")
     print(f"concurrency {concurrency}: mean power {frame['power_w'].mean():.1f} W per GPU{label}, "
-          f"generation {trace.frame.loc[generating > 0, 'power_w'].mean():.1f} W, "
+          f"{generation}, "
           f"{steps['completion_tokens'].sum() / (t1 - t0):.0f} completion tokens/s "
           f"over {len(steps)} steps ({trace.metadata.gpu_name})")
 PY

@@ -122,8 +122,10 @@ def test_gpu_check_script_runs_its_steps_on_the_simulated_gpu(tmp_path: Path) ->
     # is not asserted: on the CPU a 6-step run holds a handful of 0.1 s samples per phase and
     # their order followed machine load (the decode physics are tested in test_simulated_power
     # and by the arms test). Throughput is robust: 32 sequences decoded together beat 4.
-    for name in ("mean power ", "generation "):
-        watts = [float(line.split(name)[1].split(" W")[0]) for line in grpo]
+    # A fast machine can finish a step's generation between two 0.1 s samples: then it says so.
+    measured = [line for line in grpo if "generation n/a" not in line]
+    for name, lines in (("mean power ", grpo), ("generation ", measured)):
+        watts = [float(line.split(name)[1].split(" W")[0]) for line in lines]
         assert all(60.0 < w < 400.0 for w in watts), grpo
     tokens_per_s = [float(line.split(" completion tokens/s")[0].split(", ")[-1]) for line in grpo]
     assert tokens_per_s[1] > 1.5 * tokens_per_s[0], grpo
