@@ -13,8 +13,8 @@ import pytest
 import submitit
 import yaml
 
-from grpo_power.config import deep_merge, validate_config
-from grpo_power.launch.batch import run_spec, start_batch, submit_batch, uncollected
+from grpo_power.config import Config, deep_merge, validate_config
+from grpo_power.launch.batch import RunSpec, run_spec, start_batch, submit_batch, uncollected
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow  # two tiny GRPO runs
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow  # two tiny GRPO runs
 FILES = ("trace.parquet", "steps.parquet", "manifest.json")
 
 
-def _local_batch(tmp_path: Path, steps: int):
+def _local_batch(tmp_path: Path, steps: int) -> tuple[Config, list[RunSpec]]:
     data = deep_merge(
         yaml.safe_load((REPO / "config" / "config.yaml").read_text()),
         {

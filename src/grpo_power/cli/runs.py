@@ -35,14 +35,20 @@ def _fresh_spec(
     anew: its folder is cleared unless a live job of this batch still writes it, or completed it
     while no workflow waited (a restart)."""
     from grpo_power.launch.batch import live_job, run_spec, uncollected
-    from grpo_power.workload.lock import RunLock
-    from grpo_power.workload.resume import RunPaths
 
     spec = run_spec(cfg, config_file, arm, seed, out, steps, label)
     if live_job(out) is None and not uncollected(spec):
-        with RunLock(out):  # refused, naming it, while an attempt writes the run
-            RunPaths(out).clear()
+        _clear(out)
     return spec
+
+
+def _clear(folder: Path) -> None:
+    """Clear a run folder under its lock: refused, naming it, while an attempt writes the run."""
+    from grpo_power.workload.lock import RunLock
+    from grpo_power.workload.resume import RunPaths
+
+    with RunLock(folder):
+        RunPaths(folder).clear()
 
 
 def _submit(cfg: Config, specs: list[Any], jobs_folder: Path, what: str) -> list[dict[str, Any]]:
@@ -163,13 +169,10 @@ def run(
     outs = [Path(str(out).replace("{seed}", str(s))) for s in seeds]
     if cfg.launch.launcher == "submitit":
         from grpo_power.launch.batch import run_spec
-        from grpo_power.workload.lock import RunLock
-        from grpo_power.workload.resume import RunPaths
 
         if fresh:
             for folder in outs:
-                with RunLock(folder):  # refused, naming it, while an attempt writes the run
-                    RunPaths(folder).clear()
+                _clear(folder)
         specs = [run_spec(cfg, config, arm, s, o) for s, o in zip(seeds, outs, strict=True)]
         # one run: its submitit folder is in the run folder; an array: beside the run folders
         jobs = outs[0] / "submitit" if len(outs) == 1 else outs[0].parent / f"submitit-{arm}"

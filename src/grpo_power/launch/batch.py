@@ -146,15 +146,25 @@ def _record(spec: RunSpec, job: submitit.Job, cluster: str, folder: Path) -> Non
     )
 
 
+def _uncollected_record(spec: RunSpec) -> dict[str, Any] | None:
+    """``spec.folder``'s job record when a job of this same command and config wrote it and no
+    batch has collected the job (None otherwise)."""
+    record = _job_record(spec.folder)
+    if (
+        record is None
+        or record.get("collected") is not False
+        or record.get("command") != spec.command
+        or record.get("config_sha256") != _config_sha256(spec)
+    ):
+        return None
+    return record
+
+
 def uncollected(spec: RunSpec) -> bool:
     """Whether a job of this same command and config has completed the run in ``spec.folder``
     (its files in place or in the run's ``.completed`` copy) and no batch has collected it."""
-    record = _job_record(spec.folder)
     return (
-        record is not None
-        and record.get("collected") is False
-        and record.get("command") == spec.command
-        and record.get("config_sha256") == _config_sha256(spec)
+        _uncollected_record(spec) is not None
         and RunPaths(spec.folder).completed_manifest(copy=True) is not None
     )
 
@@ -165,14 +175,14 @@ def _restore_uncollected(spec: RunSpec, log: Log) -> dict[str, Any] | None:
     spec)."""
     paths = RunPaths(spec.folder)
     manifest = paths.completed_manifest()
-    if manifest is not None or not uncollected(spec):
+    if manifest is not None or (record := _uncollected_record(spec)) is None:
         return manifest
     manifest = paths.restore_completed()
     if manifest is not None:
-        job_id = (_job_record(spec.folder) or {}).get("job_id")
         log(
-            f"{spec.label}: completed by job {job_id} while no workflow waited for it; its "
-            f"files, which the workflow removed since, are back from {paths.completed_copy}"
+            f"{spec.label}: completed by job {record.get('job_id')} while no workflow waited "
+            f"for it; its files, which the workflow removed since, are back from "
+            f"{paths.completed_copy}"
         )
     return manifest
 
