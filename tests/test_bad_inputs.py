@@ -155,17 +155,24 @@ CASES: list[Case] = [
         ["{name}", "missing column", "inference engine's metrics log (vllm)", "--engine THIS"],
     ),
     Case(
-        "import-grafana-export",
-        "a Grafana panel's CSV download of DCGM power",
+        "import-grafana-legend-without-gpu",
+        "a Grafana panel's CSV download whose legend names no GPU (a total of the node)",
         (
             "text",
             {
                 "name": "grafana.csv",
-                "text": '"Time","DCGM_FI_DEV_POWER_USAGE{gpu=""0""}"\n1764583200000,250.5\n',
+                "text": '"Time","node power"\r\n2026-12-01 10:00:00,1250.5 W\r\n',
             },
         ),
         IMPORT,
-        ["{name}", "missing column 'timestamp'", "a Grafana CSV export", "--format prometheus"],
+        ["{name}", "column 'node power'", "no GPU named", "set the panel's legend"],
+    ),
+    Case(
+        "import-grafana-temperature",
+        "a Grafana panel's CSV download of GPU temperature given as power",
+        ("text", {"name": "grafana.csv", "text": '"Time","GPU 0"\n1764583200000,45 °C\n'}),
+        IMPORT,
+        ["{name}", "column 'GPU 0'", "'45 °C'", "line 2", "expected power"],
     ),
     Case(
         "import-prometheus-summed",

@@ -114,7 +114,7 @@ def test_help_lists_the_choices() -> None:
     assert f"<{'|'.join(ARM_NAMES)}>" in run_help.output
     assert "<direct|submitit>" in run_help.output
     assert (
-        "<auto|nvidia-smi|nvidia-smi-dmon|dcgm|prometheus>"
+        "<auto|nvidia-smi|nvidia-smi-dmon|dcgm|prometheus|grafana>"
         in invoke("telemetry", "import", "--help").output
     )
     assert "<simulated|nvml|auto>" in invoke("telemetry", "record", "--help").output
@@ -161,7 +161,7 @@ def test_the_import_formats_are_the_importers() -> None:
         (
             ["telemetry", "import", "log.csv", "--format", "csv"],
             "--format",
-            ("auto", "nvidia-smi", "nvidia-smi-dmon", "dcgm", "prometheus"),
+            ("auto", "nvidia-smi", "nvidia-smi-dmon", "dcgm", "prometheus", "grafana"),
         ),
     ],
     ids=["arm", "launcher", "source", "format"],

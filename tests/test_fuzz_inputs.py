@@ -94,7 +94,13 @@ DCGM_HEADER = "timestamp,gpu,modelName,DCGM_FI_DEV_POWER_USAGE\n"
 DMON_HEADER = (
     "#Date       Time        gpu    pwr   pclk\n#YYYYMMDD   HH:MM:SS    Idx      W    MHz\n"
 )
-HEADERS = {"nvidia-smi": SMI_HEADER, "nvidia-smi-dmon": DMON_HEADER, "dcgm": DCGM_HEADER}
+GRAFANA_HEADER = 'sep=,\n"Time","GPU 0","DCGM_FI_DEV_POWER_USAGE{gpu=""1"", Hostname=""b""}"\n'
+HEADERS = {
+    "nvidia-smi": SMI_HEADER,
+    "nvidia-smi-dmon": DMON_HEADER,
+    "dcgm": DCGM_HEADER,
+    "grafana": GRAFANA_HEADER,
+}
 FORMATS = [*HEADERS, "prometheus", "auto"]
 
 

@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -457,3 +458,93 @@ def test_a_regular_log_and_one_read_line_by_line_import_alike(tmp_path: Path) ->
         messages.append(str(error.value).replace(path.name, "LOG"))
     assert messages[0] == messages[1]
     assert "non-numeric value 'lots' (line 5)" in messages[0]
+
+
+def _grafana_downloads(tmp_path: Path) -> dict[str, Path]:
+    """The power series of ``prometheus-dcgm.json`` as a Grafana panel downloads them, in each
+    of its shapes (the same readings, so each must import as the query result does)."""
+    document = json.loads((DATA / "prometheus-dcgm.json").read_text())
+    series = [s for s in document["data"]["result"] if s["metric"]["__name__"].endswith("USAGE")]
+    times = sorted({unix_s for s in series for unix_s, _ in s["values"]})
+    at = [{unix_s: v for unix_s, v in s["values"] if v != "NaN"} for s in series]
+
+    def labels(metric: dict[str, str]) -> str:  # no legend: Grafana names a series by them
+        inner = ", ".join(f'{k}="{v}"' for k, v in metric.items() if k != "__name__")
+        return f"{metric['__name__']}{{{inner}}}"
+
+    def berlin(unix_s: int) -> str:  # "Formatted data": the dashboard's zone, to the second
+        stamp = np.datetime64(unix_s + 3600, "s")  # CET in December
+        return str(stamp).replace("T", " ")
+
+    def wide(names: list[str], time: Any, value: Any, sep: str = ",") -> str:
+        header = sep.join('"' + n.replace('"', '""') + '"' for n in ["Time", *names])
+        rows = [sep.join([time(t), *(value(a[t]) if t in a else "" for a in at)]) for t in times]
+        return "\r\n".join([header, *rows]) + "\r\n"
+
+    legend = [f"{s['metric']['Hostname']} GPU {s['metric']['gpu']}" for s in series]
+    table = ['"Time","Hostname","gpu","modelName","Value"'] + [
+        f"{berlin(t)},{s['metric']['Hostname']},{s['metric']['gpu']},"
+        f"{s['metric']['modelName']},{a[t]} W"
+        for t in times
+        for s, a in zip(series, at, strict=True)
+        if t in a
+    ]
+    texts = {
+        "labels": wide([labels(s["metric"]) for s in series], berlin, lambda v: f"{v} W"),
+        "legend": wide(legend, berlin, lambda v: f"{float(v) / 1000:g} kW"),
+        "excel": "sep=;\r\n" + wide(legend, lambda t: str(t * 1000), str, sep=";"),
+        "table": "\n".join(table) + "\n",
+    }
+    paths = {}
+    for name, text in texts.items():
+        paths[name] = tmp_path / f"{name}.csv"
+        paths[name].write_bytes(text.encode("utf-8-sig" if name == "excel" else "utf-8"))
+    return paths
+
+
+def test_a_grafana_download_reads_as_the_prometheus_query_it_shows(tmp_path: Path) -> None:
+    """A panel's Download CSV (series named by their labels or by a legend, a table panel,
+    Excel's variant with ``sep=;``, formatted times in the dashboard's zone or unix ms, values
+    in W, kW or bare) imports as the same series queried from Prometheus: the same GPUs and
+    hosts, times and watts; one GPU's two series (its pod changed) are one GPU."""
+    from grpo_power.telemetry.formats import log_format
+
+    expected, query = import_log(DATA / "prometheus-dcgm.json", "prometheus")
+    for name, path in _grafana_downloads(tmp_path).items():
+        assert log_format(path) == ("grafana", ""), name
+        frame, meta = import_log(path, "grafana", timezone="Europe/Berlin", nameplate_w=400.0)
+        columns = ["t", "gpu", "power_w"]
+        assert frame[columns].equals(expected[columns]), name
+        assert meta.start_unix_s == query.start_unix_s, name
+        assert meta.model_extra["gpu_ids"] == query.model_extra["gpu_ids"], name
+        assert meta.sample_period_s == 15.0
+    _, meta = import_log(tmp_path / "labels.csv", "grafana", timezone="Europe/Berlin")
+    assert (meta.gpu_name, meta.nameplate_w) == ("NVIDIA A100-SXM4-80GB", 400.0)
+
+
+def test_a_grafana_download_that_cannot_be_read_is_refused_naming_why(tmp_path: Path) -> None:
+    """Series that cannot be told apart or are not power are refused in one line naming the
+    file, the column and the line; series of other fields beside the power ones are left out."""
+    cases = {
+        '"Time","GPU 0","gpu0"\n1764583200000,250,251\n': r"two columns give the power of gpu 0 at "
+        r"1764583200000 \(line 2\)",
+        '"Time","A100 power"\n1764583200000,250\n': r"column 'A100 power': no GPU named",
+        '"Time","GPU 0"\n1764583200000,1.41 GHz\n': r"column 'GPU 0' has the value '1.41 GHz' "
+        r"\(line 2\); expected power",
+        '"Time","GPU 0","GPU 1"\n1764583200000,250,251\n1764583215000,250\n': r"line 3 has a "
+        r"different number of fields than the header",
+        '"Time","DCGM_FI_DEV_GPU_TEMP{gpu=""0""}"\n1764583200000,45\n': r"expected power "
+        r"readings \(DCGM_FI_DEV_POWER_USAGE",
+    }
+    log = tmp_path / "grafana.csv"
+    for text, message in cases.items():
+        log.write_text(text)
+        with pytest.raises(ImportError_, match=rf"^{re.escape(str(log))}: {message}"):
+            import_log(log, "grafana", nameplate_w=400.0)
+    log.write_text(
+        '"Time","DCGM_FI_DEV_GPU_TEMP{gpu=""0""}","DCGM_FI_DEV_POWER_USAGE{gpu=""0""}"\n'
+        "1764583200000,45,250\n1764583215000,46,\n1764583230000,47,252.5\n"
+    )
+    frame, _ = import_log(log, "grafana", nameplate_w=400.0)
+    assert frame["power_w"].tolist() == [250.0, 252.5]  # the empty cell: no sample then
+    assert frame["t"].tolist() == [0.0, 30.0]

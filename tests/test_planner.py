@@ -65,14 +65,18 @@ def test_planner_on_a_folder_of_mixed_traces(config: Config, tmp_path: Path) -> 
         s for s in utilisation["data"]["result"] if s["metric"]["__name__"] != POWER
     ]
     (folder / "util.json").write_text(json.dumps(utilisation, indent=2))
-    series = 'DCGM_FI_DEV_POWER_USAGE{Hostname=""node1"", gpu=""0"", modelName=""NVIDIA A100""}'
-    grafana = f'"Time","{series}"\n1764583200000,250.5\n1764583215000,251.0\n'
-    (folder / "grafana.csv").write_text(grafana)  # a panel's "Download CSV"
+    grafana = [  # a panel's "Download CSV" for Excel: NVIDIA's DCGM dashboard, legend GPU {{gpu}}
+        "sep=,",
+        '"Time","GPU 0","GPU 1"',
+        *(f"2026-12-01 10:00:{s:02d},{250 + s} W,{300 + s}.5 W" for s in range(0, 60, 15)),
+    ]
+    (folder / "grafana.csv").write_bytes(("\r\n".join(grafana) + "\r\n").encode("utf-8-sig"))
     result = run_planner(folder, tmp_path / "out", config)
     index = pd.read_csv(tmp_path / "out" / "traces" / "index.csv")
     imported = index[index["status"] == "imported"].set_index("key")
     assert dict(imported["format"]) == {
         "dcgm": "dcgm",
+        "grafana": "grafana",
         "prometheus": "prometheus",
         "run-a/trace": "trace",
         "smi/node1": "nvidia-smi",
@@ -88,7 +92,6 @@ def test_planner_on_a_folder_of_mixed_traces(config: Config, tmp_path: Path) -> 
         "run-a/engine",
         "run-a/manifest",
         "util",
-        "grafana",
     }
     reasons = index.set_index("key")["reason"]
     assert reasons["smi/noheader"].startswith("no header line (line 1 is data: ")
@@ -97,16 +100,17 @@ def test_planner_on_a_folder_of_mixed_traces(config: Config, tmp_path: Path) -> 
     assert reasons["run-a/engine"].startswith("an inference engine's metrics log (vllm), not power")
     assert reasons["util"].startswith(f"a Prometheus query result without {POWER} series")
     assert reasons["run-a/manifest"] == "a .json file that is not a Prometheus query result"
-    assert reasons["grafana"].startswith("a Grafana CSV export")
-    assert "--format prometheus" in reasons["grafana"]
+    grafana_trace = read_trace(tmp_path / "out" / "traces" / "grafana.parquet").frame
+    assert grafana_trace.groupby("gpu")["power_w"].last().to_dict() == {0: 295.0, 1: 345.5}
+    assert imported.loc["grafana", "sample_period_s"] == 15.0
     assert "gpu.nameplate_w" in imported.loc["smi/node2", "notes"]
     assert "2 hosts in column 'Hostname'" in imported.loc["prometheus", "notes"]
     assert imported.loc["prometheus", "sample_period_s"] == 15.0  # a scrape every 15 s
     # the fleet is the traces' GPUs (dcgm 1, run-a 2, node2 1, node3 2, prometheus 4 on two
-    # hosts), but for the log too short for one energy bin
+    # hosts, grafana 2), but for the log too short for one energy bin
     left_out = [entry["run_id"] for entry in result.fleet.summary["left_out"]]
     assert left_out == ["smi/node1"]  # 0.3 s of samples: no complete 0.5 s bin
-    assert result.fleet.summary["n_gpus"] == int(imported["gpus"].drop(left_out).sum()) == 10
+    assert result.fleet.summary["n_gpus"] == int(imported["gpus"].drop(left_out).sum()) == 12
     assert result.fleet.summary["simulated"]  # one input is simulated: the fleet says so
     traces = pd.read_csv(tmp_path / "out" / "economics" / "traces.csv").set_index("deployment")
     assert traces.loc["run-a/trace", "tokens"] == 10000
@@ -123,8 +127,9 @@ def test_planner_on_a_folder_of_mixed_traces(config: Config, tmp_path: Path) -> 
     assert traces.loc["all traces", "energy_j"] > total_j  # plus the nvidia-smi logs' energy
     page = result.report.read_text()
     assert "SIMULATED" in page and "planner_fleet.png" in page and "T4" in page
-    # the 15 s scrape cannot resolve the fleet's shorter windows: the report says which
-    label = f"T{sorted(imported.index).index('prometheus') + 1}"
+    # the 15 s scrapes cannot resolve the fleet's shorter windows: the report says which (naming
+    # the first of the two traces of that period, grafana)
+    label = f"T{sorted(imported.index).index('grafana') + 1}"
     assert f"Windows shorter than {label}&#x27;s sample period" in page
     assert "the 0.5, 1, 5 s rows) are not resolved" in page
     assert not result.economics["tokens_used"]  # not every trace has tokens

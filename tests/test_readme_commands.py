@@ -55,6 +55,10 @@ TARGETS_DRY = (
     "snakemake -n --cores 2 --configfile config/config.yaml config/controller-targets.yaml"
 )
 # command -> (how, place or detail). Places: local (the laptop study), cluster, tools.
+GRAFANA_IMPORT = (
+    ".venv/bin/grpo-power telemetry import grafana.csv --format grafana --nameplate-w 400 "
+    "--timezone Europe/Berlin"
+)
 HOW: dict[str, tuple[str, str]] = {
     "make demo": ("run", "local"),
     "make test": ("this", "the command that runs this test"),
@@ -93,6 +97,7 @@ HOW: dict[str, tuple[str, str]] = {
         "tools",
     ),
     ".venv/bin/grpo-power telemetry import prometheus.json --format prometheus": ("run", "tools"),
+    GRAFANA_IMPORT: ("run", "tools"),
     ".venv/bin/grpo-power config schema --out workflow/schemas/config.schema.json": (
         "run",
         "tools",
@@ -126,7 +131,11 @@ EXIT_CODES = {".venv/bin/python -m benchmarks controller": (0, 1)}
 # Files a user brings (no README command writes them): their stand-ins from tests/data (the DCGM
 # log's last row holds an [N/A] reading, imported as a missing sample).
 BROUGHT = {
-    "tools": {"dcgm.csv": "dcgm-exporter-a100.csv", "prometheus.json": "prometheus-dcgm.json"}
+    "tools": {
+        "dcgm.csv": "dcgm-exporter-a100.csv",
+        "prometheus.json": "prometheus-dcgm.json",
+        "grafana.csv": "grafana-dcgm.csv",  # the same series as a dashboard panel's download
+    }
 }
 
 
@@ -301,6 +310,9 @@ def test_readme_tool_commands(tmp_path: Path) -> None:
     ]
     assert "imported 23 samples of 4 GPU(s)" in prometheus and "2 hosts" in prometheus
     assert (checkout / "prometheus.parquet").exists()
+    grafana = outputs[GRAFANA_IMPORT]
+    assert "imported 23 samples of 4 GPU(s)" in grafana and "2 hosts" in grafana
+    assert (checkout / "grafana.parquet").exists()
     assert "power source: simulated" in "".join(outputs.values())
     schema = "workflow/schemas/config.schema.json"
     assert (checkout / schema).read_text() == (REPO / schema).read_text()  # the committed one

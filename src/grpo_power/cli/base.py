@@ -38,9 +38,11 @@ EXIT_ABORTED = 130  # Ctrl-C, or an aborted prompt
 
 # Log formats of `telemetry import` (grpo_power.telemetry.importers.ImportFormat; not imported
 # from there because that module loads pandas, and every command line would pay for it).
-ImportFormat = Literal["nvidia-smi", "nvidia-smi-dmon", "dcgm", "prometheus"]
+ImportFormat = Literal["nvidia-smi", "nvidia-smi-dmon", "dcgm", "prometheus", "grafana"]
 # ... and its --format choices: "auto" tells it from the file (grpo_power.telemetry.formats).
-ImportFormatChoice = Literal["auto", "nvidia-smi", "nvidia-smi-dmon", "dcgm", "prometheus"]
+ImportFormatChoice = Literal[
+    "auto", "nvidia-smi", "nvidia-smi-dmon", "dcgm", "prometheus", "grafana"
+]
 # Engines whose metrics `telemetry import --engine` reads (grpo_power.telemetry.engine).
 EngineFormat = Literal["vllm", "sglang", "tgi"]
 

@@ -90,7 +90,10 @@ def telemetry_record(
 def telemetry_import(
     log: Annotated[
         Path,
-        typer.Argument(help="nvidia-smi CSV or dmon log, DCGM CSV, or Prometheus query result."),
+        typer.Argument(
+            help="nvidia-smi CSV or dmon log, DCGM CSV, Prometheus query result, or Grafana "
+            "CSV download."
+        ),
     ],
     fmt: Annotated[
         ImportFormatChoice,

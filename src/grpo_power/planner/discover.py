@@ -33,7 +33,8 @@ STEP_LOG = RUN.steps
 INDEX = PLANNER_TRACES.index
 EXPECTED = (
     "a folder of power traces: nvidia-smi or DCGM CSV logs, nvidia-smi dmon logs, Prometheus "
-    "query results of DCGM power (JSON), grpo-power Parquet traces or trace CSVs (t, gpu, power_w)"
+    "query results of DCGM power (JSON) or Grafana CSV downloads of it, grpo-power Parquet traces "
+    "or trace CSVs (t, gpu, power_w)"
 )
 
 

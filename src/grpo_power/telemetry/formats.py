@@ -2,12 +2,12 @@
 ``grpo-power telemetry import`` (its default ``--format auto``) read a file as.
 
 :func:`log_format` gives an importer's format (``nvidia-smi``, ``nvidia-smi-dmon``, ``dcgm``,
-``prometheus``; :data:`grpo_power.telemetry.importers.ImportFormat`), ``trace`` for a trace CSV
-(``t``, ``gpu``, ``power_w``), or why the file is none of them: an inference engine's metrics
-log, a Grafana CSV export, an nvidia-smi log without its header line or without a column
-naming its GPUs, a ``dcgmi dmon`` table, a Prometheus result without power series. Only the
-first line is read (for a ``.json`` file its first 4096 characters, and the file in pieces for
-the power field), so telling a folder's files apart is cheap.
+``prometheus``, ``grafana``; :data:`grpo_power.telemetry.importers.ImportFormat`), ``trace``
+for a trace CSV (``t``, ``gpu``, ``power_w``), or why the file is none of them: an inference
+engine's metrics log, an nvidia-smi log without its header line or without a column naming its
+GPUs, a ``dcgmi dmon`` table, a Prometheus result without power series. Only the first line is
+read (the second after Excel's ``sep=`` line; for a ``.json`` file its first 4096 characters,
+and the file in pieces for the power field), so telling a folder's files apart is cheap.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from grpo_power.telemetry.engine import ENGINE_COLUMNS
+from grpo_power.telemetry.grafana import HEADER, SEP_LINE
 from grpo_power.telemetry.logrows import (
     HEADERLESS_HINT,
     NO_GPU_COLUMN_HINT,
@@ -32,12 +33,16 @@ DCGMI_DMON = (
 
 def _first_line(path: Path, whole: bool = True) -> str:
     """The file's first line (at most 4096 characters; a byte-order mark dropped, UTF-16 read
-    as such); with ``whole=False`` its first 4096 characters, whatever the lines."""
+    as such; the next one after Excel's ``sep=,`` line, which only says the delimiter); with
+    ``whole=False`` its first 4096 characters, whatever the lines."""
     try:
         with path.open("rb") as raw:
             encoding = text_encoding(raw.read(2))
         with path.open(encoding=encoding, errors="replace") as file:
-            return file.readline(4096) if whole else file.read(4096)
+            if not whole:
+                return file.read(4096)
+            line = file.readline(4096)
+            return file.readline(4096) if SEP_LINE.match(line) else line
     except OSError as error:
         raise ValueError(
             f"{path}: cannot be read ({error.strerror}); expected a power log"
@@ -94,20 +99,10 @@ def engine_format(path: Path) -> str | None:
     return _engine_of({column_name(c) for c in line.split(",")})
 
 
-GRAFANA_EXPORT = (
-    "a Grafana CSV export (a Time column and a column per series, named by the panel's legend), "
-    "which is not read: give the same query as a Prometheus query result (the JSON of "
-    "/api/v1/query_range or `promtool query range -o json`, --format prometheus) or "
-    "dcgm-exporter scraped to CSV"
-)
-
-
 def not_power_reason(header: list[str]) -> str | None:
     """Why a CSV whose header cells are ``header`` is a known kind of file that is not a power
-    log the importers read (an inference engine's metrics log, a Grafana export), or None."""
+    log the importers read (an inference engine's metrics log), or None."""
     names = [column_name(c).strip('"') for c in header]
-    if len(names) > 1 and names[0] == "Time" and "gpu" not in names:  # Grafana's time field
-        return GRAFANA_EXPORT
     engine = _engine_of(set(names))
     if engine is not None:
         return (
@@ -123,11 +118,11 @@ def _csv_kind(line: str) -> tuple[str | None, str]:
     dmon = _dmon_kind(line)
     if dmon is not None:
         return dmon
+    if HEADER.match(line):  # Grafana's Time field first
+        return "grafana", ""
     header = [c.strip() for c in line.split(",")]
     names = {column_name(c) for c in header}
     reason = not_power_reason(header)
-    if reason == GRAFANA_EXPORT:
-        return None, reason
     if any(c.startswith("DCGM_FI_") for c in names):
         return "dcgm", ""
     gpu_named = names & {"index", "uuid", "pci.bus_id"}
@@ -151,9 +146,10 @@ def log_format(path: Path) -> tuple[str | None, str]:
     """``(format, "")`` of the power log at ``path``, or ``(None, why it is not one)``.
 
     A ``.json`` file is a Prometheus query result holding DCGM power series; a ``.csv`` file
-    is told by its header line (DCGM fields, nvidia-smi's query names, a trace's columns, or
-    an ``nvidia-smi dmon`` header); a file of another suffix is a log only where its first line
-    shows one of those (``nvidia-smi --query-gpu=... > smi.log``, ``nvidia-smi dmon -o DT``).
+    is told by its header line (DCGM fields, nvidia-smi's query names, a trace's columns, an
+    ``nvidia-smi dmon`` header, or Grafana's ``Time`` field first); a file of another suffix is
+    a log only where its first line shows one of those (``nvidia-smi --query-gpu=... >
+    smi.log``, ``nvidia-smi dmon -o DT``).
 
     Raises:
         ValueError: the file cannot be read.

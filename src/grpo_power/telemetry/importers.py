@@ -15,6 +15,8 @@ Supported formats:
   ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` in mJ, ...).
 * ``prometheus``: dcgm-exporter's series as Prometheus answers a range query (JSON; see
   :mod:`grpo_power.telemetry.prometheus`), read into the rows of a DCGM CSV.
+* ``grafana``: a Grafana panel's CSV download of those series (see
+  :mod:`grpo_power.telemetry.grafana`), read into the rows of a DCGM CSV.
 
 What real logs contain, and what the import does with it (each named in the trace metadata's
 ``notes``, which ``grpo-power telemetry import`` prints):
@@ -63,6 +65,7 @@ from grpo_power.telemetry.checks import (
     time_unit,
 )
 from grpo_power.telemetry.formats import not_power_reason
+from grpo_power.telemetry.grafana import read_grafana_log
 from grpo_power.telemetry.logrows import (
     HOST_COLUMNS,
     NO_GPU_COLUMN_HINT,
@@ -76,7 +79,7 @@ from grpo_power.telemetry.logrows import (
 from grpo_power.telemetry.prometheus import read_prometheus_log
 from grpo_power.telemetry.schema import TRACE_COLUMNS, TraceMetadata
 
-ImportFormat = Literal["nvidia-smi", "nvidia-smi-dmon", "dcgm", "prometheus"]
+ImportFormat = Literal["nvidia-smi", "nvidia-smi-dmon", "dcgm", "prometheus", "grafana"]
 
 NVIDIA_SMI_COLUMNS = {
     "timestamp": "timestamp",
@@ -322,8 +325,9 @@ def import_log(
 
     Args:
         path: the log file.
-        fmt: ``nvidia-smi``, ``nvidia-smi-dmon``, ``dcgm`` or ``prometheus`` (a query result of
-            dcgm-exporter series, :mod:`grpo_power.telemetry.prometheus`).
+        fmt: ``nvidia-smi``, ``nvidia-smi-dmon``, ``dcgm``, ``prometheus`` (a query result of
+            dcgm-exporter series, :mod:`grpo_power.telemetry.prometheus`) or ``grafana`` (a
+            panel's CSV download of them, :mod:`grpo_power.telemetry.grafana`).
         nameplate_w: the GPU's board power, W, when the log has no ``power.default_limit``.
         gpu_name: the GPU model when the log has no name column; a part the simulator knows
             (``config/gpu_models.py``) gives the nameplate when nothing else does.
@@ -346,6 +350,8 @@ def import_log(
     row_word = "row" if fmt == "prometheus" else "line"  # what the error messages number
     if fmt == "prometheus":
         raw, lines = read_prometheus_log(path)
+    elif fmt == "grafana":
+        raw, lines = read_grafana_log(path)
     elif fmt == "nvidia-smi-dmon":
         raw, lines = read_dmon_log(path)
     else:

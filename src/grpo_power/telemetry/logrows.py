@@ -94,7 +94,7 @@ def _regular_table(text: str) -> tuple[pd.DataFrame, np.ndarray] | None:
     """A log without quotes, tabs or carriage returns (where pandas' C parser and :mod:`csv`
     could split or strip cells apart) whose every line has as many fields as its first, read by
     that parser: its rows as text (the header line first) and each row's line in the file; None
-    for any other text, which :func:`_csv_rows` reads (and refuses) line by line."""
+    for any other text, which `csv_rows` reads (and refuses) line by line."""
     if '"' in text or "\r" in text or "\t" in text:
         return None
     data = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)  # no multi-byte char holds , \n
@@ -122,9 +122,11 @@ def _regular_table(text: str) -> tuple[pd.DataFrame, np.ndarray] | None:
     return table, lines
 
 
-def _csv_rows(path: Path, text: str, expected: str) -> tuple[list[list[str]], np.ndarray]:
+def csv_rows(
+    path: Path, text: str, expected: str, delimiter: str = ","
+) -> tuple[list[list[str]], np.ndarray]:
     """Every non-empty row of a CSV text (each as its cells) and the line each ends on."""
-    reader = csv.reader(io.StringIO(text, newline=""), skipinitialspace=True)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, skipinitialspace=True)
     rows: list[list[str]] = []
     lines: list[int] = []
     try:
@@ -165,7 +167,7 @@ def read_csv_log(path: Path, fmt: str) -> tuple[pd.DataFrame, np.ndarray]:
     regular = _regular_table(text)  # the common case, read in C
     rows: list[list[str]] = []
     if regular is None:
-        rows, lines = _csv_rows(path, text, expected)
+        rows, lines = csv_rows(path, text, expected)
         if not rows:
             raise ImportError_(f"{path}: expected {expected}, got an empty file")
     else:

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_power.telemetry.logrows import HOST_COLUMNS, ImportError_, read_log_text
+from grpo_power.telemetry.series import dcgm_rows, first_clash, gpu_named
 
 PROMETHEUS_EXPECTED = (
     "a Prometheus query result of dcgm-exporter series (the JSON of /api/v1/query_range or "
@@ -134,29 +135,16 @@ def read_prometheus_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
             records.append((host, gpu, name, unix_s, value))
     if not records:
         raise ImportError_(f"{path}: expected at least one sample, got series without any")
-    long = pd.DataFrame(records, columns=["host", "gpu", "field", "timestamp", "value"])
-    key = ["host", "gpu", "timestamp", "field"]
-    twice = long.duplicated(key, keep=False)
-    if twice.any():
-        host, gpu, unix_s, field = long.loc[twice, key].iloc[0]
-        at = f"{_shown(host)} gpu {gpu}" if host else f"gpu {gpu}"
+    readings = pd.DataFrame(records, columns=["host", "gpu", "field", "order", "value"])
+    readings["timestamp"] = readings["order"].map(repr)
+    readings["line"] = 0  # a JSON answer has no lines: rows are numbered instead
+    clash = first_clash(readings)
+    if clash is not None:
         raise ImportError_(
-            f"{path}: two series give {_shown(field)} of {at} at unix time {unix_s:.3f}; expected "
-            "one series per GPU and field: query one exporter, or keep the labels that tell them "
-            f"apart ({', '.join(HOST_COLUMNS)})"
+            f"{path}: two series give {_shown(clash['field'])} of "
+            f"{gpu_named(clash['host'], clash['gpu'])} at unix time {clash['order']:.3f}; "
+            "expected one series per GPU and field: query one exporter, or keep the labels "
+            f"that tell them apart ({', '.join(HOST_COLUMNS)})"
         )
-    wide = long.pivot(index=["timestamp", "host", "gpu"], columns="field", values="value")
-    wide = wide.sort_index(kind="stable").reset_index()
-    wide.columns.name = None
-    raw = wide[["timestamp", "gpu"]].astype(object)
-    raw["timestamp"] = wide["timestamp"].map(repr)
-    if host_label:
-        raw[host_label] = wide["host"]
-    if models:
-        raw["modelName"] = [
-            models.get(pair, "") for pair in zip(wide["host"], wide["gpu"], strict=True)
-        ]
-    fields = [c for c in wide.columns if c not in ("timestamp", "host", "gpu")]
-    for field in fields:
-        raw[field] = wide[field].map(lambda v: "" if math.isnan(v) else repr(v))
+    raw, _ = dcgm_rows(readings, host_label, models)
     return raw, np.arange(1, len(raw) + 1, dtype=np.int64)

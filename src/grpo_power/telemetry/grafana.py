@@ -1,0 +1,213 @@
+"""Read a Grafana panel's CSV download of DCGM power into the rows the DCGM importer reads.
+
+Where dcgm-exporter's series are watched on a Grafana dashboard, the planner's power history is
+often the panel's own download (Inspect > Data > Download CSV). Grafana writes it as:
+
+* a ``Time`` column, then one column per series (``Series joined by time``), named by the
+  panel's legend (NVIDIA's DCGM dashboard: ``GPU {{gpu}}``; a fleet's: ``{{Hostname}} GPU
+  {{gpu}}``) or, without a legend, by the series' labels
+  (``DCGM_FI_DEV_POWER_USAGE{Hostname="dgx-a", gpu="0", ...}``); or, from a table panel, a
+  ``Time`` column, one column per label (``gpu``, ``Hostname``, ...) and a ``Value`` column;
+* times as the dashboard shows them (``2026-12-01 10:00:00``, in its time zone, which the
+  import reads as ``--timezone`` / ``planner.timezone``) or, with "Formatted data" off, unix
+  milliseconds; values with the panel's unit (``264.5 W``, ``1.2 kW``) or bare (watts, as
+  dcgm-exporter gives them); an empty cell where a series has no sample at that time;
+* with "Download for Excel", a first line ``sep=,`` and a byte-order mark; the delimiter is
+  the browser locale's list separator (``,`` or ``;``).
+
+:func:`read_grafana_log` turns it into one row per GPU and time with a power column, as a DCGM
+CSV has (:func:`grpo_power.telemetry.series.dcgm_rows`). A GPU is the series' ``gpu`` label, or
+the number the legend gives it (``GPU 3``, ``gpu3``, ``dgx-a:3``; the rest of the legend is its
+host); a column that names no GPU is refused. Two series of one GPU (a pod that changed) are one
+GPU where their samples do not overlap. Series of other DCGM fields (``DCGM_FI_DEV_GPU_TEMP``)
+are left out: the panel's power is what is read.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from grpo_power.telemetry.logrows import HOST_COLUMNS, ImportError_, csv_rows, read_log_text
+from grpo_power.telemetry.series import dcgm_rows, first_clash, gpu_named
+
+GRAFANA_EXPECTED = (
+    "a Grafana panel's CSV download of DCGM power (Inspect > Data > Download CSV): a Time "
+    "column and a column per GPU series"
+)
+POWER_FIELDS = ("DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_POWER_USAGE_INSTANT")
+LEGEND_HINT = (
+    "set the panel's legend to name it (GPU {{gpu}}, or {{Hostname}} GPU {{gpu}} across "
+    "hosts), or clear the legend so that the series' labels name it"
+)
+SEP_LINE = re.compile(r"^\ufeff?sep=(.)\s*$")
+HEADER = re.compile(r'^\ufeff?"?Time"?\s*([,;\t])')
+_SERIES = re.compile(r"^(?P<metric>[A-Za-z_:][\w:]*)?\s*\{(?P<labels>.*)\}$", re.S)
+_LABEL = re.compile(r'([A-Za-z_]\w*)\s*=\s*"((?:[^"\\]|\\.)*)"')
+_GPU_WORD = re.compile(r"gpu\s*[#:=_-]?\s*(\d+)", re.I)
+_LAST_NUMBER = re.compile(r"[\s:_#/.-](\d+)$")
+_SEPARATORS = " \t-_:#/|,;@()[]{}."
+_VALUE = r"^([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(\S*)$"
+POWER_UNITS_W = {"": 1.0, "W": 1.0, "kW": 1e3, "mW": 1e-3, "MW": 1e6}
+_NO_VALUE = {"", "null", "NaN", "nan", "N/A", "undefined", "-"}
+
+
+def grafana_delimiter(line: str) -> str | None:
+    """The delimiter of a Grafana CSV download whose first line is ``line`` (Excel's ``sep=``
+    line, or a header that opens with Grafana's ``Time`` field), or None: not one."""
+    match = SEP_LINE.match(line) or HEADER.match(line)
+    return match.group(1) if match else None
+
+
+def _series_gpu(name: str) -> tuple[str, str, str, str] | None:
+    """A series column's (host, GPU index, DCGM field, part) from its name: the series' labels
+    (``METRIC{gpu="0", Hostname="..."}``) or a legend that numbers the GPU; None where the
+    name numbers no GPU. A legend's field is power, and its host the rest of the legend."""
+    series = _SERIES.match(name.strip())
+    if series is not None:
+        labels = dict(_LABEL.findall(series.group("labels")))
+        field = series.group("metric") or labels.get("__name__") or POWER_FIELDS[0]
+        if "gpu" not in labels or not labels["gpu"].isdigit():
+            return None
+        host = next((labels[h] for h in HOST_COLUMNS if h in labels), "")
+        return host, labels["gpu"], field, labels.get("modelName", "")
+    number = _GPU_WORD.search(name) or _LAST_NUMBER.search(name.strip())
+    if number is None:
+        return None
+    host = (name[: number.start()] + name[number.end() :]).strip(_SEPARATORS)
+    return host, str(int(number.group(1))), POWER_FIELDS[0], ""
+
+
+def _values(path: Path, cells: pd.Series, columns: pd.Series, lines: pd.Series) -> pd.Series:
+    """Power cells (``264.5 W``, ``1.2 kW``, ``264.5``) as watts; refused, naming the column
+    and line, where a cell is not a number or its unit not one of power."""
+    parsed = cells.str.extract(_VALUE)
+    scale = parsed[1].map(POWER_UNITS_W)
+    bad = parsed[0].isna() | scale.isna()
+    if bad.any():
+        i = int(np.argmax(bad.to_numpy()))
+        raise ImportError_(
+            f"{path}: column '{columns.iloc[i]}' has the value {cells.iloc[i]!r} (line "
+            f"{lines.iloc[i]}); expected power: a number in W, optionally with its unit (W, kW, "
+            "mW; the panel's unit watt)"
+        )
+    return parsed[0].astype(float) * scale
+
+
+def _table_readings(path: Path, header: list[str], body: pd.DataFrame) -> pd.DataFrame:
+    """A table panel's download (``Time``, a column per label, ``Value``) as readings."""
+    values = [c for c in header if c == "Value" or c.startswith("Value #")]
+    if len(values) != 1:
+        raise ImportError_(
+            f"{path}: a Grafana table with a 'gpu' column: expected one 'Value' column, got "
+            f"{len(values)} ({', '.join(values[:3]) or 'none'}); download one query's table"
+        )
+    host = next((h for h in HOST_COLUMNS if h in header), None)
+    return pd.DataFrame(
+        {
+            "host": body[host] if host else "",
+            "gpu": body["gpu"].str.strip(),
+            "field": body["__name__"] if "__name__" in header else POWER_FIELDS[0],
+            "model": body["modelName"] if "modelName" in header else "",
+            "time": body["Time"],
+            "line": body["line"],
+            "column": values[0],
+            "cell": body[values[0]],
+        }
+    )
+
+
+def _series_readings(path: Path, header: list[str], body: pd.DataFrame) -> pd.DataFrame:
+    """A time-series panel's download (``Time``, a column per series) as readings."""
+    named = []
+    for column in header[1:]:
+        gpu = _series_gpu(column)
+        if gpu is None:
+            raise ImportError_(
+                f"{path}: column {column[:80]!r}: no GPU named by the series' name; expected "
+                f"{GRAFANA_EXPECTED}: {LEGEND_HINT}"
+            )
+        named.append(gpu)
+    parts = []
+    for j, (host, gpu, field, model) in enumerate(named, 1):  # by position: legends may repeat
+        parts.append(
+            pd.DataFrame(
+                {
+                    "host": host,
+                    "gpu": gpu,
+                    "field": field,
+                    "model": model,
+                    "time": body.iloc[:, 0].to_numpy(),
+                    "line": body["line"].to_numpy(),
+                    "column": header[j],
+                    "cell": body.iloc[:, j].to_numpy(),
+                }
+            )
+        )
+    return pd.concat(parts, ignore_index=True)
+
+
+def read_grafana_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
+    """A Grafana panel's CSV download (the file at ``path``) as the rows of text a DCGM CSV
+    gives: ``timestamp`` (as Grafana wrote it), ``gpu``, ``host`` where the series name
+    hosts, ``modelName`` where their labels do, and a power column; and each row's line in the
+    file. Empty cells (no sample of that series then) are left out.
+
+    Raises:
+        ImportError_: not text, no ``Time`` header, a column that names no GPU, a value that is
+            not power, no power series, two series giving one GPU's power at one time.
+    """
+    text = read_log_text(path, GRAFANA_EXPECTED)
+    first = text.split("\n", 1)[0].strip("\r")
+    delimiter = grafana_delimiter(first)
+    if delimiter is None:
+        raise ImportError_(f"{path}: line 1: expected {GRAFANA_EXPECTED}, got {first[:60]!r}")
+    rows, lines = csv_rows(path, text, GRAFANA_EXPECTED, delimiter)
+    if SEP_LINE.match(first):
+        rows, lines = rows[1:], lines[1:]
+    if not rows or rows[0][0].strip() != "Time":
+        raise ImportError_(
+            f"{path}: line {lines[0] if rows else 1}: expected a header line "
+            f"opening with Time; {GRAFANA_EXPECTED}"
+        )
+    header = [c.strip() for c in rows[0]]
+    for row, line in zip(rows[1:], lines[1:], strict=True):
+        if len(row) != len(header):
+            raise ImportError_(
+                f"{path}: line {line} has a different number of fields than the header: "
+                f"expected {len(header)}, got {len(row)} (a truncated download)"
+            )
+    body = pd.DataFrame(rows[1:], columns=header, dtype=object)
+    body["line"] = lines[1:]
+    table = "gpu" in header
+    readings = (_table_readings if table else _series_readings)(path, header, body)
+    readings["cell"] = readings["cell"].astype(str).str.strip()
+    readings = readings[~readings["cell"].isin(_NO_VALUE)]
+    readings = readings[readings["field"].isin(POWER_FIELDS)].reset_index(drop=True)
+    if readings.empty:
+        raise ImportError_(
+            f"{path}: expected power readings ({' or '.join(POWER_FIELDS)} series), got none; "
+            f"{GRAFANA_EXPECTED}"
+        )
+    readings["value"] = _values(path, readings["cell"], readings["column"], readings["line"])
+    readings["timestamp"] = readings["time"].astype(str).str.strip()
+    readings = readings.sort_values("line", kind="stable").reset_index(drop=True)
+    readings["order"] = pd.factorize(readings["timestamp"])[0].astype(float)  # file order
+    clash = first_clash(readings)
+    if clash is not None:
+        raise ImportError_(
+            f"{path}: two {'rows' if table else 'columns'} give the power of "
+            f"{gpu_named(clash['host'], clash['gpu'])} at {clash['timestamp']} (line "
+            f"{clash['line']}); expected one series per GPU: "
+            + ("download one query's table" if table else LEGEND_HINT)
+        )
+    host_label = "host" if (readings["host"] != "").any() else None
+    models = {
+        (h, g): m
+        for h, g, m in readings[["host", "gpu", "model"]].drop_duplicates().itertuples(False)
+        if m
+    }
+    return dcgm_rows(readings, host_label, models)

@@ -1,0 +1,60 @@
+"""Readings of DCGM fields keyed by host, GPU and time, laid out as the rows of a DCGM CSV.
+
+The Prometheus reader (:mod:`grpo_power.telemetry.prometheus`, a range query's series) and the
+Grafana reader (:mod:`grpo_power.telemetry.grafana`, a panel's CSV download) both hold one
+reading per row: its host, GPU index, DCGM field, time and value. :func:`dcgm_rows` pivots them
+into what a dcgm-exporter CSV holds (one row per GPU and time, a column per field), which
+:func:`grpo_power.telemetry.importers.import_log` reads as the ``dcgm`` format;
+:func:`first_clash` finds the readings two series give for one field of one GPU at once.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+# One reading per row: host ("" where none), gpu (its index, text), field (a DCGM field name),
+# order (a number that sorts the times), timestamp (the time as the log writes it), line (the
+# reading's line in the file), value (float; NaN is a missing reading)
+READING_COLUMNS = ("host", "gpu", "field", "order", "timestamp", "line", "value")
+_KEY = ["host", "gpu", "order", "field"]
+
+
+def gpu_named(host: str, gpu: str) -> str:
+    """A GPU as a message names it: ``dgx-a gpu 0``, or ``gpu 0`` without a host."""
+    shown = host if host.isprintable() else repr(host)
+    return f"{shown} gpu {gpu}" if host else f"gpu {gpu}"
+
+
+def first_clash(readings: pd.DataFrame) -> pd.Series | None:
+    """The first reading (a row of ``readings``) that another one gives for the same field of
+    the same GPU at the same time, or None."""
+    twice = readings.duplicated(_KEY, keep=False)
+    return readings[twice].iloc[0] if twice.any() else None
+
+
+def dcgm_rows(
+    readings: pd.DataFrame, host_label: str | None, models: dict[tuple[str, str], str]
+) -> tuple[pd.DataFrame, np.ndarray]:
+    """The rows of text a DCGM CSV holds for ``readings`` (:data:`READING_COLUMNS`, no two of
+    them for one field of one GPU at one time): ``timestamp``, ``gpu``, ``host_label`` (where
+    not None: each row's host), ``modelName`` (where ``models`` names the (host, gpu) pairs'
+    parts) and one column per field, the values' text ("" missing); in time order, then host
+    and GPU. Also each row's line in the file (its first reading's)."""
+    wide = readings.pivot(index=["order", "host", "gpu"], columns="field", values="value")
+    where = readings.groupby(["order", "host", "gpu"])[["timestamp", "line"]].first()
+    wide = wide.join(where).sort_index(kind="stable").reset_index()
+    wide.columns.name = None
+    raw = wide[["timestamp", "gpu"]].astype(object)
+    if host_label:
+        raw[host_label] = wide["host"]
+    if models:
+        raw["modelName"] = [
+            models.get(pair, "") for pair in zip(wide["host"], wide["gpu"], strict=True)
+        ]
+    fields = [c for c in wide.columns if c not in ("order", "host", "gpu", "timestamp", "line")]
+    for field in fields:
+        raw[field] = wide[field].map(lambda v: "" if math.isnan(v) else repr(v))
+    return raw, wide["line"].to_numpy(dtype=np.int64)
