@@ -105,10 +105,14 @@ FORMATS = [*HEADERS, "prometheus", "auto"]
 
 
 @FAST
-@given(data=st.binary(max_size=400), fmt=st.sampled_from(FORMATS))
-def test_random_bytes_to_the_importers(data: bytes, fmt: str) -> None:
+@given(
+    data=st.binary(max_size=400),
+    fmt=st.sampled_from(FORMATS),
+    suffix=st.sampled_from([".csv", ".csv.gz", ".json.xz"]),
+)
+def test_random_bytes_to_the_importers(data: bytes, fmt: str, suffix: str) -> None:
     with folder() as where:
-        log = where / "log.csv"
+        log = where / f"log{suffix}"
         log.write_bytes(data)
         invoke(["telemetry", "import", str(log), "--format", fmt, "--out", str(where / "o.pq")])
 

@@ -548,3 +548,33 @@ def test_a_grafana_download_that_cannot_be_read_is_refused_naming_why(tmp_path: 
     frame, _ = import_log(log, "grafana", nameplate_w=400.0)
     assert frame["power_w"].tolist() == [250.0, 252.5]  # the empty cell: no sample then
     assert frame["t"].tolist() == [0.0, 30.0]
+
+
+def test_a_compressed_log_imports_as_the_log_beneath(tmp_path: Path) -> None:
+    """Log rotation compresses old logs (``.gz``; bzip2 and xz too): each format reads through
+    the compression, named and told by the suffix beneath; a file that its suffix calls
+    compressed but is not is refused in one line naming the file."""
+    import bz2
+    import gzip
+    import lzma
+
+    from grpo_power.telemetry.formats import log_format
+
+    logs = {
+        "nvidia-smi-a100.csv": ("nvidia-smi", gzip.compress, ".gz"),
+        "dcgm-exporter-a100.csv": ("dcgm", bz2.compress, ".bz2"),
+        "prometheus-dcgm.json": ("prometheus", lzma.compress, ".xz"),
+        "grafana-dcgm.csv": ("grafana", gzip.compress, ".gz"),
+    }
+    for name, (fmt, compress, suffix) in logs.items():
+        packed = tmp_path / f"{name}{suffix}"
+        packed.write_bytes(compress((DATA / name).read_bytes()))
+        assert log_format(packed) == (fmt, ""), name
+        frame, meta = import_log(packed, fmt, nameplate_w=400.0, timezone="UTC")
+        plain, _ = import_log(DATA / name, fmt, nameplate_w=400.0, timezone="UTC")
+        assert frame.equals(plain), name
+        assert meta.run_id == Path(name).stem
+    bad = tmp_path / "smi.csv.gz"
+    bad.write_text((DATA / "nvidia-smi-a100.csv").read_text())  # not compressed at all
+    with pytest.raises(ImportError_, match=rf"^{re.escape(str(bad))}: cannot be decompressed"):
+        import_log(bad, "nvidia-smi")

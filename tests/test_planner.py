@@ -4,6 +4,7 @@ the public real traces in ../shared/data/real-traces, which must agree."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 from pathlib import Path
@@ -48,7 +49,10 @@ def test_planner_on_a_folder_of_mixed_traces(config: Config, tmp_path: Path) -> 
     folder = tmp_path / "traces"
     (folder / "smi").mkdir(parents=True)
     shutil.copy(DATA / "nvidia-smi-a100.csv", folder / "smi" / "node1.csv")
-    shutil.copy(DATA / "nvidia-smi-basic.csv", folder / "smi" / "node2.csv")  # no nameplate
+    # no nameplate; rotated and compressed by logrotate: read as the log beneath, named by it
+    (folder / "smi" / "node2.csv.gz").write_bytes(
+        gzip.compress((DATA / "nvidia-smi-basic.csv").read_bytes())
+    )
     shutil.copy(DATA / "dcgm-exporter-a100.csv", folder / "dcgm.csv")
     _run_folder(folder / "run-a", config)
     (folder / "notes.csv").write_text("when,what\nmonday,nothing\n")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import os
 import signal
 import subprocess
@@ -195,6 +196,10 @@ def test_a_trace_with_only_t_gpu_power_takes_metadata_from_the_defaults(tmp_path
     assert list(trace.frame.columns) == list(TRACE_COLUMNS)
     assert trace.frame["energy_j"].isna().all()
     assert any("nameplate 700 W from x.yaml" in note for note in trace.notes)
+    packed = tmp_path / "mine.csv.gz"  # compressed: the same trace, the same run id
+    packed.write_bytes(gzip.compress(path.read_bytes()))
+    again = read_trace(packed, TraceDefaults(nameplate_w=700.0, gpu_name="H100", source="x.yaml"))
+    assert again.frame.equals(trace.frame) and again.metadata.run_id == "mine"
     path.write_text("t,gpu,power_w\n" + "".join(f"{20 * i},0,300\n" for i in range(10)))
     with pytest.raises(ValueError, match="cannot tell the time unit"):
         read_trace(path)

@@ -140,16 +140,18 @@ def telemetry_import(
         ),
     ] = None,
 ) -> None:
-    """Convert an nvidia-smi, DCGM or Prometheus log into a trace (source: imported),
-    optionally with the inference engine's concurrency and token rate aligned to every sample."""
+    """Convert an nvidia-smi, DCGM, Prometheus or Grafana log (compressed too: .gz, .bz2, .xz)
+    into a trace (source: imported), optionally with the inference engine's concurrency and
+    token rate aligned to every sample."""
     from grpo_power.telemetry.engine import add_engine_columns, read_engine_log
     from grpo_power.telemetry.formats import import_format
     from grpo_power.telemetry.importers import ImportError_, import_log
+    from grpo_power.telemetry.logrows import log_stem
     from grpo_power.telemetry.store import write_trace
     from grpo_power.user_paths import output_problem
 
     check_numbers({"--nameplate-w": nameplate_w}, where=log)
-    out = out or log.with_suffix(".parquet")
+    out = out or log.with_name(f"{log_stem(log)}.parquet")
     problem = output_problem(out, "file")
     if problem:
         raise ValueError(problem)

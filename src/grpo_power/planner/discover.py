@@ -7,7 +7,8 @@ result, a trace CSV), and a file that is none of them (a vLLM ``engine.csv``, a
 ``manifest.json``) is listed as skipped, with the reason. Logs are imported by
 :func:`grpo_power.telemetry.importers.import_log` and traces read by
 :func:`grpo_power.telemetry.store.read_trace`: the same checks as every other stage. Each trace
-is named by its path in the folder (without the suffix), which is also its ``run_id``.
+is named by its path in the folder (without the suffix), which is also its ``run_id``. A log
+compressed by log rotation (``node1.csv.gz``, ``.bz2``, ``.xz``) is read as the log beneath.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from grpo_power.layout import PLANNER_TRACES, RUN
 from grpo_power.telemetry.engine import add_engine_columns, generated_tokens, read_engine_log
 from grpo_power.telemetry.formats import engine_format, log_format
 from grpo_power.telemetry.importers import import_log
-from grpo_power.telemetry.logrows import ImportError_
+from grpo_power.telemetry.logrows import ImportError_, log_stem, log_suffix
 from grpo_power.telemetry.schema import TraceMetadata
 from grpo_power.telemetry.steplog import read_step_log
 from grpo_power.telemetry.store import TraceDefaults, read_trace, write_trace
@@ -50,8 +51,8 @@ class FoundFile:
 
 def classify(path: Path, folder: Path) -> FoundFile:
     """What ``path`` (a file under ``folder``) is to the planner."""
-    key = path.relative_to(folder).with_suffix("").as_posix()
-    suffix = path.suffix.lower()
+    key = (path.relative_to(folder).parent / log_stem(path)).as_posix()
+    suffix = log_suffix(path)
     if path.name == STEP_LOG:
         kind, reason = None, "a step log (its tokens go with the trace beside it)"
     elif suffix == ".parquet":

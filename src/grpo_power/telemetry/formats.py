@@ -12,16 +12,20 @@ and the file in pieces for the power field), so telling a folder's files apart i
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 from grpo_power.telemetry.engine import ENGINE_COLUMNS
 from grpo_power.telemetry.grafana import HEADER, SEP_LINE
 from grpo_power.telemetry.logrows import (
+    DECOMPRESSION_ERRORS,
     HEADERLESS_HINT,
     NO_GPU_COLUMN_HINT,
     column_name,
     header_is_data,
     is_dmon_header,
+    log_suffix,
+    open_log,
     text_encoding,
 )
 
@@ -36,17 +40,16 @@ def _first_line(path: Path, whole: bool = True) -> str:
     as such; the next one after Excel's ``sep=,`` line, which only says the delimiter); with
     ``whole=False`` its first 4096 characters, whatever the lines."""
     try:
-        with path.open("rb") as raw:
+        with open_log(path) as raw:
             encoding = text_encoding(raw.read(2))
-        with path.open(encoding=encoding, errors="replace") as file:
+        with open_log(path) as raw, io.TextIOWrapper(raw, encoding, errors="replace") as file:
             if not whole:
                 return file.read(4096)
             line = file.readline(4096)
             return file.readline(4096) if SEP_LINE.match(line) else line
-    except OSError as error:
-        raise ValueError(
-            f"{path}: cannot be read ({error.strerror}); expected a power log"
-        ) from None
+    except DECOMPRESSION_ERRORS as error:
+        reason = getattr(error, "strerror", None) or " ".join(str(error).split())[:80]
+        raise ValueError(f"{path}: cannot be read ({reason}); expected a power log") from None
 
 
 def _dmon_kind(line: str) -> tuple[str | None, str] | None:
@@ -69,11 +72,15 @@ def _json_kind(path: Path) -> tuple[str | None, str]:
     if '"metric"' not in head or not any(k in head for k in ('"resultType"', '"values"')):
         return None, "a .json file that is not a Prometheus query result"
     carry = b""
-    with path.open("rb") as file:  # the power field anywhere in the file, read in pieces
-        while chunk := file.read(1 << 20):
-            if POWER_FIELD in carry + chunk:
-                return "prometheus", ""
-            carry = chunk[-len(POWER_FIELD) :]
+    try:
+        with open_log(path) as file:  # the power field anywhere in the file, read in pieces
+            while chunk := file.read(1 << 20):
+                if POWER_FIELD in carry + chunk:
+                    return "prometheus", ""
+                carry = chunk[-len(POWER_FIELD) :]
+    except DECOMPRESSION_ERRORS as error:
+        reason = " ".join(str(error).split())[:80] or type(error).__name__
+        raise ValueError(f"{path}: cannot be read ({reason}); expected a power log") from None
     return None, (
         f"a Prometheus query result without {POWER_FIELD.decode()} series (no power): query "
         "that field"
@@ -154,7 +161,7 @@ def log_format(path: Path) -> tuple[str | None, str]:
     Raises:
         ValueError: the file cannot be read.
     """
-    suffix = path.suffix.lower()
+    suffix = log_suffix(path)
     if suffix == ".json":
         return _json_kind(path)
     kind, reason = _csv_kind(_first_line(path))

@@ -72,6 +72,7 @@ from grpo_power.telemetry.logrows import (
     ImportError_,
     column_name,
     columns_shown,
+    log_stem,
     numeric_column,
     read_csv_log,
     read_dmon_log,
@@ -504,7 +505,7 @@ def import_log(
     if period is None:
         notes.append(f"{path}: one sample per GPU: a sample period of 1 s is assumed")
     metadata = TraceMetadata(
-        run_id=run_id or path.stem,
+        run_id=run_id or log_stem(path),
         source="imported",
         gpu_name=gpu_name,
         nameplate_w=nameplate_w,

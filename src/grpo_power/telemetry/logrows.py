@@ -6,17 +6,22 @@ line with :mod:`csv`), :func:`read_dmon_log` an ``nvidia-smi dmon`` table,
 each as text under its column names with every row's line in the file, for
 :func:`grpo_power.telemetry.importers.import_log` (and :mod:`grpo_power.telemetry.engine`) to map
 onto the trace schema; :func:`numeric_column` turns a column into floats (Arrow's kernels,
-pandas where Arrow's parser refuses a cell). Every refusal is an
-:class:`ImportError_` whose one line names the file, the line or column, and what was expected.
+pandas where Arrow's parser refuses a cell). A log compressed as log rotation leaves it
+(``smi.csv.gz``; bzip2 and xz too) is read through :func:`open_log`, by its suffix. Every
+refusal is an :class:`ImportError_` whose one line names the file, the line or column, and what
+was expected.
 """
 
 from __future__ import annotations
 
+import bz2
 import csv
+import gzip
 import io
+import lzma
 import re
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import pandas as pd
@@ -30,6 +35,32 @@ MISSING_VALUES = {"[N/A]", "N/A", "[Not Supported]", "[Unknown Error]", "", "nan
 # column, the exporter's address Prometheus adds. A log of several hosts tells its GPUs apart by
 # host and index.
 HOST_COLUMNS = ("Hostname", "hostname", "host", "instance")
+
+
+# Compression suffixes and the stdlib openers that read them (pandas infers the same ones)
+COMPRESSION_OPENERS: dict[str, Any] = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+# What a compressed file that cannot be decompressed raises (a truncated or mislabelled one)
+DECOMPRESSION_ERRORS = (OSError, EOFError, lzma.LZMAError)
+
+
+def log_suffix(path: Path) -> str:
+    """A log's own suffix in lower case, beneath a compression suffix (``.csv`` for
+    ``smi.csv.gz``)."""
+    if path.suffix.lower() in COMPRESSION_OPENERS:
+        return Path(path.stem).suffix.lower()
+    return path.suffix.lower()
+
+
+def log_stem(path: Path) -> str:
+    """A log's name without its suffix and any compression suffix (``smi`` for ``smi.csv.gz``)."""
+    name = path.stem if path.suffix.lower() in COMPRESSION_OPENERS else path.name
+    return Path(name).stem
+
+
+def open_log(path: Path) -> IO[bytes]:
+    """The log's bytes as a stream, decompressed where its suffix names a compression."""
+    opener = COMPRESSION_OPENERS.get(path.suffix.lower())
+    return opener(path, "rb") if opener else path.open("rb")
 
 
 def column_name(cell: str) -> str:
@@ -68,15 +99,25 @@ def text_encoding(head: bytes) -> str:
 
 
 def read_log_text(path: Path, expected: str) -> str:
-    """A log file's text (:func:`text_encoding`; a byte-order mark dropped); refused, naming
-    ``expected``, when the path is not a readable file of text."""
+    """A log file's text (decompressed by its suffix, :func:`open_log`; :func:`text_encoding`; a
+    byte-order mark dropped); refused, naming ``expected``, when the path is not a readable file
+    of text."""
     problem = path_problem(path, f"{expected} (a file)", ())
     if problem:
         raise ImportError_(problem)
     try:
-        data = path.read_bytes()
+        with open_log(path) as file:
+            data = file.read()
     except FileNotFoundError:
         raise ImportError_(f"{path}: no such file; expected {expected}") from None
+    except DECOMPRESSION_ERRORS as error:
+        if path.suffix.lower() not in COMPRESSION_OPENERS:
+            raise
+        reason = " ".join(str(error).split())[:80] or type(error).__name__
+        raise ImportError_(
+            f"{path}: cannot be decompressed ({reason}); expected {expected}, compressed as its "
+            f"suffix {path.suffix} says"
+        ) from None
     try:
         text = data.decode(text_encoding(data))
     except UnicodeDecodeError as error:

@@ -25,6 +25,7 @@ from grpo_power.telemetry.checks import (
     split_clock_jumps,
     time_unit,
 )
+from grpo_power.telemetry.logrows import DECOMPRESSION_ERRORS, log_stem, log_suffix
 from grpo_power.telemetry.schema import (
     OPTIONAL_COLUMNS,
     REQUIRED_COLUMNS,
@@ -113,7 +114,7 @@ def read_trace(
     )
     if problem:
         raise ValueError(problem)
-    if path.suffix.lower() == ".csv":
+    if log_suffix(path) == ".csv":  # a trace CSV, compressed or not (pandas by its suffix)
         frame, raw, complete = _read_csv_trace(path), None, True
     else:
         frame, raw, complete = _read_parquet_trace(path)
@@ -154,7 +155,7 @@ def _read_csv_trace(path: Path) -> pd.DataFrame:
         raise FileNotFoundError(f"{path}: no such file; expected {expected}") from None
     except pd.errors.EmptyDataError:
         raise ValueError(f"{path}: expected {expected}, got an empty file") from None
-    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as error:
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError, *DECOMPRESSION_ERRORS) as error:
         reason = " ".join(str(error).split())[:120] or type(error).__name__
         raise ValueError(f"{path}: expected {expected}, got unreadable CSV ({reason})") from None
     frame.columns = [str(c).strip() for c in frame.columns]
@@ -237,11 +238,11 @@ def _checked(
     data = dict(raw or {})
     if raw is None:
         notes.append(
-            f"{where}: no grpo-power metadata: run_id '{path.stem}', source 'imported', GPU "
+            f"{where}: no grpo-power metadata: run_id '{log_stem(path)}', source 'imported', GPU "
             f"'{defaults.gpu_name}' (from {defaults.source})"
         )
     for key, value in (
-        ("run_id", path.stem),
+        ("run_id", log_stem(path)),
         ("source", "imported"),
         ("gpu_name", defaults.gpu_name),
         ("host", "unknown"),
