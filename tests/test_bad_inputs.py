@@ -168,6 +168,36 @@ CASES: list[Case] = [
         ["{name}", "column 'node power'", "no GPU named", "set the panel's legend"],
     ),
     Case(
+        "import-nvidia-smi-query-report",
+        "the text report of nvidia-smi -q -d POWER -l 1 given as a power log",
+        (
+            "text",
+            {
+                "name": "power.txt",
+                "text": "\n==============NVSMI LOG==============\n\n"
+                "Timestamp                                 : Fri Dec  4 16:00:00 2026\n"
+                "GPU 00000000:07:00.0\n    GPU Power Readings\n"
+                "        Power Draw                        : 63.17 W\n",
+            },
+        ),
+        IMPORT,
+        ["{name}", "expected a power log", "an nvidia-smi -q report (text)", "--query-gpu="],
+    ),
+    Case(
+        "import-nvidia-smi-xml-report",
+        "the XML report of nvidia-smi -q -x given as a power log",
+        (
+            "text",
+            {
+                "name": "power.xml",
+                "text": '<?xml version="1.0" ?>\n<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi.dtd">\n'
+                "<nvidia_smi_log>\n<timestamp>Fri Dec  4 16:00:00 2026</timestamp>\n",
+            },
+        ),
+        IMPORT,
+        ["{name}", "an nvidia-smi -q report (XML, -x)", "--query-gpu="],
+    ),
+    Case(
         "import-grafana-temperature",
         "a Grafana panel's CSV download of GPU temperature given as power",
         ("text", {"name": "grafana.csv", "text": '"Time","GPU 0"\n1764583200000,45 °C\n'}),

@@ -60,6 +60,8 @@ def test_planner_on_a_folder_of_mixed_traces(config: Config, tmp_path: Path) -> 
     (folder / "smi" / "noheader.csv").write_text("".join(headerless))  # --format=csv,noheader
     shutil.copy(DATA / "nvidia-smi-dmon.log", folder / "smi" / "node3.log")
     (folder / "dcgmi.txt").write_text("#Entity   POWER\nID        W\nGPU 0     64.1\n")
+    report = "\n==============NVSMI LOG==============\n\nTimestamp : Fri Dec  4 16:00:00 2026\n"
+    (folder / "smi" / "report.txt").write_text(report)  # nvidia-smi -q -d POWER > report.txt
     engine = "timestamp,vllm:num_requests_running,vllm:generation_tokens_total\n1.5,3,100\n"
     (folder / "run-a" / "engine.csv").write_text(engine)
     shutil.copy(DATA / "prometheus-dcgm.json", folder / "prometheus.json")  # two hosts
@@ -93,6 +95,7 @@ def test_planner_on_a_folder_of_mixed_traces(config: Config, tmp_path: Path) -> 
         "run-a/steps",
         "smi/noheader",
         "dcgmi",
+        "smi/report",
         "run-a/engine",
         "run-a/manifest",
         "util",
@@ -101,6 +104,8 @@ def test_planner_on_a_folder_of_mixed_traces(config: Config, tmp_path: Path) -> 
     assert reasons["smi/noheader"].startswith("no header line (line 1 is data: ")
     assert "--format=csv" in reasons["smi/noheader"]
     assert reasons["dcgmi"].startswith("a dcgmi dmon log: it has no time column")
+    assert reasons["smi/report"].startswith("an nvidia-smi -q report (text): not read")
+    assert "--query-gpu=timestamp,index,power.draw" in reasons["smi/report"]
     assert reasons["run-a/engine"].startswith("an inference engine's metrics log (vllm), not power")
     assert reasons["util"].startswith(f"a Prometheus query result without {POWER} series")
     assert reasons["run-a/manifest"] == "a .json file that is not a Prometheus query result"

@@ -144,7 +144,7 @@ def telemetry_import(
     into a trace (source: imported), optionally with the inference engine's concurrency and
     token rate aligned to every sample."""
     from grpo_power.telemetry.engine import add_engine_columns, read_engine_log
-    from grpo_power.telemetry.formats import import_format
+    from grpo_power.telemetry.formats import import_format, unread_kind
     from grpo_power.telemetry.importers import ImportError_, import_log
     from grpo_power.telemetry.logrows import log_stem
     from grpo_power.telemetry.store import write_trace
@@ -158,6 +158,8 @@ def telemetry_import(
     told = False
     if fmt == "auto":
         fmt, told = import_format(log)
+        if not told and (unread := unread_kind(log)) is not None:
+            raise ValueError(f"{log}: expected a power log, got {unread}")
     try:
         frame, metadata = import_log(
             log,
@@ -176,10 +178,12 @@ def telemetry_import(
             metadata = type(metadata).model_validate({**metadata.model_dump(), "origin": origin})
     except ImportError_ as error:
         hint = ""
-        if not told:  # a --format given: does the file look like another one?
+        if not told:  # a --format given, or none told: does the file look like another one?
             other, known = import_format(log)
             if known and other != fmt:
                 hint = f" (the file looks like a {other} log: --format {other})"
+            elif (unread := unread_kind(log)) is not None:
+                hint = f" (the file is {unread})"
         raise ValueError(f"{error}{hint}") from None
     write_trace(out, frame, metadata)
     typer.echo(f"imported {len(frame)} samples of {frame['gpu'].nunique()} GPU(s) into {out}")

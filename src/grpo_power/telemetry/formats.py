@@ -5,9 +5,10 @@
 ``prometheus``, ``grafana``; :data:`grpo_power.telemetry.importers.ImportFormat`), ``trace``
 for a trace CSV (``t``, ``gpu``, ``power_w``), or why the file is none of them: an inference
 engine's metrics log, an nvidia-smi log without its header line or without a column naming its
-GPUs, a ``dcgmi dmon`` table, a Prometheus result without power series. Only the first line is
-read (the second after Excel's ``sep=`` line; for a ``.json`` file its first 4096 characters,
-and the file in pieces for the power field), so telling a folder's files apart is cheap.
+GPUs, a ``dcgmi dmon`` table, an ``nvidia-smi -q`` report, a Prometheus result without power
+series. Only the first line that is not blank is read (the second after Excel's ``sep=`` line;
+for a ``.json`` file its first 4096 characters, and the file in pieces for the power field), so
+telling a folder's files apart is cheap.
 """
 
 from __future__ import annotations
@@ -33,11 +34,17 @@ DCGMI_DMON = (
     "a dcgmi dmon log: it has no time column, so its samples cannot be placed in time; record "
     "with dcgm-exporter scraped to CSV, nvidia-smi's CSV query or `nvidia-smi dmon -o DT`"
 )
+NVSMI_REPORT = (
+    "an nvidia-smi -q report ({kind}): not read, as its layout changes between drivers; record "
+    "power with `nvidia-smi --query-gpu=timestamp,index,power.draw,power.default_limit "
+    "--format=csv -lms 100`"
+)
 
 
 def _first_line(path: Path, whole: bool = True) -> str:
-    """The file's first line (at most 4096 characters; a byte-order mark dropped, UTF-16 read
-    as such; the next one after Excel's ``sep=,`` line, which only says the delimiter); with
+    """The file's first line that is not blank (at most 4096 characters; a byte-order mark
+    dropped, UTF-16 read as such; the next one after Excel's ``sep=,`` line, which only says
+    the delimiter); with
     ``whole=False`` its first 4096 characters, whatever the lines."""
     try:
         with open_log(path) as raw:
@@ -46,6 +53,10 @@ def _first_line(path: Path, whole: bool = True) -> str:
             if not whole:
                 return file.read(4096)
             line = file.readline(4096)
+            for _ in range(16):  # blank lines first (nvidia-smi -q opens with one)
+                if line.strip() or not line:
+                    break
+                line = file.readline(4096)
             return file.readline(4096) if SEP_LINE.match(line) else line
     except DECOMPRESSION_ERRORS as error:
         reason = getattr(error, "strerror", None) or " ".join(str(error).split())[:80]
@@ -164,10 +175,34 @@ def log_format(path: Path) -> tuple[str | None, str]:
     suffix = log_suffix(path)
     if suffix == ".json":
         return _json_kind(path)
-    kind, reason = _csv_kind(_first_line(path))
+    line = _first_line(path)
+    report = _report_kind(path, line)
+    if report is not None:
+        return None, report
+    kind, reason = _csv_kind(line)
     if suffix == ".csv" or kind is not None or reason == DCGMI_DMON:
         return kind, reason
     return None, "not a .csv or .json file, nor a log of a known format by its first line"
+
+
+def _report_kind(path: Path, line: str) -> str | None:
+    """Why the file whose first line is ``line`` is an ``nvidia-smi -q`` report (text, or XML
+    with ``-x``) that is not read, or None: not one."""
+    if "NVSMI LOG" in line:
+        return NVSMI_REPORT.format(kind="text")
+    if line.startswith("<?xml") and "nvidia_smi_log" in _first_line(path, whole=False):
+        return NVSMI_REPORT.format(kind="XML, -x")
+    return None
+
+
+def unread_kind(path: Path) -> str | None:
+    """Why ``path`` is a known kind of GPU log that no importer reads (a ``dcgmi dmon`` table,
+    an ``nvidia-smi -q`` report), or None: another file, or one that cannot be read."""
+    try:
+        line = _first_line(path)
+        return _report_kind(path, line) or (DCGMI_DMON if line.startswith("#Entity") else None)
+    except ValueError:
+        return None
 
 
 def import_format(path: Path) -> tuple[str, bool]:
