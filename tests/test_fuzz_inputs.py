@@ -181,6 +181,34 @@ def test_random_prometheus_results(document: object) -> None:
         invoke([*command, "--nameplate-w", "400", "--out", str(where / "o.parquet")])
 
 
+EXPORT_NUMBER = st.one_of(
+    st.integers(-(10**20), 10**400), st.floats(allow_nan=False), st.booleans(), st.text(max_size=3)
+)
+EXPORT_LINES = st.lists(
+    st.fixed_dictionaries(
+        {
+            "metric": LABELS,
+            "values": st.lists(EXPORT_NUMBER, max_size=4),
+            "timestamps": st.lists(EXPORT_NUMBER, max_size=4),
+        }
+    ),
+    min_size=1,
+    max_size=3,
+)
+
+
+@FAST
+@given(lines=EXPORT_LINES, tail=st.sampled_from(["", "\n{x", "\n" + "1" * 5000]))
+def test_random_victoriametrics_exports(lines: list[dict[str, object]], tail: str) -> None:
+    """JSON lines of series with any labels, values and timestamps (text, bools, huge numbers,
+    lists of two lengths), and a broken line after them: imported, or refused in one line."""
+    with folder() as where:
+        log = where / "export.jsonl"
+        log.write_text("\n".join(json.dumps(line) for line in lines) + tail)
+        command = ["telemetry", "import", str(log), "--nameplate-w", "400"]
+        invoke([*command, "--out", str(where / "o.parquet")])
+
+
 @FAST
 @given(data=st.binary(max_size=400), suffix=st.sampled_from([".parquet", ".csv"]))
 def test_random_bytes_as_a_trace(data: bytes, suffix: str) -> None:

@@ -578,3 +578,42 @@ def test_a_compressed_log_imports_as_the_log_beneath(tmp_path: Path) -> None:
     bad.write_text((DATA / "nvidia-smi-a100.csv").read_text())  # not compressed at all
     with pytest.raises(ImportError_, match=rf"^{re.escape(str(bad))}: cannot be decompressed"):
         import_log(bad, "nvidia-smi")
+
+
+def test_a_victoriametrics_export_reads_as_the_query_result(tmp_path: Path) -> None:
+    """VictoriaMetrics' /api/v1/export (JSON lines: labels, values, timestamps in ms) of the
+    same series imports as the Prometheus query result does, one series a line or one alone;
+    a broken later line is refused naming it."""
+    from grpo_power.telemetry.formats import log_format
+
+    document = json.loads((DATA / "prometheus-dcgm.json").read_text())
+    lines = []
+    for series in document["data"]["result"]:
+        kept = [(t, v) for t, v in series["values"] if v != "NaN"]  # JSON holds no NaN
+        lines.append(
+            json.dumps(
+                {
+                    "metric": series["metric"],
+                    "values": [float(v) for _, v in kept],
+                    "timestamps": [int(t * 1000) for t, _ in kept],
+                }
+            )
+        )
+    export = tmp_path / "export.jsonl"
+    export.write_text("\n".join(lines) + "\n")
+    assert log_format(export) == ("prometheus", "")
+    frame, meta = import_log(export, "prometheus")
+    expected, query = import_log(DATA / "prometheus-dcgm.json", "prometheus")
+    columns = ["t", "gpu", "power_w", "sm_util"]
+    assert frame[columns].equals(expected[columns])
+    assert (meta.start_unix_s, meta.model_extra["gpu_ids"]) == (
+        query.start_unix_s,
+        query.model_extra["gpu_ids"],
+    )
+    alone = tmp_path / "alone.json"
+    alone.write_text(lines[0])
+    frame, _ = import_log(alone, "prometheus", nameplate_w=400.0)
+    assert frame["power_w"].tolist() == [62.5, 63.5, 264.5]
+    export.write_text(lines[0] + "\n{not json\n")
+    with pytest.raises(ImportError_, match=r"line 2: expected a series of a JSON-lines export"):
+        import_log(export, "prometheus")

@@ -61,7 +61,7 @@ def classify(path: Path, folder: Path) -> FoundFile:
         try:
             kind, reason = log_format(path)
         except ValueError:
-            if suffix in (".csv", ".json"):
+            if suffix in (".csv", ".json", ".jsonl"):
                 raise
             # another file, unreadable: not the planner's to refuse
             kind, reason = None, "not a .csv, .json or .parquet file, and cannot be read"

@@ -77,8 +77,9 @@ POWER_FIELD = b"DCGM_FI_DEV_POWER_USAGE"
 
 
 def _json_kind(path: Path) -> tuple[str | None, str]:
-    """A ``.json`` file's format (or why it is skipped): a Prometheus query result (its first
-    series' ``metric`` and ``values`` near the start) holding DCGM power series, or not a trace."""
+    """A ``.json`` (or ``.jsonl``) file's format (or why it is skipped): a Prometheus query
+    result or a JSON-lines export of series (its first series' ``metric`` and ``values`` near the
+    start) holding DCGM power series, or not a trace."""
     head = _first_line(path, whole=False)
     if '"metric"' not in head or not any(k in head for k in ('"resultType"', '"values"')):
         return None, "a .json file that is not a Prometheus query result"
@@ -173,7 +174,7 @@ def log_format(path: Path) -> tuple[str | None, str]:
         ValueError: the file cannot be read.
     """
     suffix = log_suffix(path)
-    if suffix == ".json":
+    if suffix in (".json", ".jsonl"):
         return _json_kind(path)
     line = _first_line(path)
     report = _report_kind(path, line)

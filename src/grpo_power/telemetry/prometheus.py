@@ -9,7 +9,9 @@ field, as a DCGM CSV has, for :func:`grpo_power.telemetry.importers.import_log`;
 several fields (``{__name__=~"DCGM_FI_DEV_POWER_USAGE|DCGM_FI_DEV_GPU_UTIL"}``) gives several
 columns. A series whose GPU changed pods (Kubernetes adds ``pod``/``container`` labels) is the
 same GPU: series are keyed by host, GPU and field only, and refused where two of them give the
-same field at the same time.
+same field at the same time. Where the series are kept by VictoriaMetrics, its export
+(``curl http://VM:8428/api/v1/export -d 'match[]=DCGM_FI_DEV_POWER_USAGE'``, JSON lines of
+``metric``, ``values`` and ``timestamps`` in ms) is read as the same series.
 """
 
 from __future__ import annotations
@@ -85,10 +87,62 @@ def _value(path: Path, where: str, sample: Any) -> tuple[float, float]:
     return unix_s, value
 
 
+def _exported_series(path: Path, text: str) -> list[Any] | None:
+    """The series of a JSON-lines export (VictoriaMetrics' ``/api/v1/export``: one series a
+    line, its ``metric`` labels, ``values`` and ``timestamps`` in unix ms) as a query result's
+    series, or None where the text is not such an export (its first line is not one).
+
+    Raises:
+        ImportError_: a later line that is not a series of the export.
+    """
+    series: list[Any] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError:  # not JSON, or an integer too long to read
+            item = None
+        values = item.get("values") if isinstance(item, dict) else None
+        stamps = item.get("timestamps") if isinstance(item, dict) else None
+        if not (isinstance(values, list) and isinstance(stamps, list)) or len(values) != len(
+            stamps
+        ):
+            if not series:
+                return None
+            raise ImportError_(
+                f"{path}: line {number}: expected a series of a JSON-lines export ('metric', "
+                "and 'values' and 'timestamps' of one length), got another line"
+            )
+        samples = [
+            [_seconds(t), str(v) if _is_number(v) else v]
+            for t, v in zip(stamps, values, strict=True)
+        ]
+        series.append({"metric": item.get("metric"), "values": samples})  # type: ignore[union-attr]
+    return series
+
+
+def _is_number(value: Any) -> bool:
+    """An int or float of JSON (not a bool)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _seconds(unix_ms: Any) -> Any:
+    """An export's timestamp (unix ms) in seconds; anything else as it is (the sample's check
+    then refuses it)."""
+    if not _is_number(unix_ms):
+        return unix_ms
+    try:
+        return unix_ms / 1000
+    except OverflowError:
+        return math.inf
+
+
 def read_prometheus_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
-    """A Prometheus query result (the file at ``path``) as rows of text a DCGM CSV
-    gives: ``timestamp`` (unix s), ``gpu``, the host label (``Hostname`` or ``instance``) where
-    the series have one, ``modelName`` where they have it, and one column per field
+    """A Prometheus query result (the file at ``path``; or a JSON-lines export of the same
+    series, VictoriaMetrics' ``/api/v1/export``) as rows of text a DCGM CSV gives:
+    ``timestamp`` (unix s), ``gpu``, the host label (``Hostname`` or ``instance``) where the
+    series have one, ``modelName`` where they have it, and one column per field
     (``DCGM_FI_DEV_POWER_USAGE``, ...), in time order; and each row's number (from 1).
 
     Raises:
@@ -96,14 +150,21 @@ def read_prometheus_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
             ``gpu``, a sample that is not a number, two series giving one GPU's field at once.
     """
     text = read_log_text(path, PROMETHEUS_EXPECTED)
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ImportError_(
-            f"{path}: line {error.lineno}: expected {PROMETHEUS_EXPECTED}, got JSON that does "
-            f"not parse ({error.msg})"
-        ) from None
-    listed = _series_list(path, document)
+    listed = _exported_series(path, text)
+    if listed is None:
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ImportError_(
+                f"{path}: line {error.lineno}: expected {PROMETHEUS_EXPECTED}, got JSON that "
+                f"does not parse ({error.msg})"
+            ) from None
+        except ValueError as error:  # an integer too long to read
+            raise ImportError_(
+                f"{path}: expected {PROMETHEUS_EXPECTED}, got JSON that cannot be read "
+                f"({str(error)[:80]})"
+            ) from None
+        listed = _series_list(path, document)
     if not listed:
         raise ImportError_(f"{path}: expected at least one series, got an empty result")
     labelled = [_samples(path, i, series) for i, series in enumerate(listed, 1)]
