@@ -43,6 +43,7 @@ def dcgm_rows(
     not None: each row's host), ``modelName`` (where ``models`` names the (host, gpu) pairs'
     parts) and one column per field, the values' text ("" missing); in time order, then host
     and GPU. Also each row's line in the file (its first reading's)."""
+    readings = readings[list(READING_COLUMNS)]  # a reader's own columns left behind
     wide = readings.pivot(index=["order", "host", "gpu"], columns="field", values="value")
     where = readings.groupby(["order", "host", "gpu"])[["timestamp", "line"]].first()
     wide = wide.join(where).sort_index(kind="stable").reset_index()
