@@ -199,6 +199,39 @@ def test_engine_metrics_pair_only_with_the_one_power_log_beside_them(
     assert "telemetry import POWER_LOG --engine" in index.loc["two/engine", "reason"]
 
 
+def test_logs_of_one_node_joined_in_time_order_are_one_trace(
+    config: Config, tmp_path: Path
+) -> None:
+    """README: a node's daily logs joined with `cat` (the second's header repeated, a day
+    between them) are one trace of that node's GPUs, whose energy is the two days' and not the
+    hours between them."""
+
+    def day(start: str) -> str:
+        stamps = pd.date_range(start, periods=240, freq="500ms").strftime("%Y/%m/%d %H:%M:%S.%f")
+        rows = [f"{s[:-3]}, {g}, {250 + 20 * g} W" for s in stamps for g in (0, 1)]
+        return "timestamp, index, power.draw [W]\n" + "\n".join(rows) + "\n"
+
+    parts = [day("2026-11-01 09:00"), day("2026-11-02 09:00")]
+    apart, joined = tmp_path / "apart", tmp_path / "joined"
+    apart.mkdir()
+    joined.mkdir()
+    for i, text in enumerate(parts):
+        (apart / f"node1-day{i + 1}.csv").write_text(text)
+    (joined / "node1.csv").write_text("".join(parts))  # cat node1-day1.csv node1-day2.csv
+    economics = {}
+    for folder in (apart, joined):
+        result = run_planner(folder, tmp_path / f"out-{folder.name}", config)
+        economics[folder.name] = result.economics
+        traces = pd.read_csv(tmp_path / f"out-{folder.name}" / "traces" / "index.csv")
+        assert traces["gpus"].sum() == (4 if folder is apart else 2)
+    apart_, joined_ = economics["apart"], economics["joined"]
+    assert joined_["energy_j"] == pytest.approx(apart_["energy_j"], rel=1e-6)
+    assert joined_["energy_j"] == pytest.approx(2 * 2 * 119.5 * 260.0, rel=0.02)  # 2 days, 2 GPUs
+    # the fleet-year is priced at the power the GPUs drew, not diluted by the day between logs
+    assert joined_["mean_power_w_per_gpu"] == pytest.approx(260.0, rel=0.02)
+    assert joined_["annual_mwh"] == pytest.approx(apart_["annual_mwh"], rel=0.01)
+
+
 def test_planner_refuses_a_folder_without_traces(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     result = CliRunner().invoke(

@@ -51,7 +51,9 @@ def trace_records(traces_dir: Path) -> pd.DataFrame:
                 "gpus": len(gpus),
                 "tokens": float(entry["tokens"]) if pd.notna(entry["tokens"]) else float("nan"),
                 "energy_j": float(sum(g.energy_j for g in gpus)),
-                "wall_s": float(max(g.duration_s for g in gpus)),
+                # the time its energy covers: a gap (the hours between two days' logs joined,
+                # a logger restarted) is not time at zero power
+                "wall_s": float(max(g.energy_span_s for g in gpus)),
                 "data": trace.metadata.source,
             }
         )

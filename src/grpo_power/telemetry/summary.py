@@ -37,20 +37,14 @@ class GpuSummary:
 
     gpu: int
     samples: int
-    duration_s: float
+    duration_s: float  # first to last sample
     energy_j: float
     energy_source: str  # "counter" | "integrated"
-    mean_power_w: float
+    # The time the energy covers: the whole span for the counter, which counts the energy of
+    # gaps too; the sampled time for integrated power, which skips them
+    energy_span_s: float
+    mean_power_w: float  # energy_j / energy_span_s
     peak_power_w: float
-
-
-def _mean_power_w(
-    energy_j: float, energy_source: str, t_s: np.ndarray, covered_s: float, power_w: np.ndarray
-) -> float:
-    # The counter also counts energy spent during gaps, so it is divided by the whole span;
-    # integrated energy skips gaps, so it is divided by the covered time only.
-    span_s = float(t_s[-1] - t_s[0]) if energy_source == "counter" else covered_s
-    return energy_j / span_s if span_s > 0 else float(np.mean(power_w))
 
 
 def summarize_trace(trace: Trace) -> list[GpuSummary]:
@@ -66,19 +60,24 @@ def summarize_trace(trace: Trace) -> list[GpuSummary]:
         power_w = samples["power_w"].to_numpy(dtype=float)
         check_power(int(gpu), t_s, power_w, str(trace.path), trace.metadata.nameplate_w)
         counter = samples["energy_j"].to_numpy(dtype=float)
-        covered_s = covered_seconds(t_s, max_gap_s)
+        duration_s = float(t_s[-1] - t_s[0]) if len(t_s) else 0.0
         if len(counter) >= 2 and not np.isnan(counter).any():
             energy_j, energy_source = float(counter[-1] - counter[0]), "counter"
+            energy_span_s = duration_s
         else:
             energy_j, energy_source = trapezoid_energy_j(t_s, power_w, max_gap_s), "integrated"
+            energy_span_s = covered_seconds(t_s, max_gap_s)
         summaries.append(
             GpuSummary(
                 gpu=int(gpu),
                 samples=len(samples),
-                duration_s=float(t_s[-1] - t_s[0]) if len(t_s) else 0.0,
+                duration_s=duration_s,
                 energy_j=energy_j,
                 energy_source=energy_source,
-                mean_power_w=_mean_power_w(energy_j, energy_source, t_s, covered_s, power_w),
+                energy_span_s=energy_span_s,
+                mean_power_w=(
+                    energy_j / energy_span_s if energy_span_s > 0 else float(np.mean(power_w))
+                ),
                 peak_power_w=float(power_w.max()),
             )
         )
@@ -95,6 +94,7 @@ def summary_table(summaries: list[GpuSummary]) -> pd.DataFrame:
             "duration_s": table["duration_s"].max(),
             "energy_j": table["energy_j"].sum(),
             "energy_source": ",".join(sorted(set(table["energy_source"]))),
+            "energy_span_s": table["energy_span_s"].max(),
             "mean_power_w": table["mean_power_w"].sum(),
             "peak_power_w": table["peak_power_w"].max(),
         }
