@@ -68,15 +68,16 @@ def _series_gpu(name: str) -> tuple[str, str, str, str] | None:
     """A series column's (host, GPU index, DCGM field, part) from its name: the series' labels
     (``METRIC{gpu="0", Hostname="..."}``) or a legend that numbers the GPU; None where the
     name numbers no GPU. A legend's field is power, and its host the rest of the legend."""
-    series = _SERIES.match(name.strip())
+    name = name.strip()
+    series = _SERIES.match(name)
     if series is not None:
         labels = dict(_LABEL.findall(series.group("labels")))
         field = series.group("metric") or labels.get("__name__") or POWER_FIELDS[0]
-        if "gpu" not in labels or not labels["gpu"].isdigit():
+        if not (labels.get("gpu", "").isascii() and labels.get("gpu", "").isdigit()):
             return None
         host = next((labels[h] for h in HOST_COLUMNS if h in labels), "")
         return host, labels["gpu"], field, labels.get("modelName", "")
-    number = _GPU_WORD.search(name) or _LAST_NUMBER.search(name.strip())
+    number = _GPU_WORD.search(name) or _LAST_NUMBER.search(name)
     if number is None:
         return None
     host = (name[: number.start()] + name[number.end() :]).strip(_SEPARATORS)
