@@ -76,11 +76,17 @@ _REASONS = {
 }
 
 
+def one_line(error: BaseException, limit: int | None = None) -> str:
+    """An exception's message on one line (its whitespace runs as single spaces), cut to
+    ``limit`` characters; the exception's type where it has no message."""
+    return " ".join(str(error).split())[:limit] or type(error).__name__
+
+
 def os_error_message(error: OSError) -> str:
     """One line for an ``OSError``: the path as given, and what went wrong."""
     name = error.filename2 if error.filename2 is not None else error.filename
     if name is None:
-        return " ".join(str(error).split()) or type(error).__name__
+        return one_line(error)
     shown = _shown(name if isinstance(name, str | Path) else str(name))
     if error.errno == errno.ENOTDIR:
         parent = file_ancestor(Path(shown))

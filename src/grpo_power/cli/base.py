@@ -193,7 +193,7 @@ def user_errors(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from grpo_power.launch.submit import JobFailed
         from grpo_power.telemetry.source import TelemetryUnavailable
-        from grpo_power.user_paths import os_error_message, output_problem
+        from grpo_power.user_paths import one_line, os_error_message, output_problem
 
         try:
             if kwargs.get("out") is not None:
@@ -212,7 +212,7 @@ def user_errors(func: F) -> F:
             typer.echo(f"error: {os_error_message(error)}", err=True)
             raise typer.Exit(EXIT_DATA) from None
         except (OverflowError, RecursionError) as error:
-            typer.echo(f"error: a value is out of range ({' '.join(str(error).split())})", err=True)
+            typer.echo(f"error: a value is out of range ({one_line(error)})", err=True)
             raise typer.Exit(EXIT_DATA) from None
 
     return wrapper  # type: ignore[return-value]

@@ -29,6 +29,7 @@ from grpo_power.telemetry.logrows import (
     open_log,
     text_encoding,
 )
+from grpo_power.user_paths import one_line
 
 DCGMI_DMON = (
     "a dcgmi dmon log: it has no time column, so its samples cannot be placed in time; record "
@@ -59,7 +60,7 @@ def _first_line(path: Path, whole: bool = True) -> str:
                 line = file.readline(4096)
             return file.readline(4096) if SEP_LINE.match(line) else line
     except DECOMPRESSION_ERRORS as error:
-        reason = getattr(error, "strerror", None) or " ".join(str(error).split())[:80]
+        reason = getattr(error, "strerror", None) or one_line(error, 80)
         raise ValueError(f"{path}: cannot be read ({reason}); expected a power log") from None
 
 
@@ -91,8 +92,9 @@ def _json_kind(path: Path) -> tuple[str | None, str]:
                     return "prometheus", ""
                 carry = chunk[-len(POWER_FIELD) :]
     except DECOMPRESSION_ERRORS as error:
-        reason = " ".join(str(error).split())[:80] or type(error).__name__
-        raise ValueError(f"{path}: cannot be read ({reason}); expected a power log") from None
+        raise ValueError(
+            f"{path}: cannot be read ({one_line(error, 80)}); expected a power log"
+        ) from None
     return None, (
         f"a Prometheus query result without {POWER_FIELD.decode()} series (no power): query "
         "that field"

@@ -79,6 +79,7 @@ from grpo_power.telemetry.logrows import (
 )
 from grpo_power.telemetry.prometheus import read_prometheus_log
 from grpo_power.telemetry.schema import TRACE_COLUMNS, TraceMetadata
+from grpo_power.user_paths import one_line
 
 ImportFormat = Literal["nvidia-smi", "nvidia-smi-dmon", "dcgm", "prometheus", "grafana"]
 
@@ -211,7 +212,7 @@ def _timestamps(
         except (ValueError, OverflowError) as error:
             raise ImportError_(
                 f"{path}: column 'timestamp': local times that do not exist or repeat in time "
-                f"zone {name} (a daylight-saving change: {' '.join(str(error).split())[:80]}); "
+                f"zone {name} (a daylight-saving change: {one_line(error, 80)}); "
                 "give the zone the log was written in with --timezone (e.g. --timezone UTC)"
             ) from None
         info = {"timezone": name, "timezone_from": origin}

@@ -28,7 +28,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from grpo_power.user_paths import path_problem
+from grpo_power.user_paths import one_line, path_problem
 
 MISSING_VALUES = {"[N/A]", "N/A", "[Not Supported]", "[Unknown Error]", "", "nan"}
 # Columns (or Prometheus labels) that name a GPU's host: dcgm-exporter's label, a hand-added
@@ -113,9 +113,9 @@ def read_log_text(path: Path, expected: str) -> str:
     except DECOMPRESSION_ERRORS as error:
         if path.suffix.lower() not in COMPRESSION_OPENERS:
             raise
-        reason = " ".join(str(error).split())[:80] or type(error).__name__
         raise ImportError_(
-            f"{path}: cannot be decompressed ({reason}); expected {expected}, compressed as its "
+            f"{path}: cannot be decompressed ({one_line(error, 80)}); expected {expected}, "
+            f"compressed as its "
             f"suffix {path.suffix} says"
         ) from None
     try:

@@ -33,7 +33,7 @@ from grpo_power.telemetry.schema import (
     TRACE_SCHEMA,
     TraceMetadata,
 )
-from grpo_power.user_paths import path_problem
+from grpo_power.user_paths import one_line, path_problem
 
 __all__ = [
     "Trace",
@@ -156,8 +156,9 @@ def _read_csv_trace(path: Path) -> pd.DataFrame:
     except pd.errors.EmptyDataError:
         raise ValueError(f"{path}: expected {expected}, got an empty file") from None
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError, *DECOMPRESSION_ERRORS) as error:
-        reason = " ".join(str(error).split())[:120] or type(error).__name__
-        raise ValueError(f"{path}: expected {expected}, got unreadable CSV ({reason})") from None
+        raise ValueError(
+            f"{path}: expected {expected}, got unreadable CSV ({one_line(error, 120)})"
+        ) from None
     frame.columns = [str(c).strip() for c in frame.columns]
     missing = [name for name in REQUIRED_COLUMNS if name not in frame.columns]
     if missing and "timestamp" in frame.columns:
