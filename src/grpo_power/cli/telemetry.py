@@ -155,8 +155,8 @@ def telemetry_import(
     problem = output_problem(out, "file")
     if problem:
         raise ValueError(problem)
-    told = False
-    if fmt == "auto":
+    given, told = fmt != "auto", False
+    if not given:
         fmt, told = import_format(log)
         if not told and (unread := unread_kind(log)) is not None:
             raise ValueError(f"{log}: expected a power log, got {unread}")
@@ -178,7 +178,7 @@ def telemetry_import(
             metadata = type(metadata).model_validate({**metadata.model_dump(), "origin": origin})
     except ImportError_ as error:
         hint = ""
-        if not told:  # a --format given, or none told: does the file look like another one?
+        if given:  # does the file look like another format, or a log no importer reads?
             other, known = import_format(log)
             if known and other != fmt:
                 hint = f" (the file looks like a {other} log: --format {other})"

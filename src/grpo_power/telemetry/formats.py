@@ -45,8 +45,7 @@ NVSMI_REPORT = (
 def _first_line(path: Path, whole: bool = True) -> str:
     """The file's first line that is not blank (at most 4096 characters; a byte-order mark
     dropped, UTF-16 read as such; the next one after Excel's ``sep=,`` line, which only says
-    the delimiter); with
-    ``whole=False`` its first 4096 characters, whatever the lines."""
+    the delimiter); with ``whole=False`` its first 4096 characters, whatever the lines."""
     try:
         with open_log(path) as raw:
             encoding = text_encoding(raw.read(2))
@@ -62,16 +61,6 @@ def _first_line(path: Path, whole: bool = True) -> str:
     except DECOMPRESSION_ERRORS as error:
         reason = getattr(error, "strerror", None) or one_line(error, 80)
         raise ValueError(f"{path}: cannot be read ({reason}); expected a power log") from None
-
-
-def _dmon_kind(line: str) -> tuple[str | None, str] | None:
-    """An nvidia-smi dmon log (whatever its suffix; ``--format csv`` too), or a dcgmi dmon table
-    skipped for its reason, from the first line; None: neither."""
-    if is_dmon_header(line):
-        return "nvidia-smi-dmon", ""
-    if line.startswith("#Entity"):
-        return None, DCGMI_DMON
-    return None
 
 
 POWER_FIELD = b"DCGM_FI_DEV_POWER_USAGE"
@@ -136,9 +125,8 @@ def not_power_reason(header: list[str]) -> str | None:
 
 def _csv_kind(line: str) -> tuple[str | None, str]:
     """A ``.csv`` file's format (or why it is skipped) from its first line."""
-    dmon = _dmon_kind(line)
-    if dmon is not None:
-        return dmon
+    if is_dmon_header(line):  # nvidia-smi dmon, whatever its suffix (--format csv too)
+        return "nvidia-smi-dmon", ""
     if HEADER.match(line):  # Grafana's Time field first
         return "grafana", ""
     header = [c.strip() for c in line.split(",")]
@@ -179,18 +167,21 @@ def log_format(path: Path) -> tuple[str | None, str]:
     if suffix in (".json", ".jsonl"):
         return _json_kind(path)
     line = _first_line(path)
-    report = _report_kind(path, line)
-    if report is not None:
-        return None, report
+    unread = _unread_reason(path, line)
+    if unread is not None:  # whatever its suffix
+        return None, unread
     kind, reason = _csv_kind(line)
-    if suffix == ".csv" or kind is not None or reason == DCGMI_DMON:
+    if suffix == ".csv" or kind is not None:
         return kind, reason
     return None, "not a .csv or .json file, nor a log of a known format by its first line"
 
 
-def _report_kind(path: Path, line: str) -> str | None:
-    """Why the file whose first line is ``line`` is an ``nvidia-smi -q`` report (text, or XML
-    with ``-x``) that is not read, or None: not one."""
+def _unread_reason(path: Path, line: str) -> str | None:
+    """Why the file whose first line is ``line`` is a known kind of GPU log that no importer
+    reads (a ``dcgmi dmon`` table, an ``nvidia-smi -q`` report: text, or XML with ``-x``), or
+    None: not one."""
+    if line.startswith("#Entity"):
+        return DCGMI_DMON
     if "NVSMI LOG" in line:
         return NVSMI_REPORT.format(kind="text")
     if line.startswith("<?xml") and "nvidia_smi_log" in _first_line(path, whole=False):
@@ -202,8 +193,7 @@ def unread_kind(path: Path) -> str | None:
     """Why ``path`` is a known kind of GPU log that no importer reads (a ``dcgmi dmon`` table,
     an ``nvidia-smi -q`` report), or None: another file, or one that cannot be read."""
     try:
-        line = _first_line(path)
-        return _report_kind(path, line) or (DCGMI_DMON if line.startswith("#Entity") else None)
+        return _unread_reason(path, _first_line(path))
     except ValueError:
         return None
 
