@@ -26,6 +26,7 @@ import pandas as pd
 
 from grpo_power.telemetry.logrows import HOST_COLUMNS, ImportError_, read_log_text
 from grpo_power.telemetry.series import dcgm_rows, first_clash, gpu_named
+from grpo_power.user_paths import one_line
 
 PROMETHEUS_EXPECTED = (
     "a Prometheus query result of dcgm-exporter series (the JSON of /api/v1/query_range or "
@@ -87,10 +88,23 @@ def _value(path: Path, where: str, sample: Any) -> tuple[float, float]:
     return unix_s, value
 
 
+def _export_series(item: Any) -> dict[str, Any] | None:
+    """One line of a JSON-lines export (VictoriaMetrics' ``/api/v1/export``: an object of
+    ``metric`` labels, ``values`` and ``timestamps`` in unix ms of one length) as a query
+    result's series, or None: not one."""
+    values = item.get("values") if isinstance(item, dict) else None
+    stamps = item.get("timestamps") if isinstance(item, dict) else None
+    if not (isinstance(values, list) and isinstance(stamps, list)) or len(values) != len(stamps):
+        return None
+    samples = [
+        [_seconds(t), str(v) if _is_number(v) else v] for t, v in zip(stamps, values, strict=True)
+    ]
+    return {"metric": item.get("metric"), "values": samples}  # type: ignore[union-attr]
+
+
 def _exported_series(path: Path, text: str) -> list[Any] | None:
-    """The series of a JSON-lines export (VictoriaMetrics' ``/api/v1/export``: one series a
-    line, its ``metric`` labels, ``values`` and ``timestamps`` in unix ms) as a query result's
-    series, or None where the text is not such an export (its first line is not one).
+    """The series of a JSON-lines export, one a line (:func:`_export_series`), or None where
+    the text's first line is not one.
 
     Raises:
         ImportError_: a later line that is not a series of the export.
@@ -100,25 +114,17 @@ def _exported_series(path: Path, text: str) -> list[Any] | None:
         if not line.strip():
             continue
         try:
-            item = json.loads(line)
+            one = _export_series(json.loads(line))
         except ValueError:  # not JSON, or an integer too long to read
-            item = None
-        values = item.get("values") if isinstance(item, dict) else None
-        stamps = item.get("timestamps") if isinstance(item, dict) else None
-        if not (isinstance(values, list) and isinstance(stamps, list)) or len(values) != len(
-            stamps
-        ):
+            one = None
+        if one is None:
             if not series:
                 return None
             raise ImportError_(
                 f"{path}: line {number}: expected a series of a JSON-lines export ('metric', "
                 "and 'values' and 'timestamps' of one length), got another line"
             )
-        samples = [
-            [_seconds(t), str(v) if _is_number(v) else v]
-            for t, v in zip(stamps, values, strict=True)
-        ]
-        series.append({"metric": item.get("metric"), "values": samples})  # type: ignore[union-attr]
+        series.append(one)
     return series
 
 
@@ -150,21 +156,23 @@ def read_prometheus_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
             ``gpu``, a sample that is not a number, two series giving one GPU's field at once.
     """
     text = read_log_text(path, PROMETHEUS_EXPECTED)
-    listed = _exported_series(path, text)
-    if listed is None:
-        try:
-            document = json.loads(text)
-        except json.JSONDecodeError as error:
+    try:
+        document = json.loads(text)
+    except ValueError as error:  # not one document: JSON lines of an export, or not JSON
+        listed = _exported_series(path, text)
+        if listed is None and isinstance(error, json.JSONDecodeError):
             raise ImportError_(
                 f"{path}: line {error.lineno}: expected {PROMETHEUS_EXPECTED}, got JSON that "
                 f"does not parse ({error.msg})"
             ) from None
-        except ValueError as error:  # an integer too long to read
+        if listed is None:  # an integer too long to read
             raise ImportError_(
                 f"{path}: expected {PROMETHEUS_EXPECTED}, got JSON that cannot be read "
-                f"({str(error)[:80]})"
+                f"({one_line(error, 80)})"
             ) from None
-        listed = _series_list(path, document)
+    else:
+        exported = _export_series(document)  # an export of one series: one line, one document
+        listed = [exported] if exported is not None else _series_list(path, document)
     if not listed:
         raise ImportError_(f"{path}: expected at least one series, got an empty result")
     labelled = [_samples(path, i, series) for i, series in enumerate(listed, 1)]
