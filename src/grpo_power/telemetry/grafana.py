@@ -168,7 +168,8 @@ def read_grafana_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
             not power, no power series, two series giving one GPU's power at one time.
     """
     text = read_log_text(path, GRAFANA_EXPECTED)
-    first = text.split("\n", 1)[0].strip("\r")
+    end = text.find("\n")  # the first line, without copying the rest of the text
+    first = (text if end < 0 else text[:end]).strip("\r")
     delimiter = grafana_delimiter(first)
     if delimiter is None:
         raise ImportError_(f"{path}: line 1: expected {GRAFANA_EXPECTED}, got {first[:60]!r}")
