@@ -245,3 +245,129 @@ def test_power_cap_callback_drives_the_trainer_calling_it(tmp_path: Path) -> Non
         trainer.generation_config = SimpleNamespace(max_new_tokens=32)  # type: ignore[attr-defined]
         trainer.train()  # type: ignore[attr-defined]
         assert trainer.generation_config.max_new_tokens == 8  # type: ignore[attr-defined]
+
+
+def test_power_cap_callback_keeps_to_what_a_trainer_that_does_not_generate_has(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A plain HF Trainer (or SFTTrainer) has no max new tokens and no concurrency: the run
+    trains, the controller's settings for them are counted as not applied and warned about once,
+    and the pause it has still acts."""
+    from grpo_power.callbacks import PowerCapCallback
+    from grpo_power.config import ActuatorBounds
+    from grpo_power.control.contract import Action
+
+    class Asks:
+        def decide(self, observation: object) -> Action:
+            return Action(concurrency=8, max_new_tokens=16, pause_s=1)
+
+    bounds = {
+        "concurrency": ActuatorBounds(min=1, max=32),
+        "max_new_tokens": ActuatorBounds(min=8, max=64),
+        "pause_s": ActuatorBounds(min=0, max=1),
+    }
+    cap = PowerCapCallback(controller=Asks(), cap_w=300.0, bounds=bounds)
+    trainer = _Regression.trainer(tmp_path, [cap])
+    with caplog.at_level("WARNING", logger="grpo_power.callbacks.cap"):
+        trainer.train()  # type: ignore[attr-defined]
+    last = trainer.state.log_history[-1]  # type: ignore[attr-defined]
+    assert last["power_cap/max_new_tokens_unavailable_steps"] == 4
+    assert last["power_cap/concurrency_unavailable_steps"] == 4
+    assert last["power_cap/pause_s_unavailable_steps"] == 0
+    assert last["power_cap/paused_s"] == 4.0 and last["power_cap/pause_s"] == 1
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 2, warned
+    assert any("Trainer has no max_new_tokens actuator" in line for line in warned)
+
+
+def test_power_cap_callback_sets_the_length_a_vllm_grpo_run_generates(tmp_path: Path) -> None:
+    """On the stock GRPOTrainer with use_vllm=True generation reads its length from TRL's vLLM
+    generation, not from a generation_config: the controller's max new tokens reaches the
+    requests TRL sends the vLLM server and the completions TRL trains on, and PowerCallback
+    sees vLLM's generation as the generate phase (the model runs no forward pass for it). The
+    server (a GPU this machine lacks) is the only stand-in: it answers each request with
+    max_tokens tokens after 50 ms."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+    from trl.generation.vllm_generation import VLLMGeneration
+
+    from grpo_power.callbacks import PowerCallback, PowerCapCallback
+    from grpo_power.control.contract import Action
+    from grpo_power.workload.models import tiny_model_dir
+    from grpo_power.workload.task import arithmetic_dataset
+
+    class Server:
+        def __init__(self) -> None:
+            self.max_tokens: list[int] = []
+
+        def generate(self, prompts: list, n: int, max_tokens: int, **kwargs: object) -> dict:
+            self.max_tokens.append(max_tokens)
+            time.sleep(0.05)
+            completions = [[7] * max_tokens for _ in prompts for _ in range(n)]
+            return {
+                "prompt_ids": prompts,
+                "completion_ids": completions,
+                "logprobs": [[[-1.0]] * max_tokens for _ in completions],
+            }
+
+    class ServedGeneration(VLLMGeneration):
+        def _init_vllm(self) -> None:
+            self.vllm_client = Server()
+
+        def sync_weights(self) -> None:  # the weights would go to the server's GPU
+            pass
+
+    class Shorter:
+        def __init__(self) -> None:
+            self.lengths = iter([12, 5, 9])
+
+        def decide(self, observation: object) -> Action:
+            return Action(max_new_tokens=next(self.lengths))
+
+    model_dir = tiny_model_dir(tmp_path / "cache")
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    args = GRPOConfig(
+        output_dir=str(tmp_path / "out"),
+        max_steps=3,
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=16,
+        beta=0.0,
+        logging_steps=1,
+        use_cpu=True,
+        report_to=[],
+        save_strategy="no",
+        disable_tqdm=True,
+        vllm_importance_sampling_correction=False,
+    )
+    power = PowerCallback(source="simulated", period_s=0.01, cap_w=300.0)
+    cap = PowerCapCallback(controller=Shorter(), cap_w=300.0, monitor=power.monitor)
+    trainer = GRPOTrainer(
+        model=AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32),
+        reward_funcs=lambda completions, **kwargs: [0.0] * len(completions),
+        args=args,
+        train_dataset=arithmetic_dataset(12, seed=0),
+        processing_class=tokenizer,
+        callbacks=[power, cap],
+    )
+    # what GRPOTrainer(use_vllm=True, vllm_mode="server") builds, with the server stood in
+    del trainer.generation_config
+    trainer.use_vllm, trainer.vllm_mode, trainer._last_loaded_step = True, "server", -1
+    engine = ServedGeneration(
+        model=trainer.model,
+        accelerator=trainer.accelerator,
+        processing_class=tokenizer,
+        mode="server",
+        max_completion_length=args.max_completion_length,
+    )
+    trainer.vllm_generation = engine
+    trainer.train()
+    low = Config().workload.max_new_tokens_bounds.min  # 5 is asked, the lower bound applied
+    assert low > 5
+    assert engine.vllm_client.max_tokens == [12, low, 9]
+    steps = [e for e in trainer.state.log_history if "loss" in e]
+    assert [e["completions/mean_length"] for e in steps] == [12, low, 9]
+    assert all(e["power/generate_energy_j"] > 0 for e in steps)
+    assert "generate" not in type(engine).__dict__ and "generate" not in vars(engine)  # unhooked
+    assert trainer.state.log_history[-1]["power_cap/max_new_tokens_unavailable_steps"] == 0

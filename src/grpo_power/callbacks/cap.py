@@ -5,16 +5,22 @@ Before each step it observes the last ``window_s`` of power (the project's
 settings, and drives the actuators the trainer has (:class:`~grpo_power.workload.actuators.
 Actuators`):
 
-- **max new tokens**, through ``trainer.generation_config`` (the stock ``trl.GRPOTrainer``);
+- **max new tokens**, where the stock ``trl.GRPOTrainer``'s generation reads it (its
+  ``generation_config``, or its vLLM generation's ``max_completion_length`` with
+  ``use_vllm=True``);
 - **generation concurrency**, only on the project's ``PowerAwareGRPOTrainer`` (a one-line swap
-  for ``GRPOTrainer``, see the README); on the stock trainer a requested concurrency is not
-  applied and is counted in ``power_cap/concurrency_unavailable_steps``;
+  for ``GRPOTrainer``, see the README);
 - **the training chunk** (``train_micro_batch``), only on ``PowerAwareGRPOTrainer``;
 - **the pause**: with ``pause_s > 0``, a step whose observation window averaged above the cap
   (or saw stale telemetry) waits ``pause_s`` first, the GPUs idle; a controller whose action
   space holds the pause actuator (a PPO controller's bounds name it) sets the pause itself;
 - **the power limit** (``set_power_limit=True``): NVML's limit set to the cap at the start where
   the source is NVML and the process may (root); otherwise a warning, and the run goes on.
+
+A setting the controller asks for and the trainer has no actuator for (concurrency on the stock
+trainer; max new tokens on a trainer that does not generate, a plain HF ``Trainer`` or
+``SFTTrainer``, where the pause and the power limit remain) is not applied, is warned about once
+and is counted in ``power_cap/<actuator>_unavailable_steps``.
 
 Telemetry older than ``staleness_s`` bypasses the controller for the fail-safe: every actuator
 at its lower bound. A controller trained by ``grpo-power controller train`` loads by the path of
@@ -42,6 +48,13 @@ from grpo_power.telemetry.source import TelemetryUnavailable
 from grpo_power.workload.actuators import ACTUATORS, Actuators
 
 logger = logging.getLogger(__name__)
+
+UNAVAILABLE_HINTS = {  # how a run gets an actuator its trainer lacks
+    "concurrency": " (swap in grpo_power.workload.trainer.PowerAwareGRPOTrainer)",
+    "train_micro_batch": " (PowerAwareGRPOTrainer with train_micro_batch=...)",
+    "max_new_tokens": " (it does not generate)",
+    "pause_s": " (give the pause bounds, or pause_s=...)",
+}
 
 
 def load_controller(controller: Controller | str | Path) -> Controller:
@@ -122,7 +135,8 @@ class PowerCapCallback(TrainerCallback):
         self.actuators: Actuators | None = None
         self.last_tokens_per_s = 0.0
         self.violations = RunViolations()  # the run's samples, and those above the cap
-        self.counts = {"failsafe_steps": 0, "paused_s": 0.0, "concurrency_unavailable_steps": 0}
+        self.counts = {"failsafe_steps": 0, "paused_s": 0.0}
+        self.counts.update({f"{name}_unavailable_steps": 0 for name in ACTUATORS})
         self._step: tuple[float, float] | None = None  # (monotonic start, tokens seen) of a step
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -151,7 +165,7 @@ class PowerCapCallback(TrainerCallback):
     def observe(self) -> Observation:
         """The observation the controller gets now."""
         assert self.actuators is not None
-        values = self.actuators.values()
+        values = self.actuators.values()  # an actuator the trainer lacks: at its upper bound
         # before this attempt's first step, no samples: they would be of loading, not of the
         # run, and the simulator a controller is trained in has none there either
         stepped = self._step is not None
@@ -160,7 +174,7 @@ class PowerCapCallback(TrainerCallback):
             power_w,
             self.cap_w,
             values.get("concurrency", self.bounds["concurrency"].max),
-            values["max_new_tokens"],
+            values.get("max_new_tokens", self.bounds["max_new_tokens"].max),
             self.last_tokens_per_s,
             run=self.violations,
         )
@@ -172,8 +186,9 @@ class PowerCapCallback(TrainerCallback):
         action = self.failsafe if stale else self.controller.decide(observation)
         applied = self.actuators.apply(action)
         self.counts["failsafe_steps"] += int(stale)
-        if applied.requested["concurrency"] is not None and applied.applied["concurrency"] is None:
-            self.counts["concurrency_unavailable_steps"] += 1
+        for name in ACTUATORS:
+            if applied.requested[name] is not None and applied.applied[name] is None:
+                self._unavailable(name)
         pause_s = float(applied.applied["pause_s"] or 0)  # the controller's pause, if any
         if self.pause_s > 0 and (stale or observation.mean_power_w > self.cap_w):
             pause_s = max(pause_s, self.pause_s)
@@ -182,6 +197,21 @@ class PowerCapCallback(TrainerCallback):
             time.sleep(pause_s)
             self.counts["paused_s"] += pause_s
         self._step = (time.monotonic(), float(state.num_input_tokens_seen or 0))
+
+    def _unavailable(self, name: str) -> None:
+        """Count a step whose setting of actuator ``name`` was not applied; warn on the first."""
+        key = f"{name}_unavailable_steps"
+        if not self.counts[key]:
+            logger.warning(
+                "PowerCapCallback: %s has no %s actuator%s; the controller's %s is not applied "
+                "(counted in power_cap/%s)",
+                type(self.trainer).__name__,
+                name,
+                UNAVAILABLE_HINTS.get(name, ""),
+                name,
+                key,
+            )
+        self.counts[key] += 1
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self._step is not None:

@@ -4,8 +4,10 @@ A forward pre-hook (``torch.nn.Module.register_forward_pre_hook``) on the model 
 forward pass to the monitor's :class:`~grpo_power.telemetry.signals.WorkloadSignal`: a pass
 without gradients is ``generate`` (GRPO's rollouts, and the no-grad log-probability passes), one
 with gradients is ``train``; the batch is the input's first dimension. A phase lasts until the
-next pass of another kind or batch, or until the step ends (``idle``). That is all a stock
-trainer shows; the project's :class:`~grpo_power.workload.trainer.PowerAwareGRPOTrainer`
+next pass of another kind or batch, or until the step ends (``idle``). A ``trl.GRPOTrainer``
+with ``use_vllm=True`` generates outside the model, in vLLM: each call of its
+``vllm_generation.generate`` is announced as ``generate`` too (the batch: its prompts). That is
+all a stock trainer shows; the project's :class:`~grpo_power.workload.trainer.PowerAwareGRPOTrainer`
 announces its phases itself, scoring included. The signal drives the simulated A100 and the phase
 split of :class:`~grpo_power.telemetry.monitor.Measurement`.
 """
@@ -20,12 +22,29 @@ from grpo_power.telemetry.signals import WorkloadSignal
 
 
 class ForwardPhases:
-    """Announces ``generate``/``train`` per forward pass of ``model`` until :meth:`remove`."""
+    """Announces ``generate``/``train`` per forward pass of ``model``, and ``generate`` per call
+    of ``engine.generate`` (TRL's vLLM generation; None: none), until :meth:`remove`."""
 
-    def __init__(self, model: torch.nn.Module, signal: WorkloadSignal) -> None:
+    def __init__(
+        self, model: torch.nn.Module, signal: WorkloadSignal, engine: Any | None = None
+    ) -> None:
         self.signal = signal
         self._last: tuple[str, int] | None = None
         self._handle = model.register_forward_pre_hook(self._announce, with_kwargs=True)
+        self._engine = engine
+        if engine is not None:
+            generate = engine.generate
+
+            def announced_generate(prompts: list, *args: Any, **kwargs: Any) -> Any:
+                self._set("generate", len(prompts))
+                return generate(prompts, *args, **kwargs)
+
+            engine.generate = announced_generate  # an instance attribute, deleted by remove()
+
+    def _set(self, phase: str, batch: int) -> None:
+        if (phase, batch) != self._last:  # announce changes only: the signal keeps a history
+            self._last = (phase, batch)
+            self.signal.set(phase, batch)
 
     def _announce(self, module: torch.nn.Module, args: tuple, kwargs: dict[str, Any]) -> None:
         tensor = next(
@@ -33,10 +52,7 @@ class ForwardPhases:
             None,
         )
         batch = int(tensor.shape[0]) if tensor is not None else 1
-        phase = "train" if torch.is_grad_enabled() else "generate"
-        if (phase, batch) != self._last:  # announce changes only: the signal keeps a history
-            self._last = (phase, batch)
-            self.signal.set(phase, batch)
+        self._set("train" if torch.is_grad_enabled() else "generate", batch)
 
     def idle(self) -> None:
         """The step ended: nothing runs until the next forward pass."""
@@ -45,3 +61,5 @@ class ForwardPhases:
 
     def remove(self) -> None:
         self._handle.remove()
+        if self._engine is not None:
+            del self._engine.generate

@@ -29,6 +29,7 @@ from grpo_power.callbacks.binding import calling_trainer, run_first
 from grpo_power.callbacks.phases import ForwardPhases
 from grpo_power.config import Config, TelemetrySource
 from grpo_power.telemetry.monitor import Measurement, PowerMonitor
+from grpo_power.workload.actuators import vllm_generation
 
 INTERVAL_WINDOW = "grpo-power/log-interval"
 
@@ -105,7 +106,8 @@ class PowerCallback(TrainerCallback):
             self.monitor.end_window(INTERVAL_WINDOW)
         model = kwargs.get("model")
         if self.announce_phases and model is not None:
-            self._phases = ForwardPhases(model, self.monitor.signal)
+            engine = vllm_generation(trainer)
+            self._phases = ForwardPhases(model, self.monitor.signal, engine)
         self.monitor.start()
         self._tokens_at_last_log = float(state.num_input_tokens_seen or 0)
         self.monitor.begin_window(INTERVAL_WINDOW)

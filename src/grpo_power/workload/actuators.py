@@ -2,14 +2,17 @@
 
 ``concurrency`` (occupancy): sequences generated together, read by
 :class:`~grpo_power.workload.trainer.PowerAwareGRPOTrainer` on every generation call.
-``max_new_tokens`` (volume): ``trainer.generation_config.max_new_tokens``, read on every
-``generate()`` call. ``train_micro_batch`` (training occupancy): the trainer's chunk of the
-training pass, read on every step (the gradient does not depend on it). ``pause_s``: seconds the
-GPUs idle before the step; held here and slept by the controller hook
-(:mod:`grpo_power.workload.hook`), so it exists only where pause bounds are given. Values outside
-the configured bounds are clamped, and the clamp is reported. The stock ``trl.GRPOTrainer`` has
-no concurrency and no training chunk: there a requested value is reported as not applied
-(``None``).
+``max_new_tokens`` (volume): where the trainer's generation reads it on every call:
+``trainer.generation_config.max_new_tokens`` (transformers' ``generate()``), or, on a
+``trl.GRPOTrainer`` with ``use_vllm=True`` (colocated engine or server),
+``trainer.vllm_generation.max_completion_length``. ``train_micro_batch`` (training
+occupancy): the trainer's chunk of the training pass, read on every step (the gradient does not
+depend on it). ``pause_s``: seconds the GPUs idle before the step; held here and slept by the
+controller hook (:mod:`grpo_power.workload.hook`), so it exists only where pause bounds are
+given. Values outside the configured bounds are clamped, and the clamp is reported. The stock
+``trl.GRPOTrainer`` has no concurrency and no training chunk, and a trainer that does not
+generate (a plain HF ``Trainer``, TRL's ``SFTTrainer``) no max new tokens either: there a
+requested value is reported as not applied (``None``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,26 @@ from grpo_power.control.contract import Action
 
 ACTUATORS = ("concurrency", "max_new_tokens", "train_micro_batch", "pause_s")
 _ON_TRAINER = ("concurrency", "train_micro_batch")  # attributes of PowerAwareGRPOTrainer
+
+
+def vllm_generation(trainer: Any) -> Any | None:
+    """The ``trl.generation.vllm_generation.VLLMGeneration`` a ``trl.GRPOTrainer`` with
+    ``use_vllm=True`` generates with (outside the model), else None."""
+    engine = getattr(trainer, "vllm_generation", None)
+    return engine if engine is not None and getattr(trainer, "use_vllm", False) else None
+
+
+def _generation_length(trainer: Any) -> tuple[Any, str] | None:
+    """Where ``trainer``'s generation reads its max new tokens on every call, as (object,
+    attribute): TRL's vLLM generation (``max_completion_length``), else transformers'
+    ``generation_config`` (``max_new_tokens``); None when it does not generate."""
+    engine = vllm_generation(trainer)
+    if engine is not None:
+        return engine, "max_completion_length"
+    config = getattr(trainer, "generation_config", None)
+    if config is not None:
+        return config, "max_new_tokens"
+    return None
 
 
 @dataclass(frozen=True)
@@ -45,7 +68,7 @@ class AppliedAction:
 class Actuators:
     """Reads and sets, within bounds, the actuators a trainer has: all of them on a
     :class:`PowerAwareGRPOTrainer`, max new tokens (and the pause) on the stock
-    ``GRPOTrainer``.
+    ``GRPOTrainer``, the pause alone on a trainer that does not generate.
 
     Args:
         trainer: the trainer whose actuators are set.
@@ -55,11 +78,13 @@ class Actuators:
 
     def __init__(self, trainer: Any, bounds: dict[str, ActuatorBounds], pause_s: int = 0) -> None:
         self.trainer = trainer
+        self._length = _generation_length(trainer)
         self.available = tuple(
             name
             for name in ACTUATORS
             if (name not in _ON_TRAINER or getattr(trainer, name, None) is not None)
             and (name != "pause_s" or name in bounds)
+            and (name != "max_new_tokens" or self._length is not None)
         )
         missing = set(self.available) - set(bounds)
         if missing:
@@ -69,7 +94,9 @@ class Actuators:
 
     def values(self) -> dict[str, int]:
         """Current values of the available actuators."""
-        values = {"max_new_tokens": int(self.trainer.generation_config.max_new_tokens)}
+        values: dict[str, int] = {}
+        if self._length is not None:
+            values["max_new_tokens"] = int(getattr(*self._length))
         for name in _ON_TRAINER:
             if name in self.available:
                 values[name] = int(getattr(self.trainer, name))
@@ -94,5 +121,6 @@ class Actuators:
                 setattr(self.trainer, name, applied[name])
         if "pause_s" in self.available:
             self.pause_s = int(applied["pause_s"])  # type: ignore[arg-type]
-        self.trainer.generation_config.max_new_tokens = applied["max_new_tokens"]
+        if self._length is not None:
+            setattr(*self._length, applied["max_new_tokens"])
         return AppliedAction(requested=requested, applied=applied, clamped=clamped)
