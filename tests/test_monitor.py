@@ -371,3 +371,96 @@ def test_power_cap_callback_sets_the_length_a_vllm_grpo_run_generates(tmp_path: 
     assert all(e["power/generate_energy_j"] > 0 for e in steps)
     assert "generate" not in type(engine).__dict__ and "generate" not in vars(engine)  # unhooked
     assert trainer.state.log_history[-1]["power_cap/max_new_tokens_unavailable_steps"] == 0
+
+
+DISTRIBUTED_SCRIPT = """
+import json, os, sys, torch
+from transformers import Trainer, TrainingArguments
+from grpo_power.callbacks import PowerCallback, PowerCapCallback
+from grpo_power.config import ActuatorBounds
+from grpo_power.control.contract import Action
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 1)
+
+    def forward(self, x, labels):
+        y = self.linear(x)
+        return {"loss": torch.nn.functional.mse_loss(y, labels), "logits": y}
+
+class PauseFirst:  # a rank deciding for itself would pause on its own first step
+    def __init__(self):
+        self.calls = 0
+
+    def decide(self, observation):
+        self.calls += 1
+        return Action(pause_s=int(self.calls == 1 and os.environ["RANK"] == "0"))
+
+out = sys.argv[1]
+bounds = {
+    "concurrency": ActuatorBounds(min=1, max=32),
+    "max_new_tokens": ActuatorBounds(min=8, max=64),
+    "pause_s": ActuatorBounds(min=0, max=1),
+}
+power = PowerCallback(trace=f"{out}/power.parquet", source="simulated", period_s=0.05)
+controller = PauseFirst()
+cap = PowerCapCallback(controller=controller, cap_w=320, monitor=power.monitor, bounds=bounds)
+args = TrainingArguments(
+    output_dir=f"{out}/trainer", max_steps=3, logging_steps=1, per_device_train_batch_size=4,
+    use_cpu=True, report_to=[], save_strategy="no", disable_tqdm=True,
+)
+data = [{"x": torch.randn(4), "labels": torch.randn(1)} for _ in range(64)]
+trainer = Trainer(model=Model(), args=args, train_dataset=data, callbacks=[power, cap])
+trainer.train()
+last = trainer.state.log_history[-1]
+with open(f"{out}/rank{os.environ['RANK']}.json", "w") as file:
+    json.dump({"log": last, "decisions": controller.calls}, file)
+"""
+
+
+def test_callbacks_in_a_multi_process_run_sample_once_a_node_and_act_alike(tmp_path: Path) -> None:
+    """A user's script under torchrun with two processes: one sampler and one trace for the
+    node (the two used to write one file and fail at its end), power in the main process's
+    logs, and the controller's decisions taken on rank 0 and applied on both ranks."""
+    import json
+    import subprocess
+    import sys
+
+    script = tmp_path / "train.py"
+    script.write_text(DISTRIBUTED_SCRIPT)
+    launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node"]
+    done = subprocess.run(
+        [*launch, "2", str(script), str(tmp_path)], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert [r["decisions"] for r in ranks] == [3, 0]  # rank 0 decides for both
+    assert [r["log"]["power_cap/paused_s"] for r in ranks] == [1.0, 1.0]
+    assert ranks[0]["log"]["power/simulated"] == 1.0
+    assert not any(name.startswith("power/") for name in ranks[1]["log"])
+    assert sorted(p.name for p in tmp_path.glob("power*")) == ["power.parquet"]
+    trace = read_trace(tmp_path / "power.parquet")
+    assert trace.complete and trace.frame["t"].max() >= 1.0  # the pause is in it
+
+
+def test_each_node_writes_a_trace_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Local rank 0 of a node other than the job's first adds its host to the trace's name
+    (nodes share the file system); the node's other ranks sample nothing."""
+    import socket
+
+    from grpo_power.callbacks import PowerCallback
+
+    for rank, local_rank in (("2", "0"), ("3", "1")):
+        monkeypatch.setenv("RANK", rank)
+        monkeypatch.setenv("LOCAL_RANK", local_rank)
+        power = PowerCallback(trace=tmp_path / "power.parquet", source="simulated")
+        assert power.sampling == (local_rank == "0")
+        assert (power.monitor.trace is None) == (local_rank != "0")
+        if power.sampling:
+            power.monitor.start()
+            power.monitor.stop()
+    written = [p.name for p in tmp_path.glob("power*")]
+    assert written == [f"power-{socket.gethostname()}.parquet"]

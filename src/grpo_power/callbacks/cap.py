@@ -26,6 +26,11 @@ Telemetry older than ``staleness_s`` bypasses the controller for the fail-safe: 
 at its lower bound. A controller trained by ``grpo-power controller train`` loads by the path of
 its folder. What it did is added to the logs under ``power_cap/``, with the run's share of
 samples above the cap so far (``run_share_above_cap``, what a budget-tracking controller steers).
+
+In a multi-process run (``torchrun``, ``accelerate launch``) the job's rank 0 observes and
+decides, and every rank applies its decision (broadcast before each step): the ranks generate
+and pause alike. A monitor it makes samples on each node's local rank 0 (where the power limit
+is set for the node's GPUs).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from accelerate.utils import broadcast_object_list
 from transformers import Trainer, TrainerCallback
 
 from grpo_power.callbacks.binding import bound_trainer, run_first
@@ -46,6 +52,7 @@ from grpo_power.control.controllers import Controller
 from grpo_power.telemetry.monitor import PowerMonitor
 from grpo_power.telemetry.source import TelemetryUnavailable
 from grpo_power.workload.actuators import ACTUATORS, Actuators
+from grpo_power.workload.distributed import process_ranks
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +94,7 @@ class PowerCapCallback(TrainerCallback):
             controller trained by ``grpo-power controller train``.
         cap_w: the per-GPU power cap, W.
         monitor: where power comes from (share a ``PowerCallback``'s ``monitor``); None: one
-            is made and runs for the training.
+            is made (on each node's local rank 0) and runs for the training.
         trainer: the trainer to drive; None: the trainer calling this callback.
         bounds: actuator bounds (None: the controller's, else the config's ``workload``).
         window_s: power the observation covers, s.
@@ -122,8 +129,12 @@ class PowerCapCallback(TrainerCallback):
         )
         self.controller = load_controller(controller)
         self.cap_w = cap_w
+        rank, local_rank = process_ranks()
+        self.deciding, self.sampling = rank == 0, local_rank == 0  # see the module docstring
         self._owns_monitor = monitor is None
-        self.monitor = monitor or PowerMonitor(cap_w=cap_w, config=config)
+        self.monitor = monitor or (
+            PowerMonitor(cap_w=cap_w, config=config) if self.sampling else None
+        )
         self._given_trainer = trainer
         self.trainer = trainer
         self.bounds = bounds or controller_bounds(self.controller, config)
@@ -145,16 +156,17 @@ class PowerCapCallback(TrainerCallback):
         run_first(self.trainer, self)
         self.actuators = Actuators(self.trainer, self.bounds)
         self._step = None  # a new attempt (a second train()): no step of it seen yet
-        self.monitor.start()
-        if self.set_power_limit:
-            self._limit_power()
+        if self.sampling and self.monitor is not None:
+            self.monitor.start()
+            if self.set_power_limit:
+                self._limit_power(self.monitor)
 
-    def _limit_power(self) -> None:
-        setter = getattr(self.monitor.source, "set_power_limit_w", None)
+    def _limit_power(self, monitor: PowerMonitor) -> None:
+        setter = getattr(monitor.source, "set_power_limit_w", None)
         if setter is None:
             logger.warning(
                 "PowerCapCallback: no power limit set: the power source is %s, not NVML",
-                self.monitor.source.kind,
+                monitor.source.kind,
             )
             return
         try:
@@ -163,8 +175,8 @@ class PowerCapCallback(TrainerCallback):
             logger.warning("PowerCapCallback: no power limit set: %s", error)
 
     def observe(self) -> Observation:
-        """The observation the controller gets now."""
-        assert self.actuators is not None
+        """The observation the controller gets now (on the deciding rank)."""
+        assert self.actuators is not None and self.monitor is not None
         values = self.actuators.values()  # an actuator the trainer lacks: at its upper bound
         # before this attempt's first step, no samples: they would be of loading, not of the
         # run, and the simulator a controller is trained in has none there either
@@ -181,19 +193,27 @@ class PowerCapCallback(TrainerCallback):
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         assert self.actuators is not None
-        observation = self.observe()
-        stale = self.monitor.age_s() > self.staleness_s
-        action = self.failsafe if stale else self.controller.decide(observation)
+        decided: list[Any] = [None, False, False]  # action, stale telemetry, window above cap
+        if self.deciding:
+            assert self.monitor is not None
+            observation = self.observe()
+            stale = self.monitor.age_s() > self.staleness_s
+            action = self.failsafe if stale else self.controller.decide(observation)
+            decided = [action, stale, observation.mean_power_w > self.cap_w]
+        if self.trainer is not None and self.trainer.accelerator.num_processes > 1:
+            broadcast_object_list(decided, from_process=0)  # every rank acts alike
+        action, stale, hot = decided
         applied = self.actuators.apply(action)
         self.counts["failsafe_steps"] += int(stale)
         for name in ACTUATORS:
             if applied.requested[name] is not None and applied.applied[name] is None:
                 self._unavailable(name)
         pause_s = float(applied.applied["pause_s"] or 0)  # the controller's pause, if any
-        if self.pause_s > 0 and (stale or observation.mean_power_w > self.cap_w):
+        if self.pause_s > 0 and (stale or hot):
             pause_s = max(pause_s, self.pause_s)
         if pause_s > 0:
-            self.monitor.signal.set("idle")
+            if self.monitor is not None:
+                self.monitor.signal.set("idle")
             time.sleep(pause_s)
             self.counts["paused_s"] += pause_s
         self._step = (time.monotonic(), float(state.num_input_tokens_seen or 0))
@@ -220,7 +240,8 @@ class PowerCapCallback(TrainerCallback):
             self.last_tokens_per_s = (float(state.num_input_tokens_seen or 0) - tokens) / wall_s
             # the step's samples (a step longer than the sampler's history, 300 s by default,
             # counts its last 300 s)
-            self.violations.add(self.monitor.recent(wall_s).power_w, self.cap_w)
+            if self.deciding and self.monitor is not None:
+                self.violations.add(self.monitor.recent(wall_s).power_w, self.cap_w)
 
     def on_log(
         self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
@@ -237,5 +258,5 @@ class PowerCapCallback(TrainerCallback):
             history[-1].update(entries)
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self._owns_monitor:
+        if self._owns_monitor and self.monitor is not None:
             self.monitor.stop()

@@ -15,11 +15,16 @@ the reporting integrations that ``report_to`` adds (TensorBoard, W&B, trackio, C
 these like TRL's own metrics, and adds them to ``state.log_history`` (so ``trainer_state.json``
 holds them). Phases are seen from the model's forward passes (:mod:`grpo_power.callbacks.phases`)
 unless the trainer announces them itself (``announce_phases=False``; the project's runner).
+
+In a multi-process run (``torchrun``, ``accelerate launch``) only each node's local rank 0
+samples, for the node's GPUs, and logs power; the other ranks' callbacks do nothing. The job's
+rank 0 writes the trace it was given, another node's local rank 0 ``<stem>-<host><suffix>``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +35,7 @@ from grpo_power.callbacks.phases import ForwardPhases
 from grpo_power.config import Config, TelemetrySource
 from grpo_power.telemetry.monitor import Measurement, PowerMonitor
 from grpo_power.workload.actuators import vllm_generation
+from grpo_power.workload.distributed import process_ranks
 
 INTERVAL_WINDOW = "grpo-power/log-interval"
 
@@ -56,6 +62,12 @@ def power_metrics(m: Measurement, tokens: float | None, prefix: str = "power/") 
     return {f"{prefix}{name}": float(value) for name, value in metrics.items()}
 
 
+def node_trace(trace: Path) -> Path:
+    """The trace a node other than the job's first writes instead of ``trace``: the host's name
+    added to its stem, so that nodes sharing a file system write files of their own."""
+    return trace.with_name(f"{trace.stem}-{socket.gethostname()}{trace.suffix}")
+
+
 class PowerCallback(TrainerCallback):
     """Power metrics in the trainer's logs at every logging step; the power trace on disk.
 
@@ -64,7 +76,8 @@ class PowerCallback(TrainerCallback):
             :class:`~grpo_power.callbacks.cap.PowerCapCallback`); None: one is made from the
             other arguments, started at the start of training and stopped at its end.
         trace: the trace file the monitor it makes writes (None: none); a second
-            ``trainer.train()`` writes ``<stem>-2<suffix>``, and so on.
+            ``trainer.train()`` writes ``<stem>-2<suffix>``, and so on (another node:
+            :func:`node_trace`).
         source, gpus, period_s, cap_w, config: for the monitor it makes (see
             :class:`~grpo_power.telemetry.monitor.PowerMonitor`).
         announce_phases: announce generate/train from the model's forward passes (False when
@@ -85,9 +98,18 @@ class PowerCallback(TrainerCallback):
         announce_phases: bool = True,
         prefix: str = "power/",
     ) -> None:
+        rank, local_rank = process_ranks()
+        self.sampling = local_rank == 0  # one sampler a node (see the module docstring)
+        if trace is not None and rank != 0:
+            trace = node_trace(Path(trace))
         self._owns_monitor = monitor is None
         self.monitor = monitor or PowerMonitor(
-            gpus=gpus, period_s=period_s, source=source, trace=trace, cap_w=cap_w, config=config
+            gpus=gpus,
+            period_s=period_s,
+            source=source,
+            trace=trace if self.sampling else None,
+            cap_w=cap_w,
+            config=config,
         )
         self.announce_phases = announce_phases
         self.prefix = prefix
@@ -96,6 +118,8 @@ class PowerCallback(TrainerCallback):
         self._tokens_at_last_log: float | None = None
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if not self.sampling:
+            return
         trainer: Trainer | None = calling_trainer()
         if trainer is not None:
             run_first(trainer, self)
@@ -119,7 +143,7 @@ class PowerCallback(TrainerCallback):
     def on_log(
         self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
     ) -> None:
-        if logs is None:
+        if logs is None or not self.sampling:
             return
         measurement = self.monitor.end_window(INTERVAL_WINDOW)
         self.monitor.begin_window(INTERVAL_WINDOW)
@@ -135,6 +159,8 @@ class PowerCallback(TrainerCallback):
             history[-1].update(self.last_metrics)  # the trainer copied the logs before on_log
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if not self.sampling:
+            return
         self.monitor.end_window(INTERVAL_WINDOW)
         if self._phases is not None:
             self._phases.remove()

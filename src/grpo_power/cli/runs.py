@@ -3,7 +3,6 @@ real-workload actuator sweep), directly or as submitit job arrays."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -141,7 +140,11 @@ def run(
     exits with code 75; the same command resumes it, as it does after a kill (from the last
     checkpoint, every `workload.checkpoint_every_steps` steps).
     """
-    from grpo_power.workload.distributed import relaunch_needed, relaunch_with_accelerate
+    from grpo_power.workload.distributed import (
+        process_ranks,
+        relaunch_needed,
+        relaunch_with_accelerate,
+    )
 
     check_numbers(
         {
@@ -203,7 +206,7 @@ def run(
     result = run_grpo(
         cfg, arm, seed, out, controller, show_progress=sys.stderr.isatty(), fresh=fresh
     )
-    if int(os.environ.get("RANK", "0")) != 0:
+    if process_ranks()[0] != 0:
         return
     label = f"run {cfg.workload.size}/{arm}/seed{seed}"
     if result.status == "interrupted":

@@ -4,6 +4,10 @@ When the run size has several processes (``run_sizes`` in the config) the comman
 process per GPU (DeepSpeed ZeRO-3 when its ``zero_stage`` is 3); inside the launch ``WORLD_SIZE``
 is set and the run proceeds. The command is an argument list, never a shell string.
 
+:func:`process_ranks` tells a process its place in any launch (the run's, or a user's own script
+under ``torchrun``): power is sampled on each node's local rank 0, and decisions are taken on rank
+0 and broadcast.
+
 Stop signals: every rank stops after its current step with a checkpoint on SIGTERM, SIGUSR1 or
 SIGUSR2 (:mod:`grpo_power.workload.resume`). Under Slurm every process of the job gets the
 signal; elsewhere the relaunching process passes one it receives on to the launcher as SIGTERM,
@@ -25,6 +29,12 @@ from grpo_power.config import RunSize
 from grpo_power.layout import RUN
 from grpo_power.workload.manifest import RunManifest
 from grpo_power.workload.resume import EXIT_INTERRUPTED, StopSignals
+
+
+def process_ranks() -> tuple[int, int]:
+    """(rank in the job, rank on its node) of this process, as ``torchrun``, ``accelerate
+    launch`` and DeepSpeed's launcher set them (``RANK``, ``LOCAL_RANK``); (0, 0) outside one."""
+    return int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
 
 
 def relaunch_needed(run_size: RunSize) -> bool:

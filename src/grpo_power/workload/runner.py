@@ -14,7 +14,6 @@ values: tokens and timings are measured, only the power is simulated (and labell
 from __future__ import annotations
 
 import functools
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from grpo_power.telemetry.signals import WorkloadSignal
 from grpo_power.telemetry.steplog import StepLogWriter
 from grpo_power.telemetry.store import TraceWriter
 from grpo_power.workload.actuators import ACTUATORS, Actuators
+from grpo_power.workload.distributed import process_ranks
 from grpo_power.workload.failsafe import failsafe_action
 from grpo_power.workload.hook import ControllerCallback
 from grpo_power.workload.lock import RunLock
@@ -98,7 +98,7 @@ def _holding_the_run_lock(run: Callable[..., RunResult]) -> Callable[..., RunRes
 
     @functools.wraps(run)
     def locked(config: Config, arm: str, seed: int, out: Path, *args: Any, **kwargs: Any) -> Any:
-        if int(os.environ.get("RANK", "0")) != 0:
+        if process_ranks()[0] != 0:
             return run(config, arm, seed, out, *args, **kwargs)
         with RunLock(Path(out)):
             return run(config, arm, seed, out, *args, **kwargs)
@@ -129,8 +129,8 @@ def run_grpo(
     paths = RunPaths(Path(out))
     paths.folder.mkdir(parents=True, exist_ok=True)
     steps = steps or config.workload.steps
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    is_main = int(os.environ.get("RANK", "0")) == 0
+    rank, local_rank = process_ranks()
+    is_main = rank == 0
     device = torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu")
     run_id = f"{config.workload.size}-{arm}-seed{seed}"
     simulated = config.telemetry.source == "simulated"
