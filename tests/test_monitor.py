@@ -464,3 +464,34 @@ def test_each_node_writes_a_trace_of_its_own(
             power.monitor.stop()
     written = [p.name for p in tmp_path.glob("power*")]
     assert written == [f"power-{socket.gethostname()}.parquet"]
+
+
+def test_a_window_waits_for_the_gpu_work_queued_in_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PyTorch queues CUDA work and returns at once: a window's end waits for it
+    (``torch.cuda.synchronize``), as Zeus's windows do, so the window holds the work launched in
+    it, not the launch; ``sync_execution=False`` measures the launch alone. CUDA (a GPU this
+    machine lacks) is stood in for by 0.3 s of queued work that ``synchronize`` waits out."""
+    import sys
+    import types
+
+    class Cuda:
+        queued_until_s = 0.0
+
+        @staticmethod
+        def is_initialized() -> bool:
+            return True
+
+        @classmethod
+        def synchronize(cls) -> None:
+            time.sleep(max(0.0, cls.queued_until_s - time.monotonic()))
+
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=Cuda))
+    measured_s = {}
+    with PowerMonitor(source="simulated", period_s=0.05) as monitor:
+        for sync in (True, False):
+            with monitor.window("launch", sync_execution=sync) as w:
+                Cuda.queued_until_s = time.monotonic() + 0.3  # a kernel launch returns at once
+            measured_s[sync] = w.time_s
+            Cuda.synchronize()  # the work ends before the next window
+    assert measured_s[True] >= 0.3
+    assert measured_s[False] < 0.1

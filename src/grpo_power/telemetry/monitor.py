@@ -10,10 +10,13 @@ else the simulated A100 (labelled ``simulated`` in every measurement and file). 
 writes the same crash-safe trace as ``grpo-power telemetry record``
 (:class:`~grpo_power.telemetry.store.TraceWriter`).
 
-A window reads one extra sample at its start and at its end (like Zeus reading the energy
-counter), so a window shorter than the sampling period is still measured; its energy is the
-energy counter's difference where every sample has one (NVML on Volta and newer, the simulated
-A100), else the trapezoid of sampled power in which gaps are not bridged
+Like Zeus's windows, a window's start and end first wait for the GPU work the process has queued
+on its current CUDA device (``torch.cuda.synchronize()``, where PyTorch is imported and has used
+CUDA; ``sync_execution=False`` skips it), so that a window holds the work launched in it and not
+the launch alone. A window reads one extra sample at its start and at its end (like Zeus reading
+the energy counter), so a window shorter than the sampling period is still measured; its energy
+is the energy counter's difference where every sample has one (NVML on Volta and newer, the
+simulated A100), else the trapezoid of sampled power in which gaps are not bridged
 (:func:`~grpo_power.telemetry.summary.trapezoid_energy_j`). ``python -m benchmarks monitor``
 measures the overhead per window and per sample.
 """
@@ -21,6 +24,7 @@ measures the overhead per window and per sample.
 from __future__ import annotations
 
 import bisect
+import sys
 import threading
 import time
 import uuid
@@ -110,6 +114,15 @@ class _Begun:
 
     t_s: float
     restore: tuple[Phase, int] | None
+
+
+def synchronize_gpu_work() -> None:
+    """Wait for the GPU work this process has queued on its current CUDA device; nothing where
+    PyTorch is not imported (no work to wait for, and the telemetry layer never imports it) or has
+    not initialised CUDA."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
 
 
 class PowerMonitor:
@@ -246,11 +259,16 @@ class PowerMonitor:
 
     # -- windows ---------------------------------------------------------------------------
 
-    def begin_window(self, name: str, phase: Phase | None = None, batch: int = 1) -> None:
-        """Open window ``name`` now; ``phase`` (optional) is announced to :attr:`signal` for
-        the window's duration (it drives the simulated A100; real GPUs ignore it)."""
+    def begin_window(
+        self, name: str, phase: Phase | None = None, batch: int = 1, sync_execution: bool = True
+    ) -> None:
+        """Open window ``name`` now (after the queued GPU work, unless ``sync_execution`` is
+        False; see the module docstring); ``phase`` (optional) is announced to :attr:`signal`
+        for the window's duration (it drives the simulated A100; real GPUs ignore it)."""
         if name in self._open:
             raise ValueError(f"window {name!r} is already open; close it or use another name")
+        if sync_execution:
+            synchronize_gpu_work()
         self.start()
         restore = None
         if phase is not None:
@@ -261,14 +279,17 @@ class PowerMonitor:
         with self._lock:
             self._open[name] = begun
 
-    def end_window(self, name: str) -> Measurement:
-        """Close window ``name`` and return what it measured.
+    def end_window(self, name: str, sync_execution: bool = True) -> Measurement:
+        """Close window ``name`` (after the queued GPU work, unless ``sync_execution`` is False)
+        and return what it measured.
 
         Raises:
             KeyError: no window of that name is open.
         """
         if name not in self._open:
             raise KeyError(f"no open window {name!r}; open ones: {sorted(self._open)}")
+        if sync_execution:
+            synchronize_gpu_work()
         end_s = self._boundary_s()
         with self._lock:
             begun = self._open.pop(name)
@@ -280,14 +301,16 @@ class PowerMonitor:
         return self._measure(name, begun.t_s, end_s, rows)
 
     @contextmanager
-    def window(self, name: str, phase: Phase | None = None, batch: int = 1) -> Iterator[OpenWindow]:
+    def window(
+        self, name: str, phase: Phase | None = None, batch: int = 1, sync_execution: bool = True
+    ) -> Iterator[OpenWindow]:
         """``with monitor.window("rollout") as w: ...``; afterwards ``w.energy_j`` etc."""
         handle = OpenWindow(name)
-        self.begin_window(name, phase, batch)
+        self.begin_window(name, phase, batch, sync_execution)
         try:
             yield handle
         finally:
-            handle.measurement = self.end_window(name)
+            handle.measurement = self.end_window(name, sync_execution)
 
     def recent(self, window_s: float) -> RecentPower:
         """Per-GPU samples of the last ``window_s`` seconds (for a controller)."""
