@@ -11,10 +11,17 @@ import numpy as np
 import pytest
 
 from grpo_power import PowerMonitor
-from grpo_power.config import Config
+from grpo_power.config import ActuatorBounds, Config
 from grpo_power.telemetry.simulated import SimulatedGpuSource
 from grpo_power.telemetry.store import read_trace
 from grpo_power.telemetry.summary import summarize_trace
+from tests.conftest import REPO
+
+PAUSE_BOUNDS = {  # a controller's bounds with the pause: 0 or 1 s
+    "concurrency": ActuatorBounds(min=1, max=32),
+    "max_new_tokens": ActuatorBounds(min=8, max=64),
+    "pause_s": ActuatorBounds(min=0, max=1),
+}
 
 
 class NoCounter:
@@ -254,19 +261,13 @@ def test_power_cap_callback_keeps_to_what_a_trainer_that_does_not_generate_has(
     trains, the controller's settings for them are counted as not applied and warned about once,
     and the pause it has still acts."""
     from grpo_power.callbacks import PowerCapCallback
-    from grpo_power.config import ActuatorBounds
     from grpo_power.control.contract import Action
 
     class Asks:
         def decide(self, observation: object) -> Action:
             return Action(concurrency=8, max_new_tokens=16, pause_s=1)
 
-    bounds = {
-        "concurrency": ActuatorBounds(min=1, max=32),
-        "max_new_tokens": ActuatorBounds(min=8, max=64),
-        "pause_s": ActuatorBounds(min=0, max=1),
-    }
-    cap = PowerCapCallback(controller=Asks(), cap_w=300.0, bounds=bounds)
+    cap = PowerCapCallback(controller=Asks(), cap_w=300.0, bounds=PAUSE_BOUNDS)
     trainer = _Regression.trainer(tmp_path, [cap])
     with caplog.at_level("WARNING", logger="grpo_power.callbacks.cap"):
         trainer.train()  # type: ignore[attr-defined]
@@ -374,20 +375,13 @@ def test_power_cap_callback_sets_the_length_a_vllm_grpo_run_generates(tmp_path: 
 
 
 DISTRIBUTED_SCRIPT = """
-import json, os, sys, torch
-from transformers import Trainer, TrainingArguments
+import json, os, sys
+from pathlib import Path
+
+sys.path.insert(0, sys.argv[2])  # the checkout, for the tests' trainer
 from grpo_power.callbacks import PowerCallback, PowerCapCallback
-from grpo_power.config import ActuatorBounds
 from grpo_power.control.contract import Action
-
-class Model(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.linear = torch.nn.Linear(4, 1)
-
-    def forward(self, x, labels):
-        y = self.linear(x)
-        return {"loss": torch.nn.functional.mse_loss(y, labels), "logits": y}
+from tests.test_monitor import PAUSE_BOUNDS, _Regression
 
 class PauseFirst:  # a rank deciding for itself would pause on its own first step
     def __init__(self):
@@ -397,25 +391,16 @@ class PauseFirst:  # a rank deciding for itself would pause on its own first ste
         self.calls += 1
         return Action(pause_s=int(self.calls == 1 and os.environ["RANK"] == "0"))
 
-out = sys.argv[1]
-bounds = {
-    "concurrency": ActuatorBounds(min=1, max=32),
-    "max_new_tokens": ActuatorBounds(min=8, max=64),
-    "pause_s": ActuatorBounds(min=0, max=1),
-}
-power = PowerCallback(trace=f"{out}/power.parquet", source="simulated", period_s=0.05)
+out = Path(sys.argv[1])
+power = PowerCallback(trace=out / "power.parquet", source="simulated", period_s=0.05)
 controller = PauseFirst()
-cap = PowerCapCallback(controller=controller, cap_w=320, monitor=power.monitor, bounds=bounds)
-args = TrainingArguments(
-    output_dir=f"{out}/trainer", max_steps=3, logging_steps=1, per_device_train_batch_size=4,
-    use_cpu=True, report_to=[], save_strategy="no", disable_tqdm=True,
-)
-data = [{"x": torch.randn(4), "labels": torch.randn(1)} for _ in range(64)]
-trainer = Trainer(model=Model(), args=args, train_dataset=data, callbacks=[power, cap])
+cap = PowerCapCallback(controller, cap_w=320, monitor=power.monitor, bounds=PAUSE_BOUNDS)
+trainer = _Regression.trainer(out, [power, cap])
 trainer.train()
 last = trainer.state.log_history[-1]
-with open(f"{out}/rank{os.environ['RANK']}.json", "w") as file:
-    json.dump({"log": last, "decisions": controller.calls}, file)
+(out / f"rank{os.environ['RANK']}.json").write_text(
+    json.dumps({"log": last, "decisions": controller.calls})
+)
 """
 
 
@@ -431,11 +416,14 @@ def test_callbacks_in_a_multi_process_run_sample_once_a_node_and_act_alike(tmp_p
     script.write_text(DISTRIBUTED_SCRIPT)
     launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node"]
     done = subprocess.run(
-        [*launch, "2", str(script), str(tmp_path)], capture_output=True, text=True, timeout=600
+        [*launch, "2", str(script), str(tmp_path), str(REPO)],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
-    assert [r["decisions"] for r in ranks] == [3, 0]  # rank 0 decides for both
+    assert [r["decisions"] for r in ranks] == [4, 0]  # rank 0 decides for both
     assert [r["log"]["power_cap/paused_s"] for r in ranks] == [1.0, 1.0]
     assert ranks[0]["log"]["power/simulated"] == 1.0
     assert not any(name.startswith("power/") for name in ranks[1]["log"])
