@@ -483,3 +483,17 @@ def test_a_window_waits_for_the_gpu_work_queued_in_it(monkeypatch: pytest.Monkey
             Cuda.synchronize()  # the work ends before the next window
     assert measured_s[True] >= 0.3
     assert measured_s[False] < 0.1
+
+
+def test_a_cap_is_reported_against_only_when_one_was_set(config: Config) -> None:
+    """Without cap_w a monitor reports no share above a cap (an H100 user's run measured
+    against the A100 study's 320 W would read as always over it); a config given brings its
+    cap, and cap_w overrides both."""
+    cases = (({}, None), ({"config": config}, config.cap_w), ({"cap_w": 50.0}, 50.0))
+    for arguments, cap_w in cases:
+        monitor = PowerMonitor(source="simulated", period_s=0.02, **arguments)
+        with monitor, monitor.window("work") as w:
+            time.sleep(0.1)
+        assert w.measurement is not None and w.measurement.cap_w == cap_w
+        assert (w.share_above_cap is None) == (cap_w is None)
+    assert w.share_above_cap == 1.0  # the simulated A100 idles above 50 W

@@ -138,7 +138,8 @@ class PowerMonitor:
             A monitor started again after :meth:`stop` (a second ``trainer.train()``) samples
             anew, on a new clock, into ``<stem>-2<suffix>``, ``<stem>-3<suffix>``, ... (a
             trace given as a writer, or a source given opened, cannot be restarted).
-        cap_w: per-GPU cap, W, for ``share_above_cap`` (None: the config's ``cap_w``).
+        cap_w: per-GPU cap, W, for ``share_above_cap`` (None: the ``cap_w`` of a ``config``
+            given, else no cap: a cap nobody set is not reported against).
         config: the config whose GPU, simulated power model and telemetry settings are used
             (None: the defaults).
         signal: where the workload announces its phases (drives the simulated A100 and the
@@ -163,6 +164,8 @@ class PowerMonitor:
         history_s: float = 600.0,
         **sampler_options: Any,
     ) -> None:
+        if cap_w is None and config is not None:
+            cap_w = config.cap_w
         config = config or Config()
         check_arguments("PowerMonitor", cap_w=cap_w, history_s=history_s)
         self._restart = (source, trace if isinstance(trace, str | Path) else None)
@@ -182,7 +185,7 @@ class PowerMonitor:
         self.signal = signal or WorkloadSignal()
         self.source = open_source(config, self.signal) if isinstance(source, str) else source
         self.period_s = telemetry.period_s
-        self.cap_w = config.cap_w if cap_w is None else cap_w
+        self.cap_w = cap_w
         self.simulated = self.source.kind == "simulated"
         self.trace = self._writer(trace) if isinstance(trace, str | Path) else trace
         self._rows: dict[str, list[float]] = {k: [] for k in ("t", "gpu", "power_w", "energy_j")}
