@@ -32,11 +32,13 @@ CAP_W = 280.0  # per-GPU cap, W (the simulated A100 of this tiny run draws about
 
 
 class ShorterWhenHot:
-    """A controller of one's own: any object with ``decide(observation) -> Action``. Halves the
-    completion length when the last seconds' p95 power was above the cap, else lengthens it."""
+    """A controller of one's own: any object with ``decide(observation) -> Action``. Starts at
+    half the completion length (no power seen yet), halves it when the last seconds' p95 power
+    was above the cap, else lengthens it; never past the run's ``max_completion_length``, the
+    ceiling ``PowerCapCallback`` keeps."""
 
     def decide(self, observation: Observation) -> Action:
-        if observation.samples and observation.p95_power_w > observation.cap_w:
+        if not observation.samples or observation.p95_power_w > observation.cap_w:
             return Action(max_new_tokens=observation.max_new_tokens // 2)
         return Action(max_new_tokens=observation.max_new_tokens + 8)
 

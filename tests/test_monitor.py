@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -281,6 +282,72 @@ def test_power_cap_callback_keeps_to_what_a_trainer_that_does_not_generate_has(
     assert any("Trainer has no max_new_tokens actuator" in line for line in warned)
 
 
+class Plays:
+    """A controller of one's own that plays a list of actions, one per step."""
+
+    def __init__(self, actions: list) -> None:
+        self.actions = iter(actions)
+
+    def decide(self, observation: object) -> object:
+        return next(self.actions)
+
+
+def _tiny_grpo(tmp_path: Path, callbacks: list, max_completion_length: int, **args: object) -> Any:
+    """The stock trl.GRPOTrainer on the tiny model (built locally), three steps of four
+    completions of a constant reward."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    from grpo_power.workload.models import tiny_model_dir
+    from grpo_power.workload.task import arithmetic_dataset
+
+    model_dir = tiny_model_dir(tmp_path / "cache")
+    config = GRPOConfig(
+        output_dir=str(tmp_path / "out"),
+        max_steps=3,
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=max_completion_length,
+        beta=0.0,
+        logging_steps=1,
+        use_cpu=True,
+        report_to=[],
+        save_strategy="no",
+        disable_tqdm=True,
+        **args,
+    )
+    return GRPOTrainer(
+        model=AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32),
+        reward_funcs=lambda completions, **kwargs: [0.0] * len(completions),
+        args=config,
+        train_dataset=arithmetic_dataset(12, seed=0),
+        processing_class=AutoTokenizer.from_pretrained(model_dir),
+        callbacks=callbacks,
+    )
+
+
+def test_a_controller_of_ones_own_never_lengthens_completions_past_the_users_setting(
+    tmp_path: Path,
+) -> None:
+    """A GRPO run configured for completions of 80 tokens (the config's workload bounds stop at
+    64): a controller that asks nothing leaves them at 80, one that asks more gets 80, one that
+    asks less gets it; a second train() starts from the user's 80 again, not the last value."""
+    from grpo_power.callbacks import PowerCapCallback
+    from grpo_power.control.contract import Action
+
+    assert Config().workload.max_new_tokens_bounds.max < 80
+    asked = [Action(), Action(max_new_tokens=500), Action(max_new_tokens=20)]
+    cap = PowerCapCallback(controller=Plays([*asked, *asked]), cap_w=300.0)
+    trainer = _tiny_grpo(tmp_path, [cap], max_completion_length=80)
+    for _ in range(2):
+        trainer.train()
+        steps = [e for e in trainer.state.log_history if "loss" in e]
+        assert [e["power_cap/max_new_tokens"] for e in steps] == [80, 80, 20]
+        assert [e["completions/max_length"] for e in steps][:2] == [80, 80]  # random weights
+        assert steps[-1]["completions/max_length"] <= 20
+
+
 def test_power_cap_callback_sets_the_length_a_vllm_grpo_run_generates(tmp_path: Path) -> None:
     """On the stock GRPOTrainer with use_vllm=True generation reads its length from TRL's vLLM
     generation, not from a generation_config: the controller's max new tokens reaches the
@@ -288,15 +355,10 @@ def test_power_cap_callback_sets_the_length_a_vllm_grpo_run_generates(tmp_path: 
     sees vLLM's generation as the generate phase (the model runs no forward pass for it). The
     server (a GPU this machine lacks) is the only stand-in: it answers each request with
     max_tokens tokens after 50 ms."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import GRPOConfig, GRPOTrainer
     from trl.generation.vllm_generation import VLLMGeneration
 
     from grpo_power.callbacks import PowerCallback, PowerCapCallback
     from grpo_power.control.contract import Action
-    from grpo_power.workload.models import tiny_model_dir
-    from grpo_power.workload.task import arithmetic_dataset
 
     class Server:
         def __init__(self) -> None:
@@ -319,38 +381,11 @@ def test_power_cap_callback_sets_the_length_a_vllm_grpo_run_generates(tmp_path: 
         def sync_weights(self) -> None:  # the weights would go to the server's GPU
             pass
 
-    class Shorter:
-        def __init__(self) -> None:
-            self.lengths = iter([12, 5, 9])
-
-        def decide(self, observation: object) -> Action:
-            return Action(max_new_tokens=next(self.lengths))
-
-    model_dir = tiny_model_dir(tmp_path / "cache")
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    args = GRPOConfig(
-        output_dir=str(tmp_path / "out"),
-        max_steps=3,
-        per_device_train_batch_size=4,
-        num_generations=4,
-        max_completion_length=16,
-        beta=0.0,
-        logging_steps=1,
-        use_cpu=True,
-        report_to=[],
-        save_strategy="no",
-        disable_tqdm=True,
-        vllm_importance_sampling_correction=False,
-    )
     power = PowerCallback(source="simulated", period_s=0.01, cap_w=300.0)
-    cap = PowerCapCallback(controller=Shorter(), cap_w=300.0, monitor=power.monitor)
-    trainer = GRPOTrainer(
-        model=AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32),
-        reward_funcs=lambda completions, **kwargs: [0.0] * len(completions),
-        args=args,
-        train_dataset=arithmetic_dataset(12, seed=0),
-        processing_class=tokenizer,
-        callbacks=[power, cap],
+    asked = [Action(max_new_tokens=n) for n in (12, 5, 9)]
+    cap = PowerCapCallback(controller=Plays(asked), cap_w=300.0, monitor=power.monitor)
+    trainer = _tiny_grpo(
+        tmp_path, [power, cap], max_completion_length=16, vllm_importance_sampling_correction=False
     )
     # what GRPOTrainer(use_vllm=True, vllm_mode="server") builds, with the server stood in
     del trainer.generation_config
@@ -358,9 +393,9 @@ def test_power_cap_callback_sets_the_length_a_vllm_grpo_run_generates(tmp_path: 
     engine = ServedGeneration(
         model=trainer.model,
         accelerator=trainer.accelerator,
-        processing_class=tokenizer,
+        processing_class=trainer.processing_class,
         mode="server",
-        max_completion_length=args.max_completion_length,
+        max_completion_length=trainer.args.max_completion_length,
     )
     trainer.vllm_generation = engine
     trainer.train()

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,7 @@ from grpo_power.control.contract import Action, Observation, RunViolations
 from grpo_power.control.controllers import Controller
 from grpo_power.telemetry.monitor import PowerMonitor
 from grpo_power.telemetry.source import TelemetryUnavailable
-from grpo_power.workload.actuators import ACTUATORS, Actuators
+from grpo_power.workload.actuators import ACTUATORS, Actuators, trainer_settings
 from grpo_power.workload.distributed import process_ranks
 
 logger = logging.getLogger(__name__)
@@ -73,17 +74,26 @@ def load_controller(controller: Controller | str | Path) -> Controller:
     return controller
 
 
-def controller_bounds(controller: Controller, config: Config) -> dict[str, ActuatorBounds]:
-    """The bounds a PPO controller was trained with (its action space), else the config's."""
+def controller_bounds(
+    controller: Controller, config: Config, settings: dict[str, int]
+) -> dict[str, ActuatorBounds]:
+    """The bounds a PPO controller was trained with (its action space); for a controller of
+    one's own, each actuator the trainer has from the config's lower bound (or its present
+    setting, if lower) up to its present setting (``settings``: the user's own max completion
+    length, which a controller lowers and never exceeds), and the config's bounds for the
+    others."""
     space = getattr(controller, "space", None)
     if space is not None:
         return {name: ActuatorBounds(min=lo, max=hi) for name, (lo, hi) in space.bounds.items()}
     w = config.workload
-    return {
+    bounds = {
         "concurrency": w.concurrency_bounds,
         "max_new_tokens": w.max_new_tokens_bounds,
         "train_micro_batch": w.train_micro_batch_bounds,
     }
+    for name, value in settings.items():
+        bounds[name] = ActuatorBounds(min=min(bounds[name].min, value), max=value)
+    return bounds
 
 
 class PowerCapCallback(TrainerCallback):
@@ -96,7 +106,8 @@ class PowerCapCallback(TrainerCallback):
         monitor: where power comes from (share a ``PowerCallback``'s ``monitor``); None: one
             is made (on each node's local rank 0) and runs for the training.
         trainer: the trainer to drive; None: the trainer calling this callback.
-        bounds: actuator bounds (None: the controller's, else the config's ``workload``).
+        bounds: actuator bounds (None: a PPO controller's own; for another controller, up to
+            the trainer's settings when training begins, see :func:`controller_bounds`).
         window_s: power the observation covers, s.
         staleness_s: older telemetry bypasses the controller for the fail-safe, s.
         pause_s: the pause before a step after an over-cap window, s (0: no pause).
@@ -137,12 +148,13 @@ class PowerCapCallback(TrainerCallback):
         )
         self._given_trainer = trainer
         self.trainer = trainer
-        self.bounds = bounds or controller_bounds(self.controller, config)
+        self._given_bounds, self._config = bounds, config
+        self.bounds = bounds or controller_bounds(self.controller, config, {})
+        # each trainer's settings when first seen, before a controller changed them
+        self._settings: weakref.WeakKeyDictionary[Any, dict[str, int]] = weakref.WeakKeyDictionary()
         self.window_s, self.staleness_s, self.pause_s = window_s, staleness_s, pause_s
         self.set_power_limit = set_power_limit
-        self.failsafe = Action(
-            **{name: bounds.min for name, bounds in self.bounds.items() if name in ACTUATORS}
-        )
+        self.failsafe = Action()
         self.actuators: Actuators | None = None
         self.last_tokens_per_s = 0.0
         self.violations = RunViolations()  # the run's samples, and those above the cap
@@ -154,7 +166,14 @@ class PowerCapCallback(TrainerCallback):
         # the calling trainer at every train(): the same callbacks may serve another trainer
         self.trainer = bound_trainer(self._given_trainer, self)
         run_first(self.trainer, self)
+        settings = self._settings.setdefault(self.trainer, trainer_settings(self.trainer))
+        given, config = self._given_bounds, self._config
+        self.bounds = given or controller_bounds(self.controller, config, settings)
+        self.failsafe = Action(
+            **{name: bounds.min for name, bounds in self.bounds.items() if name in ACTUATORS}
+        )
         self.actuators = Actuators(self.trainer, self.bounds)
+        self.actuators.apply(Action(**settings))  # each train() starts from the user's settings
         self._step = None  # a new attempt (a second train()): no step of it seen yet
         if self.sampling and self.monitor is not None:
             self.monitor.start()

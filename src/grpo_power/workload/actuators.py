@@ -65,6 +65,20 @@ class AppliedAction:
         return row
 
 
+def trainer_settings(trainer: Any) -> dict[str, int]:
+    """The present values of the actuators ``trainer`` has (max new tokens, concurrency, the
+    training chunk; not the pause, which :class:`Actuators` holds)."""
+    settings: dict[str, int] = {}
+    length = _generation_length(trainer)
+    if length is not None:
+        settings["max_new_tokens"] = int(getattr(*length))
+    for name in _ON_TRAINER:
+        value = getattr(trainer, name, None)
+        if value is not None:
+            settings[name] = int(value)
+    return settings
+
+
 class Actuators:
     """Reads and sets, within bounds, the actuators a trainer has: all of them on a
     :class:`PowerAwareGRPOTrainer`, max new tokens (and the pause) on the stock
@@ -94,12 +108,7 @@ class Actuators:
 
     def values(self) -> dict[str, int]:
         """Current values of the available actuators."""
-        values: dict[str, int] = {}
-        if self._length is not None:
-            values["max_new_tokens"] = int(getattr(*self._length))
-        for name in _ON_TRAINER:
-            if name in self.available:
-                values[name] = int(getattr(self.trainer, name))
+        values = trainer_settings(self.trainer)
         if "pause_s" in self.available:
             values["pause_s"] = self.pause_s
         return values
