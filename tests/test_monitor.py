@@ -260,7 +260,8 @@ def test_power_cap_callback_keeps_to_what_a_trainer_that_does_not_generate_has(
 ) -> None:
     """A plain HF Trainer (or SFTTrainer) has no max new tokens and no concurrency: the run
     trains, the controller's settings for them are counted as not applied and warned about once,
-    and the pause it has still acts."""
+    and the pause it has still acts, inside the step: the run's share above the cap counts the
+    paused seconds' samples, as the simulator and the run's hook do."""
     from grpo_power.callbacks import PowerCapCallback
     from grpo_power.control.contract import Action
 
@@ -277,6 +278,8 @@ def test_power_cap_callback_keeps_to_what_a_trainer_that_does_not_generate_has(
     assert last["power_cap/concurrency_unavailable_steps"] == 4
     assert last["power_cap/pause_s_unavailable_steps"] == 0
     assert last["power_cap/paused_s"] == 4.0 and last["power_cap/pause_s"] == 1
+    assert cap.monitor is not None
+    assert cap.violations.samples >= 0.8 * 4.0 / cap.monitor.period_s  # the pauses' samples
     warned = [r.getMessage() for r in caplog.records]
     assert len(warned) == 2, warned
     assert any("Trainer has no max_new_tokens actuator" in line for line in warned)

@@ -212,6 +212,8 @@ class PowerCapCallback(TrainerCallback):
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         assert self.actuators is not None
+        # the decision and the pause are part of the step, as in the simulator and the run's hook
+        started_s = time.monotonic()
         decided: list[Any] = [None, False, False]  # action, stale telemetry, window above cap
         if self.deciding:
             assert self.monitor is not None
@@ -235,7 +237,7 @@ class PowerCapCallback(TrainerCallback):
                 self.monitor.signal.set("idle")
             time.sleep(pause_s)
             self.counts["paused_s"] += pause_s
-        self._step = (time.monotonic(), float(state.num_input_tokens_seen or 0))
+        self._step = (started_s, float(state.num_input_tokens_seen or 0))
 
     def _unavailable(self, name: str) -> None:
         """Count a step whose setting of actuator ``name`` was not applied; warn on the first."""
