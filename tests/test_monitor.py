@@ -416,6 +416,8 @@ DISTRIBUTED_SCRIPT = """
 import json, os, sys
 from pathlib import Path
 
+import torch
+
 sys.path.insert(0, sys.argv[2])  # the checkout, for the tests' trainer
 from grpo_power.callbacks import PowerCallback, PowerCapCallback
 from grpo_power.control.contract import Action
@@ -439,28 +441,51 @@ last = trainer.state.log_history[-1]
 (out / f"rank{os.environ['RANK']}.json").write_text(
     json.dumps({"log": last, "decisions": controller.calls})
 )
+torch.distributed.barrier()  # as a torchrun script ends: no rank leaves the group in use
+torch.distributed.destroy_process_group()
 """
+
+
+def _torchrun(tmp_path: Path, nodes: int, processes_per_node: int) -> list[dict]:
+    """DISTRIBUTED_SCRIPT under torchrun: one launcher a node (several nodes on this machine,
+    rendezvous on a free local port); each rank's last log and decision count."""
+    import json
+    import socket
+    import subprocess
+    import sys
+
+    script = tmp_path / "train.py"
+    script.write_text(DISTRIBUTED_SCRIPT)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    launchers = [
+        subprocess.Popen(
+            [
+                *(sys.executable, "-m", "torch.distributed.run"),
+                *("--nnodes", str(nodes), "--node_rank", str(node)),
+                *("--nproc_per_node", str(processes_per_node)),
+                *("--master_addr", "127.0.0.1", "--master_port", str(port)),
+                *(str(script), str(tmp_path), str(REPO)),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for node in range(nodes)
+    ]
+    for launcher in launchers:
+        _, stderr = launcher.communicate(timeout=600)
+        assert launcher.returncode == 0, stderr[-3000:]
+    ranks = range(nodes * processes_per_node)
+    return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in ranks]
 
 
 def test_callbacks_in_a_multi_process_run_sample_once_a_node_and_act_alike(tmp_path: Path) -> None:
     """A user's script under torchrun with two processes: one sampler and one trace for the
     node (the two used to write one file and fail at its end), power in the main process's
     logs, and the controller's decisions taken on rank 0 and applied on both ranks."""
-    import json
-    import subprocess
-    import sys
-
-    script = tmp_path / "train.py"
-    script.write_text(DISTRIBUTED_SCRIPT)
-    launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node"]
-    done = subprocess.run(
-        [*launch, "2", str(script), str(tmp_path), str(REPO)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    ranks = _torchrun(tmp_path, nodes=1, processes_per_node=2)
     assert [r["decisions"] for r in ranks] == [4, 0]  # rank 0 decides for both
     assert [r["log"]["power_cap/paused_s"] for r in ranks] == [1.0, 1.0]
     assert ranks[0]["log"]["power/simulated"] == 1.0
@@ -470,26 +495,27 @@ def test_callbacks_in_a_multi_process_run_sample_once_a_node_and_act_alike(tmp_p
     assert trace.complete and trace.frame["t"].max() >= 1.0  # the pause is in it
 
 
-def test_each_node_writes_a_trace_of_its_own(
+def test_each_node_of_a_job_writes_a_trace_of_its_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Local rank 0 of a node other than the job's first adds its host to the trace's name
-    (nodes share the file system); the node's other ranks sample nothing."""
+    """Two nodes of one process each (two torchrun launchers on this machine, sharing its file
+    system): each node's local rank 0 samples its node; the second adds its host to the trace's
+    name; rank 0's decisions act on both. Each node's GPUs process its share of the tokens."""
     import socket
 
-    from grpo_power.callbacks import PowerCallback
+    from grpo_power.workload.distributed import node_share
 
-    for rank, local_rank in (("2", "0"), ("3", "1")):
-        monkeypatch.setenv("RANK", rank)
-        monkeypatch.setenv("LOCAL_RANK", local_rank)
-        power = PowerCallback(trace=tmp_path / "power.parquet", source="simulated")
-        assert power.sampling == (local_rank == "0")
-        assert (power.monitor.trace is None) == (local_rank != "0")
-        if power.sampling:
-            power.monitor.start()
-            power.monitor.stop()
-    written = [p.name for p in tmp_path.glob("power*")]
-    assert written == [f"power-{socket.gethostname()}.parquet"]
+    ranks = _torchrun(tmp_path, nodes=2, processes_per_node=1)
+    assert [r["decisions"] for r in ranks] == [4, 0]
+    assert [r["log"]["power_cap/paused_s"] for r in ranks] == [1.0, 1.0]
+    assert all(r["log"]["power/simulated"] == 1.0 for r in ranks)  # each node logs its own
+    names = sorted(p.name for p in tmp_path.glob("power*"))
+    assert names == sorted(["power.parquet", f"power-{socket.gethostname()}.parquet"])
+    assert all(read_trace(tmp_path / name).complete for name in names)
+    assert node_share() == 1.0  # outside a launch
+    monkeypatch.setenv("WORLD_SIZE", "16")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")
+    assert node_share() == 0.5
 
 
 def test_a_window_waits_for_the_gpu_work_queued_in_it(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,6 +19,8 @@ unless the trainer announces them itself (``announce_phases=False``; the project
 In a multi-process run (``torchrun``, ``accelerate launch``) only each node's local rank 0
 samples, for the node's GPUs, and logs power; the other ranks' callbacks do nothing. The job's
 rank 0 writes the trace it was given, another node's local rank 0 ``<stem>-<host><suffix>``.
+The power in the logs is the logging node's; ``tokens_per_mj`` counts the node's share of the
+job's tokens (:func:`~grpo_power.workload.distributed.node_share`).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from grpo_power.callbacks.phases import ForwardPhases
 from grpo_power.config import Config, TelemetrySource
 from grpo_power.telemetry.monitor import Measurement, PowerMonitor
 from grpo_power.workload.actuators import vllm_generation
-from grpo_power.workload.distributed import process_ranks
+from grpo_power.workload.distributed import node_share, process_ranks
 
 INTERVAL_WINDOW = "grpo-power/log-interval"
 
@@ -150,7 +152,8 @@ class PowerCallback(TrainerCallback):
         tokens_now = logs.get("num_tokens", state.num_input_tokens_seen)
         tokens = None
         if tokens_now and self._tokens_at_last_log is not None:
-            tokens = float(tokens_now) - self._tokens_at_last_log
+            # the job's tokens, of which this node's GPUs, measured here, processed their share
+            tokens = (float(tokens_now) - self._tokens_at_last_log) * node_share()
             self._tokens_at_last_log = float(tokens_now)
         self.last_metrics = power_metrics(measurement, tokens, self.prefix)
         logs.update(self.last_metrics)

@@ -37,6 +37,16 @@ def process_ranks() -> tuple[int, int]:
     return int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
 
 
+def node_share() -> float:
+    """This node's share of the job's processes, ``LOCAL_WORLD_SIZE / WORLD_SIZE`` as
+    ``torchrun`` and ``accelerate launch`` set them (1 outside a launch, or without them): the
+    share of a data-parallel job's tokens its node's GPUs process."""
+    world, local = os.environ.get("WORLD_SIZE"), os.environ.get("LOCAL_WORLD_SIZE")
+    if not world or not local:
+        return 1.0
+    return min(1.0, int(local) / max(1, int(world)))
+
+
 def relaunch_needed(run_size: RunSize) -> bool:
     """True when the run needs several processes and this is not yet one of them."""
     return run_size.processes > 1 and "WORLD_SIZE" not in os.environ
