@@ -154,7 +154,6 @@ class PowerCapCallback(TrainerCallback):
         self._settings: weakref.WeakKeyDictionary[Any, dict[str, int]] = weakref.WeakKeyDictionary()
         self.window_s, self.staleness_s, self.pause_s = window_s, staleness_s, pause_s
         self.set_power_limit = set_power_limit
-        self.failsafe = Action()
         self.actuators: Actuators | None = None
         self.last_tokens_per_s = 0.0
         self.violations = RunViolations()  # the run's samples, and those above the cap
@@ -169,9 +168,6 @@ class PowerCapCallback(TrainerCallback):
         settings = self._settings.setdefault(self.trainer, trainer_settings(self.trainer))
         given, config = self._given_bounds, self._config
         self.bounds = given or controller_bounds(self.controller, config, settings)
-        self.failsafe = Action(
-            **{name: bounds.min for name, bounds in self.bounds.items() if name in ACTUATORS}
-        )
         self.actuators = Actuators(self.trainer, self.bounds)
         self.actuators.apply(Action(**settings))  # each train() starts from the user's settings
         self._step = None  # a new attempt (a second train()): no step of it seen yet
@@ -179,6 +175,13 @@ class PowerCapCallback(TrainerCallback):
             self.monitor.start()
             if self.set_power_limit:
                 self._limit_power(self.monitor)
+
+    @property
+    def failsafe(self) -> Action:
+        """What stale telemetry holds: every actuator at its lower bound."""
+        return Action(
+            **{name: bounds.min for name, bounds in self.bounds.items() if name in ACTUATORS}
+        )
 
     def _limit_power(self, monitor: PowerMonitor) -> None:
         setter = getattr(monitor.source, "set_power_limit_w", None)

@@ -93,12 +93,11 @@ class Actuators:
     def __init__(self, trainer: Any, bounds: dict[str, ActuatorBounds], pause_s: int = 0) -> None:
         self.trainer = trainer
         self._length = _generation_length(trainer)
+        on_trainer = trainer_settings(trainer)  # the pause is held here, given its bounds
         self.available = tuple(
             name
             for name in ACTUATORS
-            if (name not in _ON_TRAINER or getattr(trainer, name, None) is not None)
-            and (name != "pause_s" or name in bounds)
-            and (name != "max_new_tokens" or self._length is not None)
+            if name in on_trainer or (name == "pause_s" and name in bounds)
         )
         missing = set(self.available) - set(bounds)
         if missing:
