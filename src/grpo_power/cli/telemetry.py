@@ -88,11 +88,13 @@ def telemetry_record(
 @telemetry_app.command("import")
 @user_errors
 def telemetry_import(
-    log: Annotated[
-        Path,
+    logs: Annotated[
+        list[Path],
         typer.Argument(
             help="nvidia-smi CSV or dmon log, DCGM CSV, Prometheus query result, or Grafana "
-            "CSV download."
+            "CSV download; or the parts of one rotated log (smi.csv smi.csv.1 smi.csv.2.gz, as "
+            "smi.csv* gives them), read as one.",
+            show_default=False,
         ),
     ],
     fmt: Annotated[
@@ -140,29 +142,43 @@ def telemetry_import(
         ),
     ] = None,
 ) -> None:
-    """Convert an nvidia-smi, DCGM, Prometheus or Grafana log (compressed too: .gz, .bz2, .xz)
-    into a trace (source: imported), optionally with the inference engine's concurrency and
-    token rate aligned to every sample."""
+    """Convert an nvidia-smi, DCGM, Prometheus or Grafana log (compressed too: .gz, .bz2, .xz;
+    rotated: its parts) into a trace (source: imported), optionally with the inference
+    engine's concurrency and token rate aligned to every sample."""
     from grpo_power.telemetry.engine import add_engine_columns, read_engine_log
     from grpo_power.telemetry.formats import import_format, unread_kind
     from grpo_power.telemetry.importers import ImportError_, import_log
     from grpo_power.telemetry.logrows import log_stem
+    from grpo_power.telemetry.rotation import (
+        RotatedLog,
+        one_log,
+        rotated_format,
+        rotated_parts_beside,
+    )
     from grpo_power.telemetry.store import write_trace
     from grpo_power.user_paths import output_problem
 
+    parts = one_log(logs)
+    log = parts[-1]
+    source = RotatedLog(parts) if len(parts) > 1 else log
     check_numbers({"--nameplate-w": nameplate_w}, where=log)
     out = out or log.with_name(f"{log_stem(log)}.parquet")
     problem = output_problem(out, "file")
     if problem:
         raise ValueError(problem)
     given, told = fmt != "auto", False
-    if not given:
+    if not given and len(parts) > 1:
+        kind, reason = rotated_format(parts)
+        if kind is None:
+            raise ValueError(f"{log}: expected a power log, got {reason}")
+        fmt, told = kind, True
+    elif not given:
         fmt, told = import_format(log)
         if not told and (unread := unread_kind(log)) is not None:
             raise ValueError(f"{log}: expected a power log, got {unread}")
     try:
         frame, metadata = import_log(
-            log,
+            source,
             fmt,
             nameplate_w=nameplate_w,
             gpu_name=gpu_name,
@@ -184,6 +200,13 @@ def telemetry_import(
                 hint = f" (the file looks like a {other} log: --format {other})"
             elif (unread := unread_kind(log)) is not None:
                 hint = f" (the file is {unread})"
+        beside = rotated_parts_beside(log)
+        if len(parts) == 1 and len(beside) > 1:  # a part alone: its header may be in another
+            names = " ".join(str(part) for part in beside)
+            hint += (
+                f" (it is a part of a rotated log: import its parts as one, `grpo-power "
+                f"telemetry import {names}`)"
+            )
         raise ValueError(f"{error}{hint}") from None
     write_trace(out, frame, metadata)
     typer.echo(f"imported {len(frame)} samples of {frame['gpu'].nunique()} GPU(s) into {out}")

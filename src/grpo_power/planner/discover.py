@@ -8,7 +8,9 @@ result, a trace CSV), and a file that is none of them (a vLLM ``engine.csv``, a
 :func:`grpo_power.telemetry.importers.import_log` and traces read by
 :func:`grpo_power.telemetry.store.read_trace`: the same checks as every other stage. Each trace
 is named by its path in the folder (without the suffix), which is also its ``run_id``. A log
-compressed by log rotation (``node1.csv.gz``, ``.bz2``, ``.xz``) is read as the log beneath.
+compressed by log rotation (``node1.csv.gz``, ``.bz2``, ``.xz``) is read as the log beneath, and
+the parts of a rotated log (``node1.csv``, ``node1.csv.1``, ``node1.csv.2.gz``; logrotate's
+``dateext`` names too) as one log named by its name (:mod:`grpo_power.telemetry.rotation`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,12 @@ from grpo_power.telemetry.engine import add_engine_columns, generated_tokens, re
 from grpo_power.telemetry.formats import engine_format, log_format
 from grpo_power.telemetry.importers import import_log
 from grpo_power.telemetry.logrows import ImportError_, log_stem, log_suffix
+from grpo_power.telemetry.rotation import (
+    RotatedLog,
+    is_rotated,
+    rotated_format,
+    rotation_groups,
+)
 from grpo_power.telemetry.schema import TraceMetadata
 from grpo_power.telemetry.steplog import read_step_log
 from grpo_power.telemetry.store import TraceDefaults, read_trace, write_trace
@@ -41,17 +49,29 @@ EXPECTED = (
 
 @dataclass(frozen=True)
 class FoundFile:
-    """A file of the folder: its name in the planner (``key``), format, or why it is skipped."""
+    """A file of the folder (a rotated log's newest part): its name in the planner (``key``),
+    format, or why it is skipped; a rotated log's ``parts``, oldest first."""
 
     path: Path
     key: str
     kind: str | None  # an ImportFormat, or "trace"; None: not a trace
     reason: str = ""
+    parts: tuple[Path, ...] = ()
+
+    @property
+    def log(self) -> Path | RotatedLog:
+        """What the importer reads: the file, or the rotated log its parts are."""
+        return RotatedLog(self.parts) if self.parts else self.path
+
+
+def _key(path: Path, folder: Path) -> str:
+    """A log's name in the planner: its path in ``folder`` without suffixes and rotation tag."""
+    return (path.relative_to(folder).parent / log_stem(path)).as_posix()
 
 
 def classify(path: Path, folder: Path) -> FoundFile:
     """What ``path`` (a file under ``folder``) is to the planner."""
-    key = (path.relative_to(folder).parent / log_stem(path)).as_posix()
+    key = _key(path, folder)
     suffix = log_suffix(path)
     if path.name == STEP_LOG:
         kind, reason = None, "a step log (its tokens go with the trace beside it)"
@@ -66,6 +86,17 @@ def classify(path: Path, folder: Path) -> FoundFile:
             # another file, unreadable: not the planner's to refuse
             kind, reason = None, "not a .csv, .json or .parquet file, and cannot be read"
     return FoundFile(path, key, kind, reason)
+
+
+def classify_rotated(parts: tuple[Path, ...], folder: Path) -> FoundFile:
+    """What a rotated log's ``parts`` (oldest first; :func:`rotation_groups`) are to the
+    planner: one log (:func:`rotated_format`), named by its log's name.
+
+    Raises:
+        ValueError: a part cannot be read, or its parts are logs of different formats.
+    """
+    kind, reason = rotated_format(parts)
+    return FoundFile(parts[-1], _key(parts[-1], folder), kind, reason, parts)
 
 
 def _noted(metadata: TraceMetadata, note: str) -> TraceMetadata:
@@ -90,7 +121,10 @@ def find_traces(folder: Path | str) -> tuple[list[FoundFile], list[FoundFile]]:
         for p in folder.rglob("*")
         if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)
     )
-    found = [classify(p, folder) for p in files]
+    found = [
+        classify_rotated(parts, folder) if is_rotated(parts) else classify(parts[0], folder)
+        for parts in rotation_groups(files)
+    ]
     traces = [f for f in found if f.kind is not None]
     if not traces:
         raise ValueError(f"{folder}: no power trace found; expected {EXPECTED}")
@@ -154,7 +188,7 @@ def _import_planner_log(
     metrics beside it aligned where there are some; an engine log that cannot be aligned is
     noted and the log kept without it."""
     frame, metadata = import_log(
-        found.path,
+        found.log,
         found.kind,  # type: ignore[arg-type]
         run_id=found.key,
         timezone=config.planner.timezone,

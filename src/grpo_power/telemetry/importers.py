@@ -70,6 +70,7 @@ from grpo_power.telemetry.logrows import (
     HOST_COLUMNS,
     NO_GPU_COLUMN_HINT,
     ImportError_,
+    LogSource,
     column_name,
     columns_shown,
     log_stem,
@@ -78,6 +79,7 @@ from grpo_power.telemetry.logrows import (
     read_dmon_log,
 )
 from grpo_power.telemetry.prometheus import read_prometheus_log
+from grpo_power.telemetry.rotation import ROTATED_FORMATS, RotatedLog, naming_parts
 from grpo_power.telemetry.schema import TRACE_COLUMNS, TraceMetadata
 from grpo_power.user_paths import one_line
 
@@ -166,7 +168,11 @@ def _numbers_first(text: pd.Series) -> bool:
 
 
 def _timestamps(
-    path: Path, values: pd.Series, lines: np.ndarray, gpu: np.ndarray, zone: tuple[Any, str, str]
+    path: LogSource,
+    values: pd.Series,
+    lines: np.ndarray,
+    gpu: np.ndarray,
+    zone: tuple[Any, str, str],
 ) -> tuple[np.ndarray, float, dict[str, Any], list[str]]:
     """Seconds since the first row (file order, exact to the microsecond), the first row's unix
     time, metadata on how they were read, and notes."""
@@ -229,7 +235,11 @@ GPU_ID_COLUMNS = ("gpu_uuid", "gpu_bus_id")
 
 
 def _gpu_numbers(
-    path: Path, raw: pd.DataFrame, frame: pd.DataFrame, original: dict[str, str], lines: np.ndarray
+    path: LogSource,
+    raw: pd.DataFrame,
+    frame: pd.DataFrame,
+    original: dict[str, str],
+    lines: np.ndarray,
 ) -> tuple[np.ndarray, str, dict[str, str], list[str]]:
     """Each row's GPU number, the trace's host, each number's name, and notes.
 
@@ -277,7 +287,7 @@ def _gpu_numbers(
     return np.asarray(numbers, dtype=np.int64), host, ids, notes
 
 
-def _gpu_name(path: Path, names: pd.Series, original: dict[str, str]) -> str:
+def _gpu_name(path: LogSource, names: pd.Series, original: dict[str, str]) -> str:
     """The one GPU part a log's name column names (a trace has one nameplate); a log of several
     parts (a fleet's export across node types) is refused, saying how to split it."""
     parts = sorted({str(n).strip() for n in names} - {""})
@@ -291,7 +301,7 @@ def _gpu_name(path: Path, names: pd.Series, original: dict[str, str]) -> str:
 
 
 def _power(
-    path: Path, frame: pd.DataFrame, original: dict[str, str], lines: np.ndarray
+    path: LogSource, frame: pd.DataFrame, original: dict[str, str], lines: np.ndarray
 ) -> tuple[pd.Series, str, list[str]]:
     """The power column: the instantaneous one where it has readings, else the other one (a
     column that is [N/A] in every row is a sensor the part or driver lacks)."""
@@ -307,8 +317,9 @@ def _power(
     return parsed[chosen], original[chosen], notes
 
 
+@naming_parts
 def import_log(
-    path: Path | str,
+    path: Path | str | RotatedLog,
     fmt: ImportFormat,
     nameplate_w: float | None = None,
     gpu_name: str | None = None,
@@ -346,7 +357,12 @@ def import_log(
             unreadable or not a plausible power (NaN, negative, milliwatts: see
             :mod:`grpo_power.telemetry.checks`), the time unit is ambiguous, or time steps back.
     """
-    path = Path(path)
+    path = path if isinstance(path, RotatedLog) else Path(path)
+    if isinstance(path, RotatedLog) and fmt not in ROTATED_FORMATS:
+        raise ImportError_(
+            f"{path}: expected one {fmt} file (the parts of a rotated log are read as one for "
+            f"{', '.join(ROTATED_FORMATS)} logs only); import each part on its own"
+        )
     zone = resolve_timezone(timezone)
     smi = fmt in ("nvidia-smi", "nvidia-smi-dmon")
     row_word = "row" if fmt == "prometheus" else "line"  # what the error messages number
@@ -505,20 +521,25 @@ def import_log(
     period = median_spacing(out["gpu"].to_numpy(), out["t"].to_numpy())
     if period is None:
         notes.append(f"{path}: one sample per GPU: a sample period of 1 s is assumed")
+    file, rotation = path, {}
+    if isinstance(path, RotatedLog):  # named by its newest part, its parts listed
+        file, rotation = path.path, {"rotated_parts": [str(p) for p in path.parts]}
+        notes = [*path.notes, *notes]
     metadata = TraceMetadata(
-        run_id=run_id or log_stem(path),
+        run_id=run_id or log_stem(file),
         source="imported",
         gpu_name=gpu_name,
         nameplate_w=nameplate_w,
         sample_period_s=period or 1.0,
         start_unix_s=start_unix_s,
         host=host,
-        imported_from=str(path),
+        imported_from=str(file),
         import_format=fmt,
         power_column=power_column,
         missing_readings=int(missing.sum()),
         notes=notes,
         **({"gpu_ids": gpu_ids} if gpu_ids else {}),
+        **rotation,
         **time_info,
         **clock,
     )

@@ -21,7 +21,7 @@ import io
 import lzma
 import re
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -43,18 +43,49 @@ COMPRESSION_OPENERS: dict[str, Any] = {".gz": gzip.open, ".bz2": bz2.open, ".xz"
 DECOMPRESSION_ERRORS = (OSError, EOFError, lzma.LZMAError)
 
 
+# What log rotation (logrotate, Python's RotatingFileHandler) appends to a log's name, beneath
+# any compression suffix: a number (``smi.csv.1``, ``smi.csv.2.gz``: larger is older) or, with
+# logrotate's ``dateext``, a date (``smi.csv-20261201``, ``smi.csv-2026-12-01-1764547200``)
+_ROTATED = re.compile(
+    r"^(?P<log>.+\.(?:csv|log|txt))"
+    r"(?:\.(?P<number>\d+)|-(?P<date>\d{4}-?\d{2}-?\d{2}(?:[-_T.]?\d+)*))$",
+    re.IGNORECASE,
+)
+
+
+def _uncompressed_name(path: Path) -> str:
+    """A file's name without its compression suffix (``smi.csv.1`` for ``smi.csv.1.gz``)."""
+    return path.stem if path.suffix.lower() in COMPRESSION_OPENERS else path.name
+
+
+def rotated_name(path: Path) -> tuple[str, int | None, str | None] | None:
+    """A part of a rotated log, told by its name: ``(the log's name, its number, its date)``
+    (``("smi.csv", 2, None)`` for ``smi.csv.2.gz``, ``("smi.csv", None, "20261201")`` for
+    ``smi.csv-20261201``); None for any other file."""
+    match = _ROTATED.match(_uncompressed_name(path))
+    if match is None:
+        return None
+    number = match["number"]
+    date = re.sub(r"\D", "", match["date"]) if match["date"] else None
+    return match["log"], (int(number) if number is not None else None), date
+
+
+def _log_name(path: Path) -> str:
+    """A log's own name: without compression suffix and rotation tag (``smi.csv``)."""
+    rotated = rotated_name(path)
+    return rotated[0] if rotated else _uncompressed_name(path)
+
+
 def log_suffix(path: Path) -> str:
-    """A log's own suffix in lower case, beneath a compression suffix (``.csv`` for
-    ``smi.csv.gz``)."""
-    if path.suffix.lower() in COMPRESSION_OPENERS:
-        return Path(path.stem).suffix.lower()
-    return path.suffix.lower()
+    """A log's own suffix in lower case, beneath a compression suffix and a rotation tag
+    (``.csv`` for ``smi.csv.gz`` and ``smi.csv.2.gz``)."""
+    return Path(_log_name(path)).suffix.lower()
 
 
 def log_stem(path: Path) -> str:
-    """A log's name without its suffix and any compression suffix (``smi`` for ``smi.csv.gz``)."""
-    name = path.stem if path.suffix.lower() in COMPRESSION_OPENERS else path.name
-    return Path(name).stem
+    """A log's name without its suffix, compression suffix and rotation tag (``smi`` for
+    ``smi.csv.gz`` and ``smi.csv.1``)."""
+    return Path(_log_name(path)).stem
 
 
 def open_log(path: Path) -> IO[bytes]:
@@ -98,10 +129,26 @@ def text_encoding(head: bytes) -> str:
     return "utf-16" if head[:2] in (b"\xff\xfe", b"\xfe\xff") else "utf-8-sig"
 
 
-def read_log_text(path: Path, expected: str) -> str:
+class JoinedLog(Protocol):
+    """A log kept in several files, read as one text
+    (:class:`grpo_power.telemetry.rotation.RotatedLog`); its ``str`` names it in messages."""
+
+    def read_text(self, expected: str) -> str:
+        """The log's text; refused (:class:`ImportError_`) as :func:`read_log_text` refuses."""
+        ...
+
+
+LogSource = Path | JoinedLog  # what the readers of this module read
+
+
+def read_log_text(path: LogSource, expected: str, leading_nuls: bool = False) -> str:
     """A log file's text (decompressed by its suffix, :func:`open_log`; :func:`text_encoding`; a
-    byte-order mark dropped); refused, naming ``expected``, when the path is not a readable file
-    of text."""
+    byte-order mark dropped), or a :class:`JoinedLog`'s; refused, naming ``expected``, when the
+    path is not a readable file of text. With ``leading_nuls`` NUL bytes before its first line
+    (the hole a ``copytruncate`` rotation leaves in a log whose writer does not append) are
+    let through, for the caller to drop."""
+    if not isinstance(path, Path):
+        return path.read_text(expected)
     problem = path_problem(path, f"{expected} (a file)", ())
     if problem:
         raise ImportError_(problem)
@@ -124,9 +171,11 @@ def read_log_text(path: Path, expected: str) -> str:
         raise ImportError_(
             f"{path}: expected {expected}, got bytes that are not text (byte {error.start})"
         ) from None
-    if "\x00" in text:
+    start = len(text) - len(text.lstrip("\x00")) if leading_nuls else 0
+    if "\x00" in text[start:]:
         raise ImportError_(
-            f"{path}: expected {expected}, got bytes that are not text (byte {text.index(chr(0))})"
+            f"{path}: expected {expected}, got bytes that are not text (byte "
+            f"{text.index(chr(0), start)})"
         )
     return text
 
@@ -164,7 +213,7 @@ def _regular_table(text: str) -> tuple[pd.DataFrame, np.ndarray] | None:
 
 
 def csv_rows(
-    path: Path, text: str, expected: str, delimiter: str = ","
+    path: LogSource, text: str, expected: str, delimiter: str = ","
 ) -> tuple[list[list[str]], np.ndarray]:
     """Every non-empty row of a CSV text (each as its cells) and the line each ends on."""
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, skipinitialspace=True)
@@ -182,7 +231,7 @@ def csv_rows(
     return rows, np.array(lines, dtype=np.int64)
 
 
-def _header(path: Path, first: list[str], fmt: str, expected: str) -> list[str]:
+def _header(path: LogSource, first: list[str], fmt: str, expected: str) -> list[str]:
     """A log's first row as its column names; refused where it cannot be a header."""
     header = [str(h).strip() for h in first]
     if len(header) == 1:
@@ -199,7 +248,7 @@ def _header(path: Path, first: list[str], fmt: str, expected: str) -> list[str]:
     return header
 
 
-def read_csv_log(path: Path, fmt: str) -> tuple[pd.DataFrame, np.ndarray]:
+def read_csv_log(path: LogSource, fmt: str) -> tuple[pd.DataFrame, np.ndarray]:
     """The log's rows as text (columns as in its header) and each row's line in the file;
     ``fmt`` names the log's kind in errors (``nvidia-smi``, ``dcgm``, an engine's name).
     ``nvidia-smi -l`` repeats its header after a restart: every repeat of it is dropped."""
@@ -254,7 +303,7 @@ def is_dmon_header(line: str) -> bool:
     return line.lstrip("\ufeff").startswith("#") and "gpu" in names and "pwr" in names
 
 
-def read_dmon_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
+def read_dmon_log(path: LogSource) -> tuple[pd.DataFrame, np.ndarray]:
     """An ``nvidia-smi dmon`` log (whitespace- or comma-separated; ``#`` lines are its header,
     repeated every screenful, and units) as :func:`read_csv_log` gives a CSV log: rows as text under
     the nvidia-smi query names (``timestamp``, ``index``, ``power.draw``, ...), ``-`` as
@@ -320,7 +369,7 @@ def _parsed(values: pd.Series) -> tuple[pd.Series, pd.Series]:
         return text, pd.to_numeric(text, errors="coerce").astype(float)
 
 
-def numeric_column(path: Path, values: pd.Series, column: str, lines: np.ndarray) -> pd.Series:
+def numeric_column(path: LogSource, values: pd.Series, column: str, lines: np.ndarray) -> pd.Series:
     """A text column as floats (units stripped, [N/A] as NaN); a value that is not a number is
     refused naming the column and its line."""
     text, number = _parsed(values)
