@@ -420,26 +420,37 @@ import torch
 
 sys.path.insert(0, sys.argv[2])  # the checkout, for the tests' trainer
 from grpo_power.callbacks import PowerCallback, PowerCapCallback
+from grpo_power.config import Config
 from grpo_power.control.contract import Action
+from grpo_power.telemetry.signals import WorkloadSignal
+from grpo_power.telemetry.simulated import SimulatedGpuSource
 from tests.test_monitor import PAUSE_BOUNDS, _Regression
 
 class PauseFirst:  # a rank deciding for itself would pause on its own first step
     def __init__(self):
-        self.calls = 0
+        self.calls, self.peaks_w = 0, []
 
     def decide(self, observation):
         self.calls += 1
+        self.peaks_w.append(observation.max_power_w)
         return Action(pause_s=int(self.calls == 1 and os.environ["RANK"] == "0"))
 
 out = Path(sys.argv[1])
-power = PowerCallback(trace=out / "power.parquet", source="simulated", period_s=0.05)
+node = int(os.environ["RANK"]) // int(os.environ["LOCAL_WORLD_SIZE"])
+class Hot(SimulatedGpuSource):  # a node whose GPUs draw 380 W, above the cap
+    def read(self, now_s):
+        return [dict(row, power_w=380.0) for row in super().read(now_s)]
+
+config = Config()
+source = Hot(config.gpu, config.telemetry.simulated, WorkloadSignal(), [0]) if node else "simulated"
+power = PowerCallback(trace=out / "power.parquet", source=source, period_s=0.05)
 controller = PauseFirst()
 cap = PowerCapCallback(controller, cap_w=320, monitor=power.monitor, bounds=PAUSE_BOUNDS)
 trainer = _Regression.trainer(out, [power, cap])
 trainer.train()
 last = trainer.state.log_history[-1]
 (out / f"rank{os.environ['RANK']}.json").write_text(
-    json.dumps({"log": last, "decisions": controller.calls})
+    json.dumps({"log": last, "decisions": controller.calls, "peaks_w": controller.peaks_w})
 )
 torch.distributed.barrier()  # as a torchrun script ends: no rank leaves the group in use
 torch.distributed.destroy_process_group()
@@ -500,13 +511,17 @@ def test_each_node_of_a_job_writes_a_trace_of_its_own(
 ) -> None:
     """Two nodes of one process each (two torchrun launchers on this machine, sharing its file
     system): each node's local rank 0 samples its node; the second adds its host to the trace's
-    name; rank 0's decisions act on both. Each node's GPUs process its share of the tokens."""
+    name; rank 0 decides on both nodes' samples (the second runs above the cap), and its
+    decisions act on both. Each node's GPUs process its share of the tokens."""
     import socket
 
     from grpo_power.workload.distributed import node_share
 
     ranks = _torchrun(tmp_path, nodes=2, processes_per_node=1)
     assert [r["decisions"] for r in ranks] == [4, 0]
+    # node 1 runs above the cap: rank 0 decides on every node's samples, not node 0's alone
+    assert all(peak_w >= 380 for peak_w in ranks[0]["peaks_w"][1:])
+    assert ranks[0]["log"]["power_cap/run_share_above_cap"] > 0
     assert [r["log"]["power_cap/paused_s"] for r in ranks] == [1.0, 1.0]
     assert all(r["log"]["power/simulated"] == 1.0 for r in ranks)  # each node logs its own
     names = sorted(p.name for p in tmp_path.glob("power*"))

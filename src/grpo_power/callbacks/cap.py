@@ -27,10 +27,13 @@ at its lower bound. A controller trained by ``grpo-power controller train`` load
 its folder. What it did is added to the logs under ``power_cap/``, with the run's share of
 samples above the cap so far (``run_share_above_cap``, what a budget-tracking controller steers).
 
-In a multi-process run (``torchrun``, ``accelerate launch``) the job's rank 0 observes and
-decides, and every rank applies its decision (broadcast before each step): the ranks generate
-and pause alike. A monitor it makes samples on each node's local rank 0 (where the power limit
-is set for the node's GPUs).
+In a multi-process run (``torchrun``, ``accelerate launch``) the job's rank 0 decides, and
+every rank applies its decision (broadcast before each step): the ranks generate and pause
+alike. A monitor it makes samples on each node's local rank 0 (where the power limit is set for
+the node's GPUs). In a job of several nodes the observation, the fail-safe's telemetry age and
+the run's share above the cap are the job's: every node's samples, gathered from each node's
+sampler before each decision (the cap is per GPU, and the hottest node's GPUs count as much as
+node 0's).
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from accelerate.utils import broadcast_object_list
+from accelerate.utils import broadcast_object_list, gather_object
 from transformers import Trainer, TrainerCallback
 
 from grpo_power.callbacks.binding import bound_trainer, run_first
@@ -53,7 +56,7 @@ from grpo_power.control.controllers import Controller
 from grpo_power.telemetry.monitor import PowerMonitor
 from grpo_power.telemetry.source import TelemetryUnavailable
 from grpo_power.workload.actuators import ACTUATORS, Actuators, trainer_settings
-from grpo_power.workload.distributed import process_ranks
+from grpo_power.workload.distributed import node_share, process_ranks
 
 logger = logging.getLogger(__name__)
 
@@ -196,14 +199,29 @@ class PowerCapCallback(TrainerCallback):
         except TelemetryUnavailable as error:
             logger.warning("PowerCapCallback: no power limit set: %s", error)
 
-    def observe(self) -> Observation:
-        """The observation the controller gets now (on the deciding rank)."""
-        assert self.actuators is not None and self.monitor is not None
+    def job_power(self, window_s: float) -> tuple[np.ndarray, float]:
+        """The per-GPU power samples of the last ``window_s`` seconds (0: none) and the age of
+        the newest sample, s (of the node whose telemetry is oldest): this node's, or in a job
+        of several nodes every node's, gathered from each node's sampler (a collective: every
+        rank calls it at the same point)."""
+        mine = None
+        if self.sampling and self.monitor is not None:
+            power_w = self.monitor.recent(window_s).power_w if window_s > 0 else np.empty(0)
+            mine = (power_w, self.monitor.age_s())
+        trainer = self.trainer
+        if trainer is not None and trainer.accelerator.num_processes > 1 and node_share() < 1:
+            nodes = [node for node in gather_object([mine]) if node is not None]
+        else:
+            nodes = [mine] if mine is not None else []
+        if not nodes:  # a rank that neither samples nor gathers
+            return np.empty(0), 0.0
+        return np.concatenate([power_w for power_w, _ in nodes]), max(age for _, age in nodes)
+
+    def observe(self, power_w: np.ndarray) -> Observation:
+        """The observation the controller gets of the job's per-GPU samples ``power_w`` (on the
+        deciding rank)."""
+        assert self.actuators is not None
         values = self.actuators.values()  # an actuator the trainer lacks: at its upper bound
-        # before this attempt's first step, no samples: they would be of loading, not of the
-        # run, and the simulator a controller is trained in has none there either
-        stepped = self._step is not None
-        power_w = self.monitor.recent(self.window_s).power_w if stepped else np.empty(0)
         return Observation.from_power(
             power_w,
             self.cap_w,
@@ -218,10 +236,12 @@ class PowerCapCallback(TrainerCallback):
         # the decision and the pause are part of the step, as in the simulator and the run's hook
         started_s = time.monotonic()
         decided: list[Any] = [None, False, False]  # action, stale telemetry, window above cap
+        # before this attempt's first step, no samples: they would be of loading, not of the
+        # run, and the simulator a controller is trained in has none there either
+        power_w, age_s = self.job_power(self.window_s if self._step is not None else 0.0)
         if self.deciding:
-            assert self.monitor is not None
-            observation = self.observe()
-            stale = self.monitor.age_s() > self.staleness_s
+            observation = self.observe(power_w)
+            stale = age_s > self.staleness_s
             action = self.failsafe if stale else self.controller.decide(observation)
             decided = [action, stale, observation.mean_power_w > self.cap_w]
         if self.trainer is not None and self.trainer.accelerator.num_processes > 1:
@@ -264,8 +284,9 @@ class PowerCapCallback(TrainerCallback):
             self.last_tokens_per_s = (float(state.num_input_tokens_seen or 0) - tokens) / wall_s
             # the step's samples (a step longer than the sampler's history, 300 s by default,
             # counts its last 300 s)
-            if self.deciding and self.monitor is not None:
-                self.violations.add(self.monitor.recent(wall_s).power_w, self.cap_w)
+            power_w, _ = self.job_power(wall_s)
+            if self.deciding:
+                self.violations.add(power_w, self.cap_w)
 
     def on_log(
         self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
