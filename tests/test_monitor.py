@@ -3,6 +3,7 @@ counter or integrated, the phase split, and the trace it writes."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
@@ -181,7 +182,9 @@ class _Regression:
     """A plain HF Trainer's model and data (no tokens): what any training script has."""
 
     @staticmethod
-    def trainer(tmp_path: Path, callbacks: list, fail_at_step: int | None = None) -> object:
+    def trainer(
+        tmp_path: Path, callbacks: list, fail_at_step: int | None = None, save_steps: int = 0
+    ) -> object:
         import torch
         from transformers import Trainer, TrainerCallback, TrainingArguments
 
@@ -207,7 +210,8 @@ class _Regression:
             per_device_train_batch_size=4,
             use_cpu=True,
             report_to=[],
-            save_strategy="no",
+            save_strategy="steps" if save_steps else "no",
+            save_steps=save_steps or 500,
             disable_tqdm=True,
         )
         extra = [Fail()] if fail_at_step else []
@@ -233,6 +237,57 @@ def test_power_callback_survives_a_second_train_and_an_interrupted_one(tmp_path:
     assert read_trace(tmp_path / "power.parquet").complete
     assert read_trace(tmp_path / "power-2.parquet").complete
     assert not (tmp_path / "power-3.parquet").exists()
+
+
+def test_a_run_resumed_from_a_checkpoint_carries_on_with_its_share_above_the_cap(
+    tmp_path: Path,
+) -> None:
+    """A run stopped after its step-2 checkpoint and resumed from it by new objects (a new job):
+    the run's samples above the cap, its counts and the controller's state go on from the
+    checkpoint's, not from zero."""
+    from grpo_power.callbacks import PowerCapCallback
+    from grpo_power.callbacks.cap import STATE_KEY
+    from grpo_power.control.contract import Action
+
+    class Counting:  # a stateful controller: it pauses on its first decision only
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def decide(self, observation: object) -> Action:
+            self.calls += 1
+            return Action(pause_s=int(self.calls == 1))
+
+        def state_dict(self) -> dict:
+            return {"calls": self.calls}
+
+        def load_state_dict(self, state: dict) -> None:
+            self.calls = state["calls"]
+
+    def attempt(fail_at_step: int | None) -> tuple[PowerCapCallback, Counting, object]:
+        controller = Counting()
+        cap = PowerCapCallback(controller, cap_w=61.0, bounds=PAUSE_BOUNDS)
+        trainer = _Regression.trainer(tmp_path, [cap], fail_at_step=fail_at_step, save_steps=2)
+        return cap, controller, trainer
+
+    cap, controller, trainer = attempt(fail_at_step=3)
+    with pytest.raises(KeyboardInterrupt):
+        trainer.train()  # type: ignore[attr-defined]
+    saved = json.loads((tmp_path / "out" / "checkpoint-2" / "trainer_state.json").read_text())
+    at_checkpoint = saved["stateful_callbacks"][STATE_KEY]
+    assert at_checkpoint["controller"] == {"calls": 2}
+    assert at_checkpoint["counts"]["paused_s"] == 1.0
+    over_cap = at_checkpoint["violations"]["over_cap"]
+    assert over_cap > 0  # idle is 60 W: above a 61 W cap when the GPUs work
+
+    cap, controller, trainer = attempt(fail_at_step=None)
+    trainer.train(resume_from_checkpoint=True)  # type: ignore[attr-defined]
+    assert controller.calls == 4  # decisions for steps 3 and 4 after the checkpoint's two
+    assert cap.counts["paused_s"] == 1.0  # the first attempt's pause, and none since
+    # the checkpoint's samples and those of steps 3 and 4
+    assert cap.violations.over_cap >= over_cap
+    assert cap.violations.samples > at_checkpoint["violations"]["samples"]
+    last = trainer.state.log_history[-1]  # type: ignore[attr-defined]
+    assert last["power_cap/paused_s"] == 1.0
 
 
 def test_power_cap_callback_drives_the_trainer_calling_it(tmp_path: Path) -> None:

@@ -26,6 +26,9 @@ Telemetry older than ``staleness_s`` bypasses the controller for the fail-safe: 
 at its lower bound. A controller trained by ``grpo-power controller train`` loads by the path of
 its folder. What it did is added to the logs under ``power_cap/``, with the run's share of
 samples above the cap so far (``run_share_above_cap``, what a budget-tracking controller steers).
+The run's samples, its counts and a stateful controller's state go into every checkpoint (the
+``TrainerState``'s ``stateful_callbacks``, under :data:`STATE_KEY`), so a run resumed from one,
+in a new process too, carries on with them.
 
 In a multi-process run (``torchrun``, ``accelerate launch``) the job's rank 0 decides, and
 every rank applies its decision (broadcast before each step): the ranks generate and pause
@@ -41,6 +44,7 @@ from __future__ import annotations
 import logging
 import time
 import weakref
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -52,13 +56,17 @@ from grpo_power.callbacks.binding import bound_trainer, run_first
 from grpo_power.config import ActuatorBounds, Config
 from grpo_power.config.base import check_arguments
 from grpo_power.control.contract import Action, Observation, RunViolations
-from grpo_power.control.controllers import Controller
+from grpo_power.control.controllers import Controller, StatefulController
 from grpo_power.telemetry.monitor import PowerMonitor
 from grpo_power.telemetry.source import TelemetryUnavailable
 from grpo_power.workload.actuators import ACTUATORS, Actuators, trainer_settings
 from grpo_power.workload.distributed import node_share, process_ranks
 
 logger = logging.getLogger(__name__)
+
+# The callback's entry in ``TrainerState.stateful_callbacks``, which each checkpoint's
+# trainer_state.json keeps; not a class name, so transformers never rebuilds a callback from it
+STATE_KEY = "grpo_power.PowerCapCallback"
 
 UNAVAILABLE_HINTS = {  # how a run gets an actuator its trainer lacks
     "concurrency": " (swap in grpo_power.workload.trainer.PowerAwareGRPOTrainer)",
@@ -164,7 +172,32 @@ class PowerCapCallback(TrainerCallback):
         self.counts.update({f"{name}_unavailable_steps": 0 for name in ACTUATORS})
         self._step: tuple[float, float] | None = None  # (monotonic start, tokens seen) of a step
 
+    def state_dict(self) -> dict[str, Any]:
+        """What a run resumed from a checkpoint carries on with (JSON-like): the run's samples
+        and those above the cap, the counts, the last tokens per second, and a stateful
+        controller's state."""
+        controller = self.controller
+        return {
+            "violations": asdict(self.violations),
+            "counts": dict(self.counts),
+            "last_tokens_per_s": self.last_tokens_per_s,
+            "controller": (
+                controller.state_dict() if isinstance(controller, StatefulController) else {}
+            ),
+        }
+
+    def load_state_dict(self, saved: dict[str, Any]) -> None:
+        """Carry on from :meth:`state_dict` of the run a checkpoint was saved in."""
+        self.violations = RunViolations(**saved["violations"])
+        self.counts.update(saved["counts"])
+        self.last_tokens_per_s = float(saved["last_tokens_per_s"])
+        if isinstance(self.controller, StatefulController) and saved["controller"]:
+            self.controller.load_state_dict(saved["controller"])
+
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        saved = (state.stateful_callbacks or {}).get(STATE_KEY)
+        if saved is not None:  # resumed from a checkpoint: its state, not this process's
+            self.load_state_dict(saved)
         # the calling trainer at every train(): the same callbacks may serve another trainer
         self.trainer = bound_trainer(self._given_trainer, self)
         run_first(self.trainer, self)
@@ -287,6 +320,8 @@ class PowerCapCallback(TrainerCallback):
             power_w, _ = self.job_power(wall_s)
             if self.deciding:
                 self.violations.add(power_w, self.cap_w)
+        if self.deciding:  # in the checkpoint this step may save (rank 0 writes it)
+            state.stateful_callbacks[STATE_KEY] = self.state_dict()
 
     def on_log(
         self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
