@@ -52,6 +52,30 @@ def test_cuda_visible_devices_selects_gpus_by_index_or_uuid(
         NvmlSource(nvml=fake_nvml(gpus))
 
 
+def test_gpus_are_cuda_devices_numbered_through_cuda_visible_devices(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Slurm job given GPUs 2 and 3 of a shared node (CUDA_VISIBLE_DEVICES=2,3) asks for its
+    cuda:1 as gpus=[1], as torch numbers it and Zeus's monitor takes it: NVML's GPU 3, not
+    another job's GPU 1; samples name it by its NVML index. A device beyond the visible ones is
+    refused in one line."""
+    gpus = [FakeGpu(i, f"GPU-{i}", 100_000 * (i + 1), 100_000, 0) for i in range(4)]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    source = NvmlSource(["1"], nvml=fake_nvml(gpus))
+    assert [g.index for g in source.gpus] == [3]
+    assert source.read(0.0)[0]["power_w"] == 400.0  # GPU 3's reading
+    with pytest.raises(
+        TelemetryUnavailable,
+        match=r"^gpus: CUDA device 2 is not visible: "
+        r"CUDA_VISIBLE_DEVICES='2,3' makes 2 GPU\(s\) visible",
+    ):
+        NvmlSource(["0", "2"], nvml=fake_nvml(gpus))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-3,GPU-1")  # UUIDs, in CUDA's order
+    assert [g.index for g in NvmlSource(["0"], nvml=fake_nvml(gpus)).gpus] == [3]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert [g.index for g in NvmlSource(["1"], nvml=fake_nvml(gpus)).gpus] == [1]
+
+
 def test_missing_library_says_what_to_do() -> None:
     with pytest.raises(
         TelemetryUnavailable, match=r"libnvidia-ml.so.1\) not found.*source: simulated"

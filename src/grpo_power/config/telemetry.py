@@ -174,7 +174,9 @@ class TelemetryConfig(Strict):
     )
     gpus: Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)] | None = Field(
         None,
-        description="GPU indices to sample; null = those in CUDA_VISIBLE_DEVICES, else all "
-        "(nvml) or one (simulated).",
+        description="CUDA device indices to sample (0 is the first GPU of "
+        "CUDA_VISIBLE_DEVICES where it is set, as torch numbers them); null = those in "
+        "CUDA_VISIBLE_DEVICES, else all (nvml) or one (simulated). Traces name each GPU by its "
+        "NVML index.",
     )
     simulated: SimulatedPowerConfig = Field(default_factory=SimulatedPowerConfig)

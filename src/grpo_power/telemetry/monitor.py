@@ -129,7 +129,10 @@ class PowerMonitor:
     """Sample GPU power in the background and measure named windows of code.
 
     Args:
-        gpus: GPU indices to measure (None: ``CUDA_VISIBLE_DEVICES``, else every GPU).
+        gpus: CUDA device indices to measure, as torch numbers them (``cuda:0`` is the first
+            GPU of ``CUDA_VISIBLE_DEVICES`` where it is set), as Zeus's monitor takes them
+            (None: every GPU ``CUDA_VISIBLE_DEVICES`` makes visible, else every GPU). Samples
+            and measurements name each GPU by its NVML index, as nvidia-smi does.
         period_s: sampling period, s (None: the config's ``telemetry.period_s``).
         source: ``auto`` (NVML when there is an NVIDIA GPU, else the simulated A100), ``nvml``,
             ``simulated``, or an opened :class:`~grpo_power.telemetry.source.PowerSource`.

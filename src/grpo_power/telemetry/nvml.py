@@ -37,6 +37,31 @@ def visible_gpu_ids(env: dict[str, str] | None = None) -> list[str] | None:
     return [part.strip() for part in value.split(",") if part.strip()]
 
 
+def nvml_gpu_ids(cuda_ids: list[str] | None, env: dict[str, str] | None = None) -> list[str] | None:
+    """The NVML indices or UUIDs of the GPUs a process asks for by CUDA device index, as torch
+    numbers them and Zeus's monitor takes them: ``cuda:0`` is the first entry of
+    ``CUDA_VISIBLE_DEVICES`` where it is set (a Slurm job's GPUs on a shared node), else NVML's
+    GPU 0. A UUID is a GPU's own name. None asks for every visible GPU
+    (:func:`visible_gpu_ids`; None: every GPU).
+
+    Raises:
+        TelemetryUnavailable: an index beyond the GPUs ``CUDA_VISIBLE_DEVICES`` makes visible.
+    """
+    visible = visible_gpu_ids(env)
+    if cuda_ids is None or visible is None:
+        return visible if cuda_ids is None else cuda_ids
+    beyond = [i for i in cuda_ids if i.isdigit() and int(i) >= len(visible)]
+    if beyond:
+        seen = (
+            f"CUDA_VISIBLE_DEVICES={','.join(visible)!r} makes {len(visible)} GPU(s) visible, "
+            f"CUDA devices 0 to {len(visible) - 1}"
+            if visible
+            else "CUDA_VISIBLE_DEVICES is empty"
+        )
+        raise TelemetryUnavailable(f"gpus: CUDA device {beyond[0]} is not visible: {seen}")
+    return [visible[int(i)] if i.isdigit() else i for i in cuda_ids]
+
+
 def _field_value(field: Any) -> float | None:
     """The numeric value of an ``nvmlFieldValue_t``, or None when the driver did not give one."""
     if field.nvmlReturn != NVML_SUCCESS:
@@ -49,7 +74,9 @@ class NvmlSource:
     """Samples real NVIDIA GPUs through NVML.
 
     Args:
-        gpu_ids: indices or UUIDs to sample; None = CUDA_VISIBLE_DEVICES, else every GPU.
+        gpu_ids: CUDA device indices (through ``CUDA_VISIBLE_DEVICES``: :func:`nvml_gpu_ids`)
+            or UUIDs to sample; None = CUDA_VISIBLE_DEVICES, else every GPU. Samples name each
+            GPU by its NVML index, as nvidia-smi does.
         nvml: the pynvml module (tests pass a fake; this is the only mock in the project).
 
     Raises:
@@ -73,7 +100,11 @@ class NvmlSource:
             no_driver = isinstance(error, getattr(self.nvml, "NVMLError_DriverNotLoaded", ()))
             unavailable = NoNvidiaGpu if no_driver else TelemetryUnavailable
             raise unavailable(f"NVML failed to initialise: {error}") from None
-        ids = gpu_ids if gpu_ids is not None else visible_gpu_ids()
+        try:
+            ids = nvml_gpu_ids(gpu_ids)
+        except TelemetryUnavailable:
+            self.nvml.nvmlShutdown()
+            raise
         if ids is None:
             ids = [str(i) for i in range(self.nvml.nvmlDeviceGetCount())]
             if not ids:
