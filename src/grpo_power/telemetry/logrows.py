@@ -7,7 +7,9 @@ each as text under its column names with every row's line in the file, for
 :func:`grpo_power.telemetry.importers.import_log` (and :mod:`grpo_power.telemetry.engine`) to map
 onto the trace schema; :func:`numeric_column` turns a column into floats (Arrow's kernels,
 pandas where Arrow's parser refuses a cell). A log compressed as log rotation leaves it
-(``smi.csv.gz``; bzip2 and xz too) is read through :func:`open_log`, by its suffix. Every
+(``smi.csv.gz``; bzip2 and xz too) is read through :func:`open_log`, by its suffix, and a
+rotated part's name (``smi.csv.1``, ``smi.csv-20261201``) told by :func:`rotated_name`, whose
+parts :mod:`grpo_power.telemetry.rotation` reads as one log. Every
 refusal is an :class:`ImportError_` whose one line names the file, the line or column, and what
 was expected.
 """
