@@ -588,6 +588,38 @@ def test_each_node_of_a_job_writes_a_trace_of_its_own(
     assert node_share() == 0.5
 
 
+def test_a_node_whose_processes_each_see_their_own_gpu_is_warned_about(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`srun --gpus-per-task=1` gives each of a node's processes one GPU: the node's one sampler,
+    local rank 0, sees its own alone, which one warning says (both callbacks asking); processes
+    that see the node's GPUs, as torchrun's do, are not warned about."""
+    import warnings
+
+    from grpo_power.callbacks import PowerCallback, PowerCapCallback
+    from grpo_power.telemetry.nvml import NvmlSource
+    from tests.conftest import FakeGpu, fake_nvml
+
+    class Holding:
+        def decide(self, observation: object) -> object:
+            raise AssertionError("not asked here")
+
+    gpus = [FakeGpu(i, f"GPU-{i}", 100_000, 100_000, 0) for i in range(4)]
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")
+    monitor = PowerMonitor(source=NvmlSource(nvml=fake_nvml(gpus)), period_s=0.1)
+    with pytest.warns(RuntimeWarning) as caught:
+        PowerCallback(monitor)
+        PowerCapCallback(Holding(), cap_w=300.0, monitor=monitor)
+    messages = [str(w.message) for w in caught if "srun --gpus-per-task" in str(w.message)]
+    assert len(messages) == 1
+    assert messages[0].startswith("4 processes on this node, but CUDA_VISIBLE_DEVICES='2' shows")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        PowerCallback(PowerMonitor(source=NvmlSource(nvml=fake_nvml(gpus)), period_s=0.1))
+
+
 def test_a_window_waits_for_the_gpu_work_queued_in_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """PyTorch queues CUDA work and returns at once: a window's end waits for it
     (``torch.cuda.synchronize``), as Zeus's windows do, so the window holds the work launched in

@@ -60,7 +60,11 @@ from grpo_power.control.controllers import Controller, StatefulController
 from grpo_power.telemetry.monitor import PowerMonitor
 from grpo_power.telemetry.source import TelemetryUnavailable
 from grpo_power.workload.actuators import ACTUATORS, Actuators, trainer_settings
-from grpo_power.workload.distributed import node_share, process_ranks
+from grpo_power.workload.distributed import (
+    node_share,
+    process_ranks,
+    warn_if_node_gpus_hidden,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -157,6 +161,8 @@ class PowerCapCallback(TrainerCallback):
         self.monitor = monitor or (
             PowerMonitor(cap_w=cap_w, config=config) if self.sampling else None
         )
+        if self.sampling and self.monitor is not None:
+            warn_if_node_gpus_hidden(self.monitor.source.kind)
         self._given_trainer = trainer
         self.trainer = trainer
         self._given_bounds, self._config = bounds, config

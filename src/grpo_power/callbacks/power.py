@@ -20,7 +20,9 @@ In a multi-process run (``torchrun``, ``accelerate launch``) only each node's lo
 samples, for the node's GPUs, and logs power; the other ranks' callbacks do nothing. The job's
 rank 0 writes the trace it was given, another node's local rank 0 ``<stem>-<host><suffix>``.
 The power in the logs is the logging node's; ``tokens_per_mj`` counts the node's share of the
-job's tokens (:func:`~grpo_power.workload.distributed.node_share`).
+job's tokens (:func:`~grpo_power.workload.distributed.node_share`). Local rank 0 must see the
+node's GPUs: where each process sees GPUs of its own (``srun --gpus-per-task``) a warning says
+so (:func:`~grpo_power.workload.distributed.warn_if_node_gpus_hidden`).
 """
 
 from __future__ import annotations
@@ -37,7 +39,11 @@ from grpo_power.callbacks.phases import ForwardPhases
 from grpo_power.config import Config, TelemetrySource
 from grpo_power.telemetry.monitor import Measurement, PowerMonitor
 from grpo_power.workload.actuators import vllm_generation
-from grpo_power.workload.distributed import node_share, process_ranks
+from grpo_power.workload.distributed import (
+    node_share,
+    process_ranks,
+    warn_if_node_gpus_hidden,
+)
 
 INTERVAL_WINDOW = "grpo-power/log-interval"
 
@@ -113,6 +119,8 @@ class PowerCallback(TrainerCallback):
             cap_w=cap_w,
             config=config,
         )
+        if self.sampling:
+            warn_if_node_gpus_hidden(self.monitor.source.kind)
         self.announce_phases = announce_phases
         self.prefix = prefix
         self.last_metrics: dict[str, float] = {}

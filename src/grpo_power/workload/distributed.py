@@ -17,11 +17,13 @@ which hands it to the ranks. Either way a run that stopped with its checkpoint s
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 from types import FrameType
 
@@ -45,6 +47,32 @@ def node_share() -> float:
     if not world or not local:
         return 1.0
     return min(1.0, int(local) / max(1, int(world)))
+
+
+def warn_if_node_gpus_hidden(source_kind: str) -> None:
+    """Warn (``RuntimeWarning``, once) where this node's one sampler, local rank 0, reading
+    ``source_kind`` power (``nvml``), may not see the node's GPUs: ``CUDA_VISIBLE_DEVICES``
+    shows it fewer GPUs than the node runs processes, as when each process is given GPUs of its
+    own (``srun --gpus-per-task``); the node's power and trace are then its GPUs only."""
+    local = os.environ.get("LOCAL_WORLD_SIZE", "")
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if source_kind != "nvml" or not local.isdigit() or visible is None:
+        return
+    shown = len([part for part in visible.split(",") if part.strip()])
+    if shown < int(local):
+        _warn_once(
+            f"{local} processes on this node, but CUDA_VISIBLE_DEVICES={visible!r} shows local "
+            f"rank 0, the node's one power sampler, {shown} GPU(s): if each process was given "
+            "GPUs of its own (srun --gpus-per-task), the node's power and trace are local rank "
+            "0's GPUs only; launch one task a node (torchrun, accelerate launch), whose "
+            "processes see the node's GPUs"
+        )
+
+
+@functools.cache
+def _warn_once(message: str) -> None:
+    """A ``RuntimeWarning`` once a process (both callbacks may ask for the same one)."""
+    warnings.warn(message, RuntimeWarning, stacklevel=4)
 
 
 def relaunch_needed(run_size: RunSize) -> bool:
