@@ -406,6 +406,36 @@ def test_a_controller_of_ones_own_never_lengthens_completions_past_the_users_set
         assert steps[-1]["completions/max_length"] <= 20
 
 
+def test_the_controller_sees_the_completion_tokens_per_second_the_simulator_counts(
+    tmp_path: Path,
+) -> None:
+    """The stock GRPOTrainer counts prompt and completion tokens (num_input_tokens_seen, TRL's
+    num_tokens); a controller trained in the simulator learnt completion tokens per second:
+    each step's are the completion tokens it generated (four completions of the mean length
+    TRL logs), and its tokens per second are what the next decision observes."""
+    from grpo_power.callbacks import PowerCapCallback
+    from grpo_power.control.contract import Action
+
+    seen: list[float] = []
+
+    class Watching:
+        def decide(self, observation: Any) -> Action:
+            seen.append(observation.tokens_per_s)
+            return Action()
+
+    trainer = _tiny_grpo(
+        tmp_path, [PowerCapCallback(Watching(), cap_w=300.0)], max_completion_length=12
+    )
+    trainer.train()
+    steps = [e for e in trainer.state.log_history if "loss" in e]
+    completions = [4 * e["completions/mean_length"] for e in steps]
+    assert [e["power_cap/step_tokens"] for e in steps] == pytest.approx(completions)
+    assert steps[0]["power_cap/step_tokens"] < steps[0]["num_tokens"]  # prompts not counted
+    assert seen[1:] == [e["power_cap/tokens_per_s"] for e in steps[:-1]]
+    assert all(tokens_per_s > 0 for tokens_per_s in seen[1:])
+    assert "_generate_and_score_completions" not in vars(trainer)  # the wrapper is gone
+
+
 def test_power_cap_callback_sets_the_length_a_vllm_grpo_run_generates(tmp_path: Path) -> None:
     """On the stock GRPOTrainer with use_vllm=True generation reads its length from TRL's vLLM
     generation, not from a generation_config: the controller's max new tokens reaches the

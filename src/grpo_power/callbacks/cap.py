@@ -26,7 +26,10 @@ Telemetry older than ``staleness_s`` bypasses the controller for the fail-safe: 
 at its lower bound. A controller trained by ``grpo-power controller train`` loads by the path of
 its folder. What it did is added to the logs under ``power_cap/``, with the run's share of
 samples above the cap so far (``run_share_above_cap``, what a budget-tracking controller steers).
-The run's samples, its counts and a stateful controller's state go into every checkpoint (the
+The tokens per second it observes are the step's completion tokens over its wall time, as the
+simulator a trained controller learnt in counts them (:mod:`grpo_power.callbacks.tokens`; logged
+as ``step_tokens`` and ``tokens_per_s``). The run's samples, its counts and a stateful
+controller's state go into every checkpoint (the
 ``TrainerState``'s ``stateful_callbacks``, under :data:`STATE_KEY`), so a run resumed from one,
 in a new process too, carries on with them.
 
@@ -53,6 +56,7 @@ from accelerate.utils import broadcast_object_list, gather_object
 from transformers import Trainer, TrainerCallback
 
 from grpo_power.callbacks.binding import bound_trainer, run_first
+from grpo_power.callbacks.tokens import GeneratedTokens
 from grpo_power.config import ActuatorBounds, Config
 from grpo_power.config.base import check_arguments
 from grpo_power.control.contract import Action, Observation, RunViolations
@@ -177,6 +181,8 @@ class PowerCapCallback(TrainerCallback):
         self.counts = {"failsafe_steps": 0, "paused_s": 0.0}
         self.counts.update({f"{name}_unavailable_steps": 0 for name in ACTUATORS})
         self._step: tuple[float, float] | None = None  # (monotonic start, tokens seen) of a step
+        self._generated: GeneratedTokens | None = None  # the trainer's completion tokens
+        self.last_step_tokens = 0.0
 
     def state_dict(self) -> dict[str, Any]:
         """What a run resumed from a checkpoint carries on with (JSON-like): the run's samples
@@ -213,6 +219,9 @@ class PowerCapCallback(TrainerCallback):
         self.actuators = Actuators(self.trainer, self.bounds)
         self.actuators.apply(Action(**settings))  # each train() starts from the user's settings
         self._step = None  # a new attempt (a second train()): no step of it seen yet
+        if self._generated is not None:  # an earlier train() that raised left its wrapper
+            self._generated.remove()
+        self._generated = GeneratedTokens(self.trainer)
         if self.sampling and self.monitor is not None:
             self.monitor.start()
             if self.set_power_limit:
@@ -300,6 +309,22 @@ class PowerCapCallback(TrainerCallback):
             time.sleep(pause_s)
             self.counts["paused_s"] += pause_s
         self._step = (started_s, float(state.num_input_tokens_seen or 0))
+        if self._generated is not None:
+            self._generated.take()  # the step's count starts now
+
+    def step_tokens(self, state: Any, seen_before: float) -> float:
+        """The step's tokens, the job's, as the simulator counts them: the completion tokens a
+        GRPO trainer generated (:class:`~grpo_power.callbacks.tokens.GeneratedTokens`, summed
+        over the job's processes: a collective), else the input tokens the trainer counts
+        (``num_input_tokens_seen``) since ``seen_before``."""
+        generated = self._generated
+        if generated is None or not generated.available:
+            return float(state.num_input_tokens_seen or 0) - seen_before
+        count = generated.take()
+        trainer = self.trainer
+        if trainer is not None and trainer.accelerator.num_processes > 1:
+            return float(sum(gather_object([count])))
+        return float(count)
 
     def _unavailable(self, name: str) -> None:
         """Count a step whose setting of actuator ``name`` was not applied; warn on the first."""
@@ -318,9 +343,10 @@ class PowerCapCallback(TrainerCallback):
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self._step is not None:
-            started_s, tokens = self._step
+            started_s, seen_before = self._step
             wall_s = max(1e-9, time.monotonic() - started_s)
-            self.last_tokens_per_s = (float(state.num_input_tokens_seen or 0) - tokens) / wall_s
+            self.last_step_tokens = self.step_tokens(state, seen_before)
+            self.last_tokens_per_s = self.last_step_tokens / wall_s
             # the step's samples (a step longer than the sampler's history, 300 s by default,
             # counts its last 300 s)
             power_w, _ = self.job_power(wall_s)
@@ -337,6 +363,8 @@ class PowerCapCallback(TrainerCallback):
         entries = {f"power_cap/{name}": float(v) for name, v in self.actuators.values().items()}
         entries.update({f"power_cap/{name}": float(v) for name, v in self.counts.items()})
         entries["power_cap/cap_w"] = float(self.cap_w)
+        entries["power_cap/step_tokens"] = self.last_step_tokens
+        entries["power_cap/tokens_per_s"] = self.last_tokens_per_s
         entries["power_cap/run_share_above_cap"] = self.violations.share
         logs.update(entries)
         history = state.log_history
@@ -344,5 +372,8 @@ class PowerCapCallback(TrainerCallback):
             history[-1].update(entries)
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self._generated is not None:
+            self._generated.remove()
+            self._generated = None
         if self._owns_monitor and self.monitor is not None:
             self.monitor.stop()
