@@ -542,16 +542,50 @@ torch.distributed.destroy_process_group()
 """
 
 
-def _torchrun(tmp_path: Path, nodes: int, processes_per_node: int) -> list[dict]:
-    """DISTRIBUTED_SCRIPT under torchrun: one launcher a node (several nodes on this machine,
-    rendezvous on a free local port); each rank's last log and decision count."""
+GRPO_SCRIPT = """
+import json, os, sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, sys.argv[2])  # the checkout, for the tests' trainer
+from grpo_power.callbacks import PowerCapCallback
+from grpo_power.control.contract import Action
+from tests.test_monitor import _tiny_grpo
+
+class Watching:
+    def __init__(self):
+        self.seen = []
+
+    def decide(self, observation):
+        self.seen.append(observation.tokens_per_s)
+        return Action()
+
+out = Path(sys.argv[1])
+controller = Watching()
+trainer = _tiny_grpo(out / os.environ["RANK"], [PowerCapCallback(controller, cap_w=300)], 12)
+trainer.train()
+steps = [e for e in trainer.state.log_history if "loss" in e]
+written = {"steps": steps, "seen": controller.seen}
+(out / f"rank{os.environ['RANK']}.json").write_text(json.dumps(written))
+torch.distributed.barrier()
+torch.distributed.destroy_process_group()
+"""
+
+
+def _torchrun(
+    tmp_path: Path, nodes: int, processes_per_node: int, script_text: str = DISTRIBUTED_SCRIPT
+) -> list[dict]:
+    """A script (DISTRIBUTED_SCRIPT) under torchrun: one launcher a node (several nodes on this
+    machine, rendezvous on a free local port); what each rank wrote (its last log and decision
+    count)."""
     import json
     import socket
     import subprocess
     import sys
 
     script = tmp_path / "train.py"
-    script.write_text(DISTRIBUTED_SCRIPT)
+    script.write_text(script_text)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -589,6 +623,20 @@ def test_callbacks_in_a_multi_process_run_sample_once_a_node_and_act_alike(tmp_p
     assert sorted(p.name for p in tmp_path.glob("power*")) == ["power.parquet"]
     trace = read_trace(tmp_path / "power.parquet")
     assert trace.complete and trace.frame["t"].max() >= 1.0  # the pause is in it
+
+
+def test_a_multi_process_grpo_run_counts_every_process_completion_tokens(tmp_path: Path) -> None:
+    """Two processes of the stock GRPOTrainer, four completions each a step: the tokens per
+    second rank 0's controller observes are the job's completion tokens (eight completions of
+    the mean length TRL logs), summed over the processes, with no prompt token."""
+    ranks = _torchrun(tmp_path, nodes=1, processes_per_node=2, script_text=GRPO_SCRIPT)
+    steps = ranks[0]["steps"]
+    completions = [8 * e["completions/mean_length"] for e in steps]
+    assert [e["power_cap/step_tokens"] for e in steps] == pytest.approx(completions)
+    assert [e["power_cap/step_tokens"] for e in ranks[1]["steps"]] == pytest.approx(completions)
+    assert all(e["power_cap/step_tokens"] < e["num_tokens"] for e in steps[:1])
+    assert ranks[0]["seen"][1:] == [e["power_cap/tokens_per_s"] for e in steps[:-1]]
+    assert ranks[1]["seen"] == []  # rank 0 decides for both
 
 
 def test_each_node_of_a_job_writes_a_trace_of_its_own(
