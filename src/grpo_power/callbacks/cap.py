@@ -228,6 +228,11 @@ class PowerCapCallback(TrainerCallback):
                 self._limit_power(self.monitor)
 
     @property
+    def several_processes(self) -> bool:
+        """Whether the trainer runs in several processes (whose callbacks act together)."""
+        return self.trainer is not None and self.trainer.accelerator.num_processes > 1
+
+    @property
     def failsafe(self) -> Action:
         """What stale telemetry holds: every actuator at its lower bound."""
         return Action(
@@ -256,8 +261,7 @@ class PowerCapCallback(TrainerCallback):
         if self.sampling and self.monitor is not None:
             power_w = self.monitor.recent(window_s).power_w if window_s > 0 else np.empty(0)
             mine = (power_w, self.monitor.age_s())
-        trainer = self.trainer
-        if trainer is not None and trainer.accelerator.num_processes > 1 and node_share() < 1:
+        if self.several_processes and node_share() < 1:
             nodes = [node for node in gather_object([mine]) if node is not None]
         else:
             nodes = [mine] if mine is not None else []
@@ -292,7 +296,7 @@ class PowerCapCallback(TrainerCallback):
             stale = age_s > self.staleness_s
             action = self.failsafe if stale else self.controller.decide(observation)
             decided = [action, stale, observation.mean_power_w > self.cap_w]
-        if self.trainer is not None and self.trainer.accelerator.num_processes > 1:
+        if self.several_processes:
             broadcast_object_list(decided, from_process=0)  # every rank acts alike
         action, stale, hot = decided
         applied = self.actuators.apply(action)
@@ -309,8 +313,6 @@ class PowerCapCallback(TrainerCallback):
             time.sleep(pause_s)
             self.counts["paused_s"] += pause_s
         self._step = (started_s, float(state.num_input_tokens_seen or 0))
-        if self._generated is not None:
-            self._generated.take()  # the step's count starts now
 
     def step_tokens(self, state: Any, seen_before: float) -> float:
         """The step's tokens, the job's, as the simulator counts them: the completion tokens a
@@ -321,10 +323,7 @@ class PowerCapCallback(TrainerCallback):
         if generated is None or not generated.available:
             return float(state.num_input_tokens_seen or 0) - seen_before
         count = generated.take()
-        trainer = self.trainer
-        if trainer is not None and trainer.accelerator.num_processes > 1:
-            return float(sum(gather_object([count])))
-        return float(count)
+        return float(sum(gather_object([count])) if self.several_processes else count)
 
     def _unavailable(self, name: str) -> None:
         """Count a step whose setting of actuator ``name`` was not applied; warn on the first."""

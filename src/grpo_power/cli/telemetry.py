@@ -151,6 +151,7 @@ def telemetry_import(
     from grpo_power.telemetry.logrows import log_stem
     from grpo_power.telemetry.rotation import (
         RotatedLog,
+        is_rotated,
         one_log,
         rotated_format,
         rotated_parts_beside,
@@ -159,15 +160,15 @@ def telemetry_import(
     from grpo_power.user_paths import output_problem
 
     parts = one_log(logs)
-    log = parts[-1]
-    source = RotatedLog(parts) if len(parts) > 1 else log
+    log, rotated = parts[-1], is_rotated(parts)
+    source = RotatedLog(parts) if rotated else log
     check_numbers({"--nameplate-w": nameplate_w}, where=log)
     out = out or log.with_name(f"{log_stem(log)}.parquet")
     problem = output_problem(out, "file")
     if problem:
         raise ValueError(problem)
     given, told = fmt != "auto", False
-    if not given and len(parts) > 1:
+    if not given and rotated:
         kind, reason = rotated_format(parts)
         if kind is None:
             raise ValueError(f"{log}: expected a power log, got {reason}")
@@ -201,7 +202,7 @@ def telemetry_import(
             elif (unread := unread_kind(log)) is not None:
                 hint = f" (the file is {unread})"
         beside = rotated_parts_beside(log)
-        if len(parts) == 1 and len(beside) > 1:  # a part alone: its header may be in another
+        if len(beside) > len(parts):  # parts left out: the header may be in one of them
             names = " ".join(str(part) for part in beside)
             hint += (
                 f" (it is a part of a rotated log: import its parts as one, `grpo-power "

@@ -179,15 +179,15 @@ class RotatedLog:
         holes = [part.name for part, text in read if text.startswith("\x00")]
         texts = [(part, text.lstrip("\x00")) for part, text in read]
         texts = [(part, text) for part, text in texts if text.strip()]
-        headers = [(part, line) for part, text in texts if _is_header(line := _first_line(text))]
+        firsts = [_first_line(text) for _, text in texts]
+        headers = [(part, f) for (part, _), f in zip(texts, firsts, strict=True) if _is_header(f)]
         self.notes, spans, chunks, line = [], [], [], 1
         borrowed = headers[0] if headers and texts[0][0] != headers[0][0] else None
         if borrowed is not None:  # the oldest part's header was rotated away
             chunks.append(borrowed[1].rstrip("\r\n") + "\n")
             spans.append(f"1 the header of {borrowed[0].name}")
             line = 2
-        for part, text in texts:
-            first = _first_line(text)
+        for (part, text), first in zip(texts, firsts, strict=True):
             if headers and _is_header(first) and _tokens(first) != _tokens(headers[0][1]):
                 raise ImportError_(
                     f"{part}: line 1: expected the header of the log's other parts "

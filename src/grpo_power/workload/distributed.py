@@ -29,6 +29,7 @@ from types import FrameType
 
 from grpo_power.config import RunSize
 from grpo_power.layout import RUN
+from grpo_power.telemetry.nvml import visible_gpu_ids
 from grpo_power.workload.manifest import RunManifest
 from grpo_power.workload.resume import EXIT_INTERRUPTED, StopSignals
 
@@ -55,17 +56,16 @@ def warn_if_node_gpus_hidden(source_kind: str) -> None:
     shows it fewer GPUs than the node runs processes, as when each process is given GPUs of its
     own (``srun --gpus-per-task``); the node's power and trace are then its GPUs only."""
     local = os.environ.get("LOCAL_WORLD_SIZE", "")
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    visible = visible_gpu_ids()
     if source_kind != "nvml" or not local.isdigit() or visible is None:
         return
-    shown = len([part for part in visible.split(",") if part.strip()])
-    if shown < int(local):
+    if len(visible) < int(local):
         _warn_once(
-            f"{local} processes on this node, but CUDA_VISIBLE_DEVICES={visible!r} shows local "
-            f"rank 0, the node's one power sampler, {shown} GPU(s): if each process was given "
-            "GPUs of its own (srun --gpus-per-task), the node's power and trace are local rank "
-            "0's GPUs only; launch one task a node (torchrun, accelerate launch), whose "
-            "processes see the node's GPUs"
+            f"{local} processes on this node, but CUDA_VISIBLE_DEVICES={','.join(visible)!r} "
+            f"shows local rank 0, the node's one power sampler, {len(visible)} GPU(s): if each "
+            "process was given GPUs of its own (srun --gpus-per-task), the node's power and "
+            "trace are local rank 0's GPUs only; launch one task a node (torchrun, accelerate "
+            "launch), whose processes see the node's GPUs"
         )
 
 
