@@ -244,6 +244,7 @@ def fake_nvml(gpus: list[FakeGpu], library_present: bool = True) -> types.Simple
         nvmlDeviceGetHandleByUUID=by_uuid,
         nvmlDeviceGetIndex=lambda g: g.index,
         nvmlDeviceGetName=lambda g: "NVIDIA A100-SXM4-40GB",
+        nvmlDeviceGetUUID=lambda g: g.uuid,
         nvmlDeviceGetPowerManagementDefaultLimit=lambda g: 400_000,
         nvmlDeviceGetEnforcedPowerLimit=lambda g: g.limit_mw,
         nvmlDeviceGetPowerManagementLimit=lambda g: g.limit_mw,

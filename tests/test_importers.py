@@ -200,6 +200,41 @@ def test_a_log_without_an_index_names_its_gpus_by_bus_id_or_uuid(tmp_path: Path)
     assert message.count("pci.bus_id") == 1  # the alternatives, named once
 
 
+def test_each_gpu_number_keeps_the_uuid_the_log_names(tmp_path: Path) -> None:
+    """A log naming its GPUs by UUID beside their index (nvidia-smi's uuid, dcgm-exporter's
+    UUID label) keeps each number's UUID in the metadata: the GPU's name in any other log of it.
+    A log whose index names two UUIDs (GPUs renumbered) keeps none, and says why."""
+    log = tmp_path / "smi.csv"
+    log.write_text(
+        "timestamp, index, uuid, power.draw [W]\n"
+        "2026/11/02 09:00:00.000, 0, GPU-aaa, 297.80 W\n"
+        "2026/11/02 09:00:00.000, 1, GPU-bbb, 301.20 W\n"
+        "2026/11/02 09:00:01.000, 0, GPU-aaa, 288.50 W\n"
+        "2026/11/02 09:00:01.000, 1, GPU-bbb, 310.00 W\n"
+    )
+    _, meta = import_log(log, "nvidia-smi", timezone="UTC", nameplate_w=400.0)
+    assert meta.gpu_uuids == {"0": "GPU-aaa", "1": "GPU-bbb"}
+    assert "gpu_ids" not in meta.model_extra  # numbered by index, as before
+    _, meta = import_log(DATA / "prometheus-dcgm.json", "prometheus")
+    assert meta.gpu_uuids == {
+        "0": "GPU-dgx-a-0",
+        "1": "GPU-dgx-a-1",
+        "2": "GPU-dgx-b-0",
+        "3": "GPU-dgx-b-1",
+    }
+    _, meta = import_log(DATA / "nvidia-smi-a100.csv", "nvidia-smi", timezone="UTC")
+    assert meta.gpu_uuids == {}  # no uuid column: no GPU of it is known elsewhere
+    renumbered = tmp_path / "renumbered.csv"
+    renumbered.write_text(  # after a reboot, NVML numbers the two GPUs the other way round
+        log.read_text()
+        + "2026/11/02 09:10:00.000, 0, GPU-bbb, 99.80 W\n"
+        + "2026/11/02 09:10:00.000, 1, GPU-aaa, 98.20 W\n"
+    )
+    _, meta = import_log(renumbered, "nvidia-smi", timezone="UTC", nameplate_w=400.0)
+    assert meta.gpu_uuids == {}
+    assert any("more than one UUID" in note for note in meta.model_extra["notes"])
+
+
 def test_prometheus_range_query_of_dcgm_series() -> None:
     """The JSON of /api/v1/query_range: two hosts of two A100s, power and utilisation series,
     one GPU's power in two series (it changed pods), one NaN reading (a gap)."""

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from grpo_power.config import load_config
 from grpo_power.telemetry.nvml import NvmlSource, visible_gpu_ids
+from grpo_power.telemetry.record import trace_metadata
+from grpo_power.telemetry.signals import WorkloadSignal
+from grpo_power.telemetry.simulated import SimulatedGpuSource
 from grpo_power.telemetry.source import TelemetryUnavailable
 from tests.conftest import FakeGpu, fake_nvml
 
@@ -26,6 +30,17 @@ def test_field_value_path_gives_instant_average_and_energy(monkeypatch: pytest.M
     assert rows[1]["energy_j"] == 0.0
     assert rows[0]["power_limit_w"] == 350.0 and rows[0]["sm_util"] == 97.0
     assert "usage" not in gpus[0].calls
+
+
+def test_a_trace_of_real_gpus_names_each_by_its_uuid() -> None:
+    """What `telemetry record`, `PowerMonitor` and a run write names each NVML GPU by its UUID,
+    so the planner knows the GPU in any other trace or log of it; a simulated GPU has none."""
+    gpus = [FakeGpu(2, "GPU-c", 100_000, 100_000, 0), FakeGpu(3, "GPU-d", 100_000, 100_000, 0)]
+    source = NvmlSource(["GPU-d", "GPU-c"], nvml=fake_nvml(gpus))
+    assert trace_metadata(source, "run", 0.1).gpu_uuids == {"3": "GPU-d", "2": "GPU-c"}
+    config = load_config()
+    simulated = SimulatedGpuSource(config.gpu, config.telemetry.simulated, WorkloadSignal(), [0])
+    assert trace_metadata(simulated, "run", 0.1).gpu_uuids == {}
 
 
 def test_falls_back_to_power_usage_when_fields_are_unsupported() -> None:

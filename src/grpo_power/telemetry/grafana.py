@@ -218,4 +218,4 @@ def read_grafana_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
         for h, g, m in readings[["host", "gpu", "model"]].drop_duplicates().itertuples(False)
         if m
     }
-    return dcgm_rows(readings, host_label, models)
+    return dcgm_rows(readings, host_label, {"modelName": models})

@@ -23,6 +23,8 @@ What real logs contain, and what the import does with it (each named in the trac
 
 * no GPU index, but a ``uuid`` or ``pci.bus_id`` column (DCGM: ``UUID``): GPUs numbered from 0
   in sorted order, each named in the metadata's ``gpu_ids``;
+* a ``uuid`` column (DCGM: ``UUID``) beside the index: each GPU number's UUID in the metadata's
+  ``gpu_uuids`` (the planner's test of two logs holding the same GPUs);
 * several hosts (a ``Hostname``, ``hostname``, ``host`` or ``instance`` column, as a fleet's
   DCGM export has): GPUs are told apart by host and index, numbered from 0 in host order, each
   number's ``host:index`` in the metadata's ``gpu_ids``; one host names the trace's ``host``;
@@ -240,8 +242,9 @@ def _gpu_numbers(
     frame: pd.DataFrame,
     original: dict[str, str],
     lines: np.ndarray,
-) -> tuple[np.ndarray, str, dict[str, str], list[str]]:
-    """Each row's GPU number, the trace's host, each number's name, and notes.
+) -> tuple[np.ndarray, str, dict[str, str], dict[str, str], list[str]]:
+    """Each row's GPU number, the trace's host, each number's name, each number's UUID
+    (:func:`_gpu_uuids`), and notes.
 
     A GPU is its index (``index``, ``gpu``), else its UUID or PCI bus id (numbered from 0 in
     sorted order); where the log has a host column (:data:`HOST_COLUMNS`) holding several hosts
@@ -284,7 +287,32 @@ def _gpu_numbers(
         more = ", ..." if len(ids) > 4 else ""
         notes.append(f"{path}: {how} ({shown}{more}; the metadata's gpu_ids)")
     host = f"{len(set(hosts))} hosts" if several else (hosts[0] or "unknown")
-    return np.asarray(numbers, dtype=np.int64), host, ids, notes
+    numbers = np.asarray(numbers, dtype=np.int64)
+    return numbers, host, ids, _gpu_uuids(path, frame, numbers, notes), notes
+
+
+def _gpu_uuids(
+    path: LogSource, frame: pd.DataFrame, numbers: np.ndarray, notes: list[str]
+) -> dict[str, str]:
+    """Each GPU number's UUID where the log names it (nvidia-smi ``uuid``, DCGM ``UUID``): the
+    GPU's own name, the same in every log of it, by which the planner tells that two logs hold
+    the same GPUs. Empty (with a note in ``notes``) where one number has two UUIDs (a log whose
+    indices were renumbered, a reboot with a GPU replaced): the numbers then name no one GPU."""
+    if "gpu_uuid" not in frame:
+        return {}
+    uuids = frame["gpu_uuid"].astype(str).str.strip().to_numpy()
+    pairs = pd.DataFrame({"n": numbers, "uuid": uuids}).drop_duplicates()
+    pairs = pairs[~pairs["uuid"].isin(["", "nan", "[N/A]"])]
+    clash = pairs[pairs["n"].duplicated(keep=False) | pairs["uuid"].duplicated(keep=False)]
+    if len(clash):
+        first = clash.iloc[0]
+        notes.append(
+            f"{path}: GPU {first['n']} has more than one UUID, or UUID {first['uuid']} more than "
+            "one GPU number (GPUs renumbered within the log): its GPUs are not named by UUID, so "
+            "no other log is taken to hold the same GPUs"
+        )
+        return {}
+    return {str(n): str(u) for n, u in zip(pairs["n"], pairs["uuid"], strict=True)}
 
 
 def _gpu_name(path: LogSource, names: pd.Series, original: dict[str, str]) -> str:
@@ -413,7 +441,7 @@ def import_log(
         raise ImportError_(f"{path}: expected at least one sample, got a header and no rows")
 
     original = {new: old for old, new in renamed.items()}
-    gpu_index, host, gpu_ids, notes = _gpu_numbers(path, raw, frame, original, lines)
+    gpu_index, host, gpu_ids, gpu_uuids, notes = _gpu_numbers(path, raw, frame, original, lines)
     t, start_unix_s, time_info, time_notes = _timestamps(
         path, frame["timestamp"], lines, gpu_index, zone
     )
@@ -538,6 +566,7 @@ def import_log(
         power_column=power_column,
         missing_readings=int(missing.sum()),
         notes=notes,
+        gpu_uuids=gpu_uuids,
         **({"gpu_ids": gpu_ids} if gpu_ids else {}),
         **rotation,
         **time_info,

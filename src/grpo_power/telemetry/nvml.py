@@ -62,6 +62,11 @@ def nvml_gpu_ids(cuda_ids: list[str] | None, env: dict[str, str] | None = None) 
     return [visible[int(i)] if i.isdigit() else i for i in cuda_ids]
 
 
+def _text(value: str | bytes) -> str:
+    """An NVML string (bytes in older pynvml releases) as text."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def _field_value(field: Any) -> float | None:
     """The numeric value of an ``nvmlFieldValue_t``, or None when the driver did not give one."""
     if field.nvmlReturn != NVML_SUCCESS:
@@ -117,8 +122,9 @@ class NvmlSource:
         self.gpus = [
             GpuInfo(
                 index=int(self.nvml.nvmlDeviceGetIndex(h)),
-                name=str(self.nvml.nvmlDeviceGetName(h)),
+                name=_text(self.nvml.nvmlDeviceGetName(h)),
                 nameplate_w=self.nvml.nvmlDeviceGetPowerManagementDefaultLimit(h) / 1000.0,
+                uuid=_text(self.nvml.nvmlDeviceGetUUID(h)),
             )
             for h in self._handles
         ]

@@ -148,7 +148,7 @@ def read_prometheus_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
     """A Prometheus query result (the file at ``path``; or a JSON-lines export of the same
     series, VictoriaMetrics' ``/api/v1/export``) as rows of text a DCGM CSV gives:
     ``timestamp`` (unix s), ``gpu``, the host label (``Hostname`` or ``instance``) where the
-    series have one, ``modelName`` where they have it, and one column per field
+    series have one, ``modelName`` and ``UUID`` where they have them, and one column per field
     (``DCGM_FI_DEV_POWER_USAGE``, ...), in time order; and each row's number (from 1).
 
     Raises:
@@ -178,7 +178,7 @@ def read_prometheus_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
     labelled = [_samples(path, i, series) for i, series in enumerate(listed, 1)]
     host_label = next((h for h in HOST_COLUMNS if any(h in m for m, _ in labelled)), None)
     records: list[tuple[str, str, str, float, float]] = []
-    models: dict[tuple[str, str], str] = {}
+    named: dict[str, dict[tuple[str, str], str]] = {"modelName": {}, "UUID": {}}
     for i, (labels, samples) in enumerate(labelled, 1):
         name, gpu = labels.get("__name__"), labels.get("gpu")
         if name is None or gpu is None:
@@ -195,8 +195,9 @@ def read_prometheus_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
                 f"{gpu!r}"
             )
         host = labels.get(host_label, "") if host_label else ""
-        if "modelName" in labels:
-            models.setdefault((host, gpu), labels["modelName"])
+        for label, values in named.items():
+            if label in labels:
+                values.setdefault((host, gpu), labels[label])
         for j, sample in enumerate(samples, 1):
             unix_s, value = _value(
                 path, f"series {i} ({_shown(name)}, gpu {gpu}), sample {j}", sample
@@ -215,5 +216,5 @@ def read_prometheus_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
             "expected one series per GPU and field: query one exporter, or keep the labels "
             f"that tell them apart ({', '.join(HOST_COLUMNS)})"
         )
-    raw, _ = dcgm_rows(readings, host_label, models)
+    raw, _ = dcgm_rows(readings, host_label, named)
     return raw, np.arange(1, len(raw) + 1, dtype=np.int64)

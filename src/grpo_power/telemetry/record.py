@@ -36,6 +36,7 @@ def trace_metadata(
         sample_period_s=period_s,
         simulated=source.kind == "simulated",
         gpus=[g.index for g in source.gpus],
+        gpu_uuids={str(g.index): g.uuid for g in source.gpus if g.uuid},
         power_w_semantics=getattr(source, "power_w_semantics", "instantaneous (simulated A100)"),
         **extra,
     )

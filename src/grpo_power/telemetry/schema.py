@@ -55,6 +55,11 @@ class TraceMetadata(BaseModel):
     simulated: bool = Field(
         False, description="True when power values come from a model, never from a meter."
     )
+    gpu_uuids: dict[str, str] = Field(
+        default_factory=dict,
+        description="Each GPU number's UUID where the source names it (NVML, nvidia-smi's uuid, "
+        "DCGM's UUID): the GPU's identity across traces.",
+    )
 
     def to_schema(self) -> pa.Schema:
         """The trace schema carrying this metadata."""

@@ -36,13 +36,16 @@ def first_clash(readings: pd.DataFrame) -> pd.Series | None:
 
 
 def dcgm_rows(
-    readings: pd.DataFrame, host_label: str | None, models: dict[tuple[str, str], str]
+    readings: pd.DataFrame,
+    host_label: str | None,
+    labels: dict[str, dict[tuple[str, str], str]],
 ) -> tuple[pd.DataFrame, np.ndarray]:
     """The rows of text a DCGM CSV holds for ``readings`` (:data:`READING_COLUMNS`, no two of
     them for one field of one GPU at one time): ``timestamp``, ``gpu``, ``host_label`` (where
-    not None: each row's host), ``modelName`` (where ``models`` names the (host, gpu) pairs'
-    parts) and one column per field, the values' text ("" missing); in time order, then host
-    and GPU. Also each row's line in the file (its first reading's)."""
+    not None: each row's host), a column per label of ``labels`` that names some (host, gpu)
+    pair (``modelName``: its part; ``UUID``: the GPU's own name) and one column per field, the
+    values' text ("" missing); in time order, then host and GPU. Also each row's line in the
+    file (its first reading's)."""
     readings = readings[list(READING_COLUMNS)]  # a reader's own columns left behind
     wide = readings.pivot(index=["order", "host", "gpu"], columns="field", values="value")
     where = readings.groupby(["order", "host", "gpu"])[["timestamp", "line"]].first()
@@ -51,10 +54,11 @@ def dcgm_rows(
     raw = wide[["timestamp", "gpu"]].astype(object)
     if host_label:
         raw[host_label] = wide["host"]
-    if models:
-        raw["modelName"] = [
-            models.get(pair, "") for pair in zip(wide["host"], wide["gpu"], strict=True)
-        ]
+    for label, values in labels.items():
+        if values:
+            raw[label] = [
+                values.get(pair, "") for pair in zip(wide["host"], wide["gpu"], strict=True)
+            ]
     fields = [c for c in wide.columns if c not in ("order", "host", "gpu", "timestamp", "line")]
     for field in fields:
         raw[field] = wide[field].map(lambda v: "" if math.isnan(v) else repr(v))

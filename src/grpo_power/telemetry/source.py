@@ -19,11 +19,13 @@ class NoNvidiaGpu(TelemetryUnavailable):
 
 @dataclass(frozen=True)
 class GpuInfo:
-    """One sampled GPU: its index (NVML numbering), model name and nameplate power, W."""
+    """One sampled GPU: its index (NVML numbering), model name, nameplate power, W, and UUID
+    (NVML's; None for a simulated GPU, which is no GPU of its own)."""
 
     index: int
     name: str
     nameplate_w: float
+    uuid: str | None = None
 
 
 class PowerSource(Protocol):
