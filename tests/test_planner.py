@@ -22,7 +22,15 @@ from grpo_power.telemetry.signals import WorkloadSignal
 from grpo_power.telemetry.simulated import SimulatedGpuSource
 from grpo_power.telemetry.steplog import StepLogWriter
 from grpo_power.telemetry.store import read_trace, write_trace
-from tests.conftest import DATA, REPO, checkout_copy, real_traces, run_as_user
+from tests.conftest import (
+    DATA,
+    REAL_RUNS,
+    REPO,
+    checkout_copy,
+    real_traces,
+    run_as_user,
+    small_config,
+)
 
 POWER = "DCGM_FI_DEV_POWER_USAGE"
 CLI_FORM = ".venv/bin/grpo-power planner run ../shared/data/real-traces --out results/planner"
@@ -232,6 +240,112 @@ def test_logs_of_one_node_joined_in_time_order_are_one_trace(
     assert joined_["annual_mwh"] == pytest.approx(apart_["annual_mwh"], rel=0.01)
 
 
+def _split_by_day(log: Path, folder: Path, at: str) -> None:
+    """A node's nvidia-smi log as a logger that starts a file a day writes it: two files under
+    names of its own (no rotation), each with the header, cut at the sample stamped ``at``."""
+    header, *body = log.read_text().splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(body) if line.startswith(at))
+    folder.mkdir(parents=True)
+    (folder / "smi-day1.csv").write_text(header + "".join(body[:cut]))
+    (folder / "smi-day2.csv").write_text(header + "".join(body[cut:]))
+
+
+def test_logs_of_one_gpu_in_several_files_are_one_gpu_of_the_fleet(tmp_path: Path) -> None:
+    """Two nodes' measured A100 logs (each naming its GPU by UUID), each split into a file a
+    day: the planner's fleet is the two GPUs, wall-clock aligned, as from the whole logs, not
+    four GPUs drawn by Monte Carlo (what it made of them before it read the UUIDs)."""
+    shared = real_traces()
+    config = small_config(tmp_path / "results")
+    whole, apart = tmp_path / "whole", tmp_path / "apart"
+    for node, run in (("node-a", "bursty"), ("node-b", "r2p5")):
+        log = shared / REAL_RUNS[run] / "power.csv"
+        (whole / node).mkdir(parents=True)
+        shutil.copy(log, whole / node / "smi.csv")
+        _split_by_day(log, apart / node, "2026/07/18 16:01:50")
+    results = {
+        folder.name: run_planner(folder, tmp_path / folder.name, config)
+        for folder in (whole, apart)
+    }
+    one, split = results["whole"], results["apart"]
+    assert (one.traces, split.traces) == (2, 4)
+    assert one.fleet.summary["n_gpus"] == split.fleet.summary["n_gpus"] == 2
+    assert one.fleet.summary["alignment"] == split.fleet.summary["alignment"] == "wall_clock"
+    assert [j["logs"] for j in split.fleet.summary["joined"]] == [
+        [f"{node}/smi-day1", f"{node}/smi-day2"] for node in ("node-a", "node-b")
+    ]
+    # the same fleet: only the one bin at each cut is lost to the split
+    for key in ("peak_share_sizing", "factor"):
+        assert split.fleet.summary[key] == pytest.approx(one.fleet.summary[key], rel=0.01), key
+    assert split.economics["gpus"] == one.economics["gpus"] == 2
+    assert split.economics["energy_j"] == pytest.approx(one.economics["energy_j"], rel=0.01)
+    assert split.economics["mean_power_w_per_gpu"] == pytest.approx(
+        one.economics["mean_power_w_per_gpu"], rel=0.01
+    )
+
+
+def test_one_gpu_logged_twice_is_refused(tmp_path: Path) -> None:
+    """A copy of a node's log elsewhere in the folder would count its GPU twice: the planner
+    refuses it in one line naming both logs and writes no index; so does `planner fleet`, given
+    windows of the two."""
+    log = real_traces() / REAL_RUNS["bursty"] / "power.csv"
+    folder = tmp_path / "traces"
+    (folder / "node-a").mkdir(parents=True)
+    (folder / "backup").mkdir()
+    shutil.copy(log, folder / "node-a" / "smi.csv")
+    shutil.copy(log, folder / "backup" / "node-a-smi.csv")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["planner", "run", str(folder), "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    lines = [ln for ln in result.output.splitlines() if ln.startswith("error")]
+    assert len(lines) == 1, result.output
+    assert "GPU GPU-03a84180-d660-dbdc-17f4-0e0655717066" in lines[0]
+    assert "'node-a/smi'" in lines[0] and "'backup/node-a-smi'" in lines[0]
+    assert "logged twice" in lines[0]
+    assert not (out / "traces" / "index.csv").exists()
+    windows = []
+    for key in ("node-a/smi", "backup/node-a-smi"):
+        trace = out / "traces" / f"{key}.parquet"  # each imported before the check
+        windows.append(tmp_path / "windows" / key)
+        run = CliRunner().invoke(app, ["windows", str(trace), "--out", str(windows[-1])])
+        assert run.exit_code == 0, run.output
+    fleet = CliRunner().invoke(
+        app, ["planner", "fleet", *map(str, windows), "--out", str(tmp_path / "fleet")]
+    )
+    assert fleet.exit_code == 2 and "logged twice" in fleet.output, fleet.output
+    assert not (tmp_path / "fleet").exists()
+
+
+def test_logs_sharing_some_gpus_stay_apart_and_say_so(tmp_path: Path) -> None:
+    """A node whose GPU was replaced between two days' logs: the logs share one GPU of two, so
+    they are not one set of GPUs; they stay two runs of the fleet, and a note says the shared
+    GPU counts in each. The pooled economics count each GPU once (three)."""
+
+    def day(start: str, uuids: tuple[str, str]) -> str:
+        stamps = pd.date_range(start, periods=240, freq="500ms").strftime("%Y/%m/%d %H:%M:%S.%f")
+        rows = [
+            f"{s[:-3]}, {g}, {u}, {250 + 20 * g} W" for s in stamps for g, u in enumerate(uuids)
+        ]
+        return "timestamp, index, uuid, power.draw [W]\n" + "\n".join(rows) + "\n"
+
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "node1-day1.csv").write_text(day("2026-11-01 09:00", ("GPU-a", "GPU-b")))
+    (folder / "node1-day2.csv").write_text(day("2026-11-02 09:00", ("GPU-a", "GPU-c")))
+    result = CliRunner().invoke(
+        app, ["planner", "run", str(folder), "--out", str(tmp_path / "out")], catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.output
+    fleet = json.loads((tmp_path / "out" / "fleet" / "summary.json").read_text())
+    assert (fleet["n_gpus"], fleet["joined"]) == (4, [])
+    assert fleet["gpu_notes"] == [
+        "'node1-day1' and 'node1-day2' share 1 of their GPUs (by UUID) but not all, at different "
+        "times: they stay separate runs, and the shared GPUs count in each"
+    ]
+    assert "note: 'node1-day1' and 'node1-day2' share 1 of their GPUs" in result.output
+    economics = json.loads((tmp_path / "out" / "economics" / "summary.json").read_text())
+    assert economics["gpus"] == 3
+
+
 def test_planner_refuses_a_folder_without_traces(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     result = CliRunner().invoke(
@@ -256,7 +370,9 @@ def test_planner_on_the_public_real_traces(tmp_path: Path) -> None:
     run_as_user(SNAKEMAKE_FORM, checkout)
     planner = checkout / "results" / "planner"
     by_snakemake = json.loads((planner / "fleet" / "summary.json").read_text())
-    assert by_cli["n_gpus"] == by_snakemake["n_gpus"] == 6  # the six A100 recordings
+    # six recordings of three A100s: each log names its GPU by UUID, and some GPUs ran several
+    assert by_cli["n_gpus"] == by_snakemake["n_gpus"] == 3
+    assert sorted(len(j["logs"]) for j in by_cli["joined"]) == [2, 3]
     assert by_cli["data"] == "measured"
     for key in ("alignment", "factor", "peak_share_sizing"):
         assert by_cli[key] == pytest.approx(by_snakemake[key]), key  # the same computation

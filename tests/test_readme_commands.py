@@ -85,7 +85,7 @@ HOW: dict[str, tuple[str, str]] = {
         "run",
         "tools",
     ),
-    "nvidia-smi --query-gpu=timestamp,index,power.draw,power.draw.average,utilization.gpu,"
+    "nvidia-smi --query-gpu=timestamp,index,uuid,power.draw,power.draw.average,utilization.gpu,"
     "utilization.memory,clocks.sm,temperature.gpu,power.limit,power.default_limit --format=csv "
     "-lms 100 > smi.csv": ("stand-in", "nvidia-smi-a100.csv:smi.csv"),
     ".venv/bin/grpo-power telemetry import smi.csv --out results/traces/mine.parquet": (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -69,6 +69,16 @@ def planner_run(
         f"${e['oversubscription']['capital_usd_avoided']:,.0f}"
     )
     typer.echo(f"report -> {result.report}")
+    echo_notes(_gpu_notes(s))
+
+
+def _gpu_notes(summary: dict[str, Any]) -> list[str]:
+    """The planner fleet's notes on logs of the same GPUs (joined, or sharing some GPUs)."""
+    joined = [
+        f"{' + '.join(entry['logs'])}: one set of {entry['gpus']} GPU(s), named by UUID"
+        for entry in summary["joined"]
+    ]
+    return joined + list(summary["gpu_notes"])
 
 
 @planner_app.command("import")
@@ -105,6 +115,7 @@ def planner_fleet(
 
     s = fleet_of_traces(window_outputs, out, config_from(config)).summary
     typer.echo(f"fleet of {s['n_gpus']} GPUs, {s['alignment']}: factor {s['factor']:.3g}x -> {out}")
+    echo_notes(_gpu_notes(s))
 
 
 @planner_app.command("economics")

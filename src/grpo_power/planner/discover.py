@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 from tqdm import tqdm
 
+from grpo_power.analysis.fleet.same_gpus import GpuSpan, refuse_twice_logged
 from grpo_power.atomic import write_csv_atomic
 from grpo_power.config import Config
 from grpo_power.layout import PLANNER_TRACES, RUN
@@ -240,6 +241,7 @@ def import_traces(
     engines = engines_beside(traces, skipped)
     paired: dict[str, str] = {}  # an engine log's key -> its reason: the power log it went with
     rows = []
+    spans: list[GpuSpan] = []
     for found in tqdm(traces, desc="importing traces", unit="trace", disable=not show_progress):
         if found.kind == "trace":
             frame, metadata, notes, tokens, tokens_from = _read_planner_trace(found, defaults)
@@ -254,6 +256,7 @@ def import_traces(
                     "trace's per-token figures"
                 )
         write_trace(out / f"{found.key}.parquet", frame, metadata)
+        spans += gpu_spans(frame, metadata, str(found.path))
         rows.append(
             {
                 "key": found.key,
@@ -282,6 +285,25 @@ def import_traces(
         }
         for f in skipped
     ]
+    refuse_twice_logged(spans)  # before the index: an import that fails has none
     index = pd.DataFrame(rows)
     write_csv_atomic(out / INDEX, index)
     return index
+
+
+def gpu_spans(frame: pd.DataFrame, metadata: TraceMetadata, where: str) -> list[GpuSpan]:
+    """When an imported trace holds each of its GPUs that a UUID names (none if simulated)."""
+    if metadata.simulated or not metadata.gpu_uuids or frame.empty:
+        return []
+    t = frame.groupby("gpu")["t"].agg(["min", "max"])
+    return [
+        GpuSpan(
+            uuid,
+            metadata.start_unix_s + float(t.at[int(gpu), "min"]),
+            metadata.start_unix_s + float(t.at[int(gpu), "max"]),
+            metadata.run_id,
+            where,
+        )
+        for gpu, uuid in metadata.gpu_uuids.items()
+        if int(gpu) in t.index
+    ]

@@ -36,12 +36,21 @@ POOLED = "all traces"
 
 def trace_records(traces_dir: Path) -> pd.DataFrame:
     """One economics record per imported trace (:data:`RECORD_COLUMNS`), and the pooled one:
-    every trace's energy over every GPU's time (so its power is the GPU-time-weighted mean)."""
+    every trace's energy over every GPU's time (so its power is the GPU-time-weighted mean), its
+    GPUs each counted once (a GPU known by its UUID in several traces is one GPU)."""
     index = read_csv(traces_dir / INDEX, INDEX_FILE, ("key", "status", "tokens"))
     rows = []
+    named: set[str] = set()  # the GPUs known by UUID, each counted once in the pool
+    unnamed = 0
     for _, entry in index[index["status"] == "imported"].iterrows():
         trace = read_trace(traces_dir / f"{entry['key']}.parquet")
         gpus = summarize_trace(trace)
+        for gpu in gpus:
+            uuid = None if trace.metadata.simulated else trace.metadata.gpu_uuids.get(str(gpu.gpu))
+            if uuid:
+                named.add(uuid)
+            else:
+                unnamed += 1
         rows.append(
             {
                 "source": "trace",
@@ -65,15 +74,16 @@ def trace_records(traces_dir: Path) -> pd.DataFrame:
             "expected a trace spanning some time, to price its energy"
         )
     gpu_s = (records["gpus"] * records["wall_s"]).sum()
+    pooled_gpus = len(named) + unnamed  # a GPU in several traces (a log a day) is one GPU
     pooled = {
         "source": "pooled",
         "deployment": POOLED,
         "arm": "as traced",
         "seed": 0,
-        "gpus": int(records["gpus"].sum()),
+        "gpus": pooled_gpus,
         "tokens": records["tokens"].sum(min_count=len(records)),  # NaN unless every trace has
         "energy_j": float(records["energy_j"].sum()),
-        "wall_s": float(gpu_s / records["gpus"].sum()),
+        "wall_s": float(gpu_s / pooled_gpus),  # each GPU's traced time, on average
         "data": ",".join(sorted(set(records["data"]))),
     }
     return pd.concat([records, pd.DataFrame([pooled])], ignore_index=True)

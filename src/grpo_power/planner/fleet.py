@@ -1,11 +1,14 @@
 """The fleet made of the planner's traces: the fleet stage with one GPU per traced GPU.
 
 :func:`grpo_power.analysis.fleet.analyze_fleet` on the traces' windows outputs, with
-``fleet.n_gpus`` set to the GPUs the traces hold: the fleet is wall-clock aligned when the
-traces' clocks overlap by at least the longest window (``fleet.alignment: auto``), else drawn by
-Monte Carlo over start offsets; the scaling study to larger fleets is Monte Carlo either way. A
-trace without one complete energy bin (shorter than ``windows.bin_s``, or cut by gaps
-everywhere) cannot be part of a fleet: it is left out, named in the summary's ``left_out``.
+``fleet.n_gpus`` set to the GPUs the traces hold, each GPU once however many traces hold it
+(:mod:`grpo_power.analysis.fleet.same_gpus`: traces of one set of GPUs, by UUID, at different
+times are one run of the fleet; one GPU in two traces at once is refused): the fleet is
+wall-clock aligned when the traces' clocks overlap by at least the longest window
+(``fleet.alignment: auto``), else drawn by Monte Carlo over start offsets; the scaling study to
+larger fleets is Monte Carlo either way. A trace without one complete energy bin (shorter than
+``windows.bin_s``, or cut by gaps everywhere) cannot be part of a fleet: it is left out, named
+in the summary's ``left_out``.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from grpo_power.analysis.fleet import FleetResult, analyze_fleet, read_run_bins, write_fleet
+from grpo_power.analysis.fleet.same_gpus import join_same_gpus
 from grpo_power.config import Config
 
 
@@ -33,8 +37,11 @@ def fleet_of_traces(
             f"{runs[0][1].path if runs else 'planner'}: no trace has a complete "
             f"{config.windows.bin_s:g} s energy bin; expected traces longer than windows.bin_s"
         )
-    fleet = config.fleet.model_copy(update={"n_gpus": sum(run.n_gpus for _, run in usable)})
-    result = analyze_fleet([path for path, _ in usable], config.model_copy(update={"fleet": fleet}))
+    same = join_same_gpus([run for _, run in usable])
+    fleet = config.fleet.model_copy(update={"n_gpus": sum(run.n_gpus for run in same.runs)})
+    result = analyze_fleet(same.runs, config.model_copy(update={"fleet": fleet}))
+    result.summary["joined"] = same.joined
+    result.summary["gpu_notes"] = same.notes
     result.summary["left_out"] = [
         {"run_id": run.run_id, "reason": "no complete energy bin (too short, or gaps)"}
         for _, run in runs

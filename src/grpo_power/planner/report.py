@@ -184,6 +184,16 @@ def planner_report(folders: PlannerFolders, out: Path | str, config: Config) -> 
             f"The sizing window ({config.fleet.window_s:g} s) is shorter than a trace's sample "
             "period: see the fleet table's note."
         )
+    joined = [
+        f"{' + '.join(entry['logs'])} ({entry['gpus']} GPU{'s' if entry['gpus'] > 1 else ''})"
+        for entry in fleet_json.get("joined")
+    ]
+    if joined:
+        headline.append(
+            "Logs of the same GPUs (named by UUID) at different times are one set of GPUs of "
+            f"the fleet, counted once: {'; '.join(joined)}."
+        )
+    headline += fleet_json.get("gpu_notes")
     left_out = [entry["run_id"] for entry in fleet_json.get("left_out")]
     if left_out:
         headline.append(f"Left out of the fleet (no complete energy bin): {', '.join(left_out)}.")

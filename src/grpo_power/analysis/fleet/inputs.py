@@ -1,5 +1,6 @@
-"""What the fleet stage reads: each run's ``bins.parquet`` (checked, with its metadata) and
-a job's series of energy per bin where all its GPUs have data."""
+"""What the fleet stage reads: each run's ``bins.parquet`` (checked, with its metadata), or
+several of them that hold the same GPUs at different times (:mod:`.same_gpus`), and a job's
+series of energy per bin where all its GPUs have data."""
 
 from __future__ import annotations
 
@@ -18,10 +19,18 @@ from grpo_power.stage_files import require_keys
 
 @dataclass(frozen=True)
 class RunBins:
-    """A run's ``bins.parquet`` and what its metadata says (nothing else is read)."""
+    """A run's ``bins.parquet`` and what its metadata says (nothing else is read); or, with
+    ``parts``, the runs (logs) of one set of GPUs at different times, read as one run whose
+    GPUs are numbered as ``info["gpu_uuids"]`` lists them (``path`` is the first part's)."""
 
     path: Path
     info: dict[str, Any]
+    parts: tuple[RunBins, ...] = ()
+
+    @property
+    def files(self) -> tuple[RunBins, ...]:
+        """The runs whose files hold this run's bins: its parts, or itself."""
+        return self.parts or (self,)
 
     @property
     def run_id(self) -> str:
@@ -155,15 +164,35 @@ class JobSource:
         return self._spectrum
 
 
+def read_bins(
+    run: RunBins, columns: Sequence[str], filters: list[tuple[str, str, int]] | None = None
+) -> dict[str, np.ndarray]:
+    """``columns`` of a run's (bin, gpu, energy_j) rows (``filters`` as pyarrow's), from its
+    file or from each of its parts, whose GPUs are then numbered as the run numbers them."""
+    read: dict[str, list[np.ndarray]] = {name: [] for name in columns}
+    for part in run.files:
+        table = pq.read_table(part.path, columns=list(columns), filters=filters)
+        for name in columns:
+            values = table.column(name).to_numpy()
+            if name == "gpu" and run.parts:
+                slot = {
+                    gpu: run.info["gpu_uuids"].index(uuid)
+                    for gpu, uuid in zip(part.info["gpus"], part.info["gpu_uuids"], strict=True)
+                }
+                values = np.array([slot[int(g)] for g in values], dtype=np.int64)
+            read[name].append(values)
+    return {name: np.concatenate(arrays) for name, arrays in read.items()}
+
+
 def load_job_source(run: RunBins) -> JobSource:
     """Read a run's bins and keep the bins where all its GPUs have data, in time order."""
-    table = pq.read_table(run.path, columns=["bin", "gpu", "energy_j"])
+    rows = read_bins(run, ("bin", "gpu", "energy_j"))
     return job_source_from_bins(
         run.run_id,
         run.nameplate_w,
-        table.column("bin").to_numpy(),
-        table.column("gpu").to_numpy(),
-        table.column("energy_j").to_numpy(),
+        rows["bin"],
+        rows["gpu"],
+        rows["energy_j"],
         run.bin_s,
         str(run.path),
     )

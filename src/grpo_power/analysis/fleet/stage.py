@@ -37,10 +37,13 @@ class FleetResult:
 
 
 def analyze_fleet(
-    inputs: Sequence[Path | str], config: Config, exceedance_files: Sequence[Path] | None = None
+    inputs: Sequence[Path | str | RunBins],
+    config: Config,
+    exceedance_files: Sequence[Path] | None = None,
 ) -> FleetResult:
-    """The fleet stage on windows-stage outputs (folders or ``bins.parquet`` files)."""
-    runs = [read_run_bins(p) for p in inputs]
+    """The fleet stage on windows-stage outputs (folders or ``bins.parquet`` files, or runs
+    already read: the planner's logs of one set of GPUs joined)."""
+    runs = [p if isinstance(p, RunBins) else read_run_bins(p) for p in inputs]
     check_compatible(runs, config.windows.bin_s)
     ids = [r.run_id for r in runs]
     if len(set(ids)) != len(ids):
@@ -51,7 +54,9 @@ def analyze_fleet(
             f"{', '.join(files[:-1])}); expected each run's windows output once"
         )
     if exceedance_files is None:
-        exceedance_files = [r.path.with_name(WINDOWS.exceedance_parquet) for r in runs]
+        exceedance_files = [
+            part.path.with_name(WINDOWS.exceedance_parquet) for r in runs for part in r.files
+        ]
     fc = config.fleet
     bin_s = config.windows.bin_s
     windows_s = list(config.windows.windows_s)
@@ -60,7 +65,7 @@ def analyze_fleet(
     rng = np.random.default_rng(seed)
     alignment = choose_alignment(runs, config)
     summary: dict[str, Any] = {
-        "inputs": [str(r.path) for r in runs],
+        "inputs": [str(part.path) for r in runs for part in r.files],
         "run_ids": ids,
         "data": label,
         "simulated": label == "simulated",

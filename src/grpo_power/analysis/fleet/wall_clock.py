@@ -7,9 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
 
-from grpo_power.analysis.fleet.inputs import RunBins
+from grpo_power.analysis.fleet.inputs import RunBins, read_bins
 from grpo_power.analysis.windows import (
     WindowAccumulator,
     WindowCounts,
@@ -46,13 +45,9 @@ def wall_clock_fleet(
         energy = np.zeros(size)
         present = np.zeros(size, dtype=np.int64)
         for run in runs:
-            table = pq.read_table(
-                run.path,
-                columns=["bin", "energy_j"],
-                filters=[("bin", ">=", start), ("bin", "<", stop)],
-            )
-            rel = table.column("bin").to_numpy() - start
-            energy += np.bincount(rel, weights=table.column("energy_j").to_numpy(), minlength=size)
+            rows = read_bins(run, ("bin", "energy_j"), [("bin", ">=", start), ("bin", "<", stop)])
+            rel = rows["bin"] - start
+            energy += np.bincount(rel, weights=rows["energy_j"], minlength=size)
             present += np.bincount(rel, minlength=size)
         valid = present == n_gpus
         info["complete_bins"] += int(np.count_nonzero(valid))

@@ -1,0 +1,146 @@
+"""Logs of the same GPUs: a planner's folder holds a node's logs as several files (a file a day,
+a logger restarted, an export in chunks), and each GPU is one GPU of the fleet however many logs
+hold it.
+
+A GPU is known by its UUID where its trace names one (``gpu_uuids`` in the windows stage's bins
+metadata: NVML, nvidia-smi's ``uuid``, DCGM's ``UUID``). Runs whose GPUs are all named, with the
+same UUIDs, are one run of the fleet (:class:`~grpo_power.analysis.fleet.inputs.RunBins` with
+``parts``): their bins read as one, the hours between them a gap. A GPU in two runs at the same
+time is refused (one GPU logged twice: a copy of a log, two loggers on one node), as the fleet
+would count its power twice. Runs without UUIDs, and simulated runs, stay runs of their own.
+The fleet stage of the study never joins: its runs are jobs composed into a fleet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from grpo_power.analysis.fleet.inputs import RunBins
+
+
+def gpu_set(run: RunBins) -> frozenset[str] | None:
+    """The UUIDs of a measured run's GPUs, or None where one of them has none."""
+    uuids = run.info.get("gpu_uuids") or []
+    if run.simulated or len(uuids) != run.n_gpus or not all(uuids):
+        return None
+    return frozenset(uuids)
+
+
+@dataclass(frozen=True)
+class SameGpus:
+    """What :func:`join_same_gpus` made of the runs.
+
+    ``runs``: the fleet's runs, those of one set of GPUs joined (in the order of their first);
+    ``joined``: each join (``run_id``, ``logs``, ``gpus``); ``notes``: runs that share some GPUs
+    but not all (their shared GPUs count in each).
+    """
+
+    runs: list[RunBins]
+    joined: list[dict[str, Any]]
+    notes: list[str]
+
+
+def join_same_gpus(runs: Sequence[RunBins]) -> SameGpus:
+    """Join the runs that hold one set of GPUs at different times (see the module).
+
+    Raises:
+        ValueError: a GPU is in two runs over the same time (the message names both).
+    """
+    refuse_twice_logged(_bin_spans(runs))
+    groups: dict[frozenset[str] | int, list[RunBins]] = {}
+    for i, run in enumerate(runs):
+        key = gpu_set(run)
+        groups.setdefault(i if key is None else key, []).append(run)
+    joined = [group[0] if len(group) == 1 else _joined(group) for group in groups.values()]
+    records = [
+        {"run_id": run.run_id, "logs": [p.run_id for p in run.parts], "gpus": run.n_gpus}
+        for run in joined
+        if run.parts
+    ]
+    sets = [(run, gpu_set(run)) for run in joined]
+    notes = [
+        f"{a.run_id!r} and {b.run_id!r} share {len(sa & sb)} of their GPUs (by UUID) but not "
+        "all, at different times: they stay separate runs, and the shared GPUs count in each"
+        for i, (a, sa) in enumerate(sets)
+        for b, sb in sets[i + 1 :]
+        if sa is not None and sb is not None and sa & sb
+    ]
+    return SameGpus(joined, records, notes)
+
+
+def _joined(group: Sequence[RunBins]) -> RunBins:
+    """One run of the runs of one set of GPUs, in time order."""
+    parts = tuple(sorted(group, key=lambda r: r.bin_range or (0, 0)))
+    ranges = [p.bin_range for p in parts if p.bin_range is not None]
+    first = parts[0]
+    uuids = sorted(gpu_set(first) or ())
+    info = {
+        **{k: first.info.get(k) for k in ("source", "simulated", "data", "gpu_name", "bin_s")},
+        "run_id": " + ".join(p.run_id for p in parts),
+        "gpus": list(range(len(uuids))),
+        "gpu_uuids": uuids,
+        "n_gpus": len(uuids),
+        "nameplate_w": max(p.nameplate_w for p in parts),
+        "start_unix_s": min(float(p.info.get("start_unix_s", 0.0)) for p in parts),
+        "bin_range": [min(r[0] for r in ranges), max(r[1] for r in ranges)] if ranges else None,
+        "model_size": None,
+    }
+    return RunBins(path=first.path, info=info, parts=parts)
+
+
+@dataclass(frozen=True)
+class GpuSpan:
+    """When one log holds a GPU: its UUID, the first and last instant (unix s), the log's name
+    and the file an error names."""
+
+    uuid: str
+    start_unix_s: float
+    end_unix_s: float
+    log: str
+    where: str
+
+
+def refuse_twice_logged(spans: Iterable[GpuSpan]) -> None:
+    """Refuse a GPU that two logs hold over a common time (one logged twice would count its
+    power twice in a fleet).
+
+    Raises:
+        ValueError: naming the later log's file, the GPU, both logs and the time they share.
+    """
+    by_uuid: dict[str, list[GpuSpan]] = {}
+    for span in spans:
+        by_uuid.setdefault(span.uuid, []).append(span)
+    for uuid, found in by_uuid.items():
+        found.sort(key=lambda span: (span.start_unix_s, span.end_unix_s))
+        reach: GpuSpan | None = None  # the span that ends latest so far
+        for span in found:
+            if reach is not None and span.start_unix_s < reach.end_unix_s:
+                end_s = min(span.end_unix_s, reach.end_unix_s)
+                raise ValueError(
+                    f"{span.where}: GPU {uuid} is in {span.log!r} and in {reach.log!r} over the "
+                    f"same time ({_utc(span.start_unix_s)} to {_utc(end_s)} UTC): one GPU "
+                    "logged twice (a copy of a log, two loggers on one node) would count its "
+                    "power twice in the fleet; expected each GPU's samples in one log at a "
+                    "time: keep one of them"
+                )
+            if reach is None or span.end_unix_s > reach.end_unix_s:
+                reach = span
+
+
+def _bin_spans(runs: Sequence[RunBins]) -> Iterator[GpuSpan]:
+    """Each measured run's named GPUs over its bins (a bin's end is the next one's start)."""
+    for run in runs:
+        if run.simulated or run.bin_range is None:
+            continue
+        lo, hi = run.bin_range
+        where = str(run.info.get("trace", run.path))
+        for uuid in {u for u in run.info.get("gpu_uuids") or [] if u}:
+            yield GpuSpan(uuid, lo * run.bin_s, (hi + 1) * run.bin_s, run.run_id, where)
+
+
+def _utc(unix_s: float) -> str:
+    """A unix time as ``YYYY-MM-DD HH:MM:SS``."""
+    return datetime.fromtimestamp(unix_s, UTC).strftime("%Y-%m-%d %H:%M:%S")
