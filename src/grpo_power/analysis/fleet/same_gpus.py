@@ -122,9 +122,9 @@ def refuse_twice_logged(spans: Iterable[GpuSpan]) -> None:
                 raise ValueError(
                     f"{span.where}: GPU {uuid} is in {span.log!r} and in {reach.log!r} over the "
                     f"same time ({_utc(span.start_unix_s)} to {_utc(end_s)} UTC): one GPU "
-                    "logged twice (a copy of a log, two loggers on one node) would count its "
-                    "power twice in the fleet; expected each GPU's samples in one log at a "
-                    "time: keep one of them"
+                    "logged twice (a copy of a log, two loggers on one node, exports that "
+                    "overlap) would count its power twice in the fleet; expected each GPU's "
+                    "samples in one log at a time: remove the copy, or cut the overlap"
                 )
             if reach is None or span.end_unix_s > reach.end_unix_s:
                 reach = span
