@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from grpo_power.cli import app
-from grpo_power.config import Config
+from grpo_power.config import Config, load_config
 from grpo_power.planner.stage import run_planner
 from grpo_power.telemetry.record import trace_metadata
 from grpo_power.telemetry.signals import WorkloadSignal
@@ -344,6 +345,36 @@ def test_logs_sharing_some_gpus_stay_apart_and_say_so(tmp_path: Path) -> None:
     assert "note: 'node1-day1' and 'node1-day2' share 1 of their GPUs" in result.output
     economics = json.loads((tmp_path / "out" / "economics" / "summary.json").read_text())
     assert economics["gpus"] == 3
+
+
+def test_a_fleet_of_two_parts_is_provisioned_at_their_mean_nameplate(tmp_path: Path) -> None:
+    """A node of four A100s (400 W) and one of four H100s (700 W): each GPU of the fleet is
+    provisioned at the mean board power, 550 W, so the capacity oversubscription avoids is the
+    extra GPUs at 550 W plus host power, not at the H100's 700 W (a third more, before)."""
+
+    def node(name: str, nameplate_w: float) -> str:
+        stamps = pd.date_range("2026-11-01 09:00", periods=600, freq="500ms")
+        rows = [
+            f"{s}, {g}, {name}, {0.5 * nameplate_w + 40 * np.sin(i / 20 + g):.2f} W, "
+            f"{nameplate_w:.2f} W"
+            for i, s in enumerate(stamps.strftime("%Y/%m/%d %H:%M:%S.%f").str[:-3])
+            for g in range(4)
+        ]
+        header = "timestamp, index, name, power.draw [W], power.default_limit [W]\n"
+        return header + "\n".join(rows) + "\n"
+
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "a100.csv").write_text(node("NVIDIA A100-SXM4-80GB", 400.0))
+    (folder / "h100.csv").write_text(node("NVIDIA H100 80GB HBM3", 700.0))
+    config = load_config()
+    result = run_planner(folder, tmp_path / "out", config)
+    assert result.economics["nameplate_w"] == pytest.approx(550.0)
+    row = result.economics["oversubscription"]
+    host_w = config.economics.host_power.value  # W per GPU
+    assert row["capacity_mw_avoided"] == pytest.approx(row["extra_gpus"] * (550.0 + host_w) / 1e6)
+    page = (tmp_path / "out" / "report" / "index.html").read_text()
+    assert re.search(r"each GPU provisioned at <span[^>]*>550</span> W", page)
 
 
 def test_planner_refuses_a_folder_without_traces(tmp_path: Path) -> None:

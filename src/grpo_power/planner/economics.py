@@ -13,6 +13,7 @@ filled too. The value of oversubscription comes from the planner's fleet
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,23 +35,30 @@ INDEX_FILE = "the planner's index.csv, written by `grpo-power planner import TRA
 POOLED = "all traces"
 
 
-def trace_records(traces_dir: Path) -> pd.DataFrame:
+@dataclass(frozen=True)
+class TracedGpus:
+    """The traces' GPUs, each once (a GPU known by its UUID in several traces is one GPU):
+    how many, and their mean nameplate, W (the board power each is provisioned at; a fleet of
+    A100s and H100s is provisioned at the mean of their 400 W and 700 W, not at 700 W each)."""
+
+    count: int
+    nameplate_w: float
+
+
+def trace_records(traces_dir: Path) -> tuple[pd.DataFrame, TracedGpus]:
     """One economics record per imported trace (:data:`RECORD_COLUMNS`), and the pooled one:
     every trace's energy over every GPU's time (so its power is the GPU-time-weighted mean), its
-    GPUs each counted once (a GPU known by its UUID in several traces is one GPU)."""
+    GPUs each counted once; and those GPUs."""
     index = read_csv(traces_dir / INDEX, INDEX_FILE, ("key", "status", "tokens"))
     rows = []
-    named: set[str] = set()  # the GPUs known by UUID, each counted once in the pool
-    unnamed = 0
+    nameplates: dict[str | tuple[str, int], float] = {}  # by UUID, else by trace and number
     for _, entry in index[index["status"] == "imported"].iterrows():
         trace = read_trace(traces_dir / f"{entry['key']}.parquet")
         gpus = summarize_trace(trace)
+        meta = trace.metadata
         for gpu in gpus:
-            uuid = None if trace.metadata.simulated else trace.metadata.gpu_uuids.get(str(gpu.gpu))
-            if uuid:
-                named.add(uuid)
-            else:
-                unnamed += 1
+            uuid = None if meta.simulated else meta.gpu_uuids.get(str(gpu.gpu))
+            nameplates[uuid or (entry["key"], gpu.gpu)] = meta.nameplate_w
         rows.append(
             {
                 "source": "trace",
@@ -74,7 +82,7 @@ def trace_records(traces_dir: Path) -> pd.DataFrame:
             "expected a trace spanning some time, to price its energy"
         )
     gpu_s = (records["gpus"] * records["wall_s"]).sum()
-    pooled_gpus = len(named) + unnamed  # a GPU in several traces (a log a day) is one GPU
+    pooled_gpus = len(nameplates)  # a GPU in several traces (a log a day) is one GPU
     pooled = {
         "source": "pooled",
         "deployment": POOLED,
@@ -86,7 +94,8 @@ def trace_records(traces_dir: Path) -> pd.DataFrame:
         "wall_s": float(gpu_s / pooled_gpus),  # each GPU's traced time, on average
         "data": ",".join(sorted(set(records["data"]))),
     }
-    return pd.concat([records, pd.DataFrame([pooled])], ignore_index=True)
+    traced = TracedGpus(pooled_gpus, sum(nameplates.values()) / pooled_gpus)
+    return pd.concat([records, pd.DataFrame([pooled])], ignore_index=True), traced
 
 
 def priced(records: pd.DataFrame, a: Assumptions) -> pd.DataFrame:
@@ -104,11 +113,9 @@ def planner_economics(
     """Price the traces and value oversubscription; write ``out``; return the summary."""
     traces_dir, fleet_dir, out = Path(traces_dir), Path(fleet_dir), Path(out)
     a = Assumptions.from_config(config.economics)
-    table = priced(trace_records(traces_dir), a)
-    nameplate_w = float(
-        read_csv(traces_dir / INDEX, INDEX_FILE, ("nameplate_w",))["nameplate_w"].max()
-    )
-    oversubscription = oversubscription_table(fleet_dir, nameplate_w, a)
+    records, gpus = trace_records(traces_dir)
+    table = priced(records, a)
+    oversubscription = oversubscription_table(fleet_dir, gpus.nameplate_w, a)
     pooled = table[table["deployment"] == POOLED].iloc[0]
     economics_fleet = oversubscription[oversubscription["scope"] == "economics fleet"].iloc[0]
     summary = {
@@ -128,7 +135,7 @@ def planner_economics(
         "annual_energy_usd": float(pooled["annual_energy_usd"]),
         "annual_carbon_t": float(pooled["annual_carbon_t"]),
         "oversubscription": economics_fleet.to_dict(),
-        "nameplate_w": nameplate_w,
+        "nameplate_w": gpus.nameplate_w,  # per GPU, the mean of the traces' GPUs
         "inputs": {"traces": str(traces_dir), "fleet": str(fleet_dir)},
     }
     write_csv_atomic(out / PLANNER_ECONOMICS.constants, constants_table(config, a))

@@ -165,7 +165,9 @@ def planner_report(folders: PlannerFolders, out: Path | str, config: Config) -> 
             summary.num("annual_energy_usd", ",.0f"),
             "; oversubscription avoids $",
             summary.num("oversubscription.capital_usd_avoided", ",.0f"),
-            " of capacity.",
+            " of capacity, each GPU provisioned at ",
+            summary.num("nameplate_w", ",.0f"),
+            " W (the traced GPUs' mean board power) plus its host's share.",
         ],
     ]
     if summary.get("tokens_used"):
