@@ -271,7 +271,12 @@ CASES: list[Case] = [
             },
         ),
         IMPORT,
-        ["{name}", "'power.draw [W]'", "expected watts in most rows", "got [N/A] in 2 of 2 row"],
+        [
+            "{name}",
+            "'power.draw [W]'",
+            "expected watts in most rows",
+            "got no reading in 2 of 2 row",
+        ],
     ),
     Case(
         "import-non-numeric-power",
@@ -982,7 +987,7 @@ CASES: list[Case] = [
             "{name}",
             "expected watts in most rows",
             "a missing reading becomes a gap",
-            "got [N/A] in 2 of 3 row(s)",
+            "got no reading in 2 of 3 row(s)",
         ],
     ),
     Case(
@@ -997,7 +1002,7 @@ CASES: list[Case] = [
             },
         ),
         IMPORT,
-        ["{name}", "got [N/A] in 1 of 4 row(s)", "gpu 1: every one of its rows"],
+        ["{name}", "got no reading in 1 of 4 row(s)", "gpu 1: every one of its rows"],
     ),
     Case(
         "summary-log-given-as-trace-csv",
@@ -1723,6 +1728,31 @@ ACCEPTED: list[Accepted] = [
             "1 missing power reading(s)",
             "first at line 3",
             "never interpolated",
+        ],
+        ["{out}/trace.parquet"],
+    ),
+    Accepted(
+        "import-gpu-lost",
+        'a GPU fallen off the bus: nvidia-smi writes "[GPU is lost]" in its every field from then '
+        "on (NVIDIA Xid 79); a GPU lost before the log began",
+        (
+            "text",
+            {
+                "name": "smi.csv",
+                "text": f"{NVSMI_HEADER}\n{T0}{SMI_ROW}{T0}, 1, 260 W, 400 W\n"
+                f"{T0}, 2, [GPU is lost], [GPU is lost]\n{T1}{SMI_ROW}"
+                f"{T1}, 1, [GPU is lost], [GPU is lost]\n{T1}, 2, [GPU is lost], [GPU is lost]\n"
+                f"{T2}{SMI_ROW}{T2}, 1, [GPU is lost], [GPU is lost]\n"
+                f"{T2}, 2, [GPU is lost], [GPU is lost]\n",
+            },
+        ),
+        IMPORT,
+        [
+            "imported 4 samples of 2 GPU(s)",
+            "gpu 1 is lost",
+            "in 2 row(s) from line 6",
+            "gpu 2 is lost",
+            "every one of its rows: it is left out",
         ],
         ["{out}/trace.parquet"],
     ),

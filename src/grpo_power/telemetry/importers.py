@@ -36,9 +36,11 @@ What real logs contain, and what the import does with it (each named in the trac
   when readings rise above that one);
 * an instantaneous power column that is ``[N/A]`` in every row (a part or driver without it):
   the other power column is used;
-* a missing power reading (``[N/A]`` during a reset or under load): the row is left out, a
-  missing sample that is never interpolated; a log where missing readings dominate (more than
-  half the rows, or every row of a GPU) is refused;
+* a missing power reading (``[N/A]`` during a reset or under load, or an NVML error): the row
+  is left out, a missing sample that is never interpolated; a log where missing readings
+  dominate (more than half the rows, or every row of a GPU) is refused; a GPU the log says is
+  lost (``[GPU is lost]``: fallen off the bus) has missing samples from then on, however many,
+  noted per GPU;
 * timestamps without a zone (nvidia-smi writes local time): read in ``timezone`` (default the
   machine's), recorded in the metadata; numeric timestamps in milliseconds: recognised by size
   or spacing (:func:`grpo_power.telemetry.checks.time_unit`), an ambiguous spacing refused;
@@ -70,6 +72,7 @@ from grpo_power.telemetry.formats import not_power_reason
 from grpo_power.telemetry.grafana import read_grafana_log
 from grpo_power.telemetry.logrows import (
     HOST_COLUMNS,
+    LOST_VALUES,
     NO_GPU_COLUMN_HINT,
     ImportError_,
     LogSource,
@@ -330,9 +333,10 @@ def _gpu_name(path: LogSource, names: pd.Series, original: dict[str, str]) -> st
 
 def _power(
     path: LogSource, frame: pd.DataFrame, original: dict[str, str], lines: np.ndarray
-) -> tuple[pd.Series, str, list[str]]:
+) -> tuple[pd.Series, np.ndarray, str, list[str]]:
     """The power column: the instantaneous one where it has readings, else the other one (a
-    column that is [N/A] in every row is a sensor the part or driver lacks)."""
+    column that is [N/A] in every row is a sensor the part or driver lacks); and the rows where
+    it says the GPU is lost (:data:`LOST_VALUES`: fallen off the bus, or needing a reset)."""
     candidates = [name for name in ("power_w", "power_draw") if name in frame]
     notes = []
     parsed = {name: numeric_column(path, frame[name], original[name], lines) for name in candidates}
@@ -342,7 +346,26 @@ def _power(
             f"{path}: power from '{original[chosen]}': '{original[candidates[0]]}' is [N/A] in "
             "every row"
         )
-    return parsed[chosen], original[chosen], notes
+    lost = frame[chosen].astype(str).str.strip().isin(LOST_VALUES).to_numpy()
+    return parsed[chosen], lost, original[chosen], notes
+
+
+def _lost_notes(
+    path: LogSource, gpu: np.ndarray, lost: np.ndarray, lines: np.ndarray, row_word: str
+) -> list[str]:
+    """A note per GPU that the log says is lost: from which row, and how many rows."""
+    notes = []
+    for number in np.unique(gpu[lost]):
+        rows = np.flatnonzero(lost & (gpu == number))
+        whole = len(rows) == int((gpu == number).sum())
+        every = " (every one of its rows: it is left out)" if whole else ""
+        notes.append(
+            f"{path}: gpu {int(number)} is lost (nvidia-smi: [GPU is lost] or [GPU requires "
+            f"reset]: fallen off the bus, NVIDIA Xid 79, or awaiting a reset) in {len(rows)} "
+            f"row(s) from {row_word} {int(lines[rows[0]])}{every}: missing samples, never "
+            "interpolated"
+        )
+    return notes
 
 
 @naming_parts
@@ -446,11 +469,12 @@ def import_log(
         path, frame["timestamp"], lines, gpu_index, zone
     )
     notes += time_notes
-    power, power_column, power_notes = _power(path, frame, original, lines)
+    power, lost, power_column, power_notes = _power(path, frame, original, lines)
     notes += power_notes
     out = pd.DataFrame({"gpu": gpu_index.astype("int32")})
     out["t"] = t
     out["power_w"] = power.to_numpy()
+    out["lost"] = lost  # follows the rows through a split; not a trace column
     for name in ("power_avg_w", "sm_util", "mem_util", "sm_clock_mhz", "temp_c", "power_limit_w"):
         out[name] = (
             numeric_column(path, frame[name], original[name], lines) if name in frame else np.nan
@@ -477,23 +501,30 @@ def import_log(
     except ValueError as error:
         raise ImportError_(str(error)) from None
 
-    # Missing readings: missing samples (gaps), unless they dominate.
+    # Missing readings: missing samples (gaps), unless they dominate; a lost GPU's rows are
+    # missing samples however many there are, as no log can read a GPU off the bus.
     missing = out["power_w"].isna().to_numpy()
+    lost = out["lost"].to_numpy() & missing
+    unread = missing & ~lost
     if missing.any():
-        total, count = len(out), int(missing.sum())
-        per_gpu = pd.Series(missing).groupby(out["gpu"].to_numpy()).agg(["sum", "size"])
+        total, count = len(out), int(unread.sum())
+        per_gpu = pd.Series(unread).groupby(out["gpu"].to_numpy()).agg(["sum", "size"])
         empty = per_gpu[per_gpu["sum"] == per_gpu["size"]]
-        if count * 2 > total or len(empty):
+        if count * 2 > total or len(empty) or missing.all():
             which = f" (gpu {int(empty.index[0])}: every one of its rows)" if len(empty) else ""
             raise ImportError_(
                 f"{path}: column '{power_column}': expected watts in most rows (a missing "
-                f"reading becomes a gap), got [N/A] in {count} of {total} row(s){which}"
+                f"reading becomes a gap), got no reading in {int(missing.sum())} of {total} "
+                f"row(s){which}"
             )
-        first_line = int(lines[int(np.argmax(missing))])
-        notes.append(
-            f"{path}: {count} missing power reading(s) ([N/A] in '{power_column}', first at "
-            f"{row_word} {first_line}) left out as missing samples: gaps, never interpolated"
-        )
+        if count:
+            first_line = int(lines[int(np.argmax(unread))])
+            notes.append(
+                f"{path}: {count} missing power reading(s) (no number in '{power_column}': [N/A] "
+                f"or an NVML error, first at {row_word} {first_line}) left out as missing "
+                "samples: gaps, never interpolated"
+            )
+        notes += _lost_notes(path, out["gpu"].to_numpy(), lost, lines, row_word)
         keep = ~missing
         out = out[keep].reset_index(drop=True)
         energy_mj = energy_mj[keep]

@@ -32,7 +32,19 @@ import pyarrow.compute as pc
 
 from grpo_power.user_paths import one_line, path_problem
 
-MISSING_VALUES = {"[N/A]", "N/A", "[Not Supported]", "[Unknown Error]", "", "nan"}
+# What nvidia-smi writes where a value has no reading (a sensor the part lacks, an NVML error,
+# a GPU fallen off the bus): each is a missing value, never a number.
+LOST_VALUES = {"[GPU is lost]", "[GPU requires reset]"}
+MISSING_VALUES = {
+    "[N/A]",
+    "N/A",
+    "[Not Supported]",
+    "[Unknown Error]",
+    "[Insufficient Permissions]",
+    "",
+    "nan",
+    *LOST_VALUES,
+}
 # Columns (or Prometheus labels) that name a GPU's host: dcgm-exporter's label, a hand-added
 # column, the exporter's address Prometheus adds. A log of several hosts tells its GPUs apart by
 # host and index.
