@@ -377,6 +377,47 @@ def test_a_fleet_of_two_parts_is_provisioned_at_their_mean_nameplate(tmp_path: P
     assert re.search(r"each GPU provisioned at <span[^>]*>550</span> W", page)
 
 
+def test_a_gpu_lost_mid_log_is_read_and_the_fleet_says_what_it_left_out(tmp_path: Path) -> None:
+    """One GPU of a node falls off the bus two minutes into a ten-minute log (nvidia-smi writes
+    [GPU is lost] from then on): the log is read, the lost GPU noted; the wall-clock fleet counts
+    only the bins where every GPU has a reading, and says how many it left out and whose."""
+
+    def node(name: str, lost_from: int | None) -> str:
+        stamps = pd.date_range("2026-11-01 09:00", periods=1200, freq="500ms")
+        rows = [
+            f"{s}, {g}, GPU-{name}-{g}, "
+            + (
+                "[GPU is lost], [GPU is lost]"
+                if g == 3 and lost_from is not None and i >= lost_from
+                else f"{200 + 60 * np.sin(i / 30 + g):.2f} W, 400.00 W"
+            )
+            for i, s in enumerate(stamps.strftime("%Y/%m/%d %H:%M:%S.%f").str[:-3])
+            for g in range(4)
+        ]
+        header = "timestamp, index, uuid, power.draw [W], power.default_limit [W]\n"
+        return header + "\n".join(rows) + "\n"
+
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "node1.csv").write_text(node("n1", None))
+    (folder / "node2.csv").write_text(node("n2", 240))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["planner", "run", str(folder), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    index = pd.read_csv(out / "traces" / "index.csv").set_index("key")
+    assert "gpu 3 is lost" in index.loc["node2", "notes"]
+    assert "in 960 row(s) from line 965" in index.loc["node2", "notes"]
+    fleet = json.loads((out / "fleet" / "summary.json").read_text())
+    assert fleet["alignment"] == "wall_clock" and fleet["n_gpus"] == 8
+    left_out = fleet["common_bins"] - fleet["complete_bins"]
+    assert fleet["bins_without_a_reading"] == {"node2": left_out}
+    assert 0.75 < left_out / fleet["common_bins"] < 0.85  # the 8 of 10 minutes after the loss
+    assert f"counts {fleet['complete_bins']:,} of the {fleet['common_bins']:,}" in result.output
+    assert f"node2 ({left_out:,})" in result.output
+    page = (out / "report" / "index.html").read_text()
+    assert "The wall-clock fleet counts" in page and "fleet.alignment: monte_carlo" in page
+
+
 def test_planner_refuses_a_folder_without_traces(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     result = CliRunner().invoke(

@@ -69,16 +69,20 @@ def planner_run(
         f"${e['oversubscription']['capital_usd_avoided']:,.0f}"
     )
     typer.echo(f"report -> {result.report}")
-    echo_notes(_gpu_notes(s))
+    echo_notes(_fleet_notes(s))
 
 
-def _gpu_notes(summary: dict[str, Any]) -> list[str]:
-    """The planner fleet's notes on logs of the same GPUs (joined, or sharing some GPUs)."""
+def _fleet_notes(summary: dict[str, Any]) -> list[str]:
+    """The planner fleet's notes: logs of the same GPUs (joined, or sharing some GPUs), and the
+    time a wall-clock fleet leaves out."""
+    from grpo_power.analysis.fleet.wall_clock import coverage_note
+
     joined = [
         f"{' + '.join(entry['logs'])}: one set of {entry['gpus']} GPU(s), named by UUID"
         for entry in summary["joined"]
     ]
-    return joined + list(summary["gpu_notes"])
+    coverage = coverage_note(summary)
+    return joined + list(summary["gpu_notes"]) + ([coverage] if coverage else [])
 
 
 @planner_app.command("import")
@@ -115,7 +119,7 @@ def planner_fleet(
 
     s = fleet_of_traces(window_outputs, out, config_from(config)).summary
     typer.echo(f"fleet of {s['n_gpus']} GPUs, {s['alignment']}: factor {s['factor']:.3g}x -> {out}")
-    echo_notes(_gpu_notes(s))
+    echo_notes(_fleet_notes(s))
 
 
 @planner_app.command("economics")

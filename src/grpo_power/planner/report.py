@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from grpo_power.analysis.fleet.wall_clock import coverage_note
 from grpo_power.atomic import write_text_atomic
 from grpo_power.config import Config
 from grpo_power.layout import FLEET, PLANNER_ECONOMICS, REPORT
@@ -196,6 +197,9 @@ def planner_report(folders: PlannerFolders, out: Path | str, config: Config) -> 
             f"the fleet, counted once: {'; '.join(joined)}."
         )
     headline += fleet_json.get("gpu_notes")
+    coverage = coverage_note(fleet_json.data)
+    if coverage:
+        headline.append(coverage[0].upper() + coverage[1:] + ".")
     left_out = [entry["run_id"] for entry in fleet_json.get("left_out")]
     if left_out:
         headline.append(f"Left out of the fleet (no complete energy bin): {', '.join(left_out)}.")

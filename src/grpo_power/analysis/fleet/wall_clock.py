@@ -27,13 +27,16 @@ def wall_clock_fleet(
     """The input runs summed bin by bin in real time, one time partition at a time.
 
     Returns per-window counts against ``cap_w`` (the fleet's total cap) and a summary of the
-    common time range. Only bins where every GPU of every run has data count.
+    common time range. Only bins where every GPU of every run has data count: the summary says
+    how many (``complete_bins`` of ``common_bins``) and, per run, in how many of the common bins
+    one of its GPUs has none (``bins_without_a_reading``: a gap, a logger restarted, a GPU lost).
     """
     window_bins = window_bins_of(windows_s, bin_s)
     n_gpus = sum(r.n_gpus for r in runs)
     ranges = [r.bin_range for r in runs]
     acc = WindowAccumulator(window_bins, bin_s, cap_w)
     info: dict[str, Any] = {"common_bins": 0, "complete_bins": 0, "partitions": 0}
+    without = dict.fromkeys((r.run_id for r in runs), 0)
     if any(r is None for r in ranges):
         return acc.results(), info
     lo = max(r[0] for r in ranges)  # type: ignore[index]
@@ -48,12 +51,34 @@ def wall_clock_fleet(
             rows = read_bins(run, ("bin", "energy_j"), [("bin", ">=", start), ("bin", "<", stop)])
             rel = rows["bin"] - start
             energy += np.bincount(rel, weights=rows["energy_j"], minlength=size)
-            present += np.bincount(rel, minlength=size)
+            readings = np.bincount(rel, minlength=size)
+            present += readings
+            without[run.run_id] += int(np.count_nonzero(readings < run.n_gpus))
         valid = present == n_gpus
         info["complete_bins"] += int(np.count_nonzero(valid))
         info["partitions"] += 1
         acc.update(energy, valid)
+    info["bins_without_a_reading"] = {run: n for run, n in without.items() if n}
     return acc.results(), info
+
+
+def coverage_note(summary: dict[str, Any]) -> str | None:
+    """A note where a wall-clock fleet (its ``summary.json``) counts fewer bins than its runs
+    share, naming the runs that cost most; None where it counts them all (or is Monte Carlo)."""
+    common, complete = summary.get("common_bins", 0), summary.get("complete_bins", 0)
+    if summary.get("alignment") != "wall_clock" or complete >= common:
+        return None
+    costly = sorted(summary["bins_without_a_reading"].items(), key=lambda item: -item[1])
+    named = ", ".join(f"{run} ({n:,})" for run, n in costly[:3])
+    more = f" and {len(costly) - 3} more" if len(costly) > 3 else ""
+    return (
+        f"the wall-clock fleet counts {complete:,} of the {common:,} {summary['bin_s']:g} s bins "
+        "its traces "
+        f"share ({100 * complete / common:.1f} %): a bin counts only where every GPU has a "
+        f"reading; bins where a GPU of a trace has none (a gap, a logger restarted, a GPU lost): "
+        f"{named}{more}; leave out a trace that costs many, or set fleet.alignment: "
+        "monte_carlo, for a fleet of more of the time"
+    )
 
 
 def choose_alignment(runs: Sequence[RunBins], config: Config) -> str:
