@@ -517,9 +517,9 @@ def _grafana_downloads(tmp_path: Path) -> dict[str, Path]:
         return "\r\n".join([header, *rows]) + "\r\n"
 
     legend = [f"{s['metric']['Hostname']} GPU {s['metric']['gpu']}" for s in series]
-    table = ['"Time","Hostname","gpu","modelName","Value"'] + [
+    table = ['"Time","Hostname","gpu","modelName","UUID","Value"'] + [
         f"{berlin(t)},{s['metric']['Hostname']},{s['metric']['gpu']},"
-        f"{s['metric']['modelName']},{a[t]} W"
+        f"{s['metric']['modelName']},{s['metric']['UUID']},{a[t]} W"
         for t in times
         for s, a in zip(series, at, strict=True)
         if t in a
@@ -553,6 +553,9 @@ def test_a_grafana_download_reads_as_the_prometheus_query_it_shows(tmp_path: Pat
         assert meta.start_unix_s == query.start_unix_s, name
         assert meta.model_extra["gpu_ids"] == query.model_extra["gpu_ids"], name
         assert meta.sample_period_s == 15.0
+        # the series' labels and a table's label columns name each GPU's UUID; a legend none
+        named = name in ("labels", "table")
+        assert meta.gpu_uuids == (query.gpu_uuids if named else {}), name
     _, meta = import_log(tmp_path / "labels.csv", "grafana", timezone="Europe/Berlin")
     assert (meta.gpu_name, meta.nameplate_w) == ("NVIDIA A100-SXM4-80GB", 400.0)
 

@@ -64,10 +64,11 @@ def grafana_delimiter(line: str) -> str | None:
     return match.group(1) if match else None
 
 
-def _series_gpu(name: str) -> tuple[str, str, str, str] | None:
-    """A series column's (host, GPU index, DCGM field, part) from its name: the series' labels
-    (``METRIC{gpu="0", Hostname="..."}``) or a legend that numbers the GPU; None where the
-    name numbers no GPU. A legend's field is power, and its host the rest of the legend."""
+def _series_gpu(name: str) -> tuple[str, str, str, str, str] | None:
+    """A series column's (host, GPU index, DCGM field, part, UUID) from its name: the series'
+    labels (``METRIC{gpu="0", Hostname="...", UUID="..."}``) or a legend that numbers the GPU;
+    None where the name numbers no GPU. A legend's field is power, its host the rest of the
+    legend, and its part and UUID unknown ("")."""
     name = name.strip()
     series = _SERIES.match(name)
     if series is not None:
@@ -76,12 +77,12 @@ def _series_gpu(name: str) -> tuple[str, str, str, str] | None:
         if not (labels.get("gpu", "").isascii() and labels.get("gpu", "").isdigit()):
             return None
         host = next((labels[h] for h in HOST_COLUMNS if h in labels), "")
-        return host, labels["gpu"], field, labels.get("modelName", "")
+        return host, labels["gpu"], field, labels.get("modelName", ""), labels.get("UUID", "")
     number = _GPU_WORD.search(name) or _LAST_NUMBER.search(name)
     if number is None:
         return None
     host = (name[: number.start()] + name[number.end() :]).strip(_SEPARATORS)
-    return host, str(int(number.group(1))), POWER_FIELDS[0], ""
+    return host, str(int(number.group(1))), POWER_FIELDS[0], "", ""
 
 
 def _values(path: Path, cells: pd.Series, columns: pd.Series, lines: pd.Series) -> pd.Series:
@@ -119,6 +120,7 @@ def _table_readings(path: Path, header: list[str], body: pd.DataFrame) -> pd.Dat
             "gpu": body["gpu"].str.strip(),
             "field": body["__name__"] if "__name__" in header else POWER_FIELDS[0],
             "model": body["modelName"] if "modelName" in header else "",
+            "uuid": body["UUID"] if "UUID" in header else "",
             "time": body["Time"],
             "line": body["line"],
             "column": values[0],
@@ -139,7 +141,7 @@ def _series_readings(path: Path, header: list[str], body: pd.DataFrame) -> pd.Da
             )
         named.append(gpu)
     parts = []
-    for j, (host, gpu, field, model) in enumerate(named, 1):  # by position: legends may repeat
+    for j, (host, gpu, field, model, uuid) in enumerate(named, 1):  # legends may repeat
         parts.append(
             pd.DataFrame(
                 {
@@ -147,6 +149,7 @@ def _series_readings(path: Path, header: list[str], body: pd.DataFrame) -> pd.Da
                     "gpu": gpu,
                     "field": field,
                     "model": model,
+                    "uuid": uuid,
                     "time": body.iloc[:, 0].to_numpy(),
                     "line": body["line"].to_numpy(),
                     "column": header[j],
@@ -160,8 +163,8 @@ def _series_readings(path: Path, header: list[str], body: pd.DataFrame) -> pd.Da
 def read_grafana_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
     """A Grafana panel's CSV download (the file at ``path``) as the rows of text a DCGM CSV
     gives: ``timestamp`` (as Grafana wrote it), ``gpu``, ``host`` where the series name
-    hosts, ``modelName`` where their labels do, and a power column; and each row's line in the
-    file. Empty cells (no sample of that series then) are left out.
+    hosts, ``modelName`` and ``UUID`` where their labels do, and a power column; and each row's
+    line in the file. Empty cells (no sample of that series then) are left out.
 
     Raises:
         ImportError_: not text, no ``Time`` header, a column that names no GPU, a value that is
@@ -213,9 +216,12 @@ def read_grafana_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
             + ("download one query's table" if table else LEGEND_HINT)
         )
     host_label = "host" if (readings["host"] != "").any() else None
-    models = {
-        (h, g): m
-        for h, g, m in readings[["host", "gpu", "model"]].drop_duplicates().itertuples(False)
-        if m
+    labels = {
+        label: {
+            (h, g): v
+            for h, g, v in readings[["host", "gpu", column]].drop_duplicates().itertuples(False)
+            if v
+        }
+        for label, column in (("modelName", "model"), ("UUID", "uuid"))
     }
-    return dcgm_rows(readings, host_label, {"modelName": models})
+    return dcgm_rows(readings, host_label, labels)
