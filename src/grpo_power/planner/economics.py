@@ -13,7 +13,6 @@ filled too. The value of oversubscription comes from the planner's fleet
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,20 +34,12 @@ INDEX_FILE = "the planner's index.csv, written by `grpo-power planner import TRA
 POOLED = "all traces"
 
 
-@dataclass(frozen=True)
-class TracedGpus:
-    """The traces' GPUs, each once (a GPU known by its UUID in several traces is one GPU):
-    how many, and their mean nameplate, W (the board power each is provisioned at; a fleet of
-    A100s and H100s is provisioned at the mean of their 400 W and 700 W, not at 700 W each)."""
-
-    count: int
-    nameplate_w: float
-
-
-def trace_records(traces_dir: Path) -> tuple[pd.DataFrame, TracedGpus]:
+def trace_records(traces_dir: Path) -> tuple[pd.DataFrame, float]:
     """One economics record per imported trace (:data:`RECORD_COLUMNS`), and the pooled one:
     every trace's energy over every GPU's time (so its power is the GPU-time-weighted mean), its
-    GPUs each counted once; and those GPUs."""
+    GPUs each counted once (a GPU known by its UUID in several traces is one GPU); and those
+    GPUs' mean nameplate, W: the board power each is provisioned at (a fleet of A100s and H100s
+    at the mean of their 400 W and 700 W, not at 700 W each)."""
     index = read_csv(traces_dir / INDEX, INDEX_FILE, ("key", "status", "tokens"))
     rows = []
     nameplates: dict[str | tuple[str, int], float] = {}  # by UUID, else by trace and number
@@ -94,8 +85,8 @@ def trace_records(traces_dir: Path) -> tuple[pd.DataFrame, TracedGpus]:
         "wall_s": float(gpu_s / pooled_gpus),  # each GPU's traced time, on average
         "data": ",".join(sorted(set(records["data"]))),
     }
-    traced = TracedGpus(pooled_gpus, sum(nameplates.values()) / pooled_gpus)
-    return pd.concat([records, pd.DataFrame([pooled])], ignore_index=True), traced
+    nameplate_w = sum(nameplates.values()) / pooled_gpus
+    return pd.concat([records, pd.DataFrame([pooled])], ignore_index=True), nameplate_w
 
 
 def priced(records: pd.DataFrame, a: Assumptions) -> pd.DataFrame:
@@ -113,9 +104,9 @@ def planner_economics(
     """Price the traces and value oversubscription; write ``out``; return the summary."""
     traces_dir, fleet_dir, out = Path(traces_dir), Path(fleet_dir), Path(out)
     a = Assumptions.from_config(config.economics)
-    records, gpus = trace_records(traces_dir)
+    records, nameplate_w = trace_records(traces_dir)
     table = priced(records, a)
-    oversubscription = oversubscription_table(fleet_dir, gpus.nameplate_w, a)
+    oversubscription = oversubscription_table(fleet_dir, nameplate_w, a)
     pooled = table[table["deployment"] == POOLED].iloc[0]
     economics_fleet = oversubscription[oversubscription["scope"] == "economics fleet"].iloc[0]
     summary = {
@@ -135,7 +126,7 @@ def planner_economics(
         "annual_energy_usd": float(pooled["annual_energy_usd"]),
         "annual_carbon_t": float(pooled["annual_carbon_t"]),
         "oversubscription": economics_fleet.to_dict(),
-        "nameplate_w": gpus.nameplate_w,  # per GPU, the mean of the traces' GPUs
+        "nameplate_w": nameplate_w,  # per GPU, the mean of the traces' GPUs
         "inputs": {"traces": str(traces_dir), "fleet": str(fleet_dir)},
     }
     write_csv_atomic(out / PLANNER_ECONOMICS.constants, constants_table(config, a))

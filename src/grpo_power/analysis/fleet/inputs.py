@@ -175,11 +175,10 @@ def read_bins(
         for name in columns:
             values = table.column(name).to_numpy()
             if name == "gpu" and run.parts:
-                slot = {
-                    gpu: run.info["gpu_uuids"].index(uuid)
-                    for gpu, uuid in zip(part.info["gpus"], part.info["gpu_uuids"], strict=True)
-                }
-                values = np.array([slot[int(g)] for g in values], dtype=np.int64)
+                slot = np.full(max(part.info["gpus"]) + 1, -1, dtype=np.int64)
+                for gpu, uuid in zip(part.info["gpus"], part.info["gpu_uuids"], strict=True):
+                    slot[gpu] = run.info["gpu_uuids"].index(uuid)
+                values = slot[values]
             read[name].append(values)
     return {name: np.concatenate(arrays) for name, arrays in read.items()}
 

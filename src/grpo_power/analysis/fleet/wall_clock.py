@@ -71,11 +71,11 @@ def coverage_note(summary: dict[str, Any]) -> str | None:
     costly = sorted(summary["bins_without_a_reading"].items(), key=lambda item: -item[1])
     named = ", ".join(f"{run} ({n:,})" for run, n in costly[:3])
     more = f" and {len(costly) - 3} more" if len(costly) > 3 else ""
+    bins = f"{common:,} {summary['bin_s']:g} s bins"
     return (
-        f"the wall-clock fleet counts {complete:,} of the {common:,} {summary['bin_s']:g} s bins "
-        "its traces "
-        f"share ({100 * complete / common:.1f} %): a bin counts only where every GPU has a "
-        f"reading; bins where a GPU of a trace has none (a gap, a logger restarted, a GPU lost): "
+        f"the wall-clock fleet counts {complete:,} of the {bins} its traces share "
+        f"({100 * complete / common:.1f} %): a bin counts only where every GPU has a reading; "
+        f"bins where a GPU of a trace has none (a gap, a logger restarted, a GPU lost): "
         f"{named}{more}; leave out a trace that costs many, or set fleet.alignment: "
         "monte_carlo, for a fleet of more of the time"
     )
