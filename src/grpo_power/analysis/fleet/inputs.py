@@ -180,7 +180,10 @@ def read_bins(
                     slot[gpu] = run.info["gpu_uuids"].index(uuid)
                 values = slot[values]
             read[name].append(values)
-    return {name: np.concatenate(arrays) for name, arrays in read.items()}
+    return {  # one file's columns as they are read: no copy
+        name: arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+        for name, arrays in read.items()
+    }
 
 
 def load_job_source(run: RunBins) -> JobSource:
