@@ -8,6 +8,7 @@ import gzip
 import json
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -241,6 +242,17 @@ def test_logs_of_one_node_joined_in_time_order_are_one_trace(
     assert joined_["annual_mwh"] == pytest.approx(apart_["annual_mwh"], rel=0.01)
 
 
+def _smi_log(
+    columns: str, cells: Callable[[int, int], str], samples: int, gpus: int = 4, day: int = 1
+) -> str:
+    """An nvidia-smi log of ``gpus`` GPUs sampled every 0.5 s from 09:00 on November ``day``:
+    the header ``timestamp, index, COLUMNS`` and, after each row's index, ``cells(sample, gpu)``."""
+    stamps = pd.date_range(f"2026-11-{day:02d} 09:00", periods=samples, freq="500ms")
+    text = stamps.strftime("%Y/%m/%d %H:%M:%S.%f").str[:-3]
+    rows = [f"{s}, {g}, {cells(i, g)}" for i, s in enumerate(text) for g in range(gpus)]
+    return f"timestamp, index, {columns}\n" + "\n".join(rows) + "\n"
+
+
 def _split_by_day(log: Path, folder: Path, at: str) -> None:
     """A node's nvidia-smi log as a logger that starts a file a day writes it: two files under
     names of its own (no rotation), each with the header, cut at the sample stamped ``at``."""
@@ -321,17 +333,15 @@ def test_logs_sharing_some_gpus_stay_apart_and_say_so(tmp_path: Path) -> None:
     they are not one set of GPUs; they stay two runs of the fleet, and a note says the shared
     GPU counts in each. The pooled economics count each GPU once (three)."""
 
-    def day(start: str, uuids: tuple[str, str]) -> str:
-        stamps = pd.date_range(start, periods=240, freq="500ms").strftime("%Y/%m/%d %H:%M:%S.%f")
-        rows = [
-            f"{s[:-3]}, {g}, {u}, {250 + 20 * g} W" for s in stamps for g, u in enumerate(uuids)
-        ]
-        return "timestamp, index, uuid, power.draw [W]\n" + "\n".join(rows) + "\n"
+    def day(day: int, uuids: tuple[str, str]) -> str:
+        return _smi_log(
+            "uuid, power.draw [W]", lambda i, g: f"{uuids[g]}, {250 + 20 * g} W", 240, 2, day
+        )
 
     folder = tmp_path / "traces"
     folder.mkdir()
-    (folder / "node1-day1.csv").write_text(day("2026-11-01 09:00", ("GPU-a", "GPU-b")))
-    (folder / "node1-day2.csv").write_text(day("2026-11-02 09:00", ("GPU-a", "GPU-c")))
+    (folder / "node1-day1.csv").write_text(day(1, ("GPU-a", "GPU-b")))
+    (folder / "node1-day2.csv").write_text(day(2, ("GPU-a", "GPU-c")))
     result = CliRunner().invoke(
         app, ["planner", "run", str(folder), "--out", str(tmp_path / "out")], catch_exceptions=False
     )
@@ -353,15 +363,13 @@ def test_a_fleet_of_two_parts_is_provisioned_at_their_mean_nameplate(tmp_path: P
     extra GPUs at 550 W plus host power, not at the H100's 700 W (a third more, before)."""
 
     def node(name: str, nameplate_w: float) -> str:
-        stamps = pd.date_range("2026-11-01 09:00", periods=600, freq="500ms")
-        rows = [
-            f"{s}, {g}, {name}, {0.5 * nameplate_w + 40 * np.sin(i / 20 + g):.2f} W, "
-            f"{nameplate_w:.2f} W"
-            for i, s in enumerate(stamps.strftime("%Y/%m/%d %H:%M:%S.%f").str[:-3])
-            for g in range(4)
-        ]
-        header = "timestamp, index, name, power.draw [W], power.default_limit [W]\n"
-        return header + "\n".join(rows) + "\n"
+        return _smi_log(
+            "name, power.draw [W], power.default_limit [W]",
+            lambda i, g: (
+                f"{name}, {0.5 * nameplate_w + 40 * np.sin(i / 20 + g):.2f} W, {nameplate_w:.2f} W"
+            ),
+            600,
+        )
 
     folder = tmp_path / "traces"
     folder.mkdir()
@@ -383,19 +391,16 @@ def test_a_gpu_lost_mid_log_is_read_and_the_fleet_says_what_it_left_out(tmp_path
     only the bins where every GPU has a reading, and says how many it left out and whose."""
 
     def node(name: str, lost_from: int | None) -> str:
-        stamps = pd.date_range("2026-11-01 09:00", periods=1200, freq="500ms")
-        rows = [
-            f"{s}, {g}, GPU-{name}-{g}, "
-            + (
+        def cells(i: int, g: int) -> str:
+            lost = g == 3 and lost_from is not None and i >= lost_from
+            power = (
                 "[GPU is lost], [GPU is lost]"
-                if g == 3 and lost_from is not None and i >= lost_from
+                if lost
                 else f"{200 + 60 * np.sin(i / 30 + g):.2f} W, 400.00 W"
             )
-            for i, s in enumerate(stamps.strftime("%Y/%m/%d %H:%M:%S.%f").str[:-3])
-            for g in range(4)
-        ]
-        header = "timestamp, index, uuid, power.draw [W], power.default_limit [W]\n"
-        return header + "\n".join(rows) + "\n"
+            return f"GPU-{name}-{g}, {power}"
+
+        return _smi_log("uuid, power.draw [W], power.default_limit [W]", cells, 1200)
 
     folder = tmp_path / "traces"
     folder.mkdir()
