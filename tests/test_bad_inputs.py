@@ -1734,7 +1734,7 @@ ACCEPTED: list[Accepted] = [
     Accepted(
         "import-gpu-lost",
         'a GPU fallen off the bus: nvidia-smi writes "[GPU is lost]" in its every field from then '
-        "on (NVIDIA Xid 79); a GPU lost before the log began",
+        "on (NVIDIA Xid 79), at times its index too; a GPU lost before the log began",
         (
             "text",
             {
@@ -1743,7 +1743,7 @@ ACCEPTED: list[Accepted] = [
                 f"{T0}, 2, [GPU is lost], [GPU is lost]\n{T1}{SMI_ROW}"
                 f"{T1}, 1, [GPU is lost], [GPU is lost]\n{T1}, 2, [GPU is lost], [GPU is lost]\n"
                 f"{T2}{SMI_ROW}{T2}, 1, [GPU is lost], [GPU is lost]\n"
-                f"{T2}, 2, [GPU is lost], [GPU is lost]\n",
+                f"{T2}, [GPU is lost], [GPU is lost], [GPU is lost]\n",  # its index too
             },
         ),
         IMPORT,
@@ -1753,6 +1753,7 @@ ACCEPTED: list[Accepted] = [
             "in 2 row(s) from line 6",
             "gpu 2 is lost",
             "every one of its rows: it is left out",
+            "1 row(s) of a lost GPU that name no GPU ([GPU is lost] in 'index', first at line 10)",
         ],
         ["{out}/trace.parquet"],
     ),

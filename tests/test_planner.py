@@ -398,7 +398,7 @@ def test_a_gpu_lost_mid_log_is_read_and_the_fleet_says_what_it_left_out(tmp_path
                 if lost
                 else f"{200 + 60 * np.sin(i / 30 + g):.2f} W, 400.00 W"
             )
-            return f"GPU-{name}-{g}, {power}"
+            return f"{'[GPU is lost]' if lost else f'GPU-{name}-{g}'}, {power}"  # its uuid too
 
         return _smi_log("uuid, power.draw [W], power.default_limit [W]", cells, 1200)
 

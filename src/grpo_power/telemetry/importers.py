@@ -73,6 +73,7 @@ from grpo_power.telemetry.grafana import read_grafana_log
 from grpo_power.telemetry.logrows import (
     HOST_COLUMNS,
     LOST_VALUES,
+    MISSING_VALUES,
     NO_GPU_COLUMN_HINT,
     ImportError_,
     LogSource,
@@ -305,7 +306,7 @@ def _gpu_uuids(
         return {}
     uuids = frame["gpu_uuid"].astype(str).str.strip().to_numpy()
     pairs = pd.DataFrame({"n": numbers, "uuid": uuids}).drop_duplicates()
-    pairs = pairs[~pairs["uuid"].isin(["", "nan", "[N/A]"])]
+    pairs = pairs[~pairs["uuid"].isin(MISSING_VALUES)]  # a lost GPU's uuid reads as lost
     clash = pairs[pairs["n"].duplicated(keep=False) | pairs["uuid"].duplicated(keep=False)]
     if len(clash):
         first = clash.iloc[0]
@@ -464,7 +465,21 @@ def import_log(
         raise ImportError_(f"{path}: expected at least one sample, got a header and no rows")
 
     original = {new: old for old, new in renamed.items()}
+    named_by = next(c for c in ("gpu", *GPU_ID_COLUMNS) if c in frame)
+    nameless = frame[named_by].astype(str).str.strip().isin(LOST_VALUES).to_numpy()
+    lost_notes = []
+    if nameless.any():  # a lost GPU's rows where even its index reads [GPU is lost]
+        lost_notes.append(
+            f"{path}: {int(nameless.sum())} row(s) of a lost GPU that name no GPU ([GPU is lost] "
+            f"in '{original[named_by]}', first at line {int(lines[np.argmax(nameless)])}) left "
+            "out: missing samples, never interpolated"
+        )
+        keep = ~nameless
+        raw, frame, lines = raw[keep], frame[keep], lines[keep]
+        if frame.empty:
+            raise ImportError_(f"{path}: expected a reading of a GPU, got lost GPUs' rows only")
     gpu_index, host, gpu_ids, gpu_uuids, notes = _gpu_numbers(path, raw, frame, original, lines)
+    notes = lost_notes + notes
     t, start_unix_s, time_info, time_notes = _timestamps(
         path, frame["timestamp"], lines, gpu_index, zone
     )
