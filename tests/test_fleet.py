@@ -20,6 +20,7 @@ from grpo_power.analysis.fleet import (
 )
 from grpo_power.analysis.fleet.factors import stats_table
 from grpo_power.analysis.fleet.monte_carlo import add_shifted
+from grpo_power.analysis.fleet.wall_clock import coverage_note
 from grpo_power.analysis.windows import run_windows
 from grpo_power.config import Config
 from grpo_power.telemetry.schema import TRACE_COLUMNS, TraceMetadata
@@ -117,13 +118,34 @@ def test_wall_clock_partitions_do_not_change_the_result(tmp_path):
     a = counter_run(tmp_path, "a", [(20.0, 300.0), (40.0, 150.0), (60.0, 390.0)])
     b = counter_run(tmp_path, "b", [(30.0, 100.0), (60.0, 380.0)], start=START + 7.5)
     runs = [read_run_bins(a), read_run_bins(b)]
-    whole, _ = wall_clock_fleet(runs, [0.5, 5.0, 30.0], 0.5, 1200.0, partition_bins=65536)
+    whole, counted = wall_clock_fleet(runs, [0.5, 5.0, 30.0], 0.5, 1200.0, partition_bins=65536)
     for size in (16, 17, 61):
         parts, info = wall_clock_fleet(runs, [0.5, 5.0, 30.0], 0.5, 1200.0, partition_bins=size)
         assert info["partitions"] > 1
+        assert info["bins_without_a_reading"] == counted["bins_without_a_reading"]
         for x, y in zip(whole, parts, strict=True):
             assert (x.windows, x.over) == (y.windows, y.over)
             assert x.peak_mean_w == pytest.approx(y.peak_mean_w)
+
+
+def test_a_wall_clock_fleet_says_when_it_leaves_time_out():
+    """The note names the share of the common bins left out and the runs that cost most, from
+    1 % of them on; a few seconds between two daily logs are no news, and Monte Carlo none."""
+    summary = {
+        "alignment": "wall_clock",
+        "bin_s": 0.5,
+        "common_bins": 1000,
+        "complete_bins": 900,
+        "bins_without_a_reading": {"a": 20, "b": 100, "c": 3, "d": 1},
+    }
+    note = coverage_note(summary)
+    assert note is not None
+    assert "counts 900 of the 1,000 0.5 s bins its traces share (90.0 %)" in note
+    assert "b (100), a (20), c (3) and 1 more" in note
+    assert coverage_note({**summary, "complete_bins": 991}) is None
+    assert coverage_note({**summary, "complete_bins": 990}) is not None
+    assert coverage_note({**summary, "alignment": "monte_carlo"}) is None
+    assert coverage_note({**summary, "common_bins": 0, "complete_bins": 0}) is None
 
 
 def test_runs_that_did_not_overlap_are_drawn_by_monte_carlo(tmp_path):

@@ -62,11 +62,17 @@ def wall_clock_fleet(
     return acc.results(), info
 
 
+NOTED_LOSS = 0.01  # a wall-clock fleet that leaves out this share of its bins says so
+
+
 def coverage_note(summary: dict[str, Any]) -> str | None:
-    """A note where a wall-clock fleet (its ``summary.json``) counts fewer bins than its runs
-    share, naming the runs that cost most; None where it counts them all (or is Monte Carlo)."""
+    """A note where a wall-clock fleet (its ``summary.json``) leaves out at least
+    :data:`NOTED_LOSS` of the bins its runs share, naming the runs that cost most; None where it
+    leaves out less (the seconds between two logs of a day each are no news), or is Monte Carlo.
+    """
     common, complete = summary.get("common_bins", 0), summary.get("complete_bins", 0)
-    if summary.get("alignment") != "wall_clock" or complete >= common:
+    wall_clock = summary.get("alignment") == "wall_clock" and common > 0
+    if not wall_clock or common - complete < NOTED_LOSS * common:
         return None
     costly = sorted(summary["bins_without_a_reading"].items(), key=lambda item: -item[1])
     named = ", ".join(f"{run} ({n:,})" for run, n in costly[:3])
