@@ -347,8 +347,11 @@ def _power(
             f"{path}: power from '{original[chosen]}': '{original[candidates[0]]}' is [N/A] in "
             "every row"
         )
-    lost = frame[chosen].astype(str).str.strip().isin(LOST_VALUES).to_numpy()
-    return parsed[chosen], lost, original[chosen], notes
+    power = parsed[chosen]
+    lost = power.isna().to_numpy(copy=True)  # only a row without a reading can say the GPU is lost
+    if lost.any():
+        lost[lost] = frame[chosen][lost].astype(str).str.strip().isin(LOST_VALUES).to_numpy()
+    return power, lost, original[chosen], notes
 
 
 def _lost_notes(
