@@ -286,6 +286,8 @@ def test_logs_of_one_gpu_in_several_files_are_one_gpu_of_the_fleet(tmp_path: Pat
     assert [j["logs"] for j in split.fleet.summary["joined"]] == [
         [f"{node}/smi-day1", f"{node}/smi-day2"] for node in ("node-a", "node-b")
     ]
+    page = (tmp_path / "apart" / "report" / "index.html").read_text()
+    assert "Logs of one set of 1 GPU(s), named by UUID, counted once: node-a/smi-day1 + " in page
     # the same fleet: only the one bin at each cut is lost to the split
     for key in ("peak_share_sizing", "factor"):
         assert split.fleet.summary[key] == pytest.approx(one.fleet.summary[key], rel=0.01), key

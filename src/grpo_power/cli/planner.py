@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -49,6 +49,7 @@ def planner_run(
     config: ConfigOption = DEFAULT_CONFIG_PATH,
 ) -> None:
     """Import, window, fleet, economics and report in one command."""
+    from grpo_power.planner.fleet import fleet_notes
     from grpo_power.planner.stage import run_planner
 
     folder, cfg = _traces_folder(traces, config)
@@ -69,20 +70,7 @@ def planner_run(
         f"${e['oversubscription']['capital_usd_avoided']:,.0f}"
     )
     typer.echo(f"report -> {result.report}")
-    echo_notes(_fleet_notes(s))
-
-
-def _fleet_notes(summary: dict[str, Any]) -> list[str]:
-    """The planner fleet's notes: logs of the same GPUs (joined, or sharing some GPUs), and the
-    time a wall-clock fleet leaves out."""
-    from grpo_power.analysis.fleet.wall_clock import coverage_note
-
-    joined = [
-        f"{' + '.join(entry['logs'])}: one set of {entry['gpus']} GPU(s), named by UUID"
-        for entry in summary["joined"]
-    ]
-    coverage = coverage_note(summary)
-    return joined + list(summary["gpu_notes"]) + ([coverage] if coverage else [])
+    echo_notes(fleet_notes(s))
 
 
 @planner_app.command("import")
@@ -115,11 +103,11 @@ def planner_fleet(
 ) -> None:
     """The fleet the traces make: wall-clock aligned where their clocks overlap, else Monte
     Carlo; plus the scaling study."""
-    from grpo_power.planner.fleet import fleet_of_traces
+    from grpo_power.planner.fleet import fleet_notes, fleet_of_traces
 
     s = fleet_of_traces(window_outputs, out, config_from(config)).summary
     typer.echo(f"fleet of {s['n_gpus']} GPUs, {s['alignment']}: factor {s['factor']:.3g}x -> {out}")
-    echo_notes(_fleet_notes(s))
+    echo_notes(fleet_notes(s))
 
 
 @planner_app.command("economics")

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from grpo_power.analysis.fleet import FleetResult, analyze_fleet, read_run_bins, write_fleet
 from grpo_power.analysis.fleet.same_gpus import join_same_gpus
+from grpo_power.analysis.fleet.wall_clock import coverage_note
 from grpo_power.config import Config
 
 
@@ -49,3 +51,16 @@ def fleet_of_traces(
     ]
     write_fleet(result, out)
     return result
+
+
+def fleet_notes(summary: dict[str, Any]) -> list[str]:
+    """What ``planner run``, ``planner fleet`` and the report say of a planner fleet (its
+    ``summary.json``): the logs of one set of GPUs it joined, the logs that share some GPUs
+    but not all, and the time a wall-clock fleet leaves out."""
+    joined = [
+        f"logs of one set of {entry['gpus']} GPU(s), named by UUID, counted once: "
+        + " + ".join(entry["logs"])
+        for entry in summary.get("joined", [])  # none in a fleet written before joins
+    ]
+    coverage = coverage_note(summary)
+    return joined + summary.get("gpu_notes", []) + ([coverage] if coverage else [])

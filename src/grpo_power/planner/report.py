@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from grpo_power.analysis.fleet.wall_clock import coverage_note
 from grpo_power.atomic import write_text_atomic
 from grpo_power.config import Config
 from grpo_power.layout import FLEET, PLANNER_ECONOMICS, REPORT
 from grpo_power.planner.discover import INDEX
 from grpo_power.planner.economics import POOLED
+from grpo_power.planner.fleet import fleet_notes
 from grpo_power.report import cells, html
 from grpo_power.report import figures as fig
 from grpo_power.report import tables as tab
@@ -187,19 +187,7 @@ def planner_report(folders: PlannerFolders, out: Path | str, config: Config) -> 
             f"The sizing window ({config.fleet.window_s:g} s) is shorter than a trace's sample "
             "period: see the fleet table's note."
         )
-    joined = [
-        f"{' + '.join(entry['logs'])} ({entry['gpus']} GPU{'s' if entry['gpus'] > 1 else ''})"
-        for entry in fleet_json.get("joined")
-    ]
-    if joined:
-        headline.append(
-            "Logs of the same GPUs (named by UUID) at different times are one set of GPUs of "
-            f"the fleet, counted once: {'; '.join(joined)}."
-        )
-    headline += fleet_json.get("gpu_notes")
-    coverage = coverage_note(fleet_json.data)
-    if coverage:
-        headline.append(coverage[0].upper() + coverage[1:] + ".")
+    headline += [note[0].upper() + note[1:] + "." for note in fleet_notes(fleet_json.data)]
     left_out = [entry["run_id"] for entry in fleet_json.get("left_out")]
     if left_out:
         headline.append(f"Left out of the fleet (no complete energy bin): {', '.join(left_out)}.")
