@@ -137,6 +137,10 @@ def test_arms_run_and_differ_as_they_should(config: Config, tmp_path: Path) -> N
     # at the cap (319.8 W in a CI run): the rule's trigger is set at 0.95 of the cap, so that the
     # test checks that the rule is followed, not the CPU's phase shares.
     config.arms.threshold.high_frac_of_cap = 0.95
+    # Sampled every 10 ms, not 100: an arm's 12 steps then give 150 to 300 samples, not 16 to 32,
+    # and the percentiles below are the plateaus', not a few samples' (with 100 ms, CI saw fixed's
+    # p90 3.7 W over uncontrolled's, and one of four local runs fixed's under fixed-safe's).
+    config.telemetry.period_s = 0.01
     model = GpuPowerModel(config.gpu, config.telemetry.simulated)
     power: dict[str, np.ndarray] = {}
     concurrency: dict[str, list[int]] = {}
@@ -152,13 +156,15 @@ def test_arms_run_and_differ_as_they_should(config: Config, tmp_path: Path) -> N
     # The decode plateau (p90 of the samples) is the power level an arm's occupancy sets; means
     # also weigh how long each phase lasts, which the CPU's timing moves.
     plateau_w = {arm: np.percentile(p, 90) for arm, p in power.items()}
-    # Highest occupancy, highest power: uncontrolled tops every arm (fixed shares its concurrency
-    # 32, so it may come level within noise).
-    assert plateau_w["uncontrolled"] >= max(plateau_w.values()) - 3.0
+    # Highest occupancy, highest power: uncontrolled tops the arms that lower its concurrency 32.
+    # fixed holds the same 32, so the two have no order: their p90s differ by sample noise and
+    # by their decode shares (fixed 3.7 W above uncontrolled in a CI run).
+    for lower in ("fixed-safe", "threshold"):
+        assert plateau_w["uncontrolled"] > plateau_w[lower], (lower, plateau_w)
     # at concurrency 32 the decode line lies over the 320 W cap: uncontrolled and fixed violate.
-    # Fixed decodes half as long (32 new tokens against 64), a few of its 12 steps' ~20 samples,
-    # and its p99 fell under the cap by chance (318.3 W in a CI run; 3 of 19 samples above the
-    # cap in a local one), so for fixed the claim is that it goes over the cap at all.
+    # Fixed decodes half as long (32 new tokens against 64), a smaller share of its samples, and
+    # its p99 fell under the cap by chance (318.3 W in a CI run at 100 ms; 3 of 19 samples above
+    # the cap in a local one), so for fixed the claim is that it goes over the cap at all.
     assert model.steady_power_w("generate", 32) > config.cap_w
     assert np.percentile(power["uncontrolled"], 99) > config.cap_w
     assert power["fixed"].max() > config.cap_w
