@@ -351,8 +351,8 @@ class Plays:
 
 
 def _tiny_grpo(tmp_path: Path, callbacks: list, max_completion_length: int, **args: object) -> Any:
-    """The stock trl.GRPOTrainer on the tiny model (built locally), three steps of four
-    completions of a constant reward."""
+    """The stock trl.GRPOTrainer on the tiny model (built locally), three steps (unless ``args``
+    say otherwise) of four completions of a constant reward."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
@@ -361,20 +361,20 @@ def _tiny_grpo(tmp_path: Path, callbacks: list, max_completion_length: int, **ar
     from grpo_power.workload.task import arithmetic_dataset
 
     model_dir = tiny_model_dir(tmp_path / "cache")
-    config = GRPOConfig(
-        output_dir=str(tmp_path / "out"),
-        max_steps=3,
-        per_device_train_batch_size=4,
-        num_generations=4,
-        max_completion_length=max_completion_length,
-        beta=0.0,
-        logging_steps=1,
-        use_cpu=True,
-        report_to=[],
-        save_strategy="no",
-        disable_tqdm=True,
-        **args,
-    )
+    settings: dict[str, Any] = {
+        "output_dir": str(tmp_path / "out"),
+        "max_steps": 3,
+        "per_device_train_batch_size": 4,
+        "num_generations": 4,
+        "max_completion_length": max_completion_length,
+        "beta": 0.0,
+        "logging_steps": 1,
+        "use_cpu": True,
+        "report_to": [],
+        "save_strategy": "no",
+        "disable_tqdm": True,
+    }
+    config = GRPOConfig(**{**settings, **args})
     return GRPOTrainer(
         model=AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32),
         reward_funcs=lambda completions, **kwargs: [0.0] * len(completions),
@@ -434,6 +434,45 @@ def test_the_controller_sees_the_completion_tokens_per_second_the_simulator_coun
     assert seen[1:] == [e["power_cap/tokens_per_s"] for e in steps[:-1]]
     assert all(tokens_per_s > 0 for tokens_per_s in seen[1:])
     assert "_generate_and_score_completions" not in vars(trainer)  # the wrapper is gone
+
+
+@pytest.mark.parametrize(
+    "serving", [{"num_iterations": 2}, {"generation_batch_size": 8}], ids=["iterations", "batch"]
+)
+def test_a_step_training_on_an_earlier_generation_is_not_seen_as_a_step_of_no_tokens(
+    tmp_path: Path, serving: dict[str, int]
+) -> None:
+    """With ``num_iterations=2`` (each batch trained on twice) or a generation batch of two
+    steps' batches, TRL generates at every other step: the steps that train on the last
+    generation generate nothing (``step_tokens`` 0), and the controller sees that generation's
+    tokens over the two steps it serves, not 0 tokens per second (a rate a controller trained in
+    the simulator, where every step generates, never saw)."""
+    from grpo_power.callbacks import PowerCapCallback
+    from grpo_power.control.contract import Action
+
+    seen: list[float] = []
+
+    class Watching:
+        def decide(self, observation: Any) -> Action:
+            seen.append(observation.tokens_per_s)
+            return Action()
+
+    trainer = _tiny_grpo(
+        tmp_path,
+        [PowerCapCallback(Watching(), cap_w=300.0)],
+        max_completion_length=12,
+        max_steps=4,
+        **serving,
+    )
+    trainer.train()
+    steps = [e for e in trainer.state.log_history if "loss" in e]
+    tokens = [e["power_cap/step_tokens"] for e in steps]
+    assert tokens[0] > 0 and tokens[2] > 0 and tokens[1] == tokens[3] == 0
+    rates = [e["power_cap/tokens_per_s"] for e in steps]
+    assert seen[1:] == rates[:-1] and all(rate > 0 for rate in rates)
+    # the rates are over the last two steps, one generation's: the first step's alone, the
+    # second's over both
+    assert rates[1] < rates[0]
 
 
 def test_power_cap_callback_sets_the_length_a_vllm_grpo_run_generates(tmp_path: Path) -> None:

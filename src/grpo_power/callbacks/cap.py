@@ -28,10 +28,13 @@ its folder. What it did is added to the logs under ``power_cap/``, with the run'
 samples above the cap so far (``run_share_above_cap``, what a budget-tracking controller steers).
 The tokens per second it observes are the step's completion tokens over its wall time, as the
 simulator a trained controller learnt in counts them (:mod:`grpo_power.callbacks.tokens`; logged
-as ``step_tokens`` and ``tokens_per_s``). The run's samples, its counts and a stateful
-controller's state go into every checkpoint (the
-``TrainerState``'s ``stateful_callbacks``, under :data:`STATE_KEY`), so a run resumed from one,
-in a new process too, carries on with them.
+as ``step_tokens`` and ``tokens_per_s``). Where one generation serves several steps
+(``num_iterations > 1``, or ``steps_per_generation`` above ``gradient_accumulation_steps``) they
+are those of the last steps one generation serves, so that a step training on the last
+generation's completions does not read as a step of no tokens. The run's samples, its counts
+and a stateful controller's state go into every checkpoint (the ``TrainerState``'s
+``stateful_callbacks``, under :data:`STATE_KEY`), so a run resumed from one, in a new process
+too, carries on with them.
 
 In a multi-process run (``torchrun``, ``accelerate launch``) the job's rank 0 decides, and
 every rank applies its decision (broadcast before each step): the ranks generate and pause
@@ -47,6 +50,7 @@ from __future__ import annotations
 import logging
 import time
 import weakref
+from collections import deque
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -56,7 +60,7 @@ from accelerate.utils import broadcast_object_list, gather_object
 from transformers import Trainer, TrainerCallback
 
 from grpo_power.callbacks.binding import bound_trainer, run_first
-from grpo_power.callbacks.tokens import GeneratedTokens
+from grpo_power.callbacks.tokens import GeneratedTokens, generation_cycle_steps
 from grpo_power.config import ActuatorBounds, Config
 from grpo_power.config.base import check_arguments
 from grpo_power.control.contract import Action, Observation, RunViolations
@@ -183,6 +187,8 @@ class PowerCapCallback(TrainerCallback):
         self._step: tuple[float, float] | None = None  # (monotonic start, tokens seen) of a step
         self._generated: GeneratedTokens | None = None  # the trainer's completion tokens
         self.last_step_tokens = 0.0
+        # (tokens, wall s) of this attempt's last steps, as many as one generation serves
+        self._recent_steps: deque[tuple[float, float]] = deque(maxlen=1)
 
     def state_dict(self) -> dict[str, Any]:
         """What a run resumed from a checkpoint carries on with (JSON-like): the run's samples
@@ -222,6 +228,7 @@ class PowerCapCallback(TrainerCallback):
         if self._generated is not None:  # an earlier train() that raised left its wrapper
             self._generated.remove()
         self._generated = GeneratedTokens(self.trainer)
+        self._recent_steps = deque(maxlen=generation_cycle_steps(self.trainer))
         if self.sampling and self.monitor is not None:
             self.monitor.start()
             if self.set_power_limit:
@@ -345,7 +352,9 @@ class PowerCapCallback(TrainerCallback):
             started_s, seen_before = self._step
             wall_s = max(1e-9, time.monotonic() - started_s)
             self.last_step_tokens = self.step_tokens(state, seen_before)
-            self.last_tokens_per_s = self.last_step_tokens / wall_s
+            self._recent_steps.append((self.last_step_tokens, wall_s))
+            tokens, walls_s = np.sum(self._recent_steps, axis=0)
+            self.last_tokens_per_s = float(tokens / walls_s)
             # the step's samples (a step longer than the sampler's history, 300 s by default,
             # counts its last 300 s)
             power_w, _ = self.job_power(wall_s)

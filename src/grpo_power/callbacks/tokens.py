@@ -9,13 +9,35 @@ counts ``num_input_tokens_seen`` as prompt and completion tokens together, so
 mask of each batch generated for training, on this process. A trainer without it (a plain HF
 ``Trainer``, ``SFTTrainer``) generates nothing: its tokens are the input tokens it counts.
 ``PowerCapCallback`` (:mod:`grpo_power.callbacks.cap`) takes the count at every step.
+
+A GRPO trainer need not generate at every step: TRL generates a batch every
+``steps_per_generation x num_iterations`` micro-steps and trains on it until then, so with
+``num_iterations=2`` (or a ``generation_batch_size`` of several steps' batches) every other step
+generates nothing. :func:`generation_cycle_steps` says how many optimizer steps one generation
+serves, the span over which ``PowerCapCallback`` counts tokens per second.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 GENERATE = "_generate_and_score_completions"  # TRL's GRPO trainers generate a batch here
+
+
+def generation_cycle_steps(trainer: Any) -> int:
+    """The optimizer steps one generation of ``trainer`` serves: TRL's GRPO trainers generate
+    every ``args.steps_per_generation x num_iterations`` micro-steps, an optimizer step being
+    ``args.gradient_accumulation_steps`` of them (rounded up where they do not divide, so that
+    the span holds a generation); 1 for a trainer that lacks these (one that does not generate,
+    or generates at every step)."""
+    args = getattr(trainer, "args", None)
+    micro_steps = getattr(args, "steps_per_generation", None)
+    if not isinstance(micro_steps, int) or micro_steps < 1:
+        return 1
+    iterations = getattr(trainer, "num_iterations", 1)
+    accumulation = getattr(args, "gradient_accumulation_steps", 1)
+    return max(1, math.ceil(micro_steps * max(1, int(iterations)) / max(1, int(accumulation))))
 
 
 class GeneratedTokens:
