@@ -34,7 +34,8 @@ def test_grpo_example_logs_power_to_tensorboard(tmp_path: Path) -> None:
     print("TensorBoard power scalars:", {t: v for t, v in scalars.items() if "power" in t})
     for tag in ("mean_w", "p95_w", "max_w", "energy_j", "tokens_per_mj", "share_above_cap"):
         assert f"train/power/{tag}" in scalars, sorted(scalars)
-    assert "train/power/train_energy_j" in scalars  # the phase split the forward passes show
+    for phase in ("prefill", "generate", "train"):  # the phase split the forward passes show
+        assert f"train/power/{phase}_energy_j" in scalars, sorted(scalars)
     assert "SIMULATED" in output and all(v == 1.0 for _, v in scalars["train/power/simulated"])
     steps = [s for s, _ in scalars["train/loss"]]
     assert steps == [1, 2, 3]

@@ -436,6 +436,38 @@ def test_the_controller_sees_the_completion_tokens_per_second_the_simulator_coun
     assert "_generate_and_score_completions" not in vars(trainer)  # the wrapper is gone
 
 
+def test_forward_passes_are_announced_as_prefill_decode_or_train(tmp_path: Path) -> None:
+    """A generation's prompt pass (3 sequences of 7 tokens: 21 tokens at once) is a prefill, its
+    one-token steps decode at a batch of 3; a no-grad pass over whole sequences (GRPO's
+    log-probability passes) is a prefill too, not a decode of 3 sequences; a pass with
+    gradients trains."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from grpo_power.callbacks.phases import ForwardPhases
+    from grpo_power.telemetry.signals import WorkloadSignal
+    from grpo_power.workload.models import tiny_model_dir
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir(tmp_path / "cache"))
+    signal = WorkloadSignal()
+    phases = ForwardPhases(model, signal)
+    ids = torch.randint(3, 50, (3, 7))
+    with torch.no_grad():
+        model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=4, min_new_tokens=4)
+        model(ids)
+    model(ids).logits.sum().backward()
+    phases.remove()
+    model(ids)  # not announced
+    announced = [(activity.phase, activity.batch) for _, activity in signal.changes()]
+    assert announced == [
+        ("idle", 1),
+        ("prefill", 21),
+        ("generate", 3),
+        ("prefill", 21),
+        ("train", 3),
+    ]
+
+
 @pytest.mark.parametrize(
     "serving", [{"num_iterations": 2}, {"generation_batch_size": 8}], ids=["iterations", "batch"]
 )

@@ -1,9 +1,12 @@
-"""Phases of any HF model's work, seen from its forward passes: generate or train.
+"""Phases of any HF model's work, seen from its forward passes: prefill, generate or train.
 
 A forward pre-hook (``torch.nn.Module.register_forward_pre_hook``) on the model announces each
-forward pass to the monitor's :class:`~grpo_power.telemetry.signals.WorkloadSignal`: a pass
-without gradients is ``generate`` (GRPO's rollouts, and the no-grad log-probability passes), one
-with gradients is ``train``; the batch is the input's first dimension. A phase lasts until the
+forward pass to the monitor's :class:`~grpo_power.telemetry.signals.WorkloadSignal`: a pass with
+gradients is ``train`` (the batch: the input's first dimension); one without is ``generate``
+where it reads one token a sequence (a decode step of GRPO's rollouts, the batch its sequences)
+and ``prefill`` where it reads several (a rollout's prompt, GRPO's no-grad log-probability
+passes of the old and reference policies; the batch: its tokens, as the simulator's prefill
+counts them), so that neither reads as a decode step of a few sequences. A phase lasts until the
 next pass of another kind or batch, or until the step ends (``idle``). A ``trl.GRPOTrainer``
 with ``use_vllm=True`` generates outside the model, in vLLM: each call of its
 ``vllm_generation.generate`` is announced as ``generate`` too (the batch: its prompts). That is
@@ -22,8 +25,9 @@ from grpo_power.telemetry.signals import WorkloadSignal
 
 
 class ForwardPhases:
-    """Announces ``generate``/``train`` per forward pass of ``model``, and ``generate`` per call
-    of ``engine.generate`` (TRL's vLLM generation; None: none), until :meth:`remove`."""
+    """Announces ``prefill``/``generate``/``train`` per forward pass of ``model``, and
+    ``generate`` per call of ``engine.generate`` (TRL's vLLM generation; None: none), until
+    :meth:`remove`."""
 
     def __init__(
         self, model: torch.nn.Module, signal: WorkloadSignal, engine: Any | None = None
@@ -52,7 +56,13 @@ class ForwardPhases:
             None,
         )
         batch = int(tensor.shape[0]) if tensor is not None else 1
-        self._set("train" if torch.is_grad_enabled() else "generate", batch)
+        tokens = int(tensor.shape[1]) if tensor is not None and tensor.dim() > 1 else 1
+        if torch.is_grad_enabled():
+            self._set("train", batch)
+        elif tokens > 1:
+            self._set("prefill", batch * tokens)
+        else:
+            self._set("generate", batch)
 
     def idle(self) -> None:
         """The step ended: nothing runs until the next forward pass."""
