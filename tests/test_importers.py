@@ -495,6 +495,13 @@ def test_a_regular_log_and_one_read_line_by_line_import_alike(tmp_path: Path) ->
     assert "non-numeric value 'lots' (line 5)" in messages[0]
 
 
+def _real_uuid(fake: str) -> str:
+    """A UUID of NVIDIA's form for the test data's ``GPU-dgx-a-0``, in the same order, and
+    opening with digits (``GPU-50f2b1c3-...``), as a legend could misread for an index."""
+    host, index = fake.removeprefix("GPU-dgx-").split("-")
+    return f"GPU-{5 + ord(host) - ord('a')}{index}f2b1c3-1111-2222-3333-444455556666"
+
+
 def _grafana_downloads(tmp_path: Path) -> dict[str, Path]:
     """The power series of ``prometheus-dcgm.json`` as a Grafana panel downloads them, in each
     of its shapes (the same readings, so each must import as the query result does)."""
@@ -517,6 +524,9 @@ def _grafana_downloads(tmp_path: Path) -> dict[str, Path]:
         return "\r\n".join([header, *rows]) + "\r\n"
 
     legend = [f"{s['metric']['Hostname']} GPU {s['metric']['gpu']}" for s in series]
+    uuid = [_real_uuid(s["metric"]["UUID"]) for s in series]
+    by_uuid = [f"{s['metric']['Hostname']} {u}" for s, u in zip(series, uuid, strict=True)]
+    both = [f"{n} {u}" for n, u in zip(legend, uuid, strict=True)]
     table = ['"Time","Hostname","gpu","modelName","UUID","Value"'] + [
         f"{berlin(t)},{s['metric']['Hostname']},{s['metric']['gpu']},"
         f"{s['metric']['modelName']},{s['metric']['UUID']},{a[t]} W"
@@ -529,6 +539,8 @@ def _grafana_downloads(tmp_path: Path) -> dict[str, Path]:
         "legend": wide(legend, berlin, lambda v: f"{float(v) / 1000:g} kW"),
         "excel": "sep=;\r\n" + wide(legend, lambda t: str(t * 1000), str, sep=";"),
         "table": "\n".join(table) + "\n",
+        "uuid-legend": wide(by_uuid, berlin, lambda v: f"{v} W"),  # {{Hostname}} {{UUID}}
+        "index-uuid-legend": wide(both, berlin, lambda v: f"{v} W"),
     }
     paths = {}
     for name, text in texts.items():
@@ -541,7 +553,10 @@ def test_a_grafana_download_reads_as_the_prometheus_query_it_shows(tmp_path: Pat
     """A panel's Download CSV (series named by their labels or by a legend, a table panel,
     Excel's variant with ``sep=;``, formatted times in the dashboard's zone or unix ms, values
     in W, kW or bare) imports as the same series queried from Prometheus: the same GPUs and
-    hosts, times and watts; one GPU's two series (its pod changed) are one GPU."""
+    hosts, times and watts; one GPU's two series (its pod changed) are one GPU. A legend of
+    ``{{Hostname}} {{UUID}}`` names each GPU by its UUID (one opening with digits is not an
+    index: ``GPU-50f2...`` once read as GPU 50 of a host ``f2...``), numbered by host and
+    UUID."""
     from grpo_power.telemetry.formats import log_format
 
     expected, query = import_log(DATA / "prometheus-dcgm.json", "prometheus")
@@ -551,11 +566,20 @@ def test_a_grafana_download_reads_as_the_prometheus_query_it_shows(tmp_path: Pat
         columns = ["t", "gpu", "power_w"]
         assert frame[columns].equals(expected[columns]), name
         assert meta.start_unix_s == query.start_unix_s, name
-        assert meta.model_extra["gpu_ids"] == query.model_extra["gpu_ids"], name
+        ids = query.model_extra["gpu_ids"]
+        if name == "uuid-legend":  # GPUs numbered by host and UUID (the same order here)
+            uuids = {n: _real_uuid(u) for n, u in query.gpu_uuids.items()}
+            ids = {n: f"{ids[n].split(':')[0]}:{uuids[n]}" for n in ids}
+        assert meta.model_extra["gpu_ids"] == ids, name
         assert meta.sample_period_s == 15.0
-        # the series' labels and a table's label columns name each GPU's UUID; a legend none
-        named = name in ("labels", "table")
-        assert meta.gpu_uuids == (query.gpu_uuids if named else {}), name
+        # the series' labels, a table's label columns and a legend giving it name each GPU's
+        # UUID; a legend without it none
+        if name in ("labels", "table"):
+            assert meta.gpu_uuids == query.gpu_uuids, name
+        elif "uuid" in name:
+            assert meta.gpu_uuids == {n: _real_uuid(u) for n, u in query.gpu_uuids.items()}, name
+        else:
+            assert meta.gpu_uuids == {}, name
     _, meta = import_log(tmp_path / "labels.csv", "grafana", timezone="Europe/Berlin")
     assert (meta.gpu_name, meta.nameplate_w) == ("NVIDIA A100-SXM4-80GB", 400.0)
 
@@ -573,6 +597,10 @@ def test_a_grafana_download_that_cannot_be_read_is_refused_naming_why(tmp_path: 
         r"different number of fields than the header",
         '"Time","DCGM_FI_DEV_GPU_TEMP{gpu=""0""}"\n1764583200000,45\n': r"expected power "
         r"readings \(DCGM_FI_DEV_POWER_USAGE",
+        '"Time","GPU 0","GPU-7a9e0b12-aaaa-bbbb-cccc-ddddeeeeffff"\n1764583200000,250,251\n': (
+            r"column 'GPU-7a9e0b12-aaaa-bbbb-cccc-ddddeeeeffff' names its GPU by UUID alone, "
+            r"column 'GPU 0' by index"
+        ),
     }
     log = tmp_path / "grafana.csv"
     for text, message in cases.items():

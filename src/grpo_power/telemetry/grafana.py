@@ -18,9 +18,11 @@ often the panel's own download (Inspect > Data > Download CSV). Grafana writes i
 :func:`read_grafana_log` turns it into one row per GPU and time with a power column, as a DCGM
 CSV has (:func:`grpo_power.telemetry.series.dcgm_rows`). A GPU is the series' ``gpu`` label, or
 the number the legend gives it (``GPU 3``, ``gpu3``, ``dgx-a:3``; the rest of the legend is its
-host); a column that names no GPU is refused. Two series of one GPU (a pod that changed) are one
-GPU where their samples do not overlap. Series of other DCGM fields (``DCGM_FI_DEV_GPU_TEMP``)
-are left out: the panel's power is what is read.
+host), or the GPU's UUID where the legend names only that (``{{UUID}}``, ``{{Hostname}}
+{{UUID}}``: the import numbers such GPUs by UUID, as it does a DCGM CSV without an index; a UUID
+beside a number is the number's GPU's UUID); a column that names no GPU is refused. Two series
+of one GPU (a pod that changed) are one GPU where their samples do not overlap. Series of other
+DCGM fields (``DCGM_FI_DEV_GPU_TEMP``) are left out: the panel's power is what is read.
 """
 
 from __future__ import annotations
@@ -49,6 +51,10 @@ SEP_LINE = re.compile(r"^\ufeff?sep=(.)\s*$")
 HEADER = re.compile(r'^\ufeff?"?Time"?\s*([,;\t])')
 _SERIES = re.compile(r"^(?P<metric>[A-Za-z_:][\w:]*)?\s*\{(?P<labels>.*)\}$", re.S)
 _LABEL = re.compile(r'([A-Za-z_]\w*)\s*=\s*"((?:[^"\\]|\\.)*)"')
+# an NVIDIA GPU's UUID (nvidia-smi's uuid, DCGM's UUID label), or a MIG instance's
+_UUID = re.compile(
+    r"(?<![\w-])(?:MIG-GPU-|MIG-|GPU-)[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}(?:/\d+)*", re.I
+)
 _GPU_WORD = re.compile(r"gpu\s*[#:=_-]?\s*(\d+)", re.I)
 _LAST_NUMBER = re.compile(r"[\s:_#/.-](\d+)$")
 _SEPARATORS = " \t-_:#/|,;@()[]{}."
@@ -66,23 +72,29 @@ def grafana_delimiter(line: str) -> str | None:
 
 def _series_gpu(name: str) -> tuple[str, str, str, str, str] | None:
     """A series column's (host, GPU index, DCGM field, part, UUID) from its name: the series'
-    labels (``METRIC{gpu="0", Hostname="...", UUID="..."}``) or a legend that numbers the GPU;
-    None where the name numbers no GPU. A legend's field is power, its host the rest of the
-    legend, and its part and UUID unknown ("")."""
+    labels (``METRIC{gpu="0", Hostname="...", UUID="..."}``) or a legend that numbers the GPU or
+    gives its UUID; None where the name names no GPU. The index is "" where only a UUID names
+    the GPU. A legend's field is power, its host the rest of the legend, and its part unknown
+    ("")."""
     name = name.strip()
     series = _SERIES.match(name)
     if series is not None:
         labels = dict(_LABEL.findall(series.group("labels")))
         field = series.group("metric") or labels.get("__name__") or POWER_FIELDS[0]
-        if not (labels.get("gpu", "").isascii() and labels.get("gpu", "").isdigit()):
+        gpu, uuid = labels.get("gpu", ""), labels.get("UUID", "")
+        if not (gpu.isascii() and gpu.isdigit()) and not uuid:
             return None
         host = next((labels[h] for h in HOST_COLUMNS if h in labels), "")
-        return host, labels["gpu"], field, labels.get("modelName", ""), labels.get("UUID", "")
-    number = _GPU_WORD.search(name) or _LAST_NUMBER.search(name)
-    if number is None:
+        return host, gpu if gpu.isdigit() else "", field, labels.get("modelName", ""), uuid
+    uuid = _UUID.search(name)
+    rest = name if uuid is None else f"{name[: uuid.start()]} {name[uuid.end() :]}".strip()
+    number = _GPU_WORD.search(rest) or _LAST_NUMBER.search(rest)
+    if number is None and uuid is None:
         return None
-    host = (name[: number.start()] + name[number.end() :]).strip(_SEPARATORS)
-    return host, str(int(number.group(1))), POWER_FIELDS[0], "", ""
+    if number is not None:
+        rest = f"{rest[: number.start()]} {rest[number.end() :]}"
+    index = str(int(number.group(1))) if number is not None else ""
+    return rest.strip(_SEPARATORS), index, POWER_FIELDS[0], "", uuid.group(0) if uuid else ""
 
 
 def _values(path: Path, cells: pd.Series, columns: pd.Series, lines: pd.Series) -> pd.Series:
@@ -162,13 +174,15 @@ def _series_readings(path: Path, header: list[str], body: pd.DataFrame) -> pd.Da
 
 def read_grafana_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
     """A Grafana panel's CSV download (the file at ``path``) as the rows of text a DCGM CSV
-    gives: ``timestamp`` (as Grafana wrote it), ``gpu``, ``host`` where the series name
-    hosts, ``modelName`` and ``UUID`` where their labels do, and a power column; and each row's
-    line in the file. Empty cells (no sample of that series then) are left out.
+    gives: ``timestamp`` (as Grafana wrote it), ``gpu`` (none where the series name their GPUs
+    by UUID alone), ``host`` where the series name hosts, ``modelName`` and ``UUID`` where their
+    labels or legends do, and a power column; and each row's line in the file. Empty cells (no
+    sample of that series then) are left out.
 
     Raises:
-        ImportError_: not text, no ``Time`` header, a column that names no GPU, a value that is
-            not power, no power series, two series giving one GPU's power at one time.
+        ImportError_: not text, no ``Time`` header, a column that names no GPU, columns naming
+            their GPUs by index and by UUID alone, a value that is not power, no power series,
+            two series giving one GPU's power at one time.
     """
     text = read_log_text(path, GRAFANA_EXPECTED)
     end = text.find("\n")  # the first line, without copying the rest of the text
@@ -203,6 +217,15 @@ def read_grafana_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
             f"{path}: expected power readings ({' or '.join(POWER_FIELDS)} series), got none; "
             f"{GRAFANA_EXPECTED}"
         )
+    by_uuid = (readings["gpu"] == "").to_numpy()  # series named by their UUID alone
+    if by_uuid.any() and not by_uuid.all():
+        raise ImportError_(
+            f"{path}: column {readings['column'][by_uuid].iloc[0][:80]!r} names its GPU by UUID "
+            f"alone, column {readings['column'][~by_uuid].iloc[0][:80]!r} by index; expected "
+            f"every series named alike: {LEGEND_HINT}"
+        )
+    if by_uuid.any():
+        readings["gpu"] = readings["uuid"]  # the GPU, until the import numbers them by UUID
     readings["value"] = _values(path, readings["cell"], readings["column"], readings["line"])
     readings["timestamp"] = readings["time"].astype(str).str.strip()
     readings = readings.sort_values("line", kind="stable").reset_index(drop=True)
@@ -224,4 +247,5 @@ def read_grafana_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
         }
         for label, column in (("modelName", "model"), ("UUID", "uuid"))
     }
-    return dcgm_rows(readings, host_label, labels)
+    raw, lines = dcgm_rows(readings, host_label, labels)
+    return (raw.drop(columns="gpu") if by_uuid.any() else raw), lines
