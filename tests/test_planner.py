@@ -5,6 +5,7 @@ the public real traces in ../shared/data/real-traces, which must agree."""
 from __future__ import annotations
 
 import gzip
+import html
 import json
 import re
 import shutil
@@ -298,6 +299,34 @@ def test_logs_of_one_gpu_in_several_files_are_one_gpu_of_the_fleet(tmp_path: Pat
     )
 
 
+def test_a_fleet_drawn_from_logs_without_uuids_says_why_and_how_to_count_them_once(
+    tmp_path: Path,
+) -> None:
+    """The same two nodes' logs split into a file a day, logged without the uuid field: nothing
+    tells the planner that day 2 holds day 1's GPUs, so its fleet is four GPUs drawn by Monte
+    Carlo; the summary, the report and the CLI say why, naming the traces without UUIDs and
+    the field that would count each GPU once."""
+    shared = real_traces()
+    folder, out = tmp_path / "logs", tmp_path / "out"
+    for node, run in (("node-a", "bursty"), ("node-b", "r2p5")):
+        text = (shared / REAL_RUNS[run] / "power.csv").read_text()
+        rows = [row.split(",") for row in text.splitlines()]
+        assert rows[0][2] == "uuid"
+        (tmp_path / node).write_text("".join(",".join(r[:2] + r[3:]) + "\n" for r in rows))
+        _split_by_day(tmp_path / node, folder / node, "2026/07/18 16:01:50")
+    result = CliRunner().invoke(app, ["planner", "run", str(folder), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "fleet" / "summary.json").read_text())
+    assert (summary["n_gpus"], summary["alignment"]) == (4, "monte_carlo")
+    (note,) = summary["gpu_notes"]
+    assert note.startswith("the traces' clocks do not overlap by the longest window (")
+    assert "4 trace(s) name no GPU UUID (node-a/smi-day1, node-a/smi-day2, node-b/smi-day1 " in note
+    assert note.endswith("(nvidia-smi's uuid field, DCGM's UUID label)")
+    assert f"note: {note}" in " ".join(result.output.split())
+    page = html.unescape((out / "report" / "index.html").read_text())
+    assert note[0].upper() + note[1:] in " ".join(page.split())
+
+
 def test_one_gpu_logged_twice_is_refused(tmp_path: Path) -> None:
     """A copy of a node's log elsewhere in the folder would count its GPU twice: the planner
     refuses it in one line naming both logs and writes no index; so does `planner fleet`, given
@@ -350,10 +379,13 @@ def test_logs_sharing_some_gpus_stay_apart_and_say_so(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     fleet = json.loads((tmp_path / "out" / "fleet" / "summary.json").read_text())
     assert (fleet["n_gpus"], fleet["joined"]) == (4, [])
-    assert fleet["gpu_notes"] == [
+    shared, drawn = fleet["gpu_notes"]
+    assert shared == (
         "'node1-day1' and 'node1-day2' share 1 of their GPUs (by UUID) but not all, at different "
         "times: they stay separate runs, and the shared GPUs count in each"
-    ]
+    )
+    # the days do not overlap: a Monte Carlo fleet, of GPUs each named by UUID
+    assert drawn.startswith("the traces' clocks do not overlap") and "no GPU UUID" not in drawn
     assert "note: 'node1-day1' and 'node1-day2' share 1 of their GPUs" in result.output
     economics = json.loads((tmp_path / "out" / "economics" / "summary.json").read_text())
     assert economics["gpus"] == 3

@@ -8,7 +8,9 @@ wall-clock aligned when the traces' clocks overlap by at least the longest windo
 (``fleet.alignment: auto``), else drawn by Monte Carlo over start offsets; the scaling study to
 larger fleets is Monte Carlo either way. A trace without one complete energy bin (shorter than
 ``windows.bin_s``, or cut by gaps everywhere) cannot be part of a fleet: it is left out, named
-in the summary's ``left_out``.
+in the summary's ``left_out``. A fleet drawn by Monte Carlo because the clocks do not overlap
+says so (the summary's ``gpu_notes``), naming the measured traces whose GPUs have no UUID: the
+same GPUs in logs of different times (a log a day) then count as more GPUs.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from grpo_power.analysis.fleet import FleetResult, analyze_fleet, read_run_bins, write_fleet
-from grpo_power.analysis.fleet.same_gpus import join_same_gpus
+from grpo_power.analysis.fleet.inputs import RunBins
+from grpo_power.analysis.fleet.same_gpus import gpu_set, join_same_gpus
 from grpo_power.analysis.fleet.wall_clock import coverage_note
 from grpo_power.config import Config
 
@@ -43,7 +46,8 @@ def fleet_of_traces(
     fleet = config.fleet.model_copy(update={"n_gpus": sum(run.n_gpus for run in same.runs)})
     result = analyze_fleet(same.runs, config.model_copy(update={"fleet": fleet}))
     result.summary["joined"] = same.joined
-    result.summary["gpu_notes"] = same.notes
+    drawn = _drawn_note(same.runs, result.summary, config)
+    result.summary["gpu_notes"] = same.notes + ([drawn] if drawn else [])
     result.summary["left_out"] = [
         {"run_id": run.run_id, "reason": "no complete energy bin (too short, or gaps)"}
         for _, run in runs
@@ -51,6 +55,30 @@ def fleet_of_traces(
     ]
     write_fleet(result, out)
     return result
+
+
+def _drawn_note(runs: Sequence[RunBins], summary: dict[str, Any], config: Config) -> str | None:
+    """Why the fleet of ``runs`` (its ``summary``) was drawn by Monte Carlo where
+    ``fleet.alignment: auto`` left it to the traces (their clocks do not overlap by the longest
+    window), naming the measured runs whose GPUs have no UUID; None for a wall-clock fleet or
+    one the config asked to draw."""
+    if config.fleet.alignment != "auto" or summary["alignment"] != "monte_carlo":
+        return None
+    longest_s = max(config.windows.windows_s)
+    note = (
+        f"the traces' clocks do not overlap by the longest window ({longest_s:g} s), so the "
+        f"fleet of {summary['n_gpus']} GPUs is drawn by Monte Carlo over start offsets, each "
+        "trace's GPUs counted as GPUs of their own"
+    )
+    unnamed = [run.run_id for run in runs if not run.simulated and gpu_set(run) is None]
+    if not unnamed:
+        return note
+    more = f" and {len(unnamed) - 3} more" if len(unnamed) > 3 else ""
+    return (
+        f"{note}; {len(unnamed)} trace(s) name no GPU UUID ({', '.join(unnamed[:3])}{more}): "
+        "logs of the same GPUs at different times (a log a day) count as more GPUs unless "
+        "they name them (nvidia-smi's uuid field, DCGM's UUID label)"
+    )
 
 
 def fleet_notes(summary: dict[str, Any]) -> list[str]:
