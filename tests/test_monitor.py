@@ -350,6 +350,20 @@ class Plays:
         return next(self.actions)
 
 
+class Watching:
+    """A controller of one's own that asks for nothing and keeps the tokens per second each
+    decision observed."""
+
+    def __init__(self) -> None:
+        self.seen: list[float] = []
+
+    def decide(self, observation: Any) -> object:
+        from grpo_power.control.contract import Action
+
+        self.seen.append(observation.tokens_per_s)
+        return Action()
+
+
 def _tiny_grpo(tmp_path: Path, callbacks: list, max_completion_length: int, **args: object) -> Any:
     """The stock trl.GRPOTrainer on the tiny model (built locally), three steps (unless ``args``
     say otherwise) of four completions of a constant reward."""
@@ -414,25 +428,18 @@ def test_the_controller_sees_the_completion_tokens_per_second_the_simulator_coun
     each step's are the completion tokens it generated (four completions of the mean length
     TRL logs), and its tokens per second are what the next decision observes."""
     from grpo_power.callbacks import PowerCapCallback
-    from grpo_power.control.contract import Action
 
-    seen: list[float] = []
-
-    class Watching:
-        def decide(self, observation: Any) -> Action:
-            seen.append(observation.tokens_per_s)
-            return Action()
-
+    watching = Watching()
     trainer = _tiny_grpo(
-        tmp_path, [PowerCapCallback(Watching(), cap_w=300.0)], max_completion_length=12
+        tmp_path, [PowerCapCallback(watching, cap_w=300.0)], max_completion_length=12
     )
     trainer.train()
     steps = [e for e in trainer.state.log_history if "loss" in e]
     completions = [4 * e["completions/mean_length"] for e in steps]
     assert [e["power_cap/step_tokens"] for e in steps] == pytest.approx(completions)
     assert steps[0]["power_cap/step_tokens"] < steps[0]["num_tokens"]  # prompts not counted
-    assert seen[1:] == [e["power_cap/tokens_per_s"] for e in steps[:-1]]
-    assert all(tokens_per_s > 0 for tokens_per_s in seen[1:])
+    assert watching.seen[1:] == [e["power_cap/tokens_per_s"] for e in steps[:-1]]
+    assert all(tokens_per_s > 0 for tokens_per_s in watching.seen[1:])
     assert "_generate_and_score_completions" not in vars(trainer)  # the wrapper is gone
 
 
@@ -480,18 +487,11 @@ def test_a_step_training_on_an_earlier_generation_is_not_seen_as_a_step_of_no_to
     tokens over the two steps it serves, not 0 tokens per second (a rate a controller trained in
     the simulator, where every step generates, never saw)."""
     from grpo_power.callbacks import PowerCapCallback
-    from grpo_power.control.contract import Action
 
-    seen: list[float] = []
-
-    class Watching:
-        def decide(self, observation: Any) -> Action:
-            seen.append(observation.tokens_per_s)
-            return Action()
-
+    watching = Watching()
     trainer = _tiny_grpo(
         tmp_path,
-        [PowerCapCallback(Watching(), cap_w=300.0)],
+        [PowerCapCallback(watching, cap_w=300.0)],
         max_completion_length=12,
         max_steps=4,
         **serving,
@@ -501,7 +501,7 @@ def test_a_step_training_on_an_earlier_generation_is_not_seen_as_a_step_of_no_to
     tokens = [e["power_cap/step_tokens"] for e in steps]
     assert tokens[0] > 0 and tokens[2] > 0 and tokens[1] == tokens[3] == 0
     rates = [e["power_cap/tokens_per_s"] for e in steps]
-    assert seen[1:] == rates[:-1] and all(rate > 0 for rate in rates)
+    assert watching.seen[1:] == rates[:-1] and all(rate > 0 for rate in rates)
     # the rates are over the last two steps, one generation's: the first step's alone, the
     # second's over both
     assert rates[1] < rates[0]
