@@ -67,8 +67,7 @@ def _drawn_note(runs: Sequence[RunBins], summary: dict[str, Any], config: Config
     longest_s = max(config.windows.windows_s)
     note = (
         f"the traces' clocks do not overlap by the longest window ({longest_s:g} s), so the "
-        f"fleet of {summary['n_gpus']} GPUs is drawn by Monte Carlo over start offsets, each "
-        "trace's GPUs counted as GPUs of their own"
+        f"fleet of {summary['n_gpus']} GPUs is drawn by Monte Carlo over start offsets"
     )
     unnamed = [run.run_id for run in runs if not run.simulated and gpu_set(run) is None]
     if not unnamed:
@@ -76,8 +75,9 @@ def _drawn_note(runs: Sequence[RunBins], summary: dict[str, Any], config: Config
     more = f" and {len(unnamed) - 3} more" if len(unnamed) > 3 else ""
     return (
         f"{note}; {len(unnamed)} trace(s) name no GPU UUID ({', '.join(unnamed[:3])}{more}): "
-        "logs of the same GPUs at different times (a log a day) count as more GPUs unless "
-        "they name them (nvidia-smi's uuid field, DCGM's UUID label)"
+        "each counts as GPUs of its own, so logs of the same GPUs at different times (a log a "
+        "day) count as more GPUs unless they name them (nvidia-smi's uuid field, DCGM's UUID "
+        "label)"
     )
 
 
