@@ -534,6 +534,9 @@ def _grafana_downloads(tmp_path: Path) -> dict[str, Path]:
         for s, a in zip(series, at, strict=True)
         if t in a
     ]
+    uuid_table = ['"Time","Hostname","modelName","UUID","Value"'] + [
+        ",".join(row.split(",")[:2] + row.split(",")[3:]) for row in table[1:]
+    ]  # a table of a query by UUID, without the gpu label
     texts = {
         "labels": wide([labels(s["metric"]) for s in series], berlin, lambda v: f"{v} W"),
         "legend": wide(legend, berlin, lambda v: f"{float(v) / 1000:g} kW"),
@@ -541,6 +544,7 @@ def _grafana_downloads(tmp_path: Path) -> dict[str, Path]:
         "table": "\n".join(table) + "\n",
         "uuid-legend": wide(by_uuid, berlin, lambda v: f"{v} W"),  # {{Hostname}} {{UUID}}
         "index-uuid-legend": wide(both, berlin, lambda v: f"{v} W"),
+        "uuid-table": "\n".join(uuid_table) + "\n",
     }
     paths = {}
     for name, text in texts.items():
@@ -556,7 +560,7 @@ def test_a_grafana_download_reads_as_the_prometheus_query_it_shows(tmp_path: Pat
     hosts, times and watts; one GPU's two series (its pod changed) are one GPU. A legend of
     ``{{Hostname}} {{UUID}}`` names each GPU by its UUID (one opening with digits is not an
     index: ``GPU-50f2...`` once read as GPU 50 of a host ``f2...``), numbered by host and
-    UUID."""
+    UUID, as does a table panel of a query by UUID without the ``gpu`` label (once refused)."""
     from grpo_power.telemetry.formats import log_format
 
     expected, query = import_log(DATA / "prometheus-dcgm.json", "prometheus")
@@ -567,16 +571,18 @@ def test_a_grafana_download_reads_as_the_prometheus_query_it_shows(tmp_path: Pat
         assert frame[columns].equals(expected[columns]), name
         assert meta.start_unix_s == query.start_unix_s, name
         ids = query.model_extra["gpu_ids"]
-        if name == "uuid-legend":  # GPUs numbered by host and UUID (the same order here)
-            uuids = {n: _real_uuid(u) for n, u in query.gpu_uuids.items()}
+        if name in ("uuid-legend", "uuid-table"):  # numbered by host and UUID (the same order)
+            uuids = query.gpu_uuids
+            if name == "uuid-legend":
+                uuids = {n: _real_uuid(u) for n, u in uuids.items()}
             ids = {n: f"{ids[n].split(':')[0]}:{uuids[n]}" for n in ids}
         assert meta.model_extra["gpu_ids"] == ids, name
         assert meta.sample_period_s == 15.0
         # the series' labels, a table's label columns and a legend giving it name each GPU's
         # UUID; a legend without it none
-        if name in ("labels", "table"):
+        if name in ("labels", "table", "uuid-table"):
             assert meta.gpu_uuids == query.gpu_uuids, name
-        elif "uuid" in name:
+        elif "legend" in name and "uuid" in name:
             assert meta.gpu_uuids == {n: _real_uuid(u) for n, u in query.gpu_uuids.items()}, name
         else:
             assert meta.gpu_uuids == {}, name

@@ -118,18 +118,20 @@ def _values(path: Path, cells: pd.Series, columns: pd.Series, lines: pd.Series) 
 
 
 def _table_readings(path: Path, header: list[str], body: pd.DataFrame) -> pd.DataFrame:
-    """A table panel's download (``Time``, a column per label, ``Value``) as readings."""
+    """A table panel's download (``Time``, a column per label, ``Value``) as readings; its GPUs
+    named by their ``gpu`` label, or by their ``UUID`` alone where the table has no ``gpu``."""
     values = [c for c in header if c == "Value" or c.startswith("Value #")]
     if len(values) != 1:
         raise ImportError_(
-            f"{path}: a Grafana table with a 'gpu' column: expected one 'Value' column, got "
+            f"{path}: a Grafana table with a 'gpu' or 'UUID' column: expected one 'Value' "
+            "column, got "
             f"{len(values)} ({', '.join(values[:3]) or 'none'}); download one query's table"
         )
     host = next((h for h in HOST_COLUMNS if h in header), None)
     return pd.DataFrame(
         {
             "host": body[host] if host else "",
-            "gpu": body["gpu"].str.strip(),
+            "gpu": body["gpu"].str.strip() if "gpu" in header else "",
             "field": body["__name__"] if "__name__" in header else POWER_FIELDS[0],
             "model": body["modelName"] if "modelName" in header else "",
             "uuid": body["UUID"] if "UUID" in header else "",
@@ -207,7 +209,7 @@ def read_grafana_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
             )
     body = pd.DataFrame(rows[1:], columns=header, dtype=object)
     body["line"] = lines[1:]
-    table = "gpu" in header
+    table = "gpu" in header or "UUID" in header  # a table panel names its GPUs by a label
     readings = (_table_readings if table else _series_readings)(path, header, body)
     readings["cell"] = readings["cell"].astype(str).str.strip()
     readings = readings[~readings["cell"].isin(_NO_VALUE)]
