@@ -590,6 +590,29 @@ def test_a_grafana_download_reads_as_the_prometheus_query_it_shows(tmp_path: Pat
     assert (meta.gpu_name, meta.nameplate_w) == ("NVIDIA A100-SXM4-80GB", 400.0)
 
 
+def test_a_grafana_legend_numbers_the_gpu_not_the_host(tmp_path: Path) -> None:
+    """Hosts are often named with numbers: in ``{{Hostname}} GPU {{gpu}}`` legends of hosts
+    ``gpu01`` and ``gpu02`` the GPU is the number after ``GPU`` (it was 1 and 2 on hosts ``GPU
+    0`` and ``GPU 1``); beside a UUID, a host's last number (``node-3``) numbers nothing."""
+    log = tmp_path / "grafana.csv"
+    log.write_text(
+        '"Time","gpu01 GPU 0","gpu01 GPU 1","gpu02 GPU 0","gpu02 GPU 1"\n'
+        "1764583200000,250,251,252,253\n1764583215000,252,253,254,255\n"
+    )
+    frame, meta = import_log(log, "grafana", nameplate_w=400.0)
+    assert meta.model_extra["gpu_ids"] == {
+        "0": "gpu01:0",
+        "1": "gpu01:1",
+        "2": "gpu02:0",
+        "3": "gpu02:1",
+    }
+    assert frame.groupby("gpu")["power_w"].first().tolist() == [250.0, 251.0, 252.0, 253.0]
+    uuids = [f"GPU-{n}f2b1c3d-1111-2222-3333-444455556666" for n in (5, 6)]
+    log.write_text(f'"Time","{uuids[0]} node-3","{uuids[1]} node-3"\n1764583200000,250,251\n')
+    _, meta = import_log(log, "grafana", nameplate_w=400.0)
+    assert (meta.host, meta.gpu_uuids) == ("node-3", {"0": uuids[0], "1": uuids[1]})
+
+
 def test_a_grafana_download_that_cannot_be_read_is_refused_naming_why(tmp_path: Path) -> None:
     """Series that cannot be told apart or are not power are refused in one line naming the
     file, the column and the line; series of other fields beside the power ones are left out."""

@@ -87,14 +87,25 @@ def _series_gpu(name: str) -> tuple[str, str, str, str, str] | None:
         host = next((labels[h] for h in HOST_COLUMNS if h in labels), "")
         return host, gpu if gpu.isdigit() else "", field, labels.get("modelName", ""), uuid
     uuid = _UUID.search(name)
-    rest = name if uuid is None else f"{name[: uuid.start()]} {name[uuid.end() :]}".strip()
-    number = _GPU_WORD.search(rest) or _LAST_NUMBER.search(rest)
+    rest = name if uuid is None else name[: uuid.start()] + name[uuid.end() :]
+    # beside a UUID, only a GPU word numbers the GPU: a host's last number (node-3) does not
+    number = _gpu_word(rest) or (_LAST_NUMBER.search(rest) if uuid is None else None)
     if number is None and uuid is None:
         return None
     if number is not None:
-        rest = f"{rest[: number.start()]} {rest[number.end() :]}"
+        rest = rest[: number.start()] + rest[number.end() :]
     index = str(int(number.group(1))) if number is not None else ""
     return rest.strip(_SEPARATORS), index, POWER_FIELDS[0], "", uuid.group(0) if uuid else ""
+
+
+def _gpu_word(legend: str) -> re.Match[str] | None:
+    """The word of ``legend`` that numbers its GPU (``GPU 3``, ``gpu-3``, ``gpu3``), or None.
+    Where there are several (a host named ``gpu01`` beside ``GPU 0``), the last one whose number
+    is set apart from ``gpu`` (``GPU 0``), else the last one: the host comes first in the
+    legends this reads (``{{Hostname}} GPU {{gpu}}``)."""
+    words = list(_GPU_WORD.finditer(legend))
+    apart = [w for w in words if not legend[w.start(1) - 1].isalpha()]
+    return (apart or words or [None])[-1]
 
 
 def _values(path: Path, cells: pd.Series, columns: pd.Series, lines: pd.Series) -> pd.Series:
