@@ -621,16 +621,7 @@ import torch
 
 sys.path.insert(0, sys.argv[2])  # the checkout, for the tests' trainer
 from grpo_power.callbacks import PowerCapCallback
-from grpo_power.control.contract import Action
-from tests.test_monitor import _tiny_grpo
-
-class Watching:
-    def __init__(self):
-        self.seen = []
-
-    def decide(self, observation):
-        self.seen.append(observation.tokens_per_s)
-        return Action()
+from tests.test_monitor import Watching, _tiny_grpo
 
 out = Path(sys.argv[1])
 controller = Watching()
@@ -675,10 +666,14 @@ def _torchrun(
         )
         for node in range(nodes)
     ]
+    ranks = range(nodes * processes_per_node)
     for launcher in launchers:
         _, stderr = launcher.communicate(timeout=600)
-        assert launcher.returncode == 0, stderr[-3000:]
-    ranks = range(nodes * processes_per_node)
+        # which ranks wrote what they saw tells a crash in the run from one in torch's teardown
+        written = [r for r in ranks if (tmp_path / f"rank{r}.json").exists()]
+        assert launcher.returncode == 0, (
+            f"ranks that wrote their results: {written}\n" + stderr[-3000:]
+        )
     return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in ranks]
 
 
