@@ -95,7 +95,7 @@ def test_wall_clock_fleet_hand_computed(tmp_path):
     b = counter_run(tmp_path, "b", [(30.0, 100.0), (60.0, 380.0)])
     cfg = config()
     runs = [read_run_bins(a), read_run_bins(b)]
-    assert choose_alignment(runs, cfg) == "wall_clock"
+    assert choose_alignment(runs, cfg) == ("wall_clock", None)
     result = analyze_fleet([a, b], cfg)
     table = result.fleet.set_index("window_s")
     # Fleet: 800 W for 30 s then 1360 W; cap 4 x 300 = 1200 W; nameplate 1600 W.
@@ -152,7 +152,18 @@ def test_runs_that_did_not_overlap_are_drawn_by_monte_carlo(tmp_path):
     a = counter_run(tmp_path, "a", [(60.0, 300.0)])
     b = counter_run(tmp_path, "b", [(60.0, 300.0)], start=START + 10_000)
     cfg = config()
-    assert choose_alignment([read_run_bins(a), read_run_bins(b)], cfg) == "monte_carlo"
+    assert choose_alignment([read_run_bins(a), read_run_bins(b)], cfg) == (
+        "monte_carlo",
+        "the runs' clocks do not overlap",
+    )
+    # 60 s runs 50 s apart share 10 s, under the longest window (30 s); a fleet of other size
+    c = counter_run(tmp_path, "c", [(60.0, 300.0)], start=START + 50)
+    assert choose_alignment([read_run_bins(a), read_run_bins(c)], cfg)[1] == (
+        "the runs' clocks overlap by 10 s, less than the longest window (30 s)"
+    )
+    assert choose_alignment([read_run_bins(a), read_run_bins(c)], config(n_gpus=6))[1] == (
+        "the fleet is 6 GPUs, its runs hold 4"
+    )
     result = analyze_fleet([a, b], cfg)
     assert (result.fleet["alignment"] == "monte_carlo").all()
     # Constant 300 W everywhere: every draw peaks at 300/400 of nameplate, never over 300 W.

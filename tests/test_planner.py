@@ -319,7 +319,7 @@ def test_a_fleet_drawn_from_logs_without_uuids_says_why_and_how_to_count_them_on
     summary = json.loads((out / "fleet" / "summary.json").read_text())
     assert (summary["n_gpus"], summary["alignment"]) == (4, "monte_carlo")
     (note,) = summary["gpu_notes"]
-    assert note.startswith("the traces' clocks do not overlap by the longest window (")
+    assert note.startswith("the runs' clocks do not overlap, so the fleet of 4 GPUs is drawn by ")
     assert "4 trace(s) name no GPU UUID (node-a/smi-day1, node-a/smi-day2, node-b/smi-day1 " in note
     assert note.endswith("(nvidia-smi's uuid field, DCGM's UUID label)")
     assert f"note: {note}" in " ".join(result.output.split())
@@ -385,7 +385,7 @@ def test_logs_sharing_some_gpus_stay_apart_and_say_so(tmp_path: Path) -> None:
         "times: they stay separate runs, and the shared GPUs count in each"
     )
     # the days do not overlap: a Monte Carlo fleet, of GPUs each named by UUID
-    assert drawn.startswith("the traces' clocks do not overlap") and "no GPU UUID" not in drawn
+    assert drawn.startswith("the runs' clocks do not overlap") and "no GPU UUID" not in drawn
     assert "note: 'node1-day1' and 'node1-day2' share 1 of their GPUs" in result.output
     economics = json.loads((tmp_path / "out" / "economics" / "summary.json").read_text())
     assert economics["gpus"] == 3

@@ -46,7 +46,7 @@ def fleet_of_traces(
     fleet = config.fleet.model_copy(update={"n_gpus": sum(run.n_gpus for run in same.runs)})
     result = analyze_fleet(same.runs, config.model_copy(update={"fleet": fleet}))
     result.summary["joined"] = same.joined
-    drawn = _drawn_note(same.runs, result.summary, config)
+    drawn = _drawn_note(same.runs, result.summary)
     result.summary["gpu_notes"] = same.notes + ([drawn] if drawn else [])
     result.summary["left_out"] = [
         {"run_id": run.run_id, "reason": "no complete energy bin (too short, or gaps)"}
@@ -57,17 +57,17 @@ def fleet_of_traces(
     return result
 
 
-def _drawn_note(runs: Sequence[RunBins], summary: dict[str, Any], config: Config) -> str | None:
+def _drawn_note(runs: Sequence[RunBins], summary: dict[str, Any]) -> str | None:
     """Why the fleet of ``runs`` (its ``summary``) was drawn by Monte Carlo where
-    ``fleet.alignment: auto`` left it to the traces (their clocks do not overlap by the longest
-    window), naming the measured runs whose GPUs have no UUID; None for a wall-clock fleet or
-    one the config asked to draw."""
-    if config.fleet.alignment != "auto" or summary["alignment"] != "monte_carlo":
+    ``fleet.alignment: auto`` left it to the traces (the summary's ``alignment_reason``),
+    naming the measured runs whose GPUs have no UUID; None for a wall-clock fleet or one the
+    config asked to draw."""
+    reason = summary.get("alignment_reason")
+    if not reason:
         return None
-    longest_s = max(config.windows.windows_s)
     note = (
-        f"the traces' clocks do not overlap by the longest window ({longest_s:g} s), so the "
-        f"fleet of {summary['n_gpus']} GPUs is drawn by Monte Carlo over start offsets"
+        f"{reason}, so the fleet of {summary['n_gpus']} GPUs is drawn by Monte Carlo over start "
+        "offsets"
     )
     unnamed = [run.run_id for run in runs if not run.simulated and gpu_set(run) is None]
     if not unnamed:

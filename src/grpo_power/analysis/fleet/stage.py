@@ -63,13 +63,14 @@ def analyze_fleet(
     label = "simulated" if any(r.simulated for r in runs) else "measured"
     seed = config.seed if fc.seed is None else fc.seed
     rng = np.random.default_rng(seed)
-    alignment = choose_alignment(runs, config)
+    alignment, drawn_because = choose_alignment(runs, config)
     summary: dict[str, Any] = {
         "inputs": [str(part.path) for r in runs for part in r.files],
         "run_ids": ids,
         "data": label,
         "simulated": label == "simulated",
         "alignment": alignment,
+        "alignment_reason": drawn_because,
         "window_s": fc.window_s,
         "margin": fc.margin,
         "peak_quantile": fc.peak_quantile,

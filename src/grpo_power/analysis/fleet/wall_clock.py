@@ -87,15 +87,28 @@ def coverage_note(summary: dict[str, Any]) -> str | None:
     )
 
 
-def choose_alignment(runs: Sequence[RunBins], config: Config) -> str:
-    """``wall_clock`` or ``monte_carlo`` for ``fleet.alignment = auto`` (see the config)."""
+def choose_alignment(runs: Sequence[RunBins], config: Config) -> tuple[str, str | None]:
+    """``wall_clock`` or ``monte_carlo``, and why ``fleet.alignment = auto`` drew the fleet by
+    Monte Carlo (None where the config chose, or the clocks align): the fleet is not the runs'
+    GPUs, a run has no complete bin, or the runs' clocks overlap by less than the longest
+    window."""
     if config.fleet.alignment != "auto":
-        return config.fleet.alignment
-    if sum(r.n_gpus for r in runs) != config.fleet.n_gpus:
-        return "monte_carlo"
-    ranges = [r.bin_range for r in runs]
-    if any(r is None for r in ranges):
-        return "monte_carlo"
-    overlap = min(r[1] for r in ranges) - max(r[0] for r in ranges) + 1  # type: ignore[index]
-    longest = max(window_bins_of(config.windows.windows_s, config.windows.bin_s))
-    return "wall_clock" if overlap >= longest else "monte_carlo"
+        return config.fleet.alignment, None
+    held = sum(r.n_gpus for r in runs)
+    if held != config.fleet.n_gpus:
+        return "monte_carlo", f"the fleet is {config.fleet.n_gpus} GPUs, its runs hold {held}"
+    empty = next((r for r in runs if r.bin_range is None), None)
+    if empty is not None:
+        return "monte_carlo", f"{empty.run_id} has no complete energy bin"
+    ranges = [r.bin_range for r in runs if r.bin_range is not None]
+    overlap = min(r[1] for r in ranges) - max(r[0] for r in ranges) + 1
+    bin_s = config.windows.bin_s
+    longest = max(window_bins_of(config.windows.windows_s, bin_s))
+    if overlap >= longest:
+        return "wall_clock", None
+    if overlap <= 0:
+        return "monte_carlo", "the runs' clocks do not overlap"
+    return "monte_carlo", (
+        f"the runs' clocks overlap by {overlap * bin_s:g} s, less than the longest window "
+        f"({max(config.windows.windows_s):g} s)"
+    )
