@@ -82,10 +82,11 @@ def _series_gpu(name: str) -> tuple[str, str, str, str, str] | None:
         labels = dict(_LABEL.findall(series.group("labels")))
         field = series.group("metric") or labels.get("__name__") or POWER_FIELDS[0]
         gpu, uuid = labels.get("gpu", ""), labels.get("UUID", "")
-        if not (gpu.isascii() and gpu.isdigit()) and not uuid:
+        index = gpu if gpu.isascii() and gpu.isdigit() else ""
+        if not index and not uuid:
             return None
         host = next((labels[h] for h in HOST_COLUMNS if h in labels), "")
-        return host, gpu if gpu.isdigit() else "", field, labels.get("modelName", ""), uuid
+        return host, index, field, labels.get("modelName", ""), uuid
     uuid = _UUID.search(name)
     rest = name if uuid is None else name[: uuid.start()] + name[uuid.end() :]
     # beside a UUID, only a GPU word numbers the GPU: a host's last number (node-3) does not
@@ -135,8 +136,8 @@ def _table_readings(path: Path, header: list[str], body: pd.DataFrame) -> pd.Dat
     if len(values) != 1:
         raise ImportError_(
             f"{path}: a Grafana table with a 'gpu' or 'UUID' column: expected one 'Value' "
-            "column, got "
-            f"{len(values)} ({', '.join(values[:3]) or 'none'}); download one query's table"
+            f"column, got {len(values)} ({', '.join(values[:3]) or 'none'}); download one "
+            "query's table"
         )
     host = next((h for h in HOST_COLUMNS if h in header), None)
     return pd.DataFrame(
