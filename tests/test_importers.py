@@ -564,28 +564,26 @@ def test_a_grafana_download_reads_as_the_prometheus_query_it_shows(tmp_path: Pat
     from grpo_power.telemetry.formats import log_format
 
     expected, query = import_log(DATA / "prometheus-dcgm.json", "prometheus")
+    real = {n: _real_uuid(u) for n, u in query.gpu_uuids.items()}  # the legends' UUIDs
+    uuids_of = {
+        **dict.fromkeys(("labels", "table", "uuid-table"), query.gpu_uuids),
+        **dict.fromkeys(("uuid-legend", "index-uuid-legend"), real),
+    }
     for name, path in _grafana_downloads(tmp_path).items():
         assert log_format(path) == ("grafana", ""), name
         frame, meta = import_log(path, "grafana", timezone="Europe/Berlin", nameplate_w=400.0)
         columns = ["t", "gpu", "power_w"]
         assert frame[columns].equals(expected[columns]), name
         assert meta.start_unix_s == query.start_unix_s, name
+        # the series' labels, a table's label columns and a legend giving it name each GPU's
+        # UUID; a legend without it none
+        uuids = uuids_of.get(name, {})
+        assert meta.gpu_uuids == uuids, name
         ids = query.model_extra["gpu_ids"]
         if name in ("uuid-legend", "uuid-table"):  # numbered by host and UUID (the same order)
-            uuids = query.gpu_uuids
-            if name == "uuid-legend":
-                uuids = {n: _real_uuid(u) for n, u in uuids.items()}
             ids = {n: f"{ids[n].split(':')[0]}:{uuids[n]}" for n in ids}
         assert meta.model_extra["gpu_ids"] == ids, name
         assert meta.sample_period_s == 15.0
-        # the series' labels, a table's label columns and a legend giving it name each GPU's
-        # UUID; a legend without it none
-        if name in ("labels", "table", "uuid-table"):
-            assert meta.gpu_uuids == query.gpu_uuids, name
-        elif "legend" in name and "uuid" in name:
-            assert meta.gpu_uuids == {n: _real_uuid(u) for n, u in query.gpu_uuids.items()}, name
-        else:
-            assert meta.gpu_uuids == {}, name
     _, meta = import_log(tmp_path / "labels.csv", "grafana", timezone="Europe/Berlin")
     assert (meta.gpu_name, meta.nameplate_w) == ("NVIDIA A100-SXM4-80GB", 400.0)
 
