@@ -447,7 +447,7 @@ def test_forward_passes_are_announced_as_prefill_decode_or_train(tmp_path: Path)
     """A generation's prompt pass (3 sequences of 7 tokens: 21 tokens at once) is a prefill, its
     one-token steps decode at a batch of 3; a no-grad pass over whole sequences (GRPO's
     log-probability passes) is a prefill too, not a decode of 3 sequences; a pass with
-    gradients trains."""
+    gradients trains. The sequences are ``input_ids``, whatever tensor a caller passes first."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -462,6 +462,8 @@ def test_forward_passes_are_announced_as_prefill_decode_or_train(tmp_path: Path)
     with torch.no_grad():
         model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=4, min_new_tokens=4)
         model(ids)
+        # a caller that passes another tensor first: the sequences are still input_ids's
+        model(position_ids=torch.arange(7)[None], input_ids=ids[:2])  # broadcast over 2
     model(ids).logits.sum().backward()
     phases.remove()
     model(ids)  # not announced
@@ -471,6 +473,7 @@ def test_forward_passes_are_announced_as_prefill_decode_or_train(tmp_path: Path)
         ("prefill", 21),
         ("generate", 3),
         ("prefill", 21),
+        ("prefill", 14),
         ("train", 3),
     ]
 

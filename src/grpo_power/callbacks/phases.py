@@ -23,6 +23,11 @@ import torch
 
 from grpo_power.telemetry.signals import WorkloadSignal
 
+# the keyword arguments that hold a forward pass's sequences, [batch, tokens, ...], where a
+# caller names them; otherwise the first tensor passed is (position ids or a cache position
+# passed first would give the wrong batch)
+_INPUT_NAMES = ("input_ids", "inputs_embeds")
+
 
 class ForwardPhases:
     """Announces ``prefill``/``generate``/``train`` per forward pass of ``model``, and
@@ -51,8 +56,13 @@ class ForwardPhases:
             self.signal.set(phase, batch)
 
     def _announce(self, module: torch.nn.Module, args: tuple, kwargs: dict[str, Any]) -> None:
+        named = (kwargs.get(name) for name in _INPUT_NAMES)
         tensor = next(
-            (v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor) and v.dim()),
+            (
+                v
+                for v in (*named, *args, *kwargs.values())
+                if isinstance(v, torch.Tensor) and v.dim()
+            ),
             None,
         )
         batch = int(tensor.shape[0]) if tensor is not None else 1
