@@ -588,21 +588,34 @@ def test_a_grafana_download_reads_as_the_prometheus_query_it_shows(tmp_path: Pat
     assert (meta.gpu_name, meta.nameplate_w) == ("NVIDIA A100-SXM4-80GB", 400.0)
 
 
-def test_a_grafana_legend_numbers_the_gpu_not_the_host(tmp_path: Path) -> None:
-    """Hosts are often named with numbers: in ``{{Hostname}} GPU {{gpu}}`` legends of hosts
-    ``gpu01`` and ``gpu02`` the GPU is the number after ``GPU`` (it was 1 and 2 on hosts ``GPU
-    0`` and ``GPU 1``); beside a UUID, a host's last number (``node-3``) numbers nothing."""
+@pytest.mark.parametrize(
+    ("legend", "hosts"),
+    [
+        ("{host} GPU {gpu}", ("gpu01", "gpu02")),
+        ("GPU {gpu} {host}", ("gpu-01", "gpu-02")),
+        ("{host}:gpu{gpu}", ("gpu-01", "gpu-02")),
+        ("gpu{gpu} {host}", ("gpu-01", "gpu-02")),
+    ],
+)
+def test_a_grafana_legend_numbers_the_gpu_not_the_host(
+    tmp_path: Path, legend: str, hosts: tuple[str, str]
+) -> None:
+    """Hosts are often named with numbers: in legends of hosts such as ``gpu01`` or ``gpu-01``
+    the GPU is the number after ``GPU`` the host name cannot hold (``{{Hostname}} GPU {{gpu}}``
+    read GPUs 1 and 2 of hosts ``GPU 0`` and ``GPU 1``, and ``GPU {{gpu}} {{Hostname}}`` still
+    did); beside a UUID, a host's last number (``node-3``) numbers nothing."""
     log = tmp_path / "grafana.csv"
+    series = [legend.format(host=host, gpu=gpu) for host in hosts for gpu in (0, 1)]
     log.write_text(
-        '"Time","gpu01 GPU 0","gpu01 GPU 1","gpu02 GPU 0","gpu02 GPU 1"\n'
+        '"Time",' + ",".join(f'"{name}"' for name in series) + "\n"
         "1764583200000,250,251,252,253\n1764583215000,252,253,254,255\n"
     )
     frame, meta = import_log(log, "grafana", nameplate_w=400.0)
     assert meta.model_extra["gpu_ids"] == {
-        "0": "gpu01:0",
-        "1": "gpu01:1",
-        "2": "gpu02:0",
-        "3": "gpu02:1",
+        "0": f"{hosts[0]}:0",
+        "1": f"{hosts[0]}:1",
+        "2": f"{hosts[1]}:0",
+        "3": f"{hosts[1]}:1",
     }
     assert frame.groupby("gpu")["power_w"].first().tolist() == [250.0, 251.0, 252.0, 253.0]
     uuids = [f"GPU-{n}f2b1c3d-1111-2222-3333-444455556666" for n in (5, 6)]

@@ -101,12 +101,23 @@ def _series_gpu(name: str) -> tuple[str, str, str, str, str] | None:
 
 def _gpu_word(legend: str) -> re.Match[str] | None:
     """The word of ``legend`` that numbers its GPU (``GPU 3``, ``gpu-3``, ``gpu3``), or None.
-    Where there are several (a host named ``gpu01`` beside ``GPU 0``), the last one whose number
-    is set apart from ``gpu`` (``GPU 0``), else the last one: the host comes first in the
-    legends this reads (``{{Hostname}} GPU {{gpu}}``)."""
+    Where there are several (a host named ``gpu01`` or ``gpu-01`` beside ``GPU 0``), the one a
+    host name cannot be: a number set apart from ``gpu`` by a space (host names hold none), else
+    one without a leading zero (``01`` numbers hosts, not GPUs), else one set apart from ``gpu``
+    at all; the last of equals, as the host comes first in the legends this reads
+    (``{{Hostname}} GPU {{gpu}}``)."""
+
+    def rank(word: re.Match[str]) -> tuple[bool, bool, bool]:
+        between = legend[word.start() + 3 : word.start(1)]
+        number = word.group(1)
+        return (
+            any(c.isspace() for c in between),
+            number == "0" or not number.startswith("0"),
+            not legend[word.start(1) - 1].isalpha(),
+        )
+
     words = list(_GPU_WORD.finditer(legend))
-    apart = [w for w in words if not legend[w.start(1) - 1].isalpha()]
-    return (apart or words or [None])[-1]
+    return max(reversed(words), key=rank) if words else None
 
 
 def _values(path: Path, cells: pd.Series, columns: pd.Series, lines: pd.Series) -> pd.Series:
