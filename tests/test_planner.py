@@ -359,6 +359,57 @@ def test_one_gpu_logged_twice_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "fleet").exists()
 
 
+def test_a_log_of_two_days_beside_the_day_between_counts_each_gpu_once(tmp_path: Path) -> None:
+    """A node's log of Monday and Wednesday in one file (a logger that appends, restarted) and
+    Tuesday's in another hold the GPUs at different times: the fleet is the one the three days
+    in three files make (it was refused as one GPU logged twice, as Monday-to-Wednesday spans
+    Tuesday), from the logs or from their windows. A copy of Wednesday's log beside them is
+    still refused."""
+
+    def day(day: int) -> str:
+        return _smi_log(
+            "uuid, power.draw [W]",
+            lambda i, g: f"GPU-{g}, {250 + 20 * g + 40 * np.sin(i / 9 + day):.2f} W",
+            240,
+            2,
+            day,
+        )
+
+    header, *_ = day(1).splitlines(keepends=True)
+    summaries = {}
+    for layout, files in {
+        "apart": {"mon": day(1), "tue": day(2), "wed": day(3)},
+        "joined": {"mon-wed": day(1) + day(3).removeprefix(header), "tue": day(2)},
+    }.items():
+        folder = tmp_path / layout
+        folder.mkdir()
+        for name, text in files.items():
+            (folder / f"{name}.csv").write_text(text)
+        out = tmp_path / f"{layout}-out"
+        result = CliRunner().invoke(app, ["planner", "run", str(folder), "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        summaries[layout] = json.loads((out / "fleet" / "summary.json").read_text())
+    apart, joined = summaries["apart"], summaries["joined"]
+    assert apart["n_gpus"] == joined["n_gpus"] == 2
+    assert joined["joined"] == [{"run_id": "mon-wed + tue", "logs": ["mon-wed", "tue"], "gpus": 2}]
+    for key in ("peak_share_sizing", "factor"):
+        assert joined[key] == pytest.approx(apart[key]), key
+    assert [*joined["bins_without_a_reading"].values()] == [
+        *apart["bins_without_a_reading"].values()
+    ]
+    windows = [tmp_path / "joined-out" / "windows" / key for key in ("mon-wed", "tue")]
+    fleet = CliRunner().invoke(
+        app, ["planner", "fleet", *map(str, windows), "--out", str(tmp_path / "fleet")]
+    )
+    assert fleet.exit_code == 0, fleet.output  # the windows' bins are checked as the logs were
+    (tmp_path / "joined" / "wed-copy.csv").write_text(day(3))
+    result = CliRunner().invoke(
+        app, ["planner", "run", str(tmp_path / "joined"), "--out", str(tmp_path / "copied")]
+    )
+    assert result.exit_code == 2, result.output
+    assert "'wed-copy' and in 'mon-wed' over the same time" in " ".join(result.output.split())
+
+
 def test_logs_sharing_some_gpus_stay_apart_and_say_so(tmp_path: Path) -> None:
     """A node whose GPU was replaced between two days' logs: the logs share one GPU of two, so
     they are not one set of GPUs; they stay two runs of the fleet, and a note says the shared

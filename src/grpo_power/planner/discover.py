@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 from tqdm import tqdm
 
-from grpo_power.analysis.fleet.same_gpus import GpuSpan, refuse_twice_logged
+from grpo_power.analysis.fleet.same_gpus import GpuSpan, busy_spans, refuse_twice_logged
 from grpo_power.atomic import write_csv_atomic
 from grpo_power.config import Config
 from grpo_power.layout import PLANNER_TRACES, RUN
@@ -292,18 +292,19 @@ def import_traces(
 
 
 def gpu_spans(frame: pd.DataFrame, metadata: TraceMetadata, where: str) -> list[GpuSpan]:
-    """When an imported trace holds each of its GPUs that a UUID names (none if simulated)."""
+    """When an imported trace holds each of its GPUs that a UUID names (none if simulated):
+    the spans over which the GPU's samples come at most ``max(60 s, 100 sample periods)``
+    apart (the gap the clock-jump split leaves), so that a log of two days with a day between
+    does not hold the GPU on the day between."""
     if metadata.simulated or not metadata.gpu_uuids or frame.empty:
         return []
-    t = frame.groupby("gpu")["t"].agg(["min", "max"])
+    gap_s = max(60.0, 100.0 * metadata.sample_period_s)
+    times = dict(tuple(frame.groupby("gpu")["t"]))
     return [
         GpuSpan(
-            uuid,
-            metadata.start_unix_s + float(t.at[int(gpu), "min"]),
-            metadata.start_unix_s + float(t.at[int(gpu), "max"]),
-            metadata.run_id,
-            where,
+            uuid, metadata.start_unix_s + lo, metadata.start_unix_s + hi, metadata.run_id, where
         )
         for gpu, uuid in metadata.gpu_uuids.items()
-        if int(gpu) in t.index
+        if int(gpu) in times
+        for lo, hi in busy_spans(times[int(gpu)].to_numpy(), gap_s)
     ]

@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from grpo_power.analysis.fleet.inputs import RunBins
+import numpy as np
+
+from grpo_power.analysis.fleet.inputs import RunBins, read_bins
 
 
 def gpu_set(run: RunBins) -> frozenset[str] | None:
@@ -130,15 +132,28 @@ def refuse_twice_logged(spans: Iterable[GpuSpan]) -> None:
                 reach = span
 
 
+def busy_spans(times: np.ndarray, gap: float) -> list[tuple[float, float]]:
+    """The spans (first, last) over which ``times`` come at most ``gap`` apart: one log holds
+    a GPU over each (a log of Monday and Wednesday concatenated holds it on neither Tuesday nor
+    the night between). Empty where ``times`` is."""
+    times = np.sort(np.asarray(times, dtype=np.float64))
+    if not len(times):
+        return []
+    cuts = np.flatnonzero(np.diff(times) > gap) + 1
+    return [(float(piece[0]), float(piece[-1])) for piece in np.split(times, cuts)]
+
+
 def _bin_spans(runs: Sequence[RunBins]) -> Iterator[GpuSpan]:
-    """Each measured run's named GPUs over its bins (a bin's end is the next one's start)."""
+    """Each measured run's named GPUs over its runs of consecutive bins (a bin's end is the
+    next one's start)."""
     for run in runs:
-        if run.simulated or run.bin_range is None:
+        if run.simulated or run.bin_range is None or not any(run.info.get("gpu_uuids") or []):
             continue
-        lo, hi = run.bin_range
         where = str(run.info.get("trace", run.path))
-        for uuid in {u for u in run.info.get("gpu_uuids") or [] if u}:
-            yield GpuSpan(uuid, lo * run.bin_s, (hi + 1) * run.bin_s, run.run_id, where)
+        rows = read_bins(run, ("bin", "gpu"))
+        for gpu, uuid in zip(run.info["gpus"], run.info["gpu_uuids"], strict=True):
+            for lo, hi in busy_spans(rows["bin"][rows["gpu"] == gpu], gap=1) if uuid else []:
+                yield GpuSpan(uuid, lo * run.bin_s, (hi + 1) * run.bin_s, run.run_id, where)
 
 
 def _utc(unix_s: float) -> str:
