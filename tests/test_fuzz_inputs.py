@@ -108,7 +108,7 @@ FORMATS = [*HEADERS, "prometheus", "auto"]
 @given(
     data=st.binary(max_size=400),
     fmt=st.sampled_from(FORMATS),
-    suffix=st.sampled_from([".csv", ".csv.gz", ".json.xz"]),
+    suffix=st.sampled_from([".csv", ".csv.gz", ".json.xz", ".csv.zst"]),
 )
 def test_random_bytes_to_the_importers(data: bytes, fmt: str, suffix: str) -> None:
     with folder() as where:

@@ -657,20 +657,26 @@ def test_a_grafana_download_that_cannot_be_read_is_refused_naming_why(tmp_path: 
 
 
 def test_a_compressed_log_imports_as_the_log_beneath(tmp_path: Path) -> None:
-    """Log rotation compresses old logs (``.gz``; bzip2 and xz too): each format reads through
-    the compression, named and told by the suffix beneath; a file that its suffix calls
-    compressed but is not is refused in one line naming the file."""
+    """Log rotation compresses old logs (``.gz``; bzip2, xz and zstd too): each format reads
+    through the compression, named and told by the suffix beneath; a file that its suffix
+    calls compressed but is not is refused in one line naming the file."""
     import bz2
     import gzip
     import lzma
 
+    import pyarrow as pa
+
     from grpo_power.telemetry.formats import log_format
+
+    def zstd(data: bytes) -> bytes:  # as `zstd` writes it (one frame)
+        return pa.Codec("zstd").compress(data, asbytes=True)
 
     logs = {
         "nvidia-smi-a100.csv": ("nvidia-smi", gzip.compress, ".gz"),
         "dcgm-exporter-a100.csv": ("dcgm", bz2.compress, ".bz2"),
         "prometheus-dcgm.json": ("prometheus", lzma.compress, ".xz"),
         "grafana-dcgm.csv": ("grafana", gzip.compress, ".gz"),
+        "nvidia-smi-dmon.log": ("nvidia-smi-dmon", zstd, ".zst"),
     }
     for name, (fmt, compress, suffix) in logs.items():
         packed = tmp_path / f"{name}{suffix}"
@@ -680,10 +686,11 @@ def test_a_compressed_log_imports_as_the_log_beneath(tmp_path: Path) -> None:
         plain, _ = import_log(DATA / name, fmt, nameplate_w=400.0, timezone="UTC")
         assert frame.equals(plain), name
         assert meta.run_id == Path(name).stem
-    bad = tmp_path / "smi.csv.gz"
-    bad.write_text((DATA / "nvidia-smi-a100.csv").read_text())  # not compressed at all
-    with pytest.raises(ImportError_, match=rf"^{re.escape(str(bad))}: cannot be decompressed"):
-        import_log(bad, "nvidia-smi")
+    for suffix in (".gz", ".zst"):
+        bad = tmp_path / f"smi.csv{suffix}"
+        bad.write_text((DATA / "nvidia-smi-a100.csv").read_text())  # not compressed at all
+        with pytest.raises(ImportError_, match=rf"^{re.escape(str(bad))}: cannot be decompre"):
+            import_log(bad, "nvidia-smi")
 
 
 def test_a_victoriametrics_export_reads_as_the_query_result(tmp_path: Path) -> None:

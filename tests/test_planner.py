@@ -183,6 +183,8 @@ def test_nvidia_smi_logs_are_found_by_their_header(tmp_path: Path) -> None:
         None,
         "not a .csv or .json file, nor a log of a known format by its first line",
     )
+    (tmp_path / "empty.csv").write_text("")  # a logger that never ran, a truncated copy
+    assert classify(tmp_path / "empty.csv", tmp_path).reason.startswith("an empty file")
 
 
 def test_engine_metrics_pair_only_with_the_one_power_log_beside_them(

@@ -142,8 +142,8 @@ def telemetry_import(
         ),
     ] = None,
 ) -> None:
-    """Convert an nvidia-smi, DCGM, Prometheus or Grafana log (compressed too: .gz, .bz2, .xz;
-    rotated: its parts) into a trace (source: imported), optionally with the inference
+    """Convert an nvidia-smi, DCGM, Prometheus or Grafana log (compressed too: .gz, .bz2, .xz,
+    .zst; rotated: its parts) into a trace (source: imported), optionally with the inference
     engine's concurrency and token rate aligned to every sample."""
     from grpo_power.telemetry.engine import add_engine_columns, read_engine_log
     from grpo_power.telemetry.formats import import_format, unread_kind

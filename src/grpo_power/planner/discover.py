@@ -8,9 +8,10 @@ result, a trace CSV), and a file that is none of them (a vLLM ``engine.csv``, a
 :func:`grpo_power.telemetry.importers.import_log` and traces read by
 :func:`grpo_power.telemetry.store.read_trace`: the same checks as every other stage. Each trace
 is named by its path in the folder (without the suffix), which is also its ``run_id``. A log
-compressed by log rotation (``node1.csv.gz``, ``.bz2``, ``.xz``) is read as the log beneath, and
-the parts of a rotated log (``node1.csv``, ``node1.csv.1``, ``node1.csv.2.gz``; logrotate's
-``dateext`` names too) as one log named by its name (:mod:`grpo_power.telemetry.rotation`).
+compressed by log rotation (``node1.csv.gz``, ``.bz2``, ``.xz``, ``.zst``) is read as the log
+beneath, and the parts of a rotated log (``node1.csv``, ``node1.csv.1``, ``node1.csv.2.gz``;
+logrotate's ``dateext`` names too) as one log named by its name
+(:mod:`grpo_power.telemetry.rotation`).
 """
 
 from __future__ import annotations

@@ -129,6 +129,8 @@ def _csv_kind(line: str) -> tuple[str | None, str]:
         return "nvidia-smi-dmon", ""
     if HEADER.match(line):  # Grafana's Time field first
         return "grafana", ""
+    if not line.strip():
+        return None, "an empty file: no header line"
     header = [c.strip() for c in line.split(",")]
     names = {column_name(c) for c in header}
     reason = not_power_reason(header)

@@ -7,7 +7,7 @@ each as text under its column names with every row's line in the file, for
 :func:`grpo_power.telemetry.importers.import_log` (and :mod:`grpo_power.telemetry.engine`) to map
 onto the trace schema; :func:`numeric_column` turns a column into floats (Arrow's kernels,
 pandas where Arrow's parser refuses a cell). A log compressed as log rotation leaves it
-(``smi.csv.gz``; bzip2 and xz too) is read through :func:`open_log`, by its suffix, and a
+(``smi.csv.gz``; bzip2, xz and zstd too) is read through :func:`open_log`, by its suffix, and a
 rotated part's name (``smi.csv.1``, ``smi.csv-20261201``) told by :func:`rotated_name`, whose
 parts :mod:`grpo_power.telemetry.rotation` reads as one log. Every
 refusal is an :class:`ImportError_` whose one line names the file, the line or column, and what
@@ -51,8 +51,19 @@ MISSING_VALUES = {
 HOST_COLUMNS = ("Hostname", "hostname", "host", "instance")
 
 
-# Compression suffixes and the stdlib openers that read them (pandas infers the same ones)
-COMPRESSION_OPENERS: dict[str, Any] = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+def _open_zstd(path: Path, mode: str = "rb") -> IO[bytes]:
+    """A Zstandard file's bytes as a stream (Arrow's codec: the stdlib has none before 3.14)."""
+    return pa.input_stream(str(path), compression="zstd")  # type: ignore[return-value]
+
+
+# Compression suffixes and the openers that read them: the stdlib's, and Arrow's for zstd
+# (logrotate's ``compresscmd zstd``)
+COMPRESSION_OPENERS: dict[str, Any] = {
+    ".gz": gzip.open,
+    ".bz2": bz2.open,
+    ".xz": lzma.open,
+    ".zst": _open_zstd,
+}
 # What a compressed file that cannot be decompressed raises (a truncated or mislabelled one)
 DECOMPRESSION_ERRORS = (OSError, EOFError, lzma.LZMAError)
 

@@ -25,7 +25,7 @@ from grpo_power.telemetry.checks import (
     split_clock_jumps,
     time_unit,
 )
-from grpo_power.telemetry.logrows import DECOMPRESSION_ERRORS, log_stem, log_suffix
+from grpo_power.telemetry.logrows import DECOMPRESSION_ERRORS, log_stem, log_suffix, open_log
 from grpo_power.telemetry.schema import (
     OPTIONAL_COLUMNS,
     REQUIRED_COLUMNS,
@@ -114,7 +114,7 @@ def read_trace(
     )
     if problem:
         raise ValueError(problem)
-    if log_suffix(path) == ".csv":  # a trace CSV, compressed or not (pandas by its suffix)
+    if log_suffix(path) == ".csv":  # a trace CSV, compressed or not (by its suffix)
         frame, raw, complete = _read_csv_trace(path), None, True
     else:
         frame, raw, complete = _read_parquet_trace(path)
@@ -150,7 +150,8 @@ def _read_parquet_trace(path: Path) -> tuple[pd.DataFrame, dict[str, Any] | None
 def _read_csv_trace(path: Path) -> pd.DataFrame:
     expected = "a trace CSV with a header line naming at least t, gpu, power_w"
     try:
-        frame = pd.read_csv(path, encoding="utf-8-sig", skipinitialspace=True)
+        with open_log(path) as file:
+            frame = pd.read_csv(file, encoding="utf-8-sig", skipinitialspace=True)
     except FileNotFoundError:
         raise FileNotFoundError(f"{path}: no such file; expected {expected}") from None
     except pd.errors.EmptyDataError:
