@@ -444,6 +444,41 @@ def test_logs_sharing_some_gpus_stay_apart_and_say_so(tmp_path: Path) -> None:
     assert economics["gpus"] == 3
 
 
+def test_a_log_missing_a_gpu_joins_the_logs_of_them_all(tmp_path: Path) -> None:
+    """A node's GPU lost (or not exported) on day 2: day 2's log holds one of day 1's two GPUs.
+    It joins day 1's as one set of two GPUs, saying so (it was a separate run: the fleet counted
+    the GPU left three GPUs); the wall-clock fleet counts the bins where both have a reading, as
+    in one log where a GPU was lost."""
+
+    def day(day: int, uuids: tuple[str, ...]) -> str:
+        return _smi_log(
+            "uuid, power.draw [W]",
+            lambda i, g: f"{uuids[g]}, {250 + 20 * g + 30 * np.sin(i / 7):.2f} W",
+            1200,
+            len(uuids),
+            day,
+        )
+
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "node1-day1.csv").write_text(day(1, ("GPU-a", "GPU-b")))
+    (folder / "node1-day2.csv").write_text(day(2, ("GPU-a",)))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["planner", "run", str(folder), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    fleet = json.loads((out / "fleet" / "summary.json").read_text())
+    assert (fleet["n_gpus"], fleet["alignment"]) == (2, "wall_clock")
+    assert [j["logs"] for j in fleet["joined"]] == [["node1-day1", "node1-day2"]]
+    assert fleet["gpu_notes"] == [
+        "'node1-day2' holds 1 of the 2 GPUs of 'node1-day1 + node1-day2' (by UUID): joined with "
+        "the logs of them all, the others have no reading over its time"
+    ]
+    economics = json.loads((out / "economics" / "summary.json").read_text())
+    assert economics["gpus"] == 2
+    # the energy of every reading: day 1's two GPUs and day 2's one, 600 s each
+    assert economics["energy_j"] == pytest.approx(600 * (250 + 270 + 250), rel=0.01)
+
+
 def test_a_fleet_of_two_parts_is_provisioned_at_their_mean_nameplate(tmp_path: Path) -> None:
     """A node of four A100s (400 W) and one of four H100s (700 W): each GPU of the fleet is
     provisioned at the mean board power, 550 W, so the capacity oversubscription avoids is the

@@ -83,8 +83,9 @@ def _drawn_note(runs: Sequence[RunBins], summary: dict[str, Any]) -> str | None:
 
 def fleet_notes(summary: dict[str, Any]) -> list[str]:
     """What ``planner run``, ``planner fleet`` and the report say of a planner fleet (its
-    ``summary.json``): the logs of one set of GPUs it joined, the logs that share some GPUs
-    but not all, and the time a wall-clock fleet leaves out."""
+    ``summary.json``): the logs of one set of GPUs it joined (and those of them that hold only
+    some of its GPUs), the logs that share some GPUs but not all, and the time a wall-clock
+    fleet leaves out."""
     joined = [
         f"logs of one set of {entry['gpus']} GPU(s), named by UUID, counted once: "
         + " + ".join(entry["logs"])

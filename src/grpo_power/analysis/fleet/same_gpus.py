@@ -5,10 +5,13 @@ hold it.
 A GPU is known by its UUID where its trace names one (``gpu_uuids`` in the windows stage's bins
 metadata: NVML, nvidia-smi's ``uuid``, DCGM's ``UUID``). Runs whose GPUs are all named, with the
 same UUIDs, are one run of the fleet (:class:`~grpo_power.analysis.fleet.inputs.RunBins` with
-``parts``): their bins read as one, the hours between them a gap. A GPU in two runs at the same
-time is refused (one GPU logged twice: a copy of a log, two loggers on one node), as the fleet
-would count its power twice. Runs without UUIDs, and simulated runs, stay runs of their own.
-The fleet stage of the study never joins: its runs are jobs composed into a fleet.
+``parts``): their bins read as one, the hours between them a gap. A run that holds some of
+another's GPUs and no others (a day a GPU was lost or not exported) joins it, the GPUs it lacks
+without readings over its time; runs that each hold GPUs the other lacks (a GPU replaced) stay
+apart. A GPU in two runs at the same time is refused (one GPU logged twice: a copy of a log,
+two loggers on one node), as the fleet would count its power twice. Runs without UUIDs, and
+simulated runs, stay runs of their own. The fleet stage of the study never joins: its runs are
+jobs composed into a fleet.
 """
 
 from __future__ import annotations
@@ -36,8 +39,9 @@ class SameGpus:
     """What :func:`join_same_gpus` made of the runs.
 
     ``runs``: the fleet's runs, those of one set of GPUs joined (in the order of their first);
-    ``joined``: each join (``run_id``, ``logs``, ``gpus``); ``notes``: runs that share some GPUs
-    but not all (their shared GPUs count in each).
+    ``joined``: each join (``run_id``, ``logs``, ``gpus``); ``notes``: the joined runs that hold
+    only some of the set's GPUs, and runs that share some GPUs but not all and stay apart (their
+    shared GPUs count in each).
     """
 
     runs: list[RunBins]
@@ -52,9 +56,10 @@ def join_same_gpus(runs: Sequence[RunBins]) -> SameGpus:
         ValueError: a GPU is in two runs over the same time (the message names both).
     """
     refuse_twice_logged(_bin_spans(runs))
+    homes = _homes([gpu_set(run) for run in runs])
     groups: dict[frozenset[str] | int, list[RunBins]] = {}
     for i, run in enumerate(runs):
-        key = gpu_set(run)
+        key = homes.get(gpu_set(run))
         groups.setdefault(i if key is None else key, []).append(run)
     joined = [group[0] if len(group) == 1 else _joined(group) for group in groups.values()]
     records = [
@@ -62,8 +67,15 @@ def join_same_gpus(runs: Sequence[RunBins]) -> SameGpus:
         for run in joined
         if run.parts
     ]
-    sets = [(run, gpu_set(run)) for run in joined]
     notes = [
+        f"{part.run_id!r} holds {part.n_gpus} of the {run.n_gpus} GPUs of {run.run_id!r} (by "
+        "UUID): joined with the logs of them all, the others have no reading over its time"
+        for run in joined
+        for part in run.parts
+        if part.n_gpus < run.n_gpus
+    ]
+    sets = [(run, gpu_set(run)) for run in joined]
+    notes += [
         f"{a.run_id!r} and {b.run_id!r} share {len(sa & sb)} of their GPUs (by UUID) but not "
         "all, at different times: they stay separate runs, and the shared GPUs count in each"
         for i, (a, sa) in enumerate(sets)
@@ -73,12 +85,25 @@ def join_same_gpus(runs: Sequence[RunBins]) -> SameGpus:
     return SameGpus(joined, records, notes)
 
 
+def _homes(sets: Sequence[frozenset[str] | None]) -> dict[frozenset[str], frozenset[str]]:
+    """The set of GPUs each set's runs join: the one largest set that holds it (a log of a day
+    a GPU was missing, lost or not exported, joins the logs of all of them), else itself (it
+    is in two largest sets that each hold GPUs the other lacks: a GPU replaced)."""
+    named = {s for s in sets if s is not None}
+    largest = [s for s in named if not any(s < t for t in named)]
+    homes = {}
+    for s in named:
+        holders = [t for t in largest if s <= t]
+        homes[s] = holders[0] if len(holders) == 1 else s
+    return homes
+
+
 def _joined(group: Sequence[RunBins]) -> RunBins:
     """One run of the runs of one set of GPUs, in time order."""
     parts = tuple(sorted(group, key=lambda r: r.bin_range or (0, 0)))
     ranges = [p.bin_range for p in parts if p.bin_range is not None]
     first = parts[0]
-    uuids = sorted(gpu_set(first) or ())
+    uuids = sorted(frozenset().union(*(gpu_set(p) or () for p in parts)))
     info = {
         **{k: first.info.get(k) for k in ("source", "simulated", "data", "gpu_name", "bin_s")},
         "run_id": " + ".join(p.run_id for p in parts),
