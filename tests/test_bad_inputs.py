@@ -1705,6 +1705,44 @@ class Accepted:
 SMI_INSTANT = "timestamp, index, power.draw.instant [W], power.draw [W], power.default_limit [W]"
 ACCEPTED: list[Accepted] = [
     Accepted(
+        "import-energy-counter-restart",
+        "DCGM CSV whose total-energy counter restarts (a driver reload, a GPU reset): it steps "
+        "back from 5,000,250 J to 1 J",
+        (
+            "text",
+            {
+                "name": "dcgm.csv",
+                "text": f"{DCGM_HEADER},DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION\n"
+                + "".join(
+                    f"{1772366400 + i},0,NVIDIA A100-SXM4-80GB,250,{mj}\n"
+                    for i, mj in enumerate((5_000_000_000, 5_000_250_000, 1_000, 251_000))
+                ),
+            },
+        ),
+        IMPORT,
+        [
+            "imported 4 samples of 1 GPU(s)",
+            "gpu 0: the energy counter steps back 1 time(s), first at line 4",
+            "counted on across each restart, its interval by integrated power",
+        ],
+        ["{out}/trace.parquet"],
+    ),
+    Accepted(
+        "summary-energy-counter-restart",
+        "trace CSV whose energy counter restarts: 3 s at 250 W is 750 J, not the counter's last "
+        "minus first (150 J), nor negative",
+        (
+            "text",
+            {
+                "name": "t.csv",
+                "text": "t,gpu,power_w,energy_j\n0,0,250,100\n1,0,250,350\n"
+                "2,0,250,0\n3,0,250,250\n",
+            },
+        ),
+        SUMMARY,
+        ["0 4 3.00 750.00 0.21 counter 250.00", "the energy counter steps back 1 time(s)"],
+    ),
+    Accepted(
         "import-byte-order-mark",
         "nvidia-smi log saved with a UTF-8 byte-order mark (Excel, PowerShell)",
         ("text", {"name": "smi.csv", "text": f"\ufeff{NVSMI_HEADER}\n{T0}{SMI_ROW}{T1}{SMI_ROW}"}),

@@ -1,5 +1,5 @@
 """Checks shared by every reader of a trace or a log (import, summary, windows, identify,
-economics, report): power samples, the unit of t, and clock jumps.
+economics, report): power samples, the unit of t, clock jumps and restarts of the energy counter.
 
 Power in a trace is instantaneous board power in watts (docs/design.md section 7). A sample is
 refused when it is NaN or infinite, negative, or implausibly high: above
@@ -212,6 +212,54 @@ def time_steps_back(gpu: np.ndarray, t: np.ndarray) -> np.ndarray:
     same = np.diff(gpu[order]) == 0
     bad = same & ~(np.diff(t[order]) > 0)
     return np.sort(order[1:][bad])
+
+
+def counter_restarts(
+    gpu: np.ndarray,
+    t: np.ndarray,
+    power_w: np.ndarray,
+    energy_j: np.ndarray,
+    where: str,
+    rows: np.ndarray | None = None,
+    row_word: str = "row",
+) -> tuple[np.ndarray, list[str]]:
+    """The energy counter continued across its restarts, and a note per GPU whose counter
+    restarted.
+
+    A cumulative counter (NVML's, DCGM's total energy) only grows; one that steps back was
+    restarted (a driver reload, a GPU reset, an exporter restarted). Taken as it is, a
+    restart gives a GPU negative energy. Here the interval over which it stepped back counts
+    the energy its two samples' power gives (trapezoid), and the counter goes on from there.
+    Rows are in recorded order, t increasing within each GPU; a GPU with a missing counter
+    reading is left as it is (its energy is integrated power). Returns ``energy_j`` itself
+    where no counter steps back. ``rows`` numbers the rows for the notes (default: from 1).
+    """
+    if len(energy_j) < 2 or not np.isfinite(energy_j).any():
+        return energy_j, []
+    order = np.argsort(gpu, kind="stable")  # each GPU's rows in recorded (time) order
+    counter = energy_j[order]
+    back = (np.diff(gpu[order]) == 0) & (np.diff(counter) < 0)
+    if not back.any():
+        return energy_j, []
+    shown = rows if rows is not None else np.arange(1, len(t) + 1)
+    out = energy_j.astype(np.float64, copy=True)
+    notes = []
+    for g in np.unique(gpu[order][1:][back]):
+        mine = order[gpu[order] == g]
+        if not np.isfinite(energy_j[mine]).all():
+            continue
+        step = np.diff(energy_j[mine])
+        restarts = np.flatnonzero(step < 0)
+        bridged = 0.5 * (power_w[mine][1:] + power_w[mine][:-1]) * np.diff(t[mine])
+        step[restarts] = bridged[restarts]
+        out[mine] = energy_j[mine][0] + np.concatenate([[0.0], np.cumsum(step)])
+        first = int(shown[mine[restarts[0] + 1]])
+        notes.append(
+            f"{where}: gpu {int(g)}: the energy counter steps back {len(restarts)} time(s), first "
+            f"at {row_word} {first} (restarted: a driver reload, a GPU reset or an exporter "
+            "restarted): counted on across each restart, its interval by integrated power"
+        )
+    return out, notes
 
 
 def _previous_row(gpu: np.ndarray, row: int) -> int:

@@ -64,6 +64,7 @@ from grpo_power.config.gpu_models import GPU_MODELS
 from grpo_power.telemetry.checks import (
     check_clock,
     check_frame_power,
+    counter_restarts,
     median_spacing,
     split_clock_jumps,
     time_unit,
@@ -545,10 +546,21 @@ def import_log(
         notes += _lost_notes(path, out["gpu"].to_numpy(), lost, lines, row_word)
         keep = ~missing
         out = out[keep].reset_index(drop=True)
-        energy_mj = energy_mj[keep]
+        energy_mj, kept_lines = energy_mj[keep], lines[keep]
+    else:
+        kept_lines = lines
     if "energy_mj" in frame:
         first = pd.Series(energy_mj).groupby(out["gpu"].to_numpy()).transform("first")
-        out["energy_j"] = (energy_mj - first.to_numpy()) / 1000.0
+        out["energy_j"], counter_notes = counter_restarts(
+            out["gpu"].to_numpy(),
+            out["t"].to_numpy(),
+            out["power_w"].to_numpy(),
+            (energy_mj - first.to_numpy()) / 1000.0,
+            str(path),
+            kept_lines,
+            row_word,
+        )
+        notes += counter_notes
     else:
         out["energy_j"] = np.nan
     origin_s = float(out["t"].min())

@@ -21,6 +21,7 @@ from grpo_power.telemetry.checks import (
     EPOCH_S_MIN,
     check_clock,
     check_frame_power,
+    counter_restarts,
     median_spacing,
     split_clock_jumps,
     time_unit,
@@ -237,6 +238,13 @@ def _checked(
             jumps = result.jumps
     else:
         check_clock(gpu, t, where)
+    if "energy_j" in frame.columns:
+        energy_j = frame["energy_j"].to_numpy(dtype=np.float64, na_value=np.nan)
+        power_w = frame["power_w"].to_numpy(dtype=np.float64, na_value=np.nan)
+        counter, restarts = counter_restarts(gpu, t, power_w, energy_j, where)
+        if restarts:
+            frame = frame.assign(energy_j=counter)
+            notes += restarts
     data = dict(raw or {})
     if raw is None:
         notes.append(
