@@ -915,7 +915,34 @@ CASES: list[Case] = [
         "nvidia-smi local times in the hour skipped by daylight saving (Europe/Berlin)",
         ("text", {"name": "smi.csv", "text": f"{NVSMI_HEADER}\n2025/03/30 02:30:00.000{SMI_ROW}"}),
         [*IMPORT, "--timezone", "Europe/Berlin"],
-        ["{name}", "do not exist or repeat in time zone Europe/Berlin", "--timezone"],
+        [
+            "{name}",
+            "the local time 2025-03-30 02:30:00 (line 2, gpu 0) falls in the hour the clocks skip",
+            "in time zone Europe/Berlin",
+            "--timezone",
+        ],
+    ),
+    Case(
+        "import-local-time-that-repeats",
+        "nvidia-smi log of two GPUs within the hour repeated when the clocks go back (Europe/"
+        "Berlin): nothing says which pass it is",
+        (
+            "text",
+            {
+                "name": "smi.csv",
+                "text": f"{NVSMI_HEADER}\n2025/10/26 02:30:00.000{SMI_ROW}"
+                "2025/10/26 02:30:00.000, 1, 250 W, 400 W\n"
+                f"2025/10/26 02:31:00.000{SMI_ROW}2025/10/26 02:31:00.000, 1, 250 W, 400 W\n",
+            },
+        ),
+        [*IMPORT, "--timezone", "Europe/Berlin"],
+        [
+            "{name}",
+            "the local time 2025-10-26 02:30:00 (line 2, gpu 0) falls in the hour repeated when "
+            "the clocks go back",
+            "do not show which pass it is in",
+            "a log in UTC or with UTC offsets",
+        ],
     ),
     Case(
         "summary-duplicate-time",

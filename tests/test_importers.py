@@ -656,6 +656,57 @@ def test_a_grafana_download_that_cannot_be_read_is_refused_naming_why(tmp_path: 
     assert frame["t"].tolist() == [0.0, 30.0]
 
 
+def _berlin_fall_back(layout: str) -> str:
+    """A log of two GPUs, a sample a minute from 01:30 summer time to 02:30 winter time on the
+    night Europe/Berlin's clocks go back (2026-10-25): local 02:00-02:59 twice, as ``layout``
+    writes it."""
+    from datetime import UTC, datetime, timedelta
+    from zoneinfo import ZoneInfo
+
+    start = datetime(2026, 10, 24, 23, 30, tzinfo=UTC)
+    local = [
+        (start + timedelta(minutes=i)).astimezone(ZoneInfo("Europe/Berlin")) for i in range(121)
+    ]
+    if layout == "nvidia-smi":
+        rows = [
+            f"{t:%Y/%m/%d %H:%M:%S}.000, {g}, {250 + 50 * g}.00 W" for t in local for g in (0, 1)
+        ]
+        return "timestamp, index, power.draw [W]\n" + "\n".join(rows) + "\n"
+    if layout == "nvidia-smi-dmon":
+        rows = [
+            f" {t:%Y%m%d   %H:%M:%S}   {g}   {250 + 50 * g}   40" for t in local for g in (0, 1)
+        ]
+        return (
+            "#Date       Time        gpu    pwr  gtemp\n#YYYYMMDD   HH:MM:SS    Idx      W      C\n"
+            + "\n".join(rows)
+            + "\n"
+        )
+    if layout == "grafana":  # series joined by time, as the dashboard shows local time
+        rows = [f'"{t:%Y-%m-%d %H:%M:%S}","250 W","300 W"' for t in local]
+        return '"Time","GPU 0","GPU 1"\n' + "\n".join(rows) + "\n"
+    rows = [f'"{t:%Y-%m-%d %H:%M:%S}","{g}","{250 + 50 * g}"' for t in local for g in (0, 1)]
+    return '"Time","gpu","Value"\n' + "\n".join(rows) + "\n"  # a table panel
+
+
+@pytest.mark.parametrize("layout", ["nvidia-smi", "nvidia-smi-dmon", "grafana", "grafana-table"])
+def test_local_times_through_the_hour_the_clocks_go_back_are_placed_by_the_log_order(
+    tmp_path: Path, layout: str
+) -> None:
+    """Each GPU's local times run through 02:00-02:59 twice, once in summer and once in winter
+    time: the log's order places them, with several GPUs' rows interleaved too (a log of two
+    GPUs was refused as times that do not exist or repeat, a Grafana download as two series of
+    one GPU), so each GPU has its 121 samples a minute apart over two hours."""
+    log = tmp_path / "power.log"
+    log.write_text(_berlin_fall_back(layout))
+    fmt = layout.removesuffix("-table")
+    frame, meta = import_log(log, fmt, nameplate_w=400.0, timezone="Europe/Berlin")
+    assert meta.start_unix_s == 1792884600.0  # 2026-10-24 23:30 UTC
+    for gpu in (0, 1):
+        t = frame[frame["gpu"] == gpu]["t"].to_numpy()
+        assert len(t) == 121 and set(np.diff(t)) == {60.0}, gpu
+    assert frame.groupby("gpu")["power_w"].first().tolist() == [250.0, 300.0]
+
+
 def test_a_compressed_log_imports_as_the_log_beneath(tmp_path: Path) -> None:
     """Log rotation compresses old logs (``.gz``; bzip2, xz and zstd too): each format reads
     through the compression, named and told by the suffix beneath; a file that its suffix

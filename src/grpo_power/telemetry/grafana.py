@@ -197,6 +197,29 @@ def _series_readings(path: Path, header: list[str], body: pd.DataFrame) -> pd.Da
     return pd.concat(parts, ignore_index=True)
 
 
+def _time_order(readings: pd.DataFrame) -> np.ndarray:
+    """A number per reading (in file order) that sorts its time: its time's place in file order,
+    where a time a series has passed before and comes back to (the local hour repeated when the
+    clocks go back, on a dashboard showing local time) is a later time than its first pass, as
+    the series' order of rows says. The import places both passes by ``--timezone``."""
+    codes, uniques = pd.factorize(readings["timestamp"])
+    numbers = pd.to_numeric(pd.Series(uniques), errors="coerce")
+    if numbers.notna().all():  # unix milliseconds: no time repeats
+        return codes.astype(float)
+    try:
+        stamps = pd.to_datetime(pd.Series(uniques), errors="coerce", format="mixed")
+        value = stamps.to_numpy(dtype="datetime64[ns]").astype(np.int64).astype(float)
+        value[stamps.isna().to_numpy()] = np.nan
+    except (ValueError, TypeError, OverflowError):  # zoned times: none repeats
+        return codes.astype(float)
+    series = ["host", "gpu", "field"]
+    back = pd.Series(value[codes]).groupby([readings[k] for k in series]).diff() < 0
+    passes = back.astype(int).groupby([readings[k] for k in series]).cumsum()
+    if not passes.any():
+        return codes.astype(float)
+    return pd.factorize(passes.astype(str) + "|" + readings["timestamp"])[0].astype(float)
+
+
 def read_grafana_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
     """A Grafana panel's CSV download (the file at ``path``) as the rows of text a DCGM CSV
     gives: ``timestamp`` (as Grafana wrote it), ``gpu`` (none where the series name their GPUs
@@ -254,7 +277,7 @@ def read_grafana_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
     readings["value"] = _values(path, readings["cell"], readings["column"], readings["line"])
     readings["timestamp"] = readings["time"].astype(str).str.strip()
     readings = readings.sort_values("line", kind="stable").reset_index(drop=True)
-    readings["order"] = pd.factorize(readings["timestamp"])[0].astype(float)  # file order
+    readings["order"] = _time_order(readings)
     clash = first_clash(readings)
     if clash is not None:
         raise ImportError_(

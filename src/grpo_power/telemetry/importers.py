@@ -88,7 +88,6 @@ from grpo_power.telemetry.logrows import (
 from grpo_power.telemetry.prometheus import read_prometheus_log
 from grpo_power.telemetry.rotation import ROTATED_FORMATS, RotatedLog, naming_parts
 from grpo_power.telemetry.schema import TRACE_COLUMNS, TraceMetadata
-from grpo_power.user_paths import one_line
 
 ImportFormat = Literal["nvidia-smi", "nvidia-smi-dmon", "dcgm", "prometheus", "grafana"]
 
@@ -217,24 +216,71 @@ def _timestamps(
     notes: list[str] = []
     if stamps.dt.tz is None:  # local time without a zone (nvidia-smi): the zone given
         tz, name, origin = zone
-        try:
-            try:
-                stamps = stamps.dt.tz_localize(tz, ambiguous="infer", nonexistent="raise")
-            except ValueError:  # 'infer' needs the repeated hour in order
-                stamps = stamps.dt.tz_localize(tz, ambiguous="raise", nonexistent="raise")
-        except (ValueError, OverflowError) as error:
-            raise ImportError_(
-                f"{path}: column 'timestamp': local times that do not exist or repeat in time "
-                f"zone {name} (a daylight-saving change: {one_line(error, 80)}); "
-                "give the zone the log was written in with --timezone (e.g. --timezone UTC)"
-            ) from None
+        ns = _local_to_utc_ns(path, stamps, lines, gpu, tz, name)
         info = {"timezone": name, "timezone_from": origin}
         notes.append(f"{path}: timestamps read as local time in {name} ({origin})")
     else:
         info = {"timezone": "from the log (UTC offsets)", "timezone_from": "the log"}
-    ns = stamps.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy().astype("datetime64[ns]")
-    ns = ns.astype(np.int64)
+        ns = _utc_ns(stamps)
     return (ns - ns[0]) / 1e9, float(ns[0]) / 1e9, info, notes
+
+
+def _utc_ns(stamps: pd.Series) -> np.ndarray:
+    """Zoned times as UTC nanoseconds since the epoch."""
+    utc = stamps.dt.tz_convert("UTC").dt.tz_localize(None)
+    return utc.to_numpy().astype("datetime64[ns]").astype(np.int64)
+
+
+def _local_to_utc_ns(
+    path: LogSource, stamps: pd.Series, lines: np.ndarray, gpu: np.ndarray, tz: Any, name: str
+) -> np.ndarray:
+    """Local times of the zone ``tz`` as UTC nanoseconds. A time in the hour the clocks go back
+    (it repeats) is placed by the log's order: each GPU's times run through the hour, go back
+    and run through it again (pandas' ``ambiguous="infer"``, per GPU where several GPUs' rows
+    interleave). Refused, naming the line, where a time falls in the hour the clocks skip, or
+    a GPU's times in the repeated hour do not say which pass they are in."""
+    try:
+        return _utc_ns(stamps.dt.tz_localize(tz, ambiguous="infer", nonexistent="raise"))
+    except (ValueError, OverflowError):  # several GPUs' rows interleave, or a time is off
+        pass
+    ns = np.empty(len(stamps), dtype=np.int64)
+    order = np.argsort(gpu, kind="stable")  # each GPU's rows in file order
+    cuts = np.flatnonzero(np.diff(gpu[order])) + 1
+    for rows in np.split(order, cuts):
+        mine = stamps.iloc[rows]
+        try:
+            ns[rows] = _utc_ns(mine.dt.tz_localize(tz, ambiguous="infer", nonexistent="raise"))
+        except (ValueError, OverflowError):
+            ns[rows] = _unplaced(path, mine, lines[rows], int(gpu[rows[0]]), tz, name)
+    return ns
+
+
+def _unplaced(
+    path: LogSource, stamps: pd.Series, lines: np.ndarray, gpu: int, tz: Any, name: str
+) -> np.ndarray:
+    """Raise the error for a GPU's local times that cannot be placed (see
+    :func:`_local_to_utc_ns`); the times themselves where each has one reading."""
+    try:
+        return _utc_ns(stamps.dt.tz_localize(tz, ambiguous="raise", nonexistent="raise"))
+    except (ValueError, OverflowError):
+        pass
+    skipped = stamps.dt.tz_localize(tz, ambiguous="NaT", nonexistent="NaT").isna().to_numpy()
+    gone = stamps.dt.tz_localize(tz, ambiguous=True, nonexistent="NaT").isna().to_numpy()
+    i = int(np.argmax(gone)) if gone.any() else int(np.argmax(skipped))
+    when = stamps.iloc[i].strftime("%Y-%m-%d %H:%M:%S")
+    if gone.any():
+        what = "falls in the hour the clocks skip (a daylight-saving change)"
+    else:
+        what = (
+            "falls in the hour repeated when the clocks go back, and the times of its GPU do not "
+            "show which pass it is in (the log starts or ends within that hour, or its rows are "
+            "out of order)"
+        )
+    raise ImportError_(
+        f"{path}: column 'timestamp': the local time {when} (line {int(lines[i])}, gpu {gpu}) "
+        f"{what} in time zone {name}; expected the zone the log was written in (--timezone; the "
+        "planner: planner.timezone), or a log in UTC or with UTC offsets"
+    )
 
 
 # Columns that name a GPU where a log has no index (NVIDIA's example queries log pci.bus_id)
