@@ -331,8 +331,8 @@ def test_a_fleet_drawn_from_logs_without_uuids_says_why_and_how_to_count_them_on
 
 def test_one_gpu_logged_twice_is_refused(tmp_path: Path) -> None:
     """A copy of a node's log elsewhere in the folder would count its GPU twice: the planner
-    refuses it in one line naming both logs and writes no index; so does `planner fleet`, given
-    windows of the two."""
+    refuses it in one line naming both logs and writes nothing (it left the traces it had
+    imported); so does `planner fleet`, given windows of the two."""
     log = real_traces() / REAL_RUNS["bursty"] / "power.csv"
     folder = tmp_path / "traces"
     (folder / "node-a").mkdir(parents=True)
@@ -347,18 +347,30 @@ def test_one_gpu_logged_twice_is_refused(tmp_path: Path) -> None:
     assert "GPU GPU-03a84180-d660-dbdc-17f4-0e0655717066" in lines[0]
     assert "'node-a/smi'" in lines[0] and "'backup/node-a-smi'" in lines[0]
     assert "logged twice" in lines[0]
-    assert not (out / "traces" / "index.csv").exists()
+    assert not out.exists()  # nothing written, not even the traces imported before the check
     windows = []
     for key in ("node-a/smi", "backup/node-a-smi"):
-        trace = out / "traces" / f"{key}.parquet"  # each imported before the check
+        log, trace = folder / f"{key}.csv", tmp_path / "imported" / f"{key}.parquet"
+        for command in (
+            ["telemetry", "import", str(log), "--nameplate-w", "400", "--out", str(trace)],
+            ["windows", str(trace), "--out", str(tmp_path / "windows" / key)],
+        ):
+            run = CliRunner().invoke(app, command)
+            assert run.exit_code == 0, run.output
         windows.append(tmp_path / "windows" / key)
-        run = CliRunner().invoke(app, ["windows", str(trace), "--out", str(windows[-1])])
-        assert run.exit_code == 0, run.output
     fleet = CliRunner().invoke(
         app, ["planner", "fleet", *map(str, windows), "--out", str(tmp_path / "fleet")]
     )
     assert fleet.exit_code == 2 and "logged twice" in fleet.output, fleet.output
     assert not (tmp_path / "fleet").exists()
+    # without the copy it runs; a log renamed since leaves no trace of its old name behind
+    shutil.rmtree(folder / "backup")
+    for rename in (True, False):
+        result = CliRunner().invoke(app, ["planner", "run", str(folder), "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        if rename:
+            (folder / "node-a" / "smi.csv").rename(folder / "node-a" / "smi-old.csv")
+    assert sorted(p.name for p in (out / "traces").rglob("*.parquet")) == ["smi-old.parquet"]
 
 
 def test_a_log_of_two_days_beside_the_day_between_counts_each_gpu_once(tmp_path: Path) -> None:

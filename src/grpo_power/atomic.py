@@ -10,11 +10,13 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+T = TypeVar("T")
 
 
 def write_atomic(path: Path | str, write: Callable[[Path], Any]) -> Path:
@@ -47,6 +49,31 @@ def write_folder_atomic(folder: Path | str, build: Callable[[Path], Any]) -> Pat
         shutil.rmtree(building, ignore_errors=True)
         raise
     return folder
+
+
+def replace_folder_atomic(folder: Path | str, build: Callable[[Path], T]) -> T:
+    """Call ``build(tmp_folder)`` then put it in the place of ``folder`` (an earlier one is
+    moved aside and removed, so no file of it is left among the new ones); on failure remove
+    it, and the folders above it this call made, so that a refused input leaves nothing.
+    Returns what ``build`` returned."""
+    folder = Path(folder)
+    made = [p for p in (folder.parent, *folder.parent.parents) if not p.exists()]
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        built = build(building)
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        for empty in made:  # deepest first
+            if empty.exists() and not any(empty.iterdir()):
+                empty.rmdir()
+        raise
+    old = folder.with_name(f"{building.name}-old")
+    if folder.exists():
+        os.replace(folder, old)
+    os.replace(building, folder)
+    shutil.rmtree(old, ignore_errors=True)
+    return built
 
 
 def write_text_atomic(path: Path | str, text: str) -> Path:

@@ -23,7 +23,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from grpo_power.analysis.fleet.same_gpus import GpuSpan, busy_spans, refuse_twice_logged
-from grpo_power.atomic import write_csv_atomic
+from grpo_power.atomic import replace_folder_atomic, write_csv_atomic
 from grpo_power.config import Config
 from grpo_power.layout import PLANNER_TRACES, RUN
 from grpo_power.telemetry.engine import add_engine_columns, generated_tokens, read_engine_log
@@ -236,8 +236,21 @@ def import_traces(
     Raises:
         ValueError: a trace that cannot be read (the message names the file and the field).
     """
-    folder, out = Path(folder), Path(out)
+    folder = Path(folder)
     traces, skipped = find_traces(folder)
+    return replace_folder_atomic(  # a refused trace leaves no traces behind, nor old ones
+        out, lambda staging: _import_into(staging, traces, skipped, config, show_progress)
+    )
+
+
+def _import_into(
+    out: Path,
+    traces: list[FoundFile],
+    skipped: list[FoundFile],
+    config: Config,
+    show_progress: bool,
+) -> pd.DataFrame:
+    """What :func:`import_traces` writes, into ``out``; returns the index."""
     defaults = TraceDefaults.from_config(config)
     engines = engines_beside(traces, skipped)
     paired: dict[str, str] = {}  # an engine log's key -> its reason: the power log it went with
