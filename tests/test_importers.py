@@ -707,6 +707,51 @@ def test_local_times_through_the_hour_the_clocks_go_back_are_placed_by_the_log_o
     assert frame.groupby("gpu")["power_w"].first().tolist() == [250.0, 300.0]
 
 
+def test_a_mig_gpus_power_repeated_per_instance_is_read_once(tmp_path: Path) -> None:
+    """dcgm-exporter gives a MIG GPU's power in the series of each of its instances (labels
+    ``GPU_I_ID``, ``GPU_I_PROFILE``): in its CSV and in a Prometheus answer each GPU's reading is
+    read once, noted (both were refused: as a duplicated timestamp, as two series of one GPU);
+    instances that disagree are still refused."""
+    uuid = "GPU-265c9814-6156-355b-e589-ff20648900{}"
+    rows = [
+        f"{1772366400 + 15 * i},{g},{uuid.format(g)},{mig},{100 + 20 * g + i}"
+        for i in range(4)
+        for g in (0, 1)
+        for mig in (3, 4, 5)
+    ]
+    log = tmp_path / "dcgm.csv"
+    log.write_text("timestamp,gpu,UUID,GPU_I_ID,DCGM_FI_DEV_POWER_USAGE\n" + "\n".join(rows))
+    series = [
+        {
+            "metric": {
+                "__name__": "DCGM_FI_DEV_POWER_USAGE",
+                "gpu": str(g),
+                "UUID": uuid.format(g),
+                "GPU_I_ID": str(mig),
+                "GPU_I_PROFILE": "1g.6gb",
+            },
+            "values": [[1772366400 + 15 * i, str(100 + 20 * g + i)] for i in range(4)],
+        }
+        for g in (0, 1)
+        for mig in (3, 4, 5)
+    ]
+    answer = tmp_path / "prometheus.json"
+    answer.write_text(
+        json.dumps({"status": "success", "data": {"resultType": "matrix", "result": series}})
+    )
+    for path, fmt, repeated in ((log, "dcgm", "16 row(s)"), (answer, "prometheus", "16 read")):
+        frame, meta = import_log(path, fmt, nameplate_w=165.0)
+        assert frame.groupby("gpu")["power_w"].apply(list).to_dict() == {
+            0: [100.0, 101.0, 102.0, 103.0],
+            1: [120.0, 121.0, 122.0, 123.0],
+        }
+        assert any(repeated in note and "MIG" in note for note in meta.model_extra["notes"])
+    disagree = f"1772366400,0,{uuid.format(0)},4,"  # one instance reads other power
+    log.write_text(log.read_text().replace(f"{disagree}100", f"{disagree}190"))
+    with pytest.raises(ImportError_, match="gpu 0: duplicated timestamp"):
+        import_log(log, "dcgm", nameplate_w=165.0)
+
+
 def test_a_compressed_log_imports_as_the_log_beneath(tmp_path: Path) -> None:
     """Log rotation compresses old logs (``.gz``; bzip2, xz and zstd too): each format reads
     through the compression, named and told by the suffix beneath; a file that its suffix

@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from grpo_power.telemetry.logrows import HOST_COLUMNS, ImportError_, csv_rows, read_log_text
-from grpo_power.telemetry.series import dcgm_rows, first_clash, gpu_named
+from grpo_power.telemetry.series import dcgm_rows, drop_repeats, first_clash, gpu_named
 
 GRAFANA_EXPECTED = (
     "a Grafana panel's CSV download of DCGM power (Inspect > Data > Download CSV): a Time "
@@ -220,17 +220,18 @@ def _time_order(readings: pd.DataFrame) -> np.ndarray:
     return pd.factorize(passes.astype(str) + "|" + readings["timestamp"])[0].astype(float)
 
 
-def read_grafana_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
+def read_grafana_log(path: Path) -> tuple[pd.DataFrame, np.ndarray, list[str]]:
     """A Grafana panel's CSV download (the file at ``path``) as the rows of text a DCGM CSV
     gives: ``timestamp`` (as Grafana wrote it), ``gpu`` (none where the series name their GPUs
     by UUID alone), ``host`` where the series name hosts, ``modelName`` and ``UUID`` where their
-    labels or legends do, and a power column; and each row's line in the file. Empty cells (no
-    sample of that series then) are left out.
+    labels or legends do, and a power column; each row's line in the file; and notes (readings
+    that several series repeat, read once). Empty cells (no sample of that series then) are
+    left out.
 
     Raises:
         ImportError_: not text, no ``Time`` header, a column that names no GPU, columns naming
             their GPUs by index and by UUID alone, a value that is not power, no power series,
-            two series giving one GPU's power at one time.
+            two series giving one GPU's power at one time with different values.
     """
     text = read_log_text(path, GRAFANA_EXPECTED)
     end = text.find("\n")  # the first line, without copying the rest of the text
@@ -278,6 +279,7 @@ def read_grafana_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
     readings["timestamp"] = readings["time"].astype(str).str.strip()
     readings = readings.sort_values("line", kind="stable").reset_index(drop=True)
     readings["order"] = _time_order(readings)
+    readings, notes = drop_repeats(readings)
     clash = first_clash(readings)
     if clash is not None:
         raise ImportError_(
@@ -296,4 +298,5 @@ def read_grafana_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
         for label, column in (("modelName", "model"), ("UUID", "uuid"))
     }
     raw, lines = dcgm_rows(readings, host_label, labels)
-    return (raw.drop(columns="gpu") if by_uuid.any() else raw), lines
+    notes = [f"{path}: {n}" for n in notes]
+    return (raw.drop(columns="gpu") if by_uuid.any() else raw), lines, notes

@@ -401,6 +401,35 @@ def _power(
     return power, lost, original[chosen], notes
 
 
+# dcgm-exporter's labels of a MIG instance: a MIG GPU's device-level fields (its power) come
+# once per instance, the rows alike but for these
+MIG_COLUMNS = ("GPU_I_ID", "GPU_I_PROFILE")
+
+
+def _mig_repeats(
+    path: LogSource, raw: pd.DataFrame, lines: np.ndarray
+) -> tuple[pd.DataFrame, np.ndarray, list[str]]:
+    """A DCGM CSV's rows without those that repeat another row but for its MIG instance's labels
+    (a MIG GPU's power, given once per instance), and a note; rows of instances whose values
+    differ are kept, for the clock check to refuse as one GPU twice at one time."""
+    mig = [c for c in raw.columns if c.strip() in MIG_COLUMNS]
+    if not mig:
+        return raw, lines, []
+    repeated = raw.duplicated([c for c in raw.columns if c not in mig]).to_numpy()
+    if not repeated.any():
+        return raw, lines, []
+    keep = ~repeated
+    return (
+        raw[keep].reset_index(drop=True),
+        lines[keep],
+        [
+            f"{path}: {int(repeated.sum())} row(s) that repeat a MIG GPU's readings for another "
+            f"of its instances ({', '.join(c.strip() for c in mig)}; the same GPU, time and "
+            "values), read once"
+        ],
+    )
+
+
 def _lost_notes(
     path: LogSource, gpu: np.ndarray, lost: np.ndarray, lines: np.ndarray, row_word: str
 ) -> list[str]:
@@ -468,14 +497,17 @@ def import_log(
     zone = resolve_timezone(timezone)
     smi = fmt in ("nvidia-smi", "nvidia-smi-dmon")
     row_word = "row" if fmt == "prometheus" else "line"  # what the error messages number
+    read_notes: list[str] = []
     if fmt == "prometheus":
-        raw, lines = read_prometheus_log(path)
+        raw, lines, read_notes = read_prometheus_log(path)
     elif fmt == "grafana":
-        raw, lines = read_grafana_log(path)
+        raw, lines, read_notes = read_grafana_log(path)
     elif fmt == "nvidia-smi-dmon":
         raw, lines = read_dmon_log(path)
     else:
         raw, lines = read_csv_log(path, fmt)
+    if fmt == "dcgm":
+        raw, lines, read_notes = _mig_repeats(path, raw, lines)
     mapping = NVIDIA_SMI_COLUMNS if smi else DCGM_COLUMNS
     renamed = {}
     for column in raw.columns:
@@ -529,7 +561,7 @@ def import_log(
         if frame.empty:
             raise ImportError_(f"{path}: expected a reading of a GPU, got lost GPUs' rows only")
     gpu_index, host, gpu_ids, gpu_uuids, notes = _gpu_numbers(path, raw, frame, original, lines)
-    notes = lost_notes + notes
+    notes = read_notes + lost_notes + notes
     t, start_unix_s, time_info, time_notes = _timestamps(
         path, frame["timestamp"], lines, gpu_index, zone
     )

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_power.telemetry.logrows import HOST_COLUMNS, ImportError_, read_log_text
-from grpo_power.telemetry.series import dcgm_rows, first_clash, gpu_named
+from grpo_power.telemetry.series import dcgm_rows, drop_repeats, first_clash, gpu_named
 from grpo_power.user_paths import one_line
 
 PROMETHEUS_EXPECTED = (
@@ -144,16 +144,18 @@ def _seconds(unix_ms: Any) -> Any:
         return math.inf
 
 
-def read_prometheus_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
+def read_prometheus_log(path: Path) -> tuple[pd.DataFrame, np.ndarray, list[str]]:
     """A Prometheus query result (the file at ``path``; or a JSON-lines export of the same
     series, VictoriaMetrics' ``/api/v1/export``) as rows of text a DCGM CSV gives:
     ``timestamp`` (unix s), ``gpu``, the host label (``Hostname`` or ``instance``) where the
     series have one, ``modelName`` and ``UUID`` where they have them, and one column per field
-    (``DCGM_FI_DEV_POWER_USAGE``, ...), in time order; and each row's number (from 1).
+    (``DCGM_FI_DEV_POWER_USAGE``, ...), in time order; each row's number (from 1); and notes
+    (readings that several series repeat, read once: :func:`drop_repeats`).
 
     Raises:
         ImportError_: not text, not JSON, not a query result, a series without ``__name__`` or
-            ``gpu``, a sample that is not a number, two series giving one GPU's field at once.
+            ``gpu``, a sample that is not a number, two series giving one GPU's field at once
+            with different values.
     """
     text = read_log_text(path, PROMETHEUS_EXPECTED)
     try:
@@ -208,6 +210,7 @@ def read_prometheus_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
     readings = pd.DataFrame(records, columns=["host", "gpu", "field", "order", "value"])
     readings["timestamp"] = readings["order"].map(repr)
     readings["line"] = 0  # a JSON answer has no lines: rows are numbered instead
+    readings, notes = drop_repeats(readings)
     clash = first_clash(readings)
     if clash is not None:
         raise ImportError_(
@@ -217,4 +220,4 @@ def read_prometheus_log(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
             f"that tell them apart ({', '.join(HOST_COLUMNS)})"
         )
     raw, _ = dcgm_rows(readings, host_label, named)
-    return raw, np.arange(1, len(raw) + 1, dtype=np.int64)
+    return raw, np.arange(1, len(raw) + 1, dtype=np.int64), [f"{path}: {n}" for n in notes]

@@ -5,7 +5,9 @@ Grafana reader (:mod:`grpo_power.telemetry.grafana`, a panel's CSV download) bot
 reading per row: its host, GPU index, DCGM field, time and value. :func:`dcgm_rows` pivots them
 into what a dcgm-exporter CSV holds (one row per GPU and time, a column per field), which
 :func:`grpo_power.telemetry.importers.import_log` reads as the ``dcgm`` format;
-:func:`first_clash` finds the readings two series give for one field of one GPU at once.
+:func:`drop_repeats` reads once a reading several series repeat (a MIG GPU's power), and
+:func:`first_clash` finds the readings two series give differently for one field of one GPU at
+once.
 """
 
 from __future__ import annotations
@@ -26,6 +28,21 @@ def gpu_named(host: str, gpu: str) -> str:
     """A GPU as a message names it: ``dgx-a gpu 0``, or ``gpu 0`` without a host."""
     shown = host if host.isprintable() else repr(host)
     return f"{shown} gpu {gpu}" if host else f"gpu {gpu}"
+
+
+def drop_repeats(readings: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """``readings`` without those that repeat another's GPU, field, time and value (a MIG
+    GPU's power, which dcgm-exporter gives in the series of each of its instances; one exporter
+    scraped twice), and a note saying how many were read once. Readings of one GPU, field and
+    time with different values are left for :func:`first_clash`."""
+    repeated = readings.duplicated([*_KEY, "value"])
+    if not repeated.any():
+        return readings, []
+    return readings[~repeated].reset_index(drop=True), [
+        f"{int(repeated.sum())} reading(s) that another series gives too, for the same GPU, "
+        "field, time and value (a MIG GPU's power, given in the series of each of its "
+        "instances; one exporter scraped twice), read once"
+    ]
 
 
 def first_clash(readings: pd.DataFrame) -> pd.Series | None:
