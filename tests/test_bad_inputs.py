@@ -1755,6 +1755,25 @@ ACCEPTED: list[Accepted] = [
         ["{out}/trace.parquet"],
     ),
     Accepted(
+        "import-dcgm-nan-reading",
+        "DCGM CSV with a NaN power reading (as Go and Prometheus write no value): a missing "
+        "sample, as a Prometheus answer's NaN is",
+        (
+            "text",
+            {
+                "name": "dcgm.csv",
+                "text": f"{DCGM_HEADER}\n"
+                + "".join(
+                    f"{1772366400 + i},0,NVIDIA A100-SXM4-80GB,{power}\n"
+                    for i, power in enumerate(("250", "NaN", "251"))
+                ),
+            },
+        ),
+        IMPORT,
+        ["imported 2 samples of 1 GPU(s)", "1 missing power reading(s)", "first at line 3"],
+        ["{out}/trace.parquet"],
+    ),
+    Accepted(
         "summary-energy-counter-restart",
         "trace CSV whose energy counter restarts: 3 s at 250 W is 750 J, not the counter's last "
         "minus first (150 J), nor negative",

@@ -43,6 +43,7 @@ MISSING_VALUES = {
     "[Insufficient Permissions]",
     "",
     "nan",
+    "NaN",  # Go's and Prometheus' no-value, as exporters and scrapers write it
     *LOST_VALUES,
 }
 # Columns (or Prometheus labels) that name a GPU's host: dcgm-exporter's label, a hand-added
