@@ -77,6 +77,42 @@ def test_windows_nest_overlap_and_add_up(config: Config, tmp_path: Path) -> None
     assert trace_j >= 0.95 * outer.energy_j
 
 
+def test_overlapping_phased_windows_announce_the_phase_of_the_last_one_open() -> None:
+    """Windows with a phase that overlap and close in any order: the phase in force is the last
+    open one's, and when all are closed the one before them (closing ``train`` before
+    ``generate`` left the simulated GPU in ``train`` for good, and ``generate`` idle)."""
+    monitor = PowerMonitor(period_s=0.05, source="simulated")
+    with monitor:
+        monitor.begin_window("train", phase="train", batch=8)
+        monitor.begin_window("generate", phase="generate", batch=4)
+        monitor.end_window("train")  # closes under "generate": generation goes on
+        assert monitor.signal.current().phase == "generate"
+        time.sleep(0.2)
+        generate = monitor.end_window("generate")
+        assert (monitor.signal.current().phase, monitor.signal.current().batch) == ("idle", 1)
+        with monitor.window("after") as after:
+            time.sleep(0.2)
+    assert generate.time_s > 0.2
+    assert generate.phases["generate"].time_s == pytest.approx(generate.time_s, abs=0.01)
+    assert after.phases == {}  # nothing but idle announced
+
+
+def test_a_long_window_splits_all_its_phases() -> None:
+    """A window over more phase changes than the signal keeps for the sensor (4,096): its split
+    by phase still holds its first phase, and adds up to its time and energy (the early phases
+    were lost without a word)."""
+    monitor = PowerMonitor(period_s=0.05, source="simulated")
+    with monitor, monitor.window("run") as run:
+        with monitor.window("warm", phase="generate", batch=8, sync_execution=False):
+            time.sleep(0.3)
+        for _ in range(2500):  # 5,000 changes: train, then back to generate
+            with monitor.window("step", phase="train", batch=4, sync_execution=False):
+                pass
+    assert run.phases["generate"].time_s == pytest.approx(0.3, abs=0.05)
+    assert sum(p.time_s for p in run.phases.values()) == pytest.approx(run.time_s, rel=1e-6)
+    assert sum(p.energy_j for p in run.phases.values()) == pytest.approx(run.energy_j, rel=0.02)
+
+
 def test_energy_is_integrated_without_a_counter(config: Config) -> None:
     from grpo_power.telemetry.signals import WorkloadSignal
 

@@ -110,10 +110,10 @@ class OpenWindow:
 
 @dataclass(frozen=True)
 class _Begun:
-    """An open window: its start (sampler clock, s) and the activity its end restores."""
+    """An open window: its start (sampler clock, s) and the activity it announced, if any."""
 
     t_s: float
-    restore: tuple[Phase, int] | None
+    activity: tuple[Phase, int] | None
 
 
 def synchronize_gpu_work() -> None:
@@ -193,7 +193,8 @@ class PowerMonitor:
         self.trace = self._writer(trace) if isinstance(trace, str | Path) else trace
         self._rows: dict[str, list[float]] = {k: [] for k in ("t", "gpu", "power_w", "energy_j")}
         self._keep_rows = int(history_s / self.period_s + 2) * max(1, len(self.source.gpus))
-        self._open: dict[str, _Begun] = {}
+        self._open: dict[str, _Begun] = {}  # in the order they were opened
+        self._before_phases: tuple[Phase, int] | None = None  # the activity before they began
         self._lock = threading.Lock()
         self._history_s = history_s
         self.sampler = self._sampler(**sampler_options)
@@ -270,20 +271,26 @@ class PowerMonitor:
     ) -> None:
         """Open window ``name`` now (after the queued GPU work, unless ``sync_execution`` is
         False; see the module docstring); ``phase`` (optional) is announced to :attr:`signal`
-        for the window's duration (it drives the simulated A100; real GPUs ignore it)."""
+        for the window's duration (it drives the simulated A100; real GPUs ignore it): of
+        overlapping windows, the phase of the last one opened that is still open, and when none
+        is, the activity before the first."""
         if name in self._open:
             raise ValueError(f"window {name!r} is already open; close it or use another name")
         if sync_execution:
             synchronize_gpu_work()
         self.start()
-        restore = None
+        activity = None
         if phase is not None:
-            current = self.signal.current()
-            restore = (current.phase, current.batch)
+            activity = (phase, batch)
+            with self._lock:
+                if not any(b.activity for b in self._open.values()):
+                    current = self.signal.current()
+                    self._before_phases = (current.phase, current.batch)
             self.signal.set(phase, batch)
-        begun = _Begun(self._boundary_s(), restore)
+        begun = _Begun(self._boundary_s(), activity)
         with self._lock:
             self._open[name] = begun
+            self._keep_phase_changes()
 
     def end_window(self, name: str, sync_execution: bool = True) -> Measurement:
         """Close window ``name`` (after the queued GPU work, unless ``sync_execution`` is False)
@@ -298,13 +305,28 @@ class PowerMonitor:
             synchronize_gpu_work()
         end_s = self._boundary_s()
         with self._lock:
+            last_phased = next((n for n in reversed(self._open) if self._open[n].activity), None)
             begun = self._open.pop(name)
             times = self._rows["t"]
             first, last = bisect.bisect_left(times, begun.t_s), bisect.bisect_right(times, end_s)
             rows = {k: np.asarray(v[first:last], dtype=float) for k, v in self._rows.items()}
-        if begun.restore is not None:
-            self.signal.set(*begun.restore)
-        return self._measure(name, begun.t_s, end_s, rows)
+            phased = [b.activity for b in self._open.values() if b.activity]
+        if name == last_phased:  # its phase was the one in force: the next one's, or the first's
+            restore = phased[-1] if phased else self._before_phases
+            if restore is not None:
+                self.signal.set(*restore)
+        measurement = self._measure(name, begun.t_s, end_s, rows)
+        with self._lock:
+            self._keep_phase_changes()
+        return measurement
+
+    def _keep_phase_changes(self) -> None:
+        """Ask :attr:`signal` to keep the phase changes the open windows' split needs (from the
+        oldest one's start on), however many. Under the lock."""
+        oldest_s = min((b.t_s for b in self._open.values()), default=None)
+        origin_s = self.sampler.origin_s
+        since_s = None if oldest_s is None or origin_s is None else origin_s + oldest_s
+        self.signal.keep_since(self, since_s)
 
     @contextmanager
     def window(
@@ -426,18 +448,14 @@ def _split_by_phase(
 ) -> None:
     """Add one GPU's trapezoid energy to ``energy_j`` by phase: each sample interval's energy is
     shared among the phases in proportion to their time in it (intervals longer than
-    ``max_gap_s`` count zero)."""
+    ``max_gap_s`` count zero), read off the cumulative energy at each span's ends."""
     if len(t_s) < 2:
         return
     dt_s = np.diff(t_s)
     power_per_s = np.where(dt_s <= max_gap_s, 0.5 * (power_w[1:] + power_w[:-1]), 0.0)
-    low = np.array([s[0] for s in spans])
-    high = np.array([s[1] for s in spans])
-    overlap_s = np.clip(
-        np.minimum(t_s[1:, None], high[None, :]) - np.maximum(t_s[:-1, None], low[None, :]),
-        0.0,
-        None,
-    )
-    per_span_j = (power_per_s[:, None] * overlap_s).sum(axis=0)
+    cumulative_j = np.concatenate([[0.0], np.cumsum(power_per_s * dt_s)])
+    low = np.array([span[0] for span in spans])
+    high = np.array([span[1] for span in spans])
+    per_span_j = np.interp(high, t_s, cumulative_j) - np.interp(low, t_s, cumulative_j)
     for (_, _, phase), share_j in zip(spans, per_span_j, strict=True):
         energy_j[phase] = energy_j.get(phase, 0.0) + float(share_j)

@@ -9,6 +9,7 @@ reader never sees half a state. On real GPUs (NVML) the signals are still sent b
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import threading
@@ -20,7 +21,8 @@ from grpo_power.atomic import write_text_atomic
 from grpo_power.sim.power_model import PHASES, GpuActivity, Phase
 
 SIGNAL_FILE_ENV = "GRPO_POWER_SIGNAL_FILE"
-HISTORY_CHANGES = 4096  # phase changes kept for the sensor window (far more than 1 s needs)
+HISTORY_CHANGES = 4096  # phase changes kept for the sensor window (far more than 1 s needs);
+# more where a reader keeps them (an open window's phase split: :meth:`WorkloadSignal.keep_since`)
 
 
 class WorkloadSignal:
@@ -36,9 +38,30 @@ class WorkloadSignal:
         self._activity = GpuActivity(phase="idle", batch=1)
         # (time.monotonic() of the change, activity from then on), the most recent last.
         self._changes: deque[tuple[float, GpuActivity]] = deque(
-            [(time.monotonic(), self._activity)], maxlen=HISTORY_CHANGES
+            [(time.monotonic(), self._activity)]
         )
+        self._kept_since: dict[int, float] = {}  # a reader's id -> the oldest time it needs
         self._seen_mtime_ns = -1
+
+    def keep_since(self, reader: object, since_s: float | None) -> None:
+        """Keep every change that covers time from ``since_s`` (``time.monotonic()``) on, for
+        ``reader`` (a monitor with an open window), however many; None: ``reader`` needs none,
+        and only the last :data:`HISTORY_CHANGES` are kept beyond what other readers need."""
+        with self._lock:
+            if since_s is None:
+                self._kept_since.pop(id(reader), None)
+            else:
+                self._kept_since[id(reader)] = since_s
+            self._trim()
+
+    def _trim(self) -> None:
+        """Drop the oldest changes beyond :data:`HISTORY_CHANGES` that no reader needs (a change
+        is needed while the next one comes after a reader's oldest time). Under the lock."""
+        since_s = min(self._kept_since.values(), default=None)
+        while len(self._changes) > HISTORY_CHANGES and (
+            since_s is None or self._changes[1][0] <= since_s
+        ):
+            self._changes.popleft()
 
     def set(self, phase: Phase, batch: int = 1) -> None:
         """Announce that ``phase`` starts now with ``batch`` sequences processed at once."""
@@ -48,6 +71,7 @@ class WorkloadSignal:
         with self._lock:
             self._activity = activity
             self._changes.append((time.monotonic(), activity))
+            self._trim()
         if self.path is not None:
             write_text_atomic(self.path, json.dumps({"phase": phase, "batch": activity.batch}))
 
@@ -71,11 +95,12 @@ class WorkloadSignal:
         with self._lock:
             self._activity = activity
             self._changes.append((mtime_ns / 1e9 - time.time() + time.monotonic(), activity))
+            self._trim()
             self._seen_mtime_ns = mtime_ns
 
     def changes(self) -> list[tuple[float, GpuActivity]]:
         """The recent changes, oldest first: (``time.monotonic()`` of the change, activity from
-        then on); at most the last :data:`HISTORY_CHANGES`."""
+        then on); the last :data:`HISTORY_CHANGES`, and all that a reader keeps."""
         if self.path is not None:
             self._refresh_from_file()
         with self._lock:
@@ -91,8 +116,11 @@ class WorkloadSignal:
         if window_s <= 0:
             return [(current, 1.0)]
         start_s = now_s - window_s
-        with self._lock:
-            changes = list(self._changes)
+        with self._lock:  # the changes in the window, and the one in force at its start
+            first = len(self._changes) - 1
+            while first > 0 and self._changes[first][0] > start_s:
+                first -= 1
+            changes = list(itertools.islice(self._changes, first, None))
         mix: list[tuple[GpuActivity, float]] = []
         for (changed_s, activity), (next_s, _) in zip(
             changes, [*changes[1:], (now_s, current)], strict=True
