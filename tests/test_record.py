@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from grpo_power.telemetry.store import read_trace
+from grpo_power.telemetry.store import journal_path, read_trace
 from tests.conftest import REPO
 
 CLI = [sys.executable, "-m", "grpo_power.cli"]
@@ -76,6 +80,74 @@ def test_record_passes_the_command_exit_code_on(tmp_path: Path) -> None:
     assert result.returncode == 3
     assert "exited with 3" in result.stderr
     assert read_trace(tmp_path / "f.parquet").complete
+
+
+def test_record_exits_128_plus_the_signal_that_killed_the_command(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [
+            *CLI,
+            "telemetry",
+            "record",
+            *CONFIG,
+            "--period",
+            "0.1",
+            "--out",
+            str(tmp_path / "k.parquet"),
+            "--",
+            sys.executable,
+            "-c",
+            "import os, signal; os.kill(os.getpid(), signal.SIGKILL)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 128 + signal.SIGKILL == 137, result.stderr
+    assert "the recorded command was killed by SIGKILL" in result.stderr
+    assert read_trace(tmp_path / "k.parquet").complete
+
+
+# Stops on SIGTERM or SIGHUP, saying which, with exit code 5; says when it is ready.
+STOPPING_CHILD = """
+import pathlib, signal, sys, time
+def stop(signum, frame):
+    pathlib.Path(sys.argv[1]).write_text(signal.Signals(signum).name)
+    sys.exit(5)
+signal.signal(signal.SIGTERM, stop)
+signal.signal(signal.SIGHUP, stop)
+pathlib.Path(sys.argv[2]).write_text("ready")
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+def test_sigterm_or_sighup_is_passed_on_and_the_trace_closed(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    out, stopped, ready = tmp_path / "term.parquet", tmp_path / "stopped", tmp_path / "ready"
+    child = [sys.executable, "-c", STOPPING_CHILD, str(stopped), str(ready)]
+    recorder = subprocess.Popen(
+        [*CLI, "telemetry", "record", *CONFIG, "--period", "0.1", "--out", str(out), "--", *child],
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists() and recorder.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert ready.exists(), recorder.stderr.read() if recorder.poll() is not None else ""
+        recorder.send_signal(signum)  # the recorder only: the command hears it only if passed on
+        recorder.wait(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # a command left running holds the pipes
+            os.killpg(recorder.pid, signal.SIGKILL)
+        stdout, stderr = recorder.communicate()
+    assert recorder.returncode == 5, stderr
+    assert stopped.read_text() == signum.name
+    assert "the recorded command exited with 5" in stderr and "mean_power_w" in stdout
+    assert read_trace(out).complete and not journal_path(out).exists()
 
 
 def test_record_without_a_command_or_with_bad_settings_fails_clearly(tmp_path: Path) -> None:

@@ -79,6 +79,27 @@ def test_cut_off_journal_keeps_complete_batches(tmp_path: Path) -> None:
     assert len(trace.frame) == 3
 
 
+def test_the_journal_named_itself_reads_as_its_trace(tmp_path: Path) -> None:
+    """What a killed recorder leaves is `<trace>.partial` alone: every stage reads it."""
+    path = tmp_path / "term.parquet"
+    writer = TraceWriter(path, _metadata())
+    writer.write(_rows(0.0, 5))
+    journal = journal_path(path)
+    trace = read_trace(journal)
+    assert not trace.complete and trace.path == path
+    assert trace.frame["power_w"].tolist() == [100.0 + i for i in range(5)]
+    assert trace.metadata.run_id == "r1"
+    summary = subprocess.run(
+        [sys.executable, "-m", "grpo_power.cli", "telemetry", "summary", str(journal)],
+        capture_output=True,
+        text=True,
+    )
+    assert summary.returncode == 0, summary.stderr
+    assert "SIMULATED" in summary.stdout and "did not finish" in summary.stderr
+    writer.close()
+    assert read_trace(journal).complete  # the journal's name, once closed: the trace itself
+
+
 def test_not_a_trace_names_the_file(tmp_path: Path) -> None:
     plain = tmp_path / "plain.parquet"
     pd.DataFrame({"t": [0.0], "power_w": [1.0]}).to_parquet(plain)

@@ -24,8 +24,8 @@ Exit codes (the same through ``grpo-power``, ``python -m grpo_power.cli`` and ``
 130   interrupted (Ctrl-C) or aborted
 ====  =========================================================================================
 
-``telemetry record`` exits with the recorded command's own exit code when the recording itself
-succeeded.
+``telemetry record`` exits with the recorded command's own exit code (128 + N where signal N
+killed it) when the recording itself succeeded.
 Modules: ``base`` (the Typer app, exit codes, shared options and error handling) and one module
 per group of commands: ``runs`` (run, calibrate, sweep), ``telemetry`` (record, import,
 summary), ``analysis`` (windows, fleet, identify), ``study`` (controller train, evaluate,

@@ -80,8 +80,8 @@ def telemetry_record(
     )
     if recording.missed_slots:
         typer.echo(f"note: {recording.missed_slots} sample slot(s) missed (sampler fell behind)")
-    if recording.exit_code != 0:
-        typer.echo(f"the recorded command exited with {recording.exit_code}", err=True)
+    if recording.returncode != 0:
+        typer.echo(f"the recorded command {recording.outcome}", err=True)
     raise typer.Exit(recording.exit_code)
 
 

@@ -6,11 +6,15 @@ import os
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 from tqdm import tqdm
 
@@ -42,14 +46,55 @@ def trace_metadata(
     )
 
 
+# Signals that would end the recorder: passed on to the recorded command instead (SIGINT comes
+# as KeyboardInterrupt and is passed on too).
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
 @dataclass(frozen=True)
 class Recording:
-    """What :func:`record_command` produced."""
+    """What :func:`record_command` produced; ``returncode`` is the command's as
+    :class:`subprocess.Popen` gives it (-N where signal N killed it)."""
 
     trace_path: Path
-    exit_code: int
+    returncode: int
     samples: int
     missed_slots: int
+
+    @property
+    def exit_code(self) -> int:
+        """The command's exit status as a shell gives it: its exit code, or 128 + N where
+        signal N killed it."""
+        return 128 - self.returncode if self.returncode < 0 else self.returncode
+
+    @property
+    def outcome(self) -> str:
+        """How the command ended, in words: ``exited with 3``, ``was killed by SIGKILL``."""
+        if self.returncode >= 0:
+            return f"exited with {self.returncode}"
+        try:
+            name = signal.Signals(-self.returncode).name
+        except ValueError:  # a real-time signal has no name
+            name = f"signal {-self.returncode}"
+        return f"was killed by {name}"
+
+
+@contextmanager
+def forwarding_signals(process: subprocess.Popen[bytes]) -> Iterator[None]:
+    """While entered, :data:`FORWARDED_SIGNALS` are passed on to ``process`` instead of ending
+    this one; handlers are installed only in the main thread (Python allows no other)."""
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        process.send_signal(signum)
+
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {signum: signal.signal(signum, forward) for signum in FORWARDED_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def record_command(
@@ -63,7 +108,8 @@ def record_command(
 
     The command can drive the simulated GPU through the signal file named in the
     ``GRPO_POWER_SIGNAL_FILE`` environment variable (see :mod:`grpo_power.telemetry.signals`).
-    Ctrl-C is passed on to the command; the trace is closed properly in every case.
+    Ctrl-C, SIGTERM and SIGHUP are passed on to the command, which the recording then waits
+    for; the trace is closed properly in every case but SIGKILL (which leaves its journal).
     ``on_source`` is called with the opened power source before the command starts.
     """
     if not command:
@@ -88,21 +134,22 @@ def record_command(
         except OSError:
             sampler.stop()
             raise
-        try:
-            with tqdm(
-                desc="recording", unit="sample", disable=not show_progress, leave=False
-            ) as bar:
-                while process.poll() is None:
-                    time.sleep(0.5)
-                    recent = sampler.recent(1.0)
-                    bar.n = sampler.samples_taken
-                    if len(recent.power_w):
-                        bar.set_postfix(mean_power_w=f"{recent.power_w.mean():.0f}")
-        except KeyboardInterrupt:
-            process.send_signal(signal.SIGINT)
-            process.wait()
-        finally:
-            sampler.stop()
+        with forwarding_signals(process):
+            try:
+                with tqdm(
+                    desc="recording", unit="sample", disable=not show_progress, leave=False
+                ) as bar:
+                    while process.poll() is None:
+                        time.sleep(0.5)
+                        recent = sampler.recent(1.0)
+                        bar.n = sampler.samples_taken
+                        if len(recent.power_w):
+                            bar.set_postfix(mean_power_w=f"{recent.power_w.mean():.0f}")
+            except KeyboardInterrupt:
+                process.send_signal(signal.SIGINT)
+                process.wait()
+            finally:
+                sampler.stop()
         if sampler.error is not None:
             raise RuntimeError(f"the power sampler failed: {sampler.error}") from sampler.error
         return Recording(out, process.returncode, sampler.samples_taken, sampler.missed_slots)

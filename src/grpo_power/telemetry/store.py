@@ -93,8 +93,8 @@ def read_trace(
     split_on_clock_jumps: bool = False,
 ) -> Trace:
     """Read a trace file (Parquet, or CSV with at least t, gpu, power_w), or the journal a
-    killed recording left behind, and check it (:mod:`grpo_power.telemetry.checks`): the one
-    reader of traces, for every stage.
+    killed recording left behind (named by the trace's path or its own), and check it
+    (:mod:`grpo_power.telemetry.checks`): the one reader of traces, for every stage.
 
     Columns other than t, gpu and power_w are optional (absent: null). Metadata that is absent
     (a trace from other tools) is taken from ``defaults`` (the config) or inferred from the
@@ -115,6 +115,7 @@ def read_trace(
     )
     if problem:
         raise ValueError(problem)
+    path = _trace_of(path)
     if log_suffix(path) == ".csv":  # a trace CSV, compressed or not (by its suffix)
         frame, raw, complete = _read_csv_trace(path), None, True
     else:
@@ -122,6 +123,13 @@ def read_trace(
     defaults = defaults or TraceDefaults()
     frame, metadata, notes = _checked(frame, raw, path, defaults, split_on_clock_jumps)
     return Trace(frame=frame, metadata=metadata, path=path, complete=complete, notes=notes)
+
+
+def _trace_of(path: Path) -> Path:
+    """The trace ``path`` names: the trace whose journal it is (``<trace>.partial``), else
+    ``path`` itself."""
+    trace = path.with_suffix("")
+    return trace if journal_path(trace) == path else path
 
 
 def _missing_columns_error(path: Path, missing: list[str]) -> ValueError:
