@@ -92,7 +92,8 @@ def main() -> None:
                 f"  step {entry['step']}: {values}, max_new_tokens "
                 f"{entry['power_cap/max_new_tokens']:.0f}"
             )
-    print(f"wrote {options.out}/runs (TensorBoard events) and {options.out}/power.parquet")
+    written = power.monitor.trace.path  # power.parquet, or power-2.parquet beside an earlier one
+    print(f"wrote {options.out}/runs (TensorBoard events) and {written}")
 
 
 if __name__ == "__main__":

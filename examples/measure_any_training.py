@@ -65,7 +65,8 @@ def main() -> None:
         print(f"  {phase}: {share.time_s:.2f} s, {share.energy_j:.1f} J")
     options.out.mkdir(parents=True, exist_ok=True)
     (options.out / "steps.json").write_text(json.dumps(steps, indent=1))
-    print(f"wrote {options.out}/power.parquet (trace) and {options.out}/steps.json")
+    written = monitor.trace.path  # power.parquet, or power-2.parquet beside an earlier one
+    print(f"wrote {written} (trace) and {options.out}/steps.json")
 
 
 if __name__ == "__main__":

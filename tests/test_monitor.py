@@ -113,6 +113,25 @@ def test_a_long_window_splits_all_its_phases() -> None:
     assert sum(p.energy_j for p in run.phases.values()) == pytest.approx(run.energy_j, rel=0.02)
 
 
+def test_a_monitor_never_writes_over_a_trace_nor_into_a_folder(tmp_path: Path) -> None:
+    """A trace path that holds a trace (an earlier job's, a run resumed in a new process) is
+    kept: the recording goes to the next numbered name (it was overwritten); a folder given as
+    the trace is refused at once, in one line (it failed when the run ended)."""
+    trace = tmp_path / "power.parquet"
+    written = []
+    for _ in range(2):
+        with PowerMonitor(period_s=0.02, source="simulated", trace=trace) as monitor:
+            time.sleep(0.2)
+        assert monitor.trace is not None
+        written.append(monitor.trace.path)
+    assert written == [trace, tmp_path / "power-2.parquet"]
+    first, second = (read_trace(path) for path in written)
+    assert first.complete and second.complete
+    assert first.metadata.run_id != second.metadata.run_id
+    with pytest.raises(ValueError, match=rf"^PowerMonitor: trace: {tmp_path}: is a folder"):
+        PowerMonitor(source="simulated", trace=tmp_path)
+
+
 def test_energy_is_integrated_without_a_counter(config: Config) -> None:
     from grpo_power.telemetry.signals import WorkloadSignal
 
@@ -275,6 +294,26 @@ def test_power_callback_survives_a_second_train_and_an_interrupted_one(tmp_path:
     assert not (tmp_path / "power-3.parquet").exists()
 
 
+def test_power_is_logged_for_training_intervals_only(tmp_path: Path) -> None:
+    """An evaluation's logs (``eval_*``) get no ``power/`` entries (reporting integrations filed
+    them under ``train/``, a second point at the step), and neither does the closing summary
+    where the last step was logged already (an interval of milliseconds)."""
+    from grpo_power.callbacks import PowerCallback
+
+    power = PowerCallback(source="simulated", period_s=0.02)
+    trainer: Any = _Regression.trainer(tmp_path, [power])
+    trainer.args.eval_strategy, trainer.args.eval_steps = "steps", 2
+    trainer.eval_dataset = trainer.train_dataset[:8]
+    trainer.train()
+    history = trainer.state.log_history
+    evaluations = [e for e in history if "eval_loss" in e]
+    steps = [e for e in history if "loss" in e]
+    (summary,) = [e for e in history if "train_runtime" in e]
+    assert len(evaluations) == 2 and len(steps) == 4
+    assert not any(key.startswith("power/") for e in [*evaluations, summary] for key in e)
+    assert all(e["power/simulated"] == 1.0 for e in steps)
+
+
 def test_a_run_resumed_from_a_checkpoint_carries_on_with_its_share_above_the_cap(
     tmp_path: Path,
 ) -> None:
@@ -326,6 +365,52 @@ def test_a_run_resumed_from_a_checkpoint_carries_on_with_its_share_above_the_cap
     assert last["power_cap/paused_s"] == 1.0
 
 
+class Observing:
+    """A controller of one's own that asks for nothing and keeps every observation."""
+
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    def decide(self, observation: Any) -> object:
+        from grpo_power.control.contract import Action
+
+        self.seen.append(observation)
+        return Action()
+
+
+def test_a_second_train_starts_a_new_run_of_the_cap(tmp_path: Path) -> None:
+    """A second ``trainer.train()`` that does not resume is a new run: its first decision sees
+    none of the first run's samples above the cap, counts or tokens (it saw the first run's)."""
+    from grpo_power.callbacks import PowerCallback, PowerCapCallback
+
+    power = PowerCallback(source="simulated", period_s=0.02)
+    controller = Observing()
+    cap = PowerCapCallback(controller, cap_w=61.0, monitor=power.monitor, bounds=PAUSE_BOUNDS)
+    trainer = _Regression.trainer(tmp_path, [power, cap])
+    trainer.train()  # type: ignore[attr-defined]
+    assert cap.violations.samples > 0 and controller.seen[-1].run_samples > 0
+    trainer.train()  # type: ignore[attr-defined]
+    first = controller.seen[4]  # the second run's first decision
+    assert (first.run_samples, first.run_share_above_cap, first.tokens_per_s) == (0, 0.0, 0.0)
+
+
+def test_a_controller_that_cannot_decide_is_refused_in_one_line(tmp_path: Path) -> None:
+    """An object without ``decide`` is refused when the callback is made; a ``decide`` that
+    returns no Action, at the first step, naming it (both failed deep inside the callback)."""
+    from grpo_power.callbacks import PowerCapCallback
+
+    with pytest.raises(TypeError, match="controller: expected an object with decide"):
+        PowerCapCallback(controller=object(), cap_w=300.0)  # type: ignore[arg-type]
+
+    class Forgets:
+        def decide(self, observation: object) -> None:
+            return None
+
+    trainer = _Regression.trainer(tmp_path, [PowerCapCallback(Forgets(), cap_w=300.0)])
+    with pytest.raises(TypeError, match=r"Forgets.decide returned NoneType; expected a grpo_po"):
+        trainer.train()  # type: ignore[attr-defined]
+
+
 def test_power_cap_callback_drives_the_trainer_calling_it(tmp_path: Path) -> None:
     """The same callbacks given to a second trainer (a notebook cell run again) drive that
     trainer, not the first one."""
@@ -372,8 +457,10 @@ def test_power_cap_callback_keeps_to_what_a_trainer_that_does_not_generate_has(
     assert cap.monitor is not None
     assert cap.violations.samples >= 0.8 * 4.0 / cap.monitor.period_s  # the pauses' samples
     warned = [r.getMessage() for r in caplog.records]
-    assert len(warned) == 2, warned
+    assert len(warned) == 3, warned
     assert any("Trainer has no max_new_tokens actuator" in line for line in warned)
+    # this Trainer counts no tokens: said once, with the setting that counts them
+    assert any("include_num_input_tokens_seen=True" in line for line in warned)
 
 
 class Plays:
@@ -433,6 +520,56 @@ def _tiny_grpo(tmp_path: Path, callbacks: list, max_completion_length: int, **ar
         processing_class=AutoTokenizer.from_pretrained(model_dir),
         callbacks=callbacks,
     )
+
+
+def test_a_cap_callback_with_a_monitor_of_its_own_sees_the_runs_phases(tmp_path: Path) -> None:
+    """Without a ``PowerCallback`` to share a monitor with, the cap's own monitor is told the
+    model's phases as well: on a machine without a GPU its simulated A100 draws the GRPO run's
+    power (it stayed idle, about 60 W, so no cap was ever exceeded)."""
+    from grpo_power.callbacks import PowerCapCallback
+
+    controller = Observing()
+    trainer = _tiny_grpo(tmp_path, [PowerCapCallback(controller, cap_w=300.0)], 16)
+    trainer.train()
+    after_the_first = [o.mean_power_w for o in controller.seen[1:]]
+    assert after_the_first and min(after_the_first) > 120.0, after_the_first
+
+
+def test_a_cap_callback_counts_the_tokens_an_sft_trainer_counts(tmp_path: Path) -> None:
+    """TRL's SFTTrainer (and DPOTrainer) count their tokens themselves (``num_tokens``), not in
+    ``num_input_tokens_seen``: the controller sees those tokens per second (it saw 0)."""
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import SFTConfig, SFTTrainer
+
+    from grpo_power.callbacks import PowerCapCallback
+    from grpo_power.workload.models import tiny_model_dir
+
+    model_dir = tiny_model_dir(tmp_path / "cache")
+    controller = Observing()
+    args = SFTConfig(
+        output_dir=str(tmp_path / "out"),
+        max_steps=3,
+        per_device_train_batch_size=4,
+        logging_steps=1,
+        report_to=[],
+        save_strategy="no",
+        use_cpu=True,
+        max_length=16,
+        disable_tqdm=True,
+    )
+    trainer = SFTTrainer(
+        model=AutoModelForCausalLM.from_pretrained(model_dir),
+        args=args,
+        train_dataset=Dataset.from_dict({"text": [f"sample {i} of text" for i in range(16)]}),
+        processing_class=AutoTokenizer.from_pretrained(model_dir),
+        callbacks=[PowerCapCallback(controller, cap_w=300.0)],
+    )
+    trainer.train()
+    steps = [e for e in trainer.state.log_history if "loss" in e]
+    assert all(e["power_cap/step_tokens"] > 0 for e in steps), steps
+    assert sum(e["power_cap/step_tokens"] for e in steps) == steps[-1]["num_tokens"]
+    assert all(o.tokens_per_s > 0 for o in controller.seen[1:])
 
 
 def test_a_controller_of_ones_own_never_lengthens_completions_past_the_users_setting(
@@ -643,7 +780,7 @@ controller = PauseFirst()
 cap = PowerCapCallback(controller, cap_w=320, monitor=power.monitor, bounds=PAUSE_BOUNDS)
 trainer = _Regression.trainer(out, [power, cap])
 trainer.train()
-last = trainer.state.log_history[-1]
+last = [entry for entry in trainer.state.log_history if "loss" in entry][-1]  # the last step's
 (out / f"rank{os.environ['RANK']}.json").write_text(
     json.dumps({"log": last, "decisions": controller.calls, "peaks_w": controller.peaks_w})
 )

@@ -25,16 +25,20 @@ and is counted in ``power_cap/<actuator>_unavailable_steps``.
 Telemetry older than ``staleness_s`` bypasses the controller for the fail-safe: every actuator
 at its lower bound. A controller trained by ``grpo-power controller train`` loads by the path of
 its folder. What it did is added to the logs under ``power_cap/``, with the run's share of
-samples above the cap so far (``run_share_above_cap``, what a budget-tracking controller steers).
-The tokens per second it observes are the step's completion tokens over its wall time, as the
-simulator a trained controller learnt in counts them (:mod:`grpo_power.callbacks.tokens`; logged
-as ``step_tokens`` and ``tokens_per_s``). Where one generation serves several steps
+samples above the cap so far (``run_share_above_cap``, what a budget-tracking controller
+steers). The tokens per second it observes are the step's completion tokens over its wall time,
+as the simulator a trained controller learnt in counts them (:mod:`grpo_power.callbacks.tokens`;
+logged as ``step_tokens`` and ``tokens_per_s``); on a trainer that does not generate, the tokens
+it counts (TRL's ``num_tokens``, else ``num_input_tokens_seen``:
+:meth:`PowerCapCallback.tokens_seen`). Where one generation serves several steps
 (``num_iterations > 1``, or ``steps_per_generation`` above ``gradient_accumulation_steps``) they
 are those of the last steps one generation serves, so that a step training on the last
-generation's completions does not read as a step of no tokens. The run's samples, its counts
-and a stateful controller's state go into every checkpoint (the ``TrainerState``'s
+generation's completions does not read as a step of no tokens. The run's samples, its counts and
+a stateful controller's state go into every checkpoint (the ``TrainerState``'s
 ``stateful_callbacks``, under :data:`STATE_KEY`), so a run resumed from one, in a new process
-too, carries on with them.
+too, carries on with them; a ``train()`` that does not resume starts them afresh. A monitor the
+callback makes for itself is told the model's phases (:mod:`grpo_power.callbacks.phases`), as a
+``PowerCallback``'s is.
 
 In a multi-process run (``torchrun``, ``accelerate launch``) the job's rank 0 decides, and
 every rank applies its decision (broadcast before each step): the ranks generate and pause
@@ -60,6 +64,7 @@ from accelerate.utils import broadcast_object_list, gather_object
 from transformers import Trainer, TrainerCallback
 
 from grpo_power.callbacks.binding import bound_trainer, run_first
+from grpo_power.callbacks.phases import ForwardPhases
 from grpo_power.callbacks.tokens import GeneratedTokens, generation_cycle_steps
 from grpo_power.config import ActuatorBounds, Config
 from grpo_power.config.base import check_arguments
@@ -67,7 +72,12 @@ from grpo_power.control.contract import Action, Observation, RunViolations
 from grpo_power.control.controllers import Controller, StatefulController
 from grpo_power.telemetry.monitor import PowerMonitor
 from grpo_power.telemetry.source import TelemetryUnavailable
-from grpo_power.workload.actuators import ACTUATORS, Actuators, trainer_settings
+from grpo_power.workload.actuators import (
+    ACTUATORS,
+    Actuators,
+    trainer_settings,
+    vllm_generation,
+)
 from grpo_power.workload.distributed import (
     node_share,
     process_ranks,
@@ -89,11 +99,21 @@ UNAVAILABLE_HINTS = {  # how a run gets an actuator its trainer lacks
 
 
 def load_controller(controller: Controller | str | Path) -> Controller:
-    """A controller object as it is, or the PPO controller in the folder a path names."""
+    """A controller object as it is, or the PPO controller in the folder a path names.
+
+    Raises:
+        TypeError: an object without a ``decide`` method.
+    """
     if isinstance(controller, str | Path):
         from grpo_power.control.policy import PPOController
 
         return PPOController.load(controller)
+    if not callable(getattr(controller, "decide", None)):
+        raise TypeError(
+            f"PowerCapCallback: controller: expected an object with decide(observation) -> "
+            f"Action, or the folder of a controller trained by `grpo-power controller train`; "
+            f"got {type(controller).__name__}"
+        )
     return controller
 
 
@@ -189,6 +209,9 @@ class PowerCapCallback(TrainerCallback):
         self.last_step_tokens = 0.0
         # (tokens, wall s) of this attempt's last steps, as many as one generation serves
         self._recent_steps: deque[tuple[float, float]] = deque(maxlen=1)
+        self._phases: ForwardPhases | None = None  # the forward passes, for a monitor of its own
+        self._warned_no_tokens = False
+        self._fresh = self.state_dict()  # what a run that does not resume starts from
 
     def state_dict(self) -> dict[str, Any]:
         """What a run resumed from a checkpoint carries on with (JSON-like): the run's samples
@@ -213,9 +236,9 @@ class PowerCapCallback(TrainerCallback):
             self.controller.load_state_dict(saved["controller"])
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        saved = (state.stateful_callbacks or {}).get(STATE_KEY)
-        if saved is not None:  # resumed from a checkpoint: its state, not this process's
-            self.load_state_dict(saved)
+        # resumed from a checkpoint: its state; else a new run's (not an earlier train()'s)
+        self.load_state_dict((state.stateful_callbacks or {}).get(STATE_KEY) or self._fresh)
+        self.last_step_tokens = 0.0
         # the calling trainer at every train(): the same callbacks may serve another trainer
         self.trainer = bound_trainer(self._given_trainer, self)
         run_first(self.trainer, self)
@@ -230,9 +253,21 @@ class PowerCapCallback(TrainerCallback):
         self._generated = GeneratedTokens(self.trainer)
         self._recent_steps = deque(maxlen=generation_cycle_steps(self.trainer))
         if self.sampling and self.monitor is not None:
+            if self._owns_monitor:  # nothing else announces the phases to its signal
+                self._announce_phases(kwargs.get("model"))
             self.monitor.start()
             if self.set_power_limit:
                 self._limit_power(self.monitor)
+
+    def _announce_phases(self, model: Any) -> None:
+        """Announce the model's forward passes to the monitor's signal (the simulated A100
+        follows them), as a ``PowerCallback`` does for the monitor it shares."""
+        if self._phases is not None:  # an earlier train() that raised left its hooks
+            self._phases.remove()
+            self._phases = None
+        if model is not None and self.monitor is not None:
+            engine = vllm_generation(self.trainer)
+            self._phases = ForwardPhases(model, self.monitor.signal, engine)
 
     @property
     def several_processes(self) -> bool:
@@ -302,6 +337,11 @@ class PowerCapCallback(TrainerCallback):
             observation = self.observe(power_w)
             stale = age_s > self.staleness_s
             action = self.failsafe if stale else self.controller.decide(observation)
+            if not isinstance(action, Action):
+                raise TypeError(
+                    f"PowerCapCallback: {type(self.controller).__name__}.decide returned "
+                    f"{type(action).__name__}; expected a grpo_power.control.contract.Action"
+                )
             decided = [action, stale, observation.mean_power_w > self.cap_w]
         if self.several_processes:
             broadcast_object_list(decided, from_process=0)  # every rank acts alike
@@ -319,16 +359,34 @@ class PowerCapCallback(TrainerCallback):
                 self.monitor.signal.set("idle")
             time.sleep(pause_s)
             self.counts["paused_s"] += pause_s
-        self._step = (started_s, float(state.num_input_tokens_seen or 0))
+        self._step = (started_s, self.tokens_seen(state))
+
+    def tokens_seen(self, state: Any) -> float:
+        """The tokens the trainer has counted so far, the job's: TRL's own count where it keeps
+        one (``SFTTrainer``, ``DPOTrainer``: the ``num_tokens`` they log), else
+        ``num_input_tokens_seen`` (a plain ``Trainer`` counts it with
+        ``include_num_input_tokens_seen``)."""
+        trl_count = getattr(self.trainer, "_total_train_tokens", None)
+        if isinstance(trl_count, int | float):
+            return float(trl_count)
+        return float(state.num_input_tokens_seen or 0)
 
     def step_tokens(self, state: Any, seen_before: float) -> float:
         """The step's tokens, the job's, as the simulator counts them: the completion tokens a
         GRPO trainer generated (:class:`~grpo_power.callbacks.tokens.GeneratedTokens`, summed
-        over the job's processes: a collective), else the input tokens the trainer counts
-        (``num_input_tokens_seen``) since ``seen_before``."""
+        over the job's processes: a collective), else the tokens the trainer counts
+        (:meth:`tokens_seen`) since ``seen_before``."""
         generated = self._generated
         if generated is None or not generated.available:
-            return float(state.num_input_tokens_seen or 0) - seen_before
+            tokens = self.tokens_seen(state) - seen_before
+            if tokens <= 0 and not self._warned_no_tokens:
+                self._warned_no_tokens = True
+                logger.warning(
+                    "PowerCapCallback: %s counted no tokens in the step: the controller sees 0 "
+                    "tokens/s (give a plain Trainer include_num_input_tokens_seen=True)",
+                    type(self.trainer).__name__,
+                )
+            return tokens
         count = generated.take()
         return float(sum(gather_object([count])) if self.several_processes else count)
 
@@ -348,6 +406,8 @@ class PowerCapCallback(TrainerCallback):
         self.counts[key] += 1
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self._phases is not None:
+            self._phases.idle()
         if self._step is not None:
             started_s, seen_before = self._step
             wall_s = max(1e-9, time.monotonic() - started_s)
@@ -383,5 +443,8 @@ class PowerCapCallback(TrainerCallback):
         if self._generated is not None:
             self._generated.remove()
             self._generated = None
+        if self._phases is not None:
+            self._phases.remove()
+            self._phases = None
         if self._owns_monitor and self.monitor is not None:
             self.monitor.stop()

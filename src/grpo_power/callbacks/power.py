@@ -3,7 +3,8 @@
 Added to a trainer (``callbacks=[PowerCallback(...)]``, the stock ``trl.GRPOTrainer`` included)
 it samples power in the background with a :class:`~grpo_power.telemetry.monitor.PowerMonitor`
 and, at every logging step, adds to the trainer's ``logs`` the figures of the interval since the
-last one (names under ``power/``, units in the names):
+last one (names under ``power/``, units in the names; an evaluation's logs get none, its power
+counts in the next interval's):
 
 ``mean_w``, ``p95_w``, ``max_w`` (per GPU), ``energy_j`` (all GPUs), ``share_above_cap``,
 ``tokens_per_mj`` (tokens as the trainer counts them: TRL's ``num_tokens``, else
@@ -126,6 +127,7 @@ class PowerCallback(TrainerCallback):
         self.last_metrics: dict[str, float] = {}
         self._phases: ForwardPhases | None = None
         self._tokens_at_last_log: float | None = None
+        self._step_at_last_log = -1
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if not self.sampling:
@@ -144,6 +146,7 @@ class PowerCallback(TrainerCallback):
             self._phases = ForwardPhases(model, self.monitor.signal, engine)
         self.monitor.start()
         self._tokens_at_last_log = float(state.num_input_tokens_seen or 0)
+        self._step_at_last_log = -1
         self.monitor.begin_window(INTERVAL_WINDOW)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -153,8 +156,9 @@ class PowerCallback(TrainerCallback):
     def on_log(
         self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
     ) -> None:
-        if logs is None or not self.sampling:
+        if logs is None or not self.sampling or self._not_a_training_interval(logs, state):
             return
+        self._step_at_last_log = state.global_step
         measurement = self.monitor.end_window(INTERVAL_WINDOW)
         self.monitor.begin_window(INTERVAL_WINDOW)
         tokens_now = logs.get("num_tokens", state.num_input_tokens_seen)
@@ -168,6 +172,16 @@ class PowerCallback(TrainerCallback):
         history = state.log_history
         if history and history[-1].get("step") == state.global_step:
             history[-1].update(self.last_metrics)  # the trainer copied the logs before on_log
+
+    def _not_a_training_interval(self, logs: dict[str, Any], state: Any) -> bool:
+        """Whether ``logs`` are not a training interval's to add power to: an evaluation's
+        metrics (``eval_*``: reporting integrations file the rest under ``train/``; the
+        evaluation's power goes into the next training log), or the run's closing summary
+        (``train_runtime``) where no step ran since the last log (it would repeat that step
+        with an interval of milliseconds)."""
+        if any(key.startswith("eval_") for key in logs):
+            return True
+        return "train_runtime" in logs and state.global_step == self._step_at_last_log
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if not self.sampling:

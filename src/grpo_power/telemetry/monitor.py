@@ -24,6 +24,7 @@ measures the overhead per window and per sample.
 from __future__ import annotations
 
 import bisect
+import logging
 import sys
 import threading
 import time
@@ -39,6 +40,7 @@ from pydantic import ValidationError
 
 from grpo_power.config import Config, TelemetrySource
 from grpo_power.config.base import check_arguments, validation_problems
+from grpo_power.journal import journal_path
 from grpo_power.sim.power_model import Phase
 from grpo_power.telemetry.factory import open_source
 from grpo_power.telemetry.record import trace_metadata
@@ -47,6 +49,9 @@ from grpo_power.telemetry.signals import WorkloadSignal
 from grpo_power.telemetry.source import PowerSource, Row
 from grpo_power.telemetry.store import TraceWriter
 from grpo_power.telemetry.summary import trapezoid_energy_j
+from grpo_power.user_paths import output_problem
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -212,9 +217,27 @@ class PowerMonitor:
         )
 
     def _writer(self, path: Path | str) -> TraceWriter:
-        """A trace writer for a session of this monitor (a run id of its own)."""
+        """A trace writer for this session of the monitor (a run id of its own): ``path`` for
+        the first session and ``<stem>-<session><suffix>`` for later ones, or the next number
+        that no trace (nor its journal) holds yet, so that no earlier recording is overwritten
+        (an earlier job's, a run resumed in a new process).
+
+        Raises:
+            ValueError: ``path`` is a folder, or inside a file.
+        """
+        path = Path(path)
+        problem = output_problem(path, "file")
+        if problem:
+            raise ValueError(f"PowerMonitor: trace: {problem}")
+        number = self._sessions
+        chosen = path if number == 1 else path.with_name(f"{path.stem}-{number}{path.suffix}")
+        while chosen.exists() or journal_path(chosen).exists():
+            number += 1
+            chosen = path.with_name(f"{path.stem}-{number}{path.suffix}")
+        if chosen != path and number != self._sessions:
+            logger.warning("PowerMonitor: %s exists; this recording goes to %s", path, chosen)
         run_id = f"monitor-{uuid.uuid4().hex[:8]}"
-        return TraceWriter(path, trace_metadata(self.source, run_id, self.period_s))
+        return TraceWriter(chosen, trace_metadata(self.source, run_id, self.period_s))
 
     def _reopen(self) -> None:
         """A new sampling session after :meth:`stop` closed the source and the trace: the
@@ -233,8 +256,7 @@ class PowerMonitor:
         self._sessions += 1
         self.source = open_source(self._config, self.signal)
         if trace is not None:
-            path = Path(trace)
-            self.trace = self._writer(path.with_name(f"{path.stem}-{self._sessions}{path.suffix}"))
+            self.trace = self._writer(trace)
         with self._lock:
             for values in self._rows.values():
                 values.clear()
