@@ -91,6 +91,24 @@ def test_gpus_are_cuda_devices_numbered_through_cuda_visible_devices(
     assert [g.index for g in NvmlSource(["1"], nvml=fake_nvml(gpus)).gpus] == [1]
 
 
+def test_the_simulated_gpus_are_numbered_as_nvml_would_number_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without a GPU, ``PowerMonitor(gpus=[0])`` in a job given GPUs 2 and 3 samples a
+    simulated GPU 2, as NVML would sample and name its GPU (it was GPU 0); a device beyond the
+    visible ones is refused as NVML refuses it, and a GPU named twice in one line (it was
+    sampled twice)."""
+    from grpo_power import PowerMonitor
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    assert [g.index for g in PowerMonitor(gpus=[0], source="simulated").source.gpus] == [2]
+    assert [g.index for g in PowerMonitor(source="simulated").source.gpus] == [2, 3]
+    with pytest.raises(TelemetryUnavailable, match=r"^gpus: CUDA device 5 is not visible"):
+        PowerMonitor(gpus=[5], source="simulated")
+    with pytest.raises(ValueError, match=r"^PowerMonitor: gpus: Value error, expected each GPU"):
+        PowerMonitor(gpus=[1, 1], source="simulated")
+
+
 def test_missing_library_says_what_to_do() -> None:
     with pytest.raises(
         TelemetryUnavailable, match=r"libnvidia-ml.so.1\) not found.*source: simulated"

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     Field,
+    field_validator,
     model_validator,
 )
 
@@ -180,3 +181,11 @@ class TelemetryConfig(Strict):
         "NVML index.",
     )
     simulated: SimulatedPowerConfig = Field(default_factory=SimulatedPowerConfig)
+
+    @field_validator("gpus")
+    @classmethod
+    def _each_gpu_once(cls, gpus: list[int] | None) -> list[int] | None:
+        """A GPU named twice would be sampled twice (its samples and energy counted twice)."""
+        if gpus is not None and len(set(gpus)) != len(gpus):
+            raise ValueError("expected each GPU once")
+        return gpus
