@@ -57,54 +57,33 @@ def test_record_demo_workload_follows_its_phases(tmp_path: Path) -> None:
     assert np.all(np.diff(energy_j) >= 0)
 
 
-def test_record_passes_the_command_exit_code_on(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [
-            *CLI,
-            "telemetry",
-            "record",
-            *CONFIG,
-            "--period",
-            "0.1",
-            "--out",
-            str(tmp_path / "f.parquet"),
-            "--",
-            sys.executable,
-            "-c",
-            "import sys; sys.exit(3)",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode == 3
-    assert "exited with 3" in result.stderr
-    assert read_trace(tmp_path / "f.parquet").complete
-
-
-def test_record_exits_128_plus_the_signal_that_killed_the_command(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [
-            *CLI,
-            "telemetry",
-            "record",
-            *CONFIG,
-            "--period",
-            "0.1",
-            "--out",
-            str(tmp_path / "k.parquet"),
-            "--",
-            sys.executable,
-            "-c",
+@pytest.mark.parametrize(
+    ("command", "exit_code", "said"),
+    [
+        ("import sys; sys.exit(3)", 3, "the recorded command exited with 3"),
+        # killed by a signal: 128 + its number, as a shell reports it (it was 247 for SIGKILL)
+        (
             "import os, signal; os.kill(os.getpid(), signal.SIGKILL)",
-        ],
+            128 + signal.SIGKILL,
+            "the recorded command was killed by SIGKILL",
+        ),
+    ],
+    ids=["exit-3", "sigkill"],
+)
+def test_record_passes_the_command_exit_status_on(
+    tmp_path: Path, command: str, exit_code: int, said: str
+) -> None:
+    trace = tmp_path / "f.parquet"
+    recorded = ["--", sys.executable, "-c", command]
+    result = subprocess.run(
+        [*CLI, "telemetry", "record", *CONFIG, "--period", "0.1", "--out", str(trace), *recorded],
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert result.returncode == 128 + signal.SIGKILL == 137, result.stderr
-    assert "the recorded command was killed by SIGKILL" in result.stderr
-    assert read_trace(tmp_path / "k.parquet").complete
+    assert result.returncode == exit_code, result.stderr
+    assert said in result.stderr
+    assert read_trace(trace).complete
 
 
 # Stops on SIGTERM or SIGHUP, saying which, with exit code 5; says when it is ready.
