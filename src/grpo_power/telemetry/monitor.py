@@ -446,7 +446,7 @@ class PowerMonitor:
         empty when nothing but idle was announced."""
         assert self.sampler.origin_s is not None
         origin_s = self.sampler.origin_s
-        changes = [(t - origin_s, a.phase) for t, a in self.signal.changes()]
+        changes = [(t - origin_s, a.phase) for t, a in self.signal.changes(origin_s + start_s)]
         spans = []
         for (since_s, phase), (until_s, _) in zip(
             changes, [*changes[1:], (end_s, "")], strict=True

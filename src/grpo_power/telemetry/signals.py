@@ -9,7 +9,6 @@ reader never sees half a state. On real GPUs (NVML) the signals are still sent b
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import threading
@@ -98,13 +97,22 @@ class WorkloadSignal:
             self._trim()
             self._seen_mtime_ns = mtime_ns
 
-    def changes(self) -> list[tuple[float, GpuActivity]]:
+    def changes(self, since_s: float | None = None) -> list[tuple[float, GpuActivity]]:
         """The recent changes, oldest first: (``time.monotonic()`` of the change, activity from
-        then on); the last :data:`HISTORY_CHANGES`, and all that a reader keeps."""
+        then on); the last :data:`HISTORY_CHANGES`, and all that a reader keeps. With
+        ``since_s``, only those in force from then on (the one in force at ``since_s`` first),
+        found from the newest back, so a short window costs little however long the history."""
         if self.path is not None:
             self._refresh_from_file()
         with self._lock:
-            return list(self._changes)
+            if since_s is None:
+                return list(self._changes)
+            found = []
+            for change in reversed(self._changes):
+                found.append(change)
+                if change[0] <= since_s:
+                    break
+            return found[::-1]
 
     def mix(self, window_s: float) -> list[tuple[GpuActivity, float]]:
         """The activities of the last ``window_s`` seconds and how long each lasted in it, s.
@@ -116,11 +124,7 @@ class WorkloadSignal:
         if window_s <= 0:
             return [(current, 1.0)]
         start_s = now_s - window_s
-        with self._lock:  # the changes in the window, and the one in force at its start
-            first = len(self._changes) - 1
-            while first > 0 and self._changes[first][0] > start_s:
-                first -= 1
-            changes = list(itertools.islice(self._changes, first, None))
+        changes = self.changes(start_s)
         mix: list[tuple[GpuActivity, float]] = []
         for (changed_s, activity), (next_s, _) in zip(
             changes, [*changes[1:], (now_s, current)], strict=True
