@@ -121,6 +121,23 @@ EPOCH_MS_MIN = 1e11  # ... and at or above this, wall-clock time in milliseconds
 MAX_SEGMENTS = 100  # --split-on-clock-jumps: more pieces than this is not a log with a few jumps
 
 
+def rows_by_gpu(gpu: np.ndarray) -> np.ndarray:
+    """The row numbers in GPU order, each GPU's rows in recorded order (a stable sort; numpy's
+    linear-time radix sort where the GPU numbers span fewer than 65,536)."""
+    if not len(gpu):
+        return np.empty(0, dtype=np.int64)
+    lo, hi = int(gpu.min()), int(gpu.max())
+    key = (gpu - lo).astype(np.uint16) if hi - lo < 65_536 else gpu
+    return np.argsort(key, kind="stable")
+
+
+def segment_gap_s(period_s: float) -> float:
+    """The gap that ends a stretch of one GPU's samples, s: ``max(60 s, 100 sample periods)``
+    (the clock-jump split lays segments this far apart; a log that holds a GPU over a longer
+    gap does not hold it in between)."""
+    return max(60.0, 100.0 * period_s)
+
+
 def median_spacing(gpu: np.ndarray, t: np.ndarray, limit: int = 1_000_000) -> float | None:
     """Median interval between consecutive samples of the same GPU (first ``limit`` rows), in
     t's own unit; None when no GPU has two samples."""
@@ -130,7 +147,7 @@ def median_spacing(gpu: np.ndarray, t: np.ndarray, limit: int = 1_000_000) -> fl
     if gpu.min() == gpu.max():
         dt = np.diff(t)
     else:
-        order = np.argsort(gpu, kind="stable")
+        order = rows_by_gpu(gpu)
         dt = np.diff(t[order])[np.diff(gpu[order]) == 0]
     dt = dt[np.isfinite(dt) & (dt > 0)]
     return float(np.median(dt)) if len(dt) else None
@@ -206,9 +223,7 @@ def time_steps_back(gpu: np.ndarray, t: np.ndarray) -> np.ndarray:
         return np.empty(0, dtype=np.int64)
     if gpu.min() == gpu.max():
         return np.flatnonzero(~(np.diff(t) > 0)) + 1
-    lo, hi = int(gpu.min()), int(gpu.max())
-    key = (gpu - lo).astype(np.uint16) if hi - lo < 65_536 else gpu
-    order = np.argsort(key, kind="stable")  # a radix sort: linear time
+    order = rows_by_gpu(gpu)
     same = np.diff(gpu[order]) == 0
     bad = same & ~(np.diff(t[order]) > 0)
     return np.sort(order[1:][bad])
@@ -236,7 +251,7 @@ def counter_restarts(
     """
     if len(energy_j) < 2 or not np.isfinite(energy_j).any():
         return energy_j, []
-    order = np.argsort(gpu, kind="stable")  # each GPU's rows in recorded (time) order
+    order = rows_by_gpu(gpu)
     counter = energy_j[order]
     back = (np.diff(gpu[order]) == 0) & (np.diff(counter) < 0)
     if not back.any():
@@ -378,7 +393,7 @@ def split_clock_jumps(
             f"{row_word}(s) {listed}): put in time order, each keeps its own times"
         )
         return ClockSplit(order, t[order].astype(np.float64), jumps, note)
-    gap_s = max(60.0, 100.0 * spacing)
+    gap_s = segment_gap_s(spacing)
     new_t = t.astype(np.float64).copy()
     end = ranges[0][1]
     for k, (a, b) in enumerate(pieces[1:], 1):

@@ -66,6 +66,7 @@ from grpo_power.telemetry.checks import (
     check_frame_power,
     counter_restarts,
     median_spacing,
+    rows_by_gpu,
     split_clock_jumps,
     time_unit,
 )
@@ -244,7 +245,7 @@ def _local_to_utc_ns(
     except (ValueError, OverflowError):  # several GPUs' rows interleave, or a time is off
         pass
     ns = np.empty(len(stamps), dtype=np.int64)
-    order = np.argsort(gpu, kind="stable")  # each GPU's rows in file order
+    order = rows_by_gpu(gpu)
     cuts = np.flatnonzero(np.diff(gpu[order])) + 1
     for rows in np.split(order, cuts):
         mine = stamps.iloc[rows]

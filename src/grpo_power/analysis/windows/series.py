@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from grpo_power.telemetry.checks import check_power
+from grpo_power.telemetry.checks import check_power, rows_by_gpu
 
 TOL = 1e-9  # relative tolerance of grid arithmetic, in units of the step
 
@@ -179,10 +179,7 @@ def series_from_frame(
             )
             for k, g in enumerate(ids)
         ]
-    lo, hi = int(gpu.min()), int(gpu.max())
-    # A narrow key lets numpy use its linear-time radix sort.
-    key = (gpu - lo).astype(np.uint16) if hi - lo < 65_536 else gpu
-    order = np.argsort(key, kind="stable")
+    order = rows_by_gpu(gpu)
     sorted_gpu = gpu[order]
     cuts = np.flatnonzero(np.diff(sorted_gpu)) + 1
     starts = np.concatenate([[0], cuts])
