@@ -212,9 +212,9 @@ def _time_order(readings: pd.DataFrame) -> np.ndarray:
         value[stamps.isna().to_numpy()] = np.nan
     except (ValueError, TypeError, OverflowError):  # zoned times: none repeats
         return codes.astype(float)
-    series = ["host", "gpu", "field"]
-    back = pd.Series(value[codes]).groupby([readings[k] for k in series]).diff() < 0
-    passes = back.astype(int).groupby([readings[k] for k in series]).cumsum()
+    series = [readings[k] for k in ("host", "gpu", "field")]
+    back = pd.Series(value[codes]).groupby(series).diff() < 0
+    passes = back.astype(int).groupby(series).cumsum()
     if not passes.any():
         return codes.astype(float)
     return pd.factorize(passes.astype(str) + "|" + readings["timestamp"])[0].astype(float)
@@ -279,7 +279,7 @@ def read_grafana_log(path: Path) -> tuple[pd.DataFrame, np.ndarray, list[str]]:
     readings["timestamp"] = readings["time"].astype(str).str.strip()
     readings = readings.sort_values("line", kind="stable").reset_index(drop=True)
     readings["order"] = _time_order(readings)
-    readings, notes = drop_repeats(readings)
+    readings, notes = drop_repeats(readings, str(path))
     clash = first_clash(readings)
     if clash is not None:
         raise ImportError_(
@@ -298,5 +298,4 @@ def read_grafana_log(path: Path) -> tuple[pd.DataFrame, np.ndarray, list[str]]:
         for label, column in (("modelName", "model"), ("UUID", "uuid"))
     }
     raw, lines = dcgm_rows(readings, host_label, labels)
-    notes = [f"{path}: {n}" for n in notes]
     return (raw.drop(columns="gpu") if by_uuid.any() else raw), lines, notes

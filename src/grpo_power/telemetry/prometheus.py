@@ -210,7 +210,7 @@ def read_prometheus_log(path: Path) -> tuple[pd.DataFrame, np.ndarray, list[str]
     readings = pd.DataFrame(records, columns=["host", "gpu", "field", "order", "value"])
     readings["timestamp"] = readings["order"].map(repr)
     readings["line"] = 0  # a JSON answer has no lines: rows are numbered instead
-    readings, notes = drop_repeats(readings)
+    readings, notes = drop_repeats(readings, str(path))
     clash = first_clash(readings)
     if clash is not None:
         raise ImportError_(
@@ -220,4 +220,4 @@ def read_prometheus_log(path: Path) -> tuple[pd.DataFrame, np.ndarray, list[str]
             f"that tell them apart ({', '.join(HOST_COLUMNS)})"
         )
     raw, _ = dcgm_rows(readings, host_label, named)
-    return raw, np.arange(1, len(raw) + 1, dtype=np.int64), [f"{path}: {n}" for n in notes]
+    return raw, np.arange(1, len(raw) + 1, dtype=np.int64), notes

@@ -30,18 +30,19 @@ def gpu_named(host: str, gpu: str) -> str:
     return f"{shown} gpu {gpu}" if host else f"gpu {gpu}"
 
 
-def drop_repeats(readings: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+def drop_repeats(readings: pd.DataFrame, where: str) -> tuple[pd.DataFrame, list[str]]:
     """``readings`` without those that repeat another's GPU, field, time and value (a MIG
     GPU's power, which dcgm-exporter gives in the series of each of its instances; one exporter
-    scraped twice), and a note saying how many were read once. Readings of one GPU, field and
-    time with different values are left for :func:`first_clash`."""
+    scraped twice), and a note (naming the file ``where``) saying how many were read once.
+    Readings of one GPU, field and time with different values are left for
+    :func:`first_clash`."""
     repeated = readings.duplicated([*_KEY, "value"])
     if not repeated.any():
         return readings, []
     return readings[~repeated].reset_index(drop=True), [
-        f"{int(repeated.sum())} reading(s) that another series gives too, for the same GPU, "
-        "field, time and value (a MIG GPU's power, given in the series of each of its "
-        "instances; one exporter scraped twice), read once"
+        f"{where}: {int(repeated.sum())} reading(s) that another series gives too, for the "
+        "same GPU, field, time and value (a MIG GPU's power, given in the series of each of "
+        "its instances; one exporter scraped twice), read once"
     ]
 
 

@@ -177,7 +177,9 @@ def _bin_spans(runs: Sequence[RunBins]) -> Iterator[GpuSpan]:
         where = str(run.info.get("trace", run.path))
         rows = read_bins(run, ("bin", "gpu"))
         for gpu, uuid in zip(run.info["gpus"], run.info["gpu_uuids"], strict=True):
-            for lo, hi in busy_spans(rows["bin"][rows["gpu"] == gpu], gap=1) if uuid else []:
+            if not uuid:
+                continue
+            for lo, hi in busy_spans(rows["bin"][rows["gpu"] == gpu], gap=1):
                 yield GpuSpan(uuid, lo * run.bin_s, (hi + 1) * run.bin_s, run.run_id, where)
 
 
