@@ -54,7 +54,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import numpy as np
@@ -252,22 +252,26 @@ def _local_to_utc_ns(
         try:
             ns[rows] = _utc_ns(mine.dt.tz_localize(tz, ambiguous="infer", nonexistent="raise"))
         except (ValueError, OverflowError):
-            ns[rows] = _unplaced(path, mine, lines[rows], int(gpu[rows[0]]), tz, name)
+            _refuse_unplaced(path, mine, lines[rows], int(gpu[rows[0]]), tz, name)
     return ns
 
 
-def _unplaced(
+def _refuse_unplaced(
     path: LogSource, stamps: pd.Series, lines: np.ndarray, gpu: int, tz: Any, name: str
-) -> np.ndarray:
-    """Raise the error for a GPU's local times that cannot be placed (see
-    :func:`_local_to_utc_ns`); the times themselves where each has one reading."""
+) -> NoReturn:
+    """Refuse a GPU's local times that cannot be placed (see :func:`_local_to_utc_ns`), naming
+    the first such time: one in the hour the clocks skip, else one in the hour they repeat."""
     try:
-        return _utc_ns(stamps.dt.tz_localize(tz, ambiguous="raise", nonexistent="raise"))
-    except (ValueError, OverflowError):
-        pass
-    skipped = stamps.dt.tz_localize(tz, ambiguous="NaT", nonexistent="NaT").isna().to_numpy()
-    gone = stamps.dt.tz_localize(tz, ambiguous=True, nonexistent="NaT").isna().to_numpy()
-    i = int(np.argmax(gone)) if gone.any() else int(np.argmax(skipped))
+        gone = stamps.dt.tz_localize(tz, ambiguous=True, nonexistent="NaT").isna().to_numpy()
+        unplaced = stamps.dt.tz_localize(tz, ambiguous="NaT", nonexistent="NaT").isna().to_numpy()
+    except OverflowError:  # a time at the end of the range pandas holds
+        gone = unplaced = np.zeros(len(stamps), dtype=bool)
+    if not unplaced.any():
+        raise ImportError_(
+            f"{path}: column 'timestamp': gpu {gpu}'s local times cannot be placed in time zone "
+            f"{name}; expected times pandas can localise, or a log in UTC or with UTC offsets"
+        )
+    i = int(np.argmax(gone if gone.any() else unplaced))
     when = stamps.iloc[i].strftime("%Y-%m-%d %H:%M:%S")
     if gone.any():
         what = "falls in the hour the clocks skip (a daylight-saving change)"
