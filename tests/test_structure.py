@@ -21,6 +21,7 @@ LEAVES = {
     "grpo_power.version": (),
     "grpo_power.stats": (),
     "grpo_power.atomic": (),
+    "grpo_power.signal_handlers": (),
     "grpo_power.sim": (
         "grpo_power.sim",
         "grpo_power.config",

@@ -33,8 +33,7 @@ import hashlib
 import json
 import signal
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -52,6 +51,7 @@ from grpo_power.launch.submit import (
     run_command,
     stderr_tail,
 )
+from grpo_power.signal_handlers import handling
 from grpo_power.workload.lock import lock_holder
 from grpo_power.workload.resume import RunPaths
 
@@ -216,22 +216,9 @@ class _Stop(Exception):
     """A stop signal arrived while the batch was waited for."""
 
 
-@contextmanager
-def _stop_on_signals() -> Iterator[None]:
-    """While entered (main thread only), SIGINT and SIGTERM raise :class:`_Stop`."""
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        raise _Stop(signal.Signals(signum).name)
-
-    try:
-        previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
-    except ValueError:  # not the main thread: the process keeps its own handlers
-        previous = {}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+def _stop(signum: int, frame: FrameType | None) -> None:
+    """Raise :class:`_Stop`: a stop signal arrived while the batch was waited for."""
+    raise _Stop(signal.Signals(signum).name)
 
 
 def start_batch(
@@ -307,7 +294,7 @@ def wait_batch(
     jobs = {i: h for i, h in handles.items() if isinstance(h, submitit.Job)}
     states: dict[int, str] = {}
     try:
-        with _stop_on_signals():
+        with handling((signal.SIGINT, signal.SIGTERM), _stop):
             while True:
                 for index, job in jobs.items():
                     state = job.state

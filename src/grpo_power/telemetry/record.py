@@ -6,19 +6,17 @@ import os
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 from tqdm import tqdm
 
 from grpo_power.config import Config
+from grpo_power.signal_handlers import handling
 from grpo_power.telemetry.factory import open_source
 from grpo_power.telemetry.sampler import PowerSampler
 from grpo_power.telemetry.schema import TraceMetadata
@@ -79,24 +77,6 @@ class Recording:
         return f"was killed by {name}"
 
 
-@contextmanager
-def forwarding_signals(process: subprocess.Popen[bytes]) -> Iterator[None]:
-    """While entered, :data:`FORWARDED_SIGNALS` are passed on to ``process`` instead of ending
-    this one; handlers are installed only in the main thread (Python allows no other)."""
-
-    def forward(signum: int, frame: FrameType | None) -> None:
-        process.send_signal(signum)
-
-    previous: dict[int, Any] = {}
-    if threading.current_thread() is threading.main_thread():
-        previous = {signum: signal.signal(signum, forward) for signum in FORWARDED_SIGNALS}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-
 def record_command(
     command: list[str],
     out: Path,
@@ -134,7 +114,11 @@ def record_command(
         except OSError:
             sampler.stop()
             raise
-        with forwarding_signals(process):
+
+        def forward(signum: int, frame: FrameType | None) -> None:
+            process.send_signal(signum)
+
+        with handling(FORWARDED_SIGNALS, forward):
             try:
                 with tqdm(
                     desc="recording", unit="sample", disable=not show_progress, leave=False

@@ -29,6 +29,7 @@ from types import FrameType
 
 from grpo_power.config import RunSize
 from grpo_power.layout import RUN
+from grpo_power.signal_handlers import handling
 from grpo_power.telemetry.nvml import visible_gpu_ids
 from grpo_power.workload.manifest import RunManifest
 from grpo_power.workload.resume import EXIT_INTERRUPTED, StopSignals
@@ -105,13 +106,9 @@ def relaunch_with_accelerate(run_size: RunSize, cli_args: list[str], run_folder:
         if "SLURM_JOB_ID" not in os.environ and process.poll() is None:
             process.send_signal(signal.SIGTERM)
 
-    previous = {signum: signal.signal(signum, forward) for signum in StopSignals.SIGNALS}
-    try:
+    with handling(StopSignals.SIGNALS, forward):
         while (returncode := process.poll()) is None:  # poll: handlers run between polls
             time.sleep(0.5)
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
     manifest = RunManifest.read(run_folder / RUN.manifest)
     if returncode != 0 and manifest is not None and manifest.data["status"] == "interrupted":
         return EXIT_INTERRUPTED
