@@ -64,7 +64,7 @@ from accelerate.utils import broadcast_object_list, gather_object
 from transformers import Trainer, TrainerCallback
 
 from grpo_power.callbacks.binding import bound_trainer, run_first
-from grpo_power.callbacks.phases import ForwardPhases
+from grpo_power.callbacks.phases import ForwardPhases, renew_phases
 from grpo_power.callbacks.tokens import GeneratedTokens, generation_cycle_steps
 from grpo_power.config import ActuatorBounds, Config
 from grpo_power.config.base import check_arguments
@@ -76,7 +76,6 @@ from grpo_power.workload.actuators import (
     ACTUATORS,
     Actuators,
     trainer_settings,
-    vllm_generation,
 )
 from grpo_power.workload.distributed import (
     node_share,
@@ -254,20 +253,11 @@ class PowerCapCallback(TrainerCallback):
         self._recent_steps = deque(maxlen=generation_cycle_steps(self.trainer))
         if self.sampling and self.monitor is not None:
             if self._owns_monitor:  # nothing else announces the phases to its signal
-                self._announce_phases(kwargs.get("model"))
+                model = kwargs.get("model")
+                self._phases = renew_phases(self._phases, self.trainer, model, self.monitor.signal)
             self.monitor.start()
             if self.set_power_limit:
                 self._limit_power(self.monitor)
-
-    def _announce_phases(self, model: Any) -> None:
-        """Announce the model's forward passes to the monitor's signal (the simulated A100
-        follows them), as a ``PowerCallback`` does for the monitor it shares."""
-        if self._phases is not None:  # an earlier train() that raised left its hooks
-            self._phases.remove()
-            self._phases = None
-        if model is not None and self.monitor is not None:
-            engine = vllm_generation(self.trainer)
-            self._phases = ForwardPhases(model, self.monitor.signal, engine)
 
     @property
     def several_processes(self) -> bool:

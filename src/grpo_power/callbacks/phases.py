@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from grpo_power.telemetry.signals import WorkloadSignal
+from grpo_power.workload.actuators import vllm_generation
 
 # the keyword arguments that hold a forward pass's sequences, [batch, tokens, ...], where a
 # caller names them; otherwise the first tensor passed is (position ids or a cache position
@@ -83,3 +84,17 @@ class ForwardPhases:
         self._handle.remove()
         if self._engine is not None:
             del self._engine.generate
+
+
+def renew_phases(
+    earlier: ForwardPhases | None,
+    trainer: Any,
+    model: torch.nn.Module | None,
+    signal: WorkloadSignal,
+) -> ForwardPhases | None:
+    """The announcer of a new ``trainer.train()``: ``model``'s forward passes and ``trainer``'s
+    vLLM generation (if any) announced to ``signal``, the ``earlier`` announcer removed (a
+    ``train()`` that raised leaves its hooks); None where there is no ``model`` to watch."""
+    if earlier is not None:
+        earlier.remove()
+    return None if model is None else ForwardPhases(model, signal, vllm_generation(trainer))

@@ -36,10 +36,9 @@ from typing import Any
 from transformers import Trainer, TrainerCallback
 
 from grpo_power.callbacks.binding import calling_trainer, run_first
-from grpo_power.callbacks.phases import ForwardPhases
+from grpo_power.callbacks.phases import ForwardPhases, renew_phases
 from grpo_power.config import Config, TelemetrySource
 from grpo_power.telemetry.monitor import Measurement, PowerMonitor
-from grpo_power.workload.actuators import vllm_generation
 from grpo_power.workload.distributed import (
     node_share,
     process_ranks,
@@ -135,15 +134,10 @@ class PowerCallback(TrainerCallback):
         trainer: Trainer | None = calling_trainer()
         if trainer is not None:
             run_first(trainer, self)
-        if self._phases is not None:  # an earlier train() that raised left its hooks
-            self._phases.remove()
-            self._phases = None
-        with contextlib.suppress(KeyError):  # ... and its interval open
+        model = kwargs.get("model") if self.announce_phases else None
+        self._phases = renew_phases(self._phases, trainer, model, self.monitor.signal)
+        with contextlib.suppress(KeyError):  # an earlier train() that raised left it open
             self.monitor.end_window(INTERVAL_WINDOW)
-        model = kwargs.get("model")
-        if self.announce_phases and model is not None:
-            engine = vllm_generation(trainer)
-            self._phases = ForwardPhases(model, self.monitor.signal, engine)
         self.monitor.start()
         self._tokens_at_last_log = float(state.num_input_tokens_seen or 0)
         self._step_at_last_log = -1
