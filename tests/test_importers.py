@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -656,6 +657,10 @@ def test_a_grafana_download_that_cannot_be_read_is_refused_naming_why(tmp_path: 
     assert frame["t"].tolist() == [0.0, 30.0]
 
 
+# 01:30 summer time in Europe/Berlin on the night its clocks go back (2026-10-25)
+FALL_BACK_START = datetime(2026, 10, 24, 23, 30, tzinfo=UTC)
+
+
 def _berlin_fall_back(layout: str) -> str:
     """A log of two GPUs, a sample a minute from 01:30 summer time to 02:30 winter time on the
     night Europe/Berlin's clocks go back (2026-10-25): local 02:00-02:59 twice, as ``layout``
@@ -700,7 +705,7 @@ def test_local_times_through_the_hour_the_clocks_go_back_are_placed_by_the_log_o
     log.write_text(_berlin_fall_back(layout))
     fmt = layout.removesuffix("-table")
     frame, meta = import_log(log, fmt, nameplate_w=400.0, timezone="Europe/Berlin")
-    assert meta.start_unix_s == 1792884600.0  # 2026-10-24 23:30 UTC
+    assert meta.start_unix_s == FALL_BACK_START.timestamp()
     for gpu in (0, 1):
         t = frame[frame["gpu"] == gpu]["t"].to_numpy()
         assert len(t) == 121 and set(np.diff(t)) == {60.0}, gpu
