@@ -714,31 +714,40 @@ def test_local_times_through_the_hour_the_clocks_go_back_are_placed_by_the_log_o
 
 def test_a_mig_gpus_power_repeated_per_instance_is_read_once(tmp_path: Path) -> None:
     """dcgm-exporter gives a MIG GPU's power in the series of each of its instances (labels
-    ``GPU_I_ID``, ``GPU_I_PROFILE``): in its CSV and in a Prometheus answer each GPU's reading is
-    read once, noted (both were refused: as a duplicated timestamp, as two series of one GPU);
-    instances that disagree are still refused."""
+    ``GPU_I_ID``, ``GPU_I_PROFILE``, and in Kubernetes the ``pod`` each serves), beside fields
+    of the instance's own (``DCGM_FI_DEV_FB_USED``): in its CSV and in a Prometheus answer each
+    GPU's reading is read once, noted (both were refused: as a duplicated timestamp, as two
+    series of one GPU; the CSV even where the instances' own columns differed). Instances that
+    disagree on the GPU's power are refused naming both lines, and a log concatenated with
+    itself is still a clock that stepped back."""
     uuid = "GPU-265c9814-6156-355b-e589-ff20648900{}"
     rows = [
-        f"{1772366400 + 15 * i},{g},{uuid.format(g)},{mig},{100 + 20 * g + i}"
+        f"{1772366400 + 15 * i},{g},{uuid.format(g)},{mig},pod-{mig},{100 + 20 * g + i},{mig}000"
         for i in range(4)
         for g in (0, 1)
         for mig in (3, 4, 5)
     ]
+    header = "timestamp,gpu,UUID,GPU_I_ID,pod,DCGM_FI_DEV_POWER_USAGE,DCGM_FI_DEV_FB_USED\n"
     log = tmp_path / "dcgm.csv"
-    log.write_text("timestamp,gpu,UUID,GPU_I_ID,DCGM_FI_DEV_POWER_USAGE\n" + "\n".join(rows))
+    log.write_text(header + "\n".join(rows))
     series = [
         {
             "metric": {
-                "__name__": "DCGM_FI_DEV_POWER_USAGE",
+                "__name__": field,
                 "gpu": str(g),
                 "UUID": uuid.format(g),
                 "GPU_I_ID": str(mig),
                 "GPU_I_PROFILE": "1g.6gb",
+                "pod": f"pod-{mig}",
             },
-            "values": [[1772366400 + 15 * i, str(100 + 20 * g + i)] for i in range(4)],
+            "values": [[1772366400 + 15 * i, str(value(g, i, mig))] for i in range(4)],
         }
         for g in (0, 1)
         for mig in (3, 4, 5)
+        for field, value in (
+            ("DCGM_FI_DEV_POWER_USAGE", lambda g, i, mig: 100 + 20 * g + i),
+            ("DCGM_FI_DEV_FB_USED", lambda g, i, mig: 1000 * mig),
+        )
     ]
     answer = tmp_path / "prometheus.json"
     answer.write_text(
@@ -751,9 +760,12 @@ def test_a_mig_gpus_power_repeated_per_instance_is_read_once(tmp_path: Path) -> 
             1: [120.0, 121.0, 122.0, 123.0],
         }
         assert any(repeated in note and "MIG" in note for note in meta.model_extra["notes"])
-    disagree = f"1772366400,0,{uuid.format(0)},4,"  # one instance reads other power
+    disagree = f"1772366400,0,{uuid.format(0)},4,pod-4,"  # one instance reads other power
     log.write_text(log.read_text().replace(f"{disagree}100", f"{disagree}190"))
-    with pytest.raises(ImportError_, match="gpu 0: duplicated timestamp"):
+    with pytest.raises(ImportError_, match="lines 2 and 3: gpu 0 at one time, under other "):
+        import_log(log, "dcgm", nameplate_w=165.0)
+    log.write_text(header + "\n".join(rows + rows))
+    with pytest.raises(ImportError_, match="gpu 0: decreasing timestamp at line 26"):
         import_log(log, "dcgm", nameplate_w=165.0)
 
 

@@ -89,6 +89,7 @@ from grpo_power.telemetry.logrows import (
 from grpo_power.telemetry.prometheus import read_prometheus_log
 from grpo_power.telemetry.rotation import ROTATED_FORMATS, RotatedLog, naming_parts
 from grpo_power.telemetry.schema import TRACE_COLUMNS, TraceMetadata
+from grpo_power.telemetry.series import DCGM_COLUMNS
 
 ImportFormat = Literal["nvidia-smi", "nvidia-smi-dmon", "dcgm", "prometheus", "grafana"]
 
@@ -109,21 +110,6 @@ NVIDIA_SMI_COLUMNS = {
     "name": "gpu_name",
     "uuid": "gpu_uuid",
     "pci.bus_id": "gpu_bus_id",
-}
-
-DCGM_COLUMNS = {
-    "timestamp": "timestamp",
-    "gpu": "gpu",
-    "DCGM_FI_DEV_POWER_USAGE_INSTANT": "power_w",
-    "DCGM_FI_DEV_POWER_USAGE": "power_draw",
-    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": "energy_mj",
-    "DCGM_FI_DEV_GPU_UTIL": "sm_util",
-    "DCGM_FI_DEV_MEM_COPY_UTIL": "mem_util",
-    "DCGM_FI_DEV_SM_CLOCK": "sm_clock_mhz",
-    "DCGM_FI_DEV_GPU_TEMP": "temp_c",
-    "DCGM_FI_DEV_POWER_MGMT_LIMIT": "power_limit_w",
-    "modelName": "gpu_name",
-    "UUID": "gpu_uuid",
 }
 
 CONFIG_NAMEPLATE = "the config's gpu.nameplate_w"  # where a fallback nameplate comes from
@@ -408,31 +394,63 @@ def _power(
 
 # dcgm-exporter's labels of a MIG instance: a MIG GPU's device-level fields (its power) come
 # once per instance, the rows alike but for these
-MIG_COLUMNS = ("GPU_I_ID", "GPU_I_PROFILE")
+# The DCGM CSV columns that name a GPU at a time (its host's too, where the log has one)
+DCGM_IDENTITY = ("timestamp", "gpu", "UUID", *HOST_COLUMNS)
 
 
-def _mig_repeats(
+def _other_labels(raw: pd.DataFrame, keys: list[str], labels: list[str]) -> np.ndarray:
+    """Whether each row's ``labels`` differ from those of the first row with its ``keys``."""
+    if not raw.duplicated(keys).any():
+        return np.zeros(len(raw), dtype=bool)
+    text = raw[labels].fillna("")
+    first = text.groupby([raw[k] for k in keys], sort=False, dropna=False).transform("first")
+    return (text != first).any(axis=1).to_numpy()
+
+
+def _repeated_rows(
     path: LogSource, raw: pd.DataFrame, lines: np.ndarray
 ) -> tuple[pd.DataFrame, np.ndarray, list[str]]:
-    """A DCGM CSV's rows without those that repeat another row but for its MIG instance's labels
-    (a MIG GPU's power, given once per instance), and a note; rows of instances whose values
-    differ are kept, for the clock check to refuse as one GPU twice at one time."""
-    mig = [c for c in raw.columns if c.strip() in MIG_COLUMNS]
-    if not mig:
+    """A DCGM CSV's rows without those that repeat another row's GPU, time and every column the
+    importer reads under other labels it does not read: a MIG GPU's readings, which
+    dcgm-exporter gives in the rows of each of its instances (``GPU_I_ID``), or a shared GPU's,
+    given for each pod (``pod``, ``vgpu``); and a note. Rows under the first row's labels (a log
+    concatenated with itself, two recordings) are left for the clock check.
+
+    Raises:
+        ImportError_: rows of one GPU at one time under other labels give different readings
+            (MIG instances that disagree on the GPU's power).
+    """
+    read = [c for c in raw.columns if c.strip() in DCGM_COLUMNS or c.strip() in HOST_COLUMNS]
+    labels = [c for c in raw.columns if c not in read and not c.strip().startswith("DCGM_FI_")]
+    if not labels:
         return raw, lines, []
-    repeated = raw.duplicated([c for c in raw.columns if c not in mig]).to_numpy()
-    if not repeated.any():
-        return raw, lines, []
-    keep = ~repeated
-    return (
-        raw[keep].reset_index(drop=True),
-        lines[keep],
-        [
-            f"{path}: {int(repeated.sum())} row(s) that repeat a MIG GPU's readings for another "
-            f"of its instances ({', '.join(c.strip() for c in mig)}; the same GPU, time and "
-            "values), read once"
-        ],
-    )
+    repeated = _other_labels(raw, read, labels)
+    notes = []
+    if repeated.any():
+        shown = ", ".join(c.strip() for c in labels[:4]) + (", ..." if len(labels) > 4 else "")
+        notes.append(
+            f"{path}: {int(repeated.sum())} row(s) that repeat another row's GPU, time and "
+            f"readings under other labels ({shown}: a MIG GPU's readings given for each of "
+            "its instances, or a shared GPU's for each pod), read once"
+        )
+        raw, lines = raw[~repeated].reset_index(drop=True), lines[~repeated]
+    identity = [c for c in read if c.strip() in DCGM_IDENTITY]
+    named = [c for c in identity if c.strip() in ("gpu", "UUID")]
+    differs = _other_labels(raw, identity, labels) if named else np.zeros(len(raw), bool)
+    if differs.any():
+        later = int(np.flatnonzero(differs)[0])
+        same = (raw[identity] == raw.loc[later, identity]).all(axis=1).to_numpy()
+        a, b = raw.loc[int(np.flatnonzero(same)[0])], raw.loc[later]
+        given = "; ".join(
+            f"{c.strip()} {a[c]!r} and {b[c]!r}" for c in read if c not in identity and a[c] != b[c]
+        )
+        raise ImportError_(
+            f"{path}: lines {int(lines[a.name])} and {int(lines[later])}: gpu "
+            f"{str(a[named[0]]).strip()} at one time, under other "
+            f"{', '.join(c.strip() for c in labels if a[c] != b[c])}, gives {given}; expected "
+            "the GPU's readings repeated alike in the rows of each of its MIG instances or pods"
+        )
+    return raw, lines, notes
 
 
 def _lost_notes(
@@ -512,7 +530,7 @@ def import_log(
     else:
         raw, lines = read_csv_log(path, fmt)
     if fmt == "dcgm":
-        raw, lines, read_notes = _mig_repeats(path, raw, lines)
+        raw, lines, read_notes = _repeated_rows(path, raw, lines)
     mapping = NVIDIA_SMI_COLUMNS if smi else DCGM_COLUMNS
     renamed = {}
     for column in raw.columns:

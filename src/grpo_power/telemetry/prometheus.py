@@ -25,7 +25,13 @@ import numpy as np
 import pandas as pd
 
 from grpo_power.telemetry.logrows import HOST_COLUMNS, ImportError_, read_log_text
-from grpo_power.telemetry.series import dcgm_rows, drop_repeats, first_clash, gpu_named
+from grpo_power.telemetry.series import (
+    dcgm_rows,
+    drop_repeats,
+    drop_unread_clashes,
+    first_clash,
+    gpu_named,
+)
 from grpo_power.user_paths import one_line
 
 PROMETHEUS_EXPECTED = (
@@ -211,6 +217,8 @@ def read_prometheus_log(path: Path) -> tuple[pd.DataFrame, np.ndarray, list[str]
     readings["timestamp"] = readings["order"].map(repr)
     readings["line"] = 0  # a JSON answer has no lines: rows are numbered instead
     readings, notes = drop_repeats(readings, str(path))
+    readings, unread = drop_unread_clashes(readings, str(path))
+    notes += unread
     clash = first_clash(readings)
     if clash is not None:
         raise ImportError_(

@@ -23,6 +23,23 @@ import pandas as pd
 READING_COLUMNS = ("host", "gpu", "field", "order", "timestamp", "line", "value")
 _KEY = ["host", "gpu", "order", "field"]
 
+# The DCGM fields (and labels) the importer reads, and the trace columns they fill; a field not
+# here (DCGM_FI_DEV_FB_USED, DCGM_FI_PROF_*) is not read
+DCGM_COLUMNS = {
+    "timestamp": "timestamp",
+    "gpu": "gpu",
+    "DCGM_FI_DEV_POWER_USAGE_INSTANT": "power_w",
+    "DCGM_FI_DEV_POWER_USAGE": "power_draw",
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": "energy_mj",
+    "DCGM_FI_DEV_GPU_UTIL": "sm_util",
+    "DCGM_FI_DEV_MEM_COPY_UTIL": "mem_util",
+    "DCGM_FI_DEV_SM_CLOCK": "sm_clock_mhz",
+    "DCGM_FI_DEV_GPU_TEMP": "temp_c",
+    "DCGM_FI_DEV_POWER_MGMT_LIMIT": "power_limit_w",
+    "modelName": "gpu_name",
+    "UUID": "gpu_uuid",
+}
+
 
 def gpu_named(host: str, gpu: str) -> str:
     """A GPU as a message names it: ``dgx-a gpu 0``, or ``gpu 0`` without a host."""
@@ -43,6 +60,22 @@ def drop_repeats(readings: pd.DataFrame, where: str) -> tuple[pd.DataFrame, list
         f"{where}: {int(repeated.sum())} reading(s) that another series gives too, for the "
         "same GPU, field, time and value (a MIG GPU's power, given in the series of each of "
         "its instances; one exporter scraped twice), read once"
+    ]
+
+
+def drop_unread_clashes(readings: pd.DataFrame, where: str) -> tuple[pd.DataFrame, list[str]]:
+    """``readings`` without the fields the importer does not read (not in :data:`DCGM_COLUMNS`)
+    that two series give differently for one GPU at one time (a MIG instance's or a pod's own
+    reading: ``DCGM_FI_DEV_FB_USED``, ``DCGM_FI_PROF_GR_ENGINE_ACTIVE``), and a note (naming the
+    file ``where``) listing them. Such a field is a part's of a GPU, and a trace holds GPUs'."""
+    twice = readings.duplicated(_KEY, keep=False)
+    fields = sorted(set(readings.loc[twice, "field"]) - set(DCGM_COLUMNS))
+    if not fields:
+        return readings, []
+    keep = ~readings["field"].isin(fields)
+    return readings[keep].reset_index(drop=True), [
+        f"{where}: {', '.join(fields)}: given differently by several series of one GPU at one "
+        "time (a MIG instance's or a pod's own reading, not the GPU's), not read"
     ]
 
 
