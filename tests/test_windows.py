@@ -412,6 +412,27 @@ def test_analyze_trace_run_rows_and_files(tmp_path):
     assert g0["energy_j"].sum() == pytest.approx(len(g0) * 0.5 * 250.0, rel=0.02)
 
 
+@pytest.mark.parametrize("period_s", [0.1, 0.2])
+def test_power_at_the_cap_is_never_above_it(tmp_path, period_s):
+    """An hour at exactly the cap: no window is above it, per GPU nor summed, at any length (the
+    rounding of differences of cumulative energy counted up to 83 % of windows over), while a
+    milliwatt above the cap puts every window over."""
+    t_s = np.round(np.arange(round(3600 / period_s)) * period_s, 6)
+    windows_s = (0.5, 1.0, 5.0, 30.0, 60.0, 300.0)
+    for power_w, share in ((320.0, 0.0), (320.001, 1.0)):
+        frame = pd.concat(
+            [trace_frame(t_s, np.full(len(t_s), power_w), gpu=g) for g in (0, 1)],
+            ignore_index=True,
+        )
+        path = write_trace(tmp_path / f"{power_w}.parquet", frame, metadata(period_s=period_s))
+        trace = read_trace(path)
+        table = analyze_trace(trace, config(cap_w=320.0, windows_s=windows_s)).exceedance
+        for scope in ("gpu", "run_total"):
+            rows = table[table["scope"] == scope]
+            assert len(rows) >= len(windows_s), scope
+            assert (rows["exceedance"] == share).all(), (power_w, scope, rows["exceedance"])
+
+
 def test_cli_windows(tmp_path):
     from grpo_power.cli import app
 

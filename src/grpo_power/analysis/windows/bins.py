@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_power.analysis.windows.kernel import WindowCounts
-from grpo_power.analysis.windows.series import TOL, GpuSeries, energy_at_grid
+from grpo_power.analysis.windows.series import TOL, GpuSeries, cap_energy_j, energy_at_grid
 
 
 def energy_bins(
@@ -84,6 +84,7 @@ class WindowAccumulator:
         csum = np.empty(n + 1)
         csum[0] = 0.0
         np.cumsum(e, out=csum[1:])
+        scale_j = float(np.abs(csum).max())
         bad = None
         if not ok.all():
             bad = np.concatenate([[0], np.cumsum(~ok)])
@@ -92,7 +93,7 @@ class WindowAccumulator:
             if first >= n:
                 continue
             sums = csum[first + 1 :] - csum[first + 1 - w : n + 1 - w]
-            threshold = self.cap_w * w * self.bin_s
+            threshold = cap_energy_j(self.cap_w, w * self.bin_s, scale_j)
             if bad is None:
                 self.windows[i] += len(sums)
                 self.over[i] += int(np.count_nonzero(sums > threshold))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from grpo_power.analysis.windows.series import TOL, GpuSeries, energy_at_grid
+from grpo_power.analysis.windows.series import TOL, GpuSeries, cap_energy_j, energy_at_grid
 
 
 @dataclass
@@ -42,6 +42,7 @@ def gpu_window_counts(
     local = None
     if series.segments > 1:
         local = np.arange(len(grid_j)) - np.repeat(offsets[:-1], points)
+    scale_j = float(np.abs(grid_j).max()) if len(grid_j) else 0.0
     results = []
     diff_buf = np.empty(len(grid_j))  # reused by every window (no fresh pages per window)
     mask_buf = np.empty(len(grid_j), dtype=bool)
@@ -66,7 +67,9 @@ def gpu_window_counts(
             )
             diff_j = grid_j[ends] - shifted
             valid = None
-        over_mask = np.greater(diff_j, cap_w * window_s, out=mask_buf[: len(diff_j)])
+        over_mask = np.greater(
+            diff_j, cap_energy_j(cap_w, window_s, scale_j), out=mask_buf[: len(diff_j)]
+        )
         if valid is None:
             over = int(np.count_nonzero(over_mask))
             peak_j = float(diff_j.max())

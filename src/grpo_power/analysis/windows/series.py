@@ -12,6 +12,18 @@ import pandas as pd
 from grpo_power.telemetry.checks import check_power, rows_by_gpu
 
 TOL = 1e-9  # relative tolerance of grid arithmetic, in units of the step
+# A window whose mean is within a microwatt of the cap is at the cap, not above it: meters resolve
+# milliwatts, and a window's energy, a difference of cumulative sums, carries their rounding
+CAP_RESOLUTION_W = 1e-6
+
+
+def cap_energy_j(cap_w: float, window_s: float, cumulative_scale_j: float) -> float:
+    """The energy a window of ``window_s`` seconds must exceed to be above ``cap_w``, J: the
+    cap's energy plus the rounding a difference of cumulative energies as large as
+    ``cumulative_scale_j`` (their largest magnitude) can carry, and a microwatt over the window.
+    Power exactly at the cap is never above it however long the trace."""
+    rounding_j = 64 * float(np.finfo(np.float64).eps) * cumulative_scale_j
+    return (cap_w + CAP_RESOLUTION_W) * window_s + rounding_j
 
 
 @dataclass(frozen=True)
