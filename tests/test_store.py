@@ -224,3 +224,13 @@ def test_a_trace_with_only_t_gpu_power_takes_metadata_from_the_defaults(tmp_path
     path.write_text("t,gpu,power_w\n" + "".join(f"{20 * i},0,300\n" for i in range(10)))
     with pytest.raises(ValueError, match="cannot tell the time unit"):
         read_trace(path)
+    # a minute apart: the config's 0.1 s period is 600x the spacing in ms, but a minute's log is
+    # as likely (it was read as milliseconds, 1000x too little energy); its own period decides
+    path.write_text("t,gpu,power_w\n" + "".join(f"{60 * i},0,300\n" for i in range(60)))
+    with pytest.raises(ValueError, match=r"0\.1 s does not decide"):
+        read_trace(path, TraceDefaults(nameplate_w=400.0, gpu_name="A100", period_s=0.1))
+    minute = read_trace(path, TraceDefaults(nameplate_w=400.0, gpu_name="A100", period_s=60.0))
+    assert minute.metadata.sample_period_s == 60.0 and minute.frame["t"].iloc[-1] == 3540.0
+    path.write_text("t,gpu,power_w\n" + "".join(f"{100 * i},0,300\n" for i in range(60)))
+    millis = read_trace(path, TraceDefaults(nameplate_w=400.0, gpu_name="A100", period_s=0.1))
+    assert millis.frame["t"].iloc[-1] == pytest.approx(5.9)  # 100 apart: ms, as 100 s is no log's

@@ -160,13 +160,17 @@ def time_unit(
     column: str = "t",
     declared_period_s: float | None = None,
     declared_from: str = "",
+    declared_by_trace: bool = True,
 ) -> tuple[float, str | None]:
     """The factor that turns ``t`` into seconds (1 or 0.001) and a note when it is not 1.
 
     Wall-clock values tell their unit by size (unix seconds ~1.7e9, milliseconds ~1.7e12).
     Relative times tell it by the spacing of samples: against the declared period when there is
     one (spacing about 1x the period: seconds; about 1000x: milliseconds), else against the
-    typical periods of power telemetry (:data:`TYPICAL_PERIOD_S`).
+    typical periods of power telemetry (:data:`TYPICAL_PERIOD_S`). A period the trace does not
+    declare itself (``declared_by_trace`` False: the config's, for a trace without metadata)
+    reads a spacing as seconds where it matches, but never reads as milliseconds a spacing that
+    is a typical period in seconds too (60 apart: a minute's log, not 60 ms).
 
     Raises:
         ValueError: the spacing fits a typical period both in seconds and in milliseconds and
@@ -187,7 +191,8 @@ def time_unit(
         ratio = spacing / declared_period_s
         if 0.5 <= ratio <= 2.0:
             return 1.0, None
-        if 500.0 <= ratio <= 2000.0:
+        typical_s = TYPICAL_PERIOD_S[0] <= spacing <= TYPICAL_PERIOD_S[1]
+        if 500.0 <= ratio <= 2000.0 and (declared_by_trace or not typical_s):
             return 1e-3, (
                 f"{where}: {column}: read as milliseconds (samples {spacing:.6g} apart; "
                 f"{declared_from} period {declared_period_s:g} s)"
@@ -202,11 +207,11 @@ def time_unit(
             "log's)"
         )
     if as_s and as_ms:
-        declared = (
-            f", and {declared_from} period {declared_period_s:g} s fits neither"
-            if declared_period_s
-            else ""
-        )
+        declared = ""
+        if declared_period_s:
+            thousandfold = 500.0 <= spacing / declared_period_s <= 2000.0
+            fits = "does not decide" if thousandfold else "fits neither"
+            declared = f", and {declared_from} period {declared_period_s:g} s {fits}"
         raise ValueError(
             f"{where}: {column}: cannot tell the time unit: samples are {spacing:.6g} apart, a "
             f"{spacing:.6g} s or a {spacing:.6g} ms period{declared}; expected t in seconds "

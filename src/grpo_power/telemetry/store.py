@@ -227,11 +227,12 @@ def _checked(
     gpu = gpu_values.astype(np.int64)
     t = original_t = frame["t"].to_numpy(dtype=np.float64, na_value=np.nan)
     declared = _declared_period(raw)
-    declared_from = "the trace metadata's"
+    declared_from, by_trace = "the trace metadata's", True
     if declared is None and raw is None:
         declared, declared_from = defaults.period_s, f"{defaults.source}'s telemetry.period_s"
+        by_trace = False
     spacing = median_spacing(gpu, t)
-    scale, note = time_unit(t, spacing, where, "t", declared, declared_from)
+    scale, note = time_unit(t, spacing, where, "t", declared, declared_from, by_trace)
     if scale != 1.0:
         t = t * scale
         spacing = None if spacing is None else spacing * scale
