@@ -234,3 +234,25 @@ def test_a_trace_with_only_t_gpu_power_takes_metadata_from_the_defaults(tmp_path
     path.write_text("t,gpu,power_w\n" + "".join(f"{100 * i},0,300\n" for i in range(60)))
     millis = read_trace(path, TraceDefaults(nameplate_w=400.0, gpu_name="A100", period_s=0.1))
     assert millis.frame["t"].iloc[-1] == pytest.approx(5.9)  # 100 apart: ms, as 100 s is no log's
+
+
+def test_the_summary_total_is_the_gpus_summed(tmp_path: Path) -> None:
+    """The total row of ``telemetry summary``: two GPUs in antiphase (200 and 380 W, a second
+    apart) sum to a steady 580 W, so its peak is 580 W, not one GPU's 380 W (its mean, the
+    GPUs' summed, exceeded its peak); a GPU without readings in a second hour adds nothing
+    there, and its mean is that of its own readings."""
+    from grpo_power.telemetry.store import TraceDefaults
+    from grpo_power.telemetry.summary import summarize_trace, summary_table
+
+    rows = [
+        f"{1_800_000_000 + i},{g},{(200, 380)[(i + g) % 2]}\n"
+        for i in range(7200)
+        for g in (0, 1)
+        if g == 0 or i < 3600
+    ]
+    path = tmp_path / "node.csv"
+    path.write_text("t,gpu,power_w\n" + "".join(rows))
+    trace = read_trace(path, TraceDefaults(period_s=1.0))
+    total = summary_table(summarize_trace(trace), trace).set_index("gpu").loc["all"]
+    assert total["peak_power_w"] == 580.0
+    assert total["mean_power_w"] == pytest.approx(580.0, abs=0.1)

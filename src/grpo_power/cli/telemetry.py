@@ -76,7 +76,7 @@ def telemetry_record(
     )
     trace = read_trace(recording.trace_path)
     _print_summary(
-        trace.metadata.source, recording.trace_path, summary_table(summarize_trace(trace))
+        trace.metadata.source, recording.trace_path, summary_table(summarize_trace(trace), trace)
     )
     if recording.missed_slots:
         typer.echo(f"note: {recording.missed_slots} sample slot(s) missed (sampler fell behind)")
@@ -245,7 +245,7 @@ def telemetry_summary(
     trace = read_trace(trace_file, defaults, split_on_clock_jumps)
     if trace.frame.empty:
         raise ValueError(f"{trace_file}: the trace has no samples; expected at least one")
-    _print_summary(trace.metadata.source, trace_file, summary_table(summarize_trace(trace)))
+    _print_summary(trace.metadata.source, trace_file, summary_table(summarize_trace(trace), trace))
     if compare_energy:
         checks = check_energy(trace)
         if not checks:

@@ -84,8 +84,30 @@ def summarize_trace(trace: Trace) -> list[GpuSummary]:
     return summaries
 
 
-def summary_table(summaries: list[GpuSummary]) -> pd.DataFrame:
-    """Summaries as a table with a total row."""
+def summed_peak_w(trace: Trace) -> float:
+    """The peak of the GPUs' summed power, W, over the times every GPU has a reading: each
+    GPU's power at every GPU's sample times in the span they share (linear between samples, none
+    within a gap of over two sample periods); NaN where they share none."""
+    max_gap_s = 2.0 * trace.metadata.sample_period_s
+    series = [
+        (g["t"].to_numpy(dtype=float), g["power_w"].to_numpy(dtype=float))
+        for _, g in trace.frame.sort_values("t").groupby("gpu", sort=True)
+    ]
+    start_s, end_s = max(t[0] for t, _ in series), min(t[-1] for t, _ in series)
+    grid_s = np.unique(np.concatenate([t[(t >= start_s) & (t <= end_s)] for t, _ in series]))
+    total_w, read = np.zeros(len(grid_s)), np.ones(len(grid_s), dtype=bool)
+    for t_s, power_w in series:
+        after = np.clip(np.searchsorted(t_s, grid_s), 1, len(t_s) - 1)
+        on_sample = t_s[np.minimum(np.searchsorted(t_s, grid_s), len(t_s) - 1)] == grid_s
+        read &= on_sample | (t_s[after] - t_s[after - 1] <= max_gap_s)
+        total_w += np.interp(grid_s, t_s, power_w)
+    return float(total_w[read].max()) if read.any() else float("nan")
+
+
+def summary_table(summaries: list[GpuSummary], trace: Trace) -> pd.DataFrame:
+    """Summaries of ``trace``'s GPUs as a table with a total row: energy summed, each GPU's mean
+    summed (a GPU's mean over its own readings: a gap is no time at zero power), and the peak of
+    the summed power (:func:`summed_peak_w`)."""
     table = pd.DataFrame([asdict(s) for s in summaries])
     if len(table) > 1:
         total = {
@@ -96,7 +118,7 @@ def summary_table(summaries: list[GpuSummary]) -> pd.DataFrame:
             "energy_source": ",".join(sorted(set(table["energy_source"]))),
             "energy_span_s": table["energy_span_s"].max(),
             "mean_power_w": table["mean_power_w"].sum(),
-            "peak_power_w": table["peak_power_w"].max(),
+            "peak_power_w": summed_peak_w(trace),
         }
         table = pd.concat([table, pd.DataFrame([total])], ignore_index=True)
     return table
