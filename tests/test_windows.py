@@ -446,6 +446,32 @@ def test_cli_windows(tmp_path):
     assert result.exit_code == 2 and "duplicated" in result.output
 
 
+def test_a_trace_recorded_under_another_cap_says_so_and_can_be_judged_by_it(tmp_path):
+    """A ``PowerMonitor(cap_w=250)`` trace keeps its cap; ``windows`` judges it by the config's
+    320 W, with a note naming the recorded cap, or by ``--cap-w 250`` (there was no way to
+    give it, and nothing said the cap differed)."""
+    import time
+
+    from grpo_power import PowerMonitor
+    from grpo_power.cli import app
+
+    path = tmp_path / "power.parquet"
+    monitor = PowerMonitor(gpus=[0], period_s=0.05, source="simulated", cap_w=250, trace=path)
+    with monitor, monitor.window("rollout", phase="generate"):
+        time.sleep(1.5)
+    runner = CliRunner()
+    shares = {}
+    for extra in ([], ["--cap-w", "250"]):
+        out = tmp_path / f"w{len(extra)}"
+        result = runner.invoke(app, ["windows", str(path), "--out", str(out), *extra])
+        assert result.exit_code == 0, result.output
+        table = pd.read_csv(out / "exceedance.csv").set_index(["scope", "window_s"])
+        shares[len(extra)] = table.loc[("run_pooled", 0.5), "exceedance"]
+        recorded = "recorded under a cap of 250 W per GPU" in result.output
+        assert recorded == (not extra), result.output
+    assert shares[0] == 0.0 and shares[2] > 0.9  # decode draws ~275 W: under 320, over 250
+
+
 def test_windows_shorter_than_the_sample_period_are_named(tmp_path, config):
     """A scrape every 15 s (Prometheus) holds each sample for 15 s: the 0.5, 1 and 5 s windows
     it gives are not resolved, and the summary says so; a 0.5 s trace's windows all are."""

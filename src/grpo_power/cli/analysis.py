@@ -31,16 +31,21 @@ def windows(
         typer.Argument(help="A trace (.parquet, or .csv with t, gpu, power_w) or its journal."),
     ],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder for this trace.")],
+    cap_w: Annotated[
+        float | None,
+        typer.Option("--cap-w", help="The per-GPU cap to judge the trace by, W (default: config)."),
+    ] = None,
     split_on_clock_jumps: SplitOption = False,
     config: ConfigOption = DEFAULT_CONFIG_PATH,
 ) -> None:
     """Exceedance of the cap by averaging window, per GPU and per run; energy bins for `fleet`."""
     from grpo_power.analysis.windows import run_windows
 
+    check_numbers({"--cap-w": cap_w})
     cfg = config_from(config)
-    result = run_windows(trace_file, out, cfg, split_on_clock_jumps)
+    result = run_windows(trace_file, out, cfg, split_on_clock_jumps, cap_w)
     label = " (SIMULATED power)" if result.summary["simulated"] else ""
-    typer.echo(f"windows of {trace_file}{label}: cap {cfg.cap_w:g} W per GPU")
+    typer.echo(f"windows of {trace_file}{label}: cap {result.summary['cap_w']:g} W per GPU")
     shown = result.exceedance[result.exceedance["scope"] != "gpu"]
     shown = shown[["scope", "window_s", "windows", "windows_over", "exceedance", "peak_mean_w"]]
     typer.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.4g}"))

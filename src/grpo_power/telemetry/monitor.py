@@ -237,7 +237,8 @@ class PowerMonitor:
         if chosen != path and number != self._sessions:
             logger.warning("PowerMonitor: %s exists; this recording goes to %s", path, chosen)
         run_id = f"monitor-{uuid.uuid4().hex[:8]}"
-        return TraceWriter(chosen, trace_metadata(self.source, run_id, self.period_s))
+        capped = {} if self.cap_w is None else {"cap_w": self.cap_w}
+        return TraceWriter(chosen, trace_metadata(self.source, run_id, self.period_s, **capped))
 
     def _reopen(self) -> None:
         """A new sampling session after :meth:`stop` closed the source and the trace: the

@@ -173,6 +173,7 @@ def run_grpo(
             arm=arm,
             model_size=config.workload.size,
             seed=seed,
+            cap_w=config.cap_w,
         )
         monitor = PowerMonitor(
             source=source,

@@ -348,15 +348,26 @@ def run_windows(
     out_dir: Path | str,
     config: Config,
     split_on_clock_jumps: bool = False,
+    cap_w: float | None = None,
 ) -> WindowsResult:
-    """The windows stage for one trace file: read, analyse, write; returns the result.
+    """The windows stage for one trace file: read, analyse against ``cap_w`` (default: the
+    config's), write; returns the result.
 
     The trace is read by :func:`grpo_power.telemetry.store.read_trace` (the one trace check):
     metadata it lacks comes from ``config``, and what was inferred is listed in the summary's
-    ``notes``.
+    ``notes``, with one where the trace was recorded under another cap than the one used.
     """
     trace = read_trace(trace_path, TraceDefaults.from_config(config), split_on_clock_jumps)
-    result = analyze_trace(trace, config)
-    result.summary["notes"] = list(trace.notes) + unresolved_note(result.summary)
+    result = analyze_trace(trace, config, cap_w)
+    used_w, recorded_w = result.summary["cap_w"], (trace.metadata.model_extra or {}).get("cap_w")
+    other_cap = []
+    if isinstance(recorded_w, int | float) and not math.isclose(recorded_w, used_w):
+        other_cap = [
+            f"{trace_path}: recorded under a cap of {recorded_w:g} W per GPU (its metadata's "
+            f"cap_w); judged by {used_w:g} W, "
+            + ("--cap-w" if cap_w is not None else "the config's cap_w")
+            + f" (--cap-w {recorded_w:g} judges it by its own)"
+        ]
+    result.summary["notes"] = list(trace.notes) + other_cap + unresolved_note(result.summary)
     write_windows(result, out_dir)
     return result
