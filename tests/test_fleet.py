@@ -174,6 +174,31 @@ def test_runs_that_did_not_overlap_are_drawn_by_monte_carlo(tmp_path):
     assert np.isnan(forced.fleet["peak_share_mean"]).all()
 
 
+def test_a_fleet_of_runs_shorter_than_the_sizing_window_says_it_repeats_them(tmp_path):
+    """Runs of 4 s in a fleet sized at 5 s over a 60 s timeline: its 5 s figures repeat the
+    runs end to end, so ``chosen_window_fits`` is false and the comparison says so (it was
+    true: the timeline, not the runs, held the window); runs of 60 s fit as before."""
+    short = [
+        counter_run(tmp_path, name, [(2.0, 300.0), (4.0, 100.0)], seconds=4.0)
+        for name in ("a", "b")
+    ]
+    result = analyze_fleet(short, config(horizon_s=60.0))
+    summary = result.summary
+    assert summary["alignment_reason"] == "a spans 4 s, less than the longest window (30 s)"
+    assert result.fleet.set_index("window_s").loc[5.0, "windows_per_draw"] > 0
+    assert not summary["chosen_window_fits"] and summary["runs_shorter_than_window"]
+    repeated = (
+        "every run is shorter than 5 s: the fleet repeats them end to end (each run periodic)"
+    )
+    assert result.comparison["note"].str.contains(f"window 5 s; {repeated}", regex=False).any()
+    long = [
+        counter_run(tmp_path, "c", [(60.0, 300.0)]),
+        counter_run(tmp_path, "d", [(60.0, 200.0)], start=START + 10_000),
+    ]
+    fits = analyze_fleet(long, config(horizon_s=60.0)).summary
+    assert fits["chosen_window_fits"] and not fits["runs_shorter_than_window"]
+
+
 # --------------------------------------------------------------------------------------------
 # Monte Carlo
 
@@ -204,6 +229,21 @@ def test_draw_jobs_fill_the_fleet_exactly(sizes):
         assert total == n
         if partial:
             assert 0 < partial[1] < gpus[partial[0]]
+
+
+def test_a_fleet_of_each_source_once_holds_every_source_in_every_draw():
+    """Without replacement (the planner's fleet of its traces), every draw is each source once
+    at a random offset: a 380 W and a 200 W source always sum to 580 of 800 W; with
+    replacement a draw can hold either twice."""
+    sources = [_source(np.full(20, 190.0)), _source(np.full(30, 100.0))]  # J per 0.5 s bin
+    once = MonteCarloFleet(sources, 60, np.random.default_rng(0), replace=False)
+    counts, partial = once.draw_jobs(2)
+    assert counts.tolist() == [1, 1] and partial is None
+    np.testing.assert_allclose(once.run(2, 50, [0.5, 5.0], 0.5, 300.0).peak_share, 0.725)
+    with pytest.raises(ValueError, match="expected each source once, the sources' 2 GPUs"):
+        once.draw_jobs(3)
+    drawn = MonteCarloFleet(sources, 60, np.random.default_rng(0))
+    assert {0.5, 0.95} <= set(np.round(drawn.run(2, 50, [0.5], 0.5, 300.0).peak_share[:, 0], 3))
 
 
 def test_fft_and_direct_sums_agree(monkeypatch):

@@ -608,3 +608,141 @@ def test_planner_on_the_public_real_traces(tmp_path: Path) -> None:
     page = (planner / "report" / "index.html").read_text()
     assert "kWh at the wall per million tokens, pooled" in page
     assert len(list((planner / "report" / "figures").glob("*.png"))) == 3
+
+
+def _trace_csv(path: Path, power_w: dict[int, np.ndarray], start_unix_s: float) -> None:
+    """A trace CSV (t, gpu, power_w) of GPUs sampled every second from ``start_unix_s``:
+    ``power_w[gpu]`` each GPU's readings (a GPU whose readings stop has fewer)."""
+    rows = [
+        pd.DataFrame({"t": start_unix_s + np.arange(len(w), dtype=float), "gpu": gpu, "power_w": w})
+        for gpu, w in power_w.items()
+    ]
+    frame = pd.concat(rows).sort_values(["t", "gpu"], kind="stable")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(path, index=False)
+
+
+def test_a_fleet_drawn_of_traces_at_different_times_is_each_trace_once(tmp_path: Path) -> None:
+    """Two one-GPU traces a day apart, one at 380 W and one at 200 W: the fleet of the traced
+    GPUs is the two of them, so every draw peaks at 580 of 800 W (72.5 %), the factor
+    1 / (0.725 x 1.1); drawn with replacement, a draw held the hot trace twice (95 %) or the
+    cool one twice (50 %). The scaling study still draws with replacement."""
+    folder, out = tmp_path / "traces", tmp_path / "out"
+    _trace_csv(folder / "hot.csv", {0: np.full(600, 380.0)}, 1.8e9)
+    _trace_csv(folder / "cool.csv", {0: np.full(600, 200.0)}, 1.8e9 + 86400)
+    result = CliRunner().invoke(app, ["planner", "run", str(folder), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "fleet" / "summary.json").read_text())
+    assert (summary["alignment"], summary["n_gpus"]) == ("monte_carlo", 2)
+    fleet = pd.read_csv(out / "fleet" / "fleet_windows.csv")
+    for column in ("peak_share_p5", "peak_share_max", "peak_share_sizing"):
+        np.testing.assert_allclose(fleet[column], 0.725, err_msg=column)
+    assert summary["factor"] == pytest.approx(1 / (0.725 * 1.1))
+    assert "fleet peak 72.5 % of nameplate at 30 s: oversubscription factor 1.25x" in result.output
+    assert summary["assumption"].startswith("each run once per draw")
+    assert summary["chosen_window_fits"] and summary["sizing_note"] is None
+    scaling = pd.read_csv(out / "fleet" / "scaling.csv")
+    smallest = scaling[scaling["n_gpus"] == scaling["n_gpus"].min()]
+    assert (
+        smallest["peak_share_max"] > 0.725
+    ).all()  # 16 GPUs drawn from the two, with replacement
+
+
+def test_a_gpu_whose_readings_stop_is_priced_over_its_own_time(tmp_path: Path) -> None:
+    """A node of two GPUs at 300 W whose GPU 1's readings stop half way (lost, or not
+    exported): each GPU drew 300 W while it had readings, so the trace and the pooled row price
+    300 W per GPU and the fleet-year as the node whose GPUs both kept reading, not 225 W (GPU 1
+    counted at 0 W for the time it has none)."""
+    rows = {"lost": {0: np.full(1200, 300.0), 1: np.full(600, 300.0)}}
+    rows["whole"] = {0: np.full(1200, 300.0), 1: np.full(1200, 300.0)}
+    priced = {}
+    for name, power_w in rows.items():
+        folder, out = tmp_path / name, tmp_path / f"{name}-out"
+        _trace_csv(folder / "node.csv", power_w, 1.8e9)
+        result = CliRunner().invoke(app, ["planner", "run", str(folder), "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        priced[name] = pd.read_csv(out / "economics" / "traces.csv").set_index("deployment")
+        summary = json.loads((out / "economics" / "summary.json").read_text())
+        assert summary["mean_power_w_per_gpu"] == pytest.approx(300.0)
+    lost, whole = priced["lost"], priced["whole"]
+    for row in ("node", "all traces"):
+        assert lost.loc[row, "power_w_per_gpu"] == pytest.approx(300.0), row
+        assert lost.loc[row, "annual_mwh"] == pytest.approx(whole.loc[row, "annual_mwh"]), row
+        # GPU-seconds: GPU 0's 1,199 s and GPU 1's 599 s
+        gpu_s = lost.loc[row, "gpus"] * lost.loc[row, "wall_s"]
+        assert gpu_s == pytest.approx(1199 + 599), row
+
+
+def test_replanning_into_a_folder_keeps_only_its_traces_and_refuses_a_fleet_of_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Planning a second folder into the OUT of a first leaves OUT/windows holding the second's
+    traces only, so the README's `planner fleet OUT/windows/*` is their fleet (it was three
+    GPUs: the first's window folder stayed). A fleet of other traces, or of some of them, is
+    refused by `planner economics` and `planner report` in one line naming both folders and
+    the traces that differ."""
+    _trace_csv(tmp_path / "first" / "old.csv", {0: np.full(600, 300.0)}, 1.8e9)
+    _trace_csv(tmp_path / "second" / "a.csv", {0: np.full(600, 250.0)}, 1.8e9)
+    _trace_csv(tmp_path / "second" / "b.csv", {0: np.full(600, 350.0)}, 1.8e9)
+    monkeypatch.chdir(tmp_path)  # the paths as a user in that folder types them
+
+    def planner(*args: str, exit_code: int = 0) -> str:
+        result = CliRunner().invoke(app, ["planner", *args])
+        assert result.exit_code == exit_code, result.output
+        return result.output
+
+    def windows(*folders: str) -> list[str]:  # the shell's glob FOLDER/*
+        return [str(p) for folder in folders for p in sorted(Path(folder).glob("*"))]
+
+    for folder in ("first", "second"):
+        planner("run", folder, "--out", "OUT")
+    assert windows("OUT/windows") == ["OUT/windows/a", "OUT/windows/b"]
+    fleet = run_as_user("grpo-power planner fleet OUT/windows/* --out OUT/fleet", tmp_path)
+    assert "fleet of 2 GPUs" in fleet, fleet
+    folders = ["--traces", "OUT/traces", "--fleet", "OUT/fleet"]
+    steps = (
+        ["economics", *folders, "--out", "OUT/economics"],
+        ["report", *folders, "--economics", "OUT/economics", "--out", "OUT/report"],
+    )
+    for step in steps:
+        planner(*step)
+    planner("run", "first", "--out", "OTHER")
+    for fleet_of, differ in (
+        (windows("OTHER/windows", "OUT/windows"), "in the fleet, not in OUT/traces/index.csv: old"),
+        (["OUT/windows/a"], "in OUT/traces/index.csv, not in the fleet: b"),
+    ):
+        planner("fleet", *fleet_of, "--out", "OUT/fleet")
+        for step in steps:
+            output = planner(*step, exit_code=2)
+            lines = [line for line in output.splitlines() if line.startswith("error")]
+            assert len(lines) == 1, output
+            assert lines[0].startswith("error: OUT/fleet: run_ids: not the fleet of the traces ")
+            assert "in OUT/traces (" in lines[0] and differ in lines[0], lines[0]
+
+
+def test_traces_shorter_than_the_sizing_window_say_the_factor_repeats_them(
+    tmp_path: Path,
+) -> None:
+    """A 10 s trace has no 30 s window: the fleet's 30 s figures repeat it end to end over the
+    Monte Carlo timeline, which `planner run`, summary.json and the report say (it said
+    nothing but that the clocks overlap by 9.5 s, with chosen_window_fits true)."""
+    folder, out = tmp_path / "traces", tmp_path / "out"
+    t = np.round(np.arange(0, 10.0, 0.1), 1)
+    folder.mkdir()
+    pd.DataFrame({"t": 1.8e9 + t, "gpu": 0, "power_w": np.where(t < 5, 380.0, 200.0)}).to_csv(
+        folder / "s10.csv", index=False
+    )
+    result = CliRunner().invoke(app, ["planner", "run", str(folder), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "fleet" / "summary.json").read_text())
+    assert not summary["chosen_window_fits"] and summary["runs_shorter_than_window"]
+    assert summary["alignment_reason"] == "s10 spans 9.5 s, less than the longest window (300 s)"
+    note = summary["sizing_note"]
+    assert note.startswith(
+        "every trace is shorter than the 30 s sizing window (the longest has 9.5 s of complete "
+        "bins), so the fleet's 30 s peak and oversubscription factor repeat the traces end to "
+        "end over a 600 s timeline: an assumption"
+    )
+    assert f"note: {note}" in " ".join(result.output.split())
+    page = html.unescape((out / "report" / "index.html").read_text())
+    assert note[0].upper() + note[1:] in " ".join(page.split())

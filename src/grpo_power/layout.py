@@ -291,9 +291,14 @@ class PlannerLayout:
         """One imported trace."""
         return self.traces / f"{key}.parquet"
 
+    @property
+    def windows_root(self) -> Path:
+        """The windows-stage folders, one per trace."""
+        return self.root / "windows"
+
     def windows(self, key: str) -> Path:
         """One trace's windows-stage folder."""
-        return self.root / "windows" / key
+        return self.windows_root / key
 
     @property
     def fleet(self) -> Path:

@@ -82,12 +82,17 @@ def fleet(
         ["window_s", "exceedance_mean", "peak_share_mean", "peak_share_p95", "factor"]
     ]
     typer.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    if s["chosen_window_fits"]:
+    if s["chosen_window_fits"] or s["runs_shorter_than_window"]:
         typer.echo(
             f"oversubscription factor at {s['window_s']:g} s, margin {s['margin']:g}: "
             f"{s['factor']:.3g}x (no margin, mean peak: {s['factor_no_margin_mean_peak']:.3g}x)"
         )
-    else:
+    if s["runs_shorter_than_window"]:
+        typer.echo(
+            f"note: every run is shorter than the {s['window_s']:g} s sizing window: the fleet "
+            "repeats them end to end (each run periodic), an assumption, not a measurement"
+        )
+    elif not s["chosen_window_fits"]:
         typer.echo(
             f"note: no full {s['window_s']:g} s window in the fleet timeline, so no "
             "oversubscription factor (record longer runs, or set fleet.horizon_s)"

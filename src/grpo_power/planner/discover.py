@@ -43,6 +43,7 @@ from grpo_power.telemetry.store import TraceDefaults, read_trace, write_trace
 
 STEP_LOG = RUN.steps
 INDEX = PLANNER_TRACES.index
+INDEX_FILE = "the planner's index.csv, written by `grpo-power planner import TRACES --out DIR`"
 EXPECTED = (
     "a folder of power traces: nvidia-smi or DCGM CSV logs, nvidia-smi dmon logs, Prometheus "
     "query results of DCGM power (JSON) or Grafana CSV downloads of it, grpo-power Parquet traces "

@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from grpo_power.atomic import write_csv_atomic, write_json_atomic
@@ -25,21 +26,25 @@ from grpo_power.economics.oversubscription import oversubscription_table
 from grpo_power.economics.records import RECORD_COLUMNS
 from grpo_power.economics.stage import constants_table
 from grpo_power.layout import PLANNER_ECONOMICS
-from grpo_power.planner.discover import INDEX
+from grpo_power.planner.discover import INDEX, INDEX_FILE
+from grpo_power.planner.fleet import refuse_other_fleet
 from grpo_power.stage_files import read_csv
 from grpo_power.telemetry.store import read_trace
 from grpo_power.telemetry.summary import summarize_trace
 
-INDEX_FILE = "the planner's index.csv, written by `grpo-power planner import TRACES --out DIR`"
 POOLED = "all traces"
 
 
 def trace_records(traces_dir: Path) -> tuple[pd.DataFrame, float]:
-    """One economics record per imported trace (:data:`RECORD_COLUMNS`), and the pooled one:
-    every trace's energy over every GPU's time (so its power is the GPU-time-weighted mean), its
-    GPUs each counted once (a GPU known by its UUID in several traces is one GPU); and those
-    GPUs' mean nameplate, W: the board power each is provisioned at (a fleet of A100s and H100s
-    at the mean of their 400 W and 700 W, not at 700 W each)."""
+    """One economics record per imported trace (:data:`RECORD_COLUMNS`), and the pooled one;
+    and the GPUs' mean nameplate, W: the board power each is provisioned at (a fleet of A100s
+    and H100s at the mean of their 400 W and 700 W, not at 700 W each).
+
+    A record's ``gpus x wall_s`` is its GPU-seconds: the sum of each GPU's own time with energy
+    (``wall_s`` the mean of them), so that a GPU whose readings stop (lost, not exported) is not
+    counted at 0 W for the time it has none, nor is a gap between two days' logs. The pooled
+    record is every trace's energy over every GPU's time (its power the GPU-time-weighted mean),
+    its GPUs each counted once (a GPU known by its UUID in several traces is one GPU)."""
     index = read_csv(traces_dir / INDEX, INDEX_FILE, ("key", "status", "tokens"))
     rows = []
     nameplates: dict[str | tuple[str, int], float] = {}  # by UUID, else by trace and number
@@ -59,9 +64,9 @@ def trace_records(traces_dir: Path) -> tuple[pd.DataFrame, float]:
                 "gpus": len(gpus),
                 "tokens": float(entry["tokens"]) if pd.notna(entry["tokens"]) else float("nan"),
                 "energy_j": float(sum(g.energy_j for g in gpus)),
-                # the time its energy covers: a gap (the hours between two days' logs joined,
-                # a logger restarted) is not time at zero power
-                "wall_s": float(max(g.energy_span_s for g in gpus)),
+                # each GPU's time its energy covers, on average: a gap (the hours between two
+                # days' logs joined, a logger restarted, a GPU lost) is not time at zero power
+                "wall_s": float(np.mean([g.energy_span_s for g in gpus])),
                 "data": trace.metadata.source,
             }
         )
@@ -101,8 +106,13 @@ def priced(records: pd.DataFrame, a: Assumptions) -> pd.DataFrame:
 def planner_economics(
     traces_dir: Path | str, fleet_dir: Path | str, out: Path | str, config: Config
 ) -> dict[str, Any]:
-    """Price the traces and value oversubscription; write ``out``; return the summary."""
+    """Price the traces and value oversubscription; write ``out``; return the summary.
+
+    Raises:
+        ValueError: ``fleet_dir`` is not the fleet of the traces (:func:`refuse_other_fleet`).
+    """
     traces_dir, fleet_dir, out = Path(traces_dir), Path(fleet_dir), Path(out)
+    refuse_other_fleet(traces_dir, fleet_dir)
     a = Assumptions.from_config(config.economics)
     records, nameplate_w = trace_records(traces_dir)
     table = priced(records, a)

@@ -2,15 +2,19 @@
 
 :func:`grpo_power.analysis.fleet.analyze_fleet` on the traces' windows outputs, with
 ``fleet.n_gpus`` set to the GPUs the traces hold, each GPU once however many traces hold it
-(:mod:`grpo_power.analysis.fleet.same_gpus`: traces of one set of GPUs, by UUID, at different
-times are one run of the fleet; one GPU in two traces at once is refused): the fleet is
-wall-clock aligned when the traces' clocks overlap by at least the longest window
-(``fleet.alignment: auto``), else drawn by Monte Carlo over start offsets; the scaling study to
-larger fleets is Monte Carlo either way. A trace without one complete energy bin (shorter than
-``windows.bin_s``, or cut by gaps everywhere) cannot be part of a fleet: it is left out, named
-in the summary's ``left_out``. A fleet drawn by Monte Carlo because the clocks do not overlap
-says so (the summary's ``gpu_notes``), naming the measured traces whose GPUs have no UUID: the
-same GPUs in logs of different times (a log a day) then count as more GPUs.
+(:mod:`grpo_power.analysis.fleet.same_gpus`: traces of one set of GPUs, by UUID, at different times
+are one run of the fleet; one GPU in two traces at once is refused): the fleet is wall-clock
+aligned when the traces' clocks overlap by at least the longest window (``fleet.alignment: auto``),
+else drawn by Monte Carlo over start offsets; the scaling study to larger fleets is Monte Carlo
+either way. A fleet drawn by Monte Carlo is each trace (each set of GPUs) once per draw, at a
+random start offset, as the traced GPUs are the fleet; the scaling study draws them with
+replacement. Where every trace is shorter than the sizing window (``fleet.window_s``), the fleet's
+figures at that window repeat the traces end to end: the summary's ``sizing_note`` says so (an
+assumption, not a measurement). A trace without one complete energy bin (shorter than
+``windows.bin_s``, or cut by gaps everywhere) cannot be part of a fleet: it is left out, named in
+the summary's ``left_out``. A fleet drawn by Monte Carlo because the clocks do not overlap says so
+(the summary's ``gpu_notes``), naming the measured traces whose GPUs have no UUID: the same GPUs in
+logs of different times (a log a day) then count as more GPUs.
 """
 
 from __future__ import annotations
@@ -24,6 +28,11 @@ from grpo_power.analysis.fleet.inputs import RunBins
 from grpo_power.analysis.fleet.same_gpus import gpu_set, join_same_gpus
 from grpo_power.analysis.fleet.wall_clock import coverage_note
 from grpo_power.config import Config
+from grpo_power.layout import FLEET
+from grpo_power.planner.discover import INDEX, INDEX_FILE
+from grpo_power.stage_files import read_csv, read_json
+
+FLEET_FILE = "the planner's fleet summary.json, written by `grpo-power planner fleet`"
 
 
 def fleet_of_traces(
@@ -44,10 +53,13 @@ def fleet_of_traces(
         )
     same = join_same_gpus([run for _, run in usable])
     fleet = config.fleet.model_copy(update={"n_gpus": sum(run.n_gpus for run in same.runs)})
-    result = analyze_fleet(same.runs, config.model_copy(update={"fleet": fleet}))
+    result = analyze_fleet(
+        same.runs, config.model_copy(update={"fleet": fleet}), each_run_once=True
+    )
     result.summary["joined"] = same.joined
     drawn = _drawn_note(same.runs, result.summary)
     result.summary["gpu_notes"] = same.notes + ([drawn] if drawn else [])
+    result.summary["sizing_note"] = _sizing_note(result.summary)
     result.summary["left_out"] = [
         {"run_id": run.run_id, "reason": "no complete energy bin (too short, or gaps)"}
         for _, run in runs
@@ -81,15 +93,67 @@ def _drawn_note(runs: Sequence[RunBins], summary: dict[str, Any]) -> str | None:
     )
 
 
+def _sizing_note(summary: dict[str, Any]) -> str | None:
+    """What a fleet (its ``summary``) whose traces are all shorter than the sizing window
+    sizes it from: the traces repeated end to end; None where a trace is long enough."""
+    if not summary["runs_shorter_than_window"]:
+        return None
+    window_s = summary["window_s"]
+    return (
+        f"every trace is shorter than the {window_s:g} s sizing window (the longest has "
+        f"{max(summary['source_lengths_s']):g} s of complete bins), so the fleet's {window_s:g} s "
+        f"peak and oversubscription factor repeat the traces end to end over a "
+        f"{summary['horizon_s']:g} s timeline: an assumption (each trace periodic), not a "
+        f"measurement; record traces of at least {window_s:g} s"
+    )
+
+
 def fleet_notes(summary: dict[str, Any]) -> list[str]:
     """What ``planner run``, ``planner fleet`` and the report say of a planner fleet (its
     ``summary.json``): the logs of one set of GPUs it joined (and those of them that hold only
-    some of its GPUs), the logs that share some GPUs but not all, and the time a wall-clock
-    fleet leaves out."""
+    some of its GPUs), the logs that share some GPUs but not all, the time a wall-clock
+    fleet leaves out, and traces shorter than the sizing window."""
     joined = [
         f"logs of one set of {entry['gpus']} GPU(s), named by UUID, counted once: "
         + " + ".join(entry["logs"])
         for entry in summary.get("joined", [])  # none in a fleet written before joins
     ]
-    coverage = coverage_note(summary)
-    return joined + summary.get("gpu_notes", []) + ([coverage] if coverage else [])
+    extra = [note for note in (coverage_note(summary), summary.get("sizing_note")) if note]
+    return joined + summary.get("gpu_notes", []) + extra
+
+
+def fleet_traces(summary: dict[str, Any]) -> set[str]:
+    """The traces a planner fleet (its ``summary.json``) was made of: its runs, the logs of each
+    joined run, and the traces it left out."""
+    logs = {entry["run_id"]: entry["logs"] for entry in summary.get("joined", [])}
+    made = {log for run in summary["run_ids"] for log in logs.get(run, [run])}
+    return made | {entry["run_id"] for entry in summary.get("left_out", [])}
+
+
+def refuse_other_fleet(traces_dir: Path | str, fleet_dir: Path | str) -> None:
+    """Refuse a fleet (``fleet_dir``) that is not the fleet of the traces ``traces_dir``'s
+    ``index.csv`` imported: one made of other traces (an earlier run's windows) or of some of
+    them, which the economics and the report would price and show as these traces' fleet.
+
+    Raises:
+        ValueError: one line naming both folders and the traces in one but not the other.
+    """
+    traces_dir, fleet_dir = Path(traces_dir), Path(fleet_dir)
+    index = read_csv(traces_dir / INDEX, INDEX_FILE, ("key", "status"))
+    imported = set(index.loc[index["status"] == "imported", "key"])
+    made = fleet_traces(read_json(fleet_dir / FLEET.summary, FLEET_FILE, ("run_ids",)))
+    if made == imported:
+        return
+    differ = [
+        f"{what}: {', '.join(sorted(keys))}"
+        for what, keys in (
+            (f"in the fleet, not in {traces_dir / INDEX}", made - imported),
+            (f"in {traces_dir / INDEX}, not in the fleet", imported - made),
+        )
+        if keys
+    ]
+    raise ValueError(
+        f"{fleet_dir}: run_ids: not the fleet of the traces in {traces_dir} "
+        f"({'; '.join(differ)}); expected the fleet of those traces: rerun `grpo-power planner "
+        f"fleet` on their windows, or `grpo-power planner run`"
+    )

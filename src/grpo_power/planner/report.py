@@ -20,7 +20,7 @@ from grpo_power.config import Config
 from grpo_power.layout import FLEET, PLANNER_ECONOMICS, REPORT
 from grpo_power.planner.discover import INDEX
 from grpo_power.planner.economics import POOLED
-from grpo_power.planner.fleet import fleet_notes
+from grpo_power.planner.fleet import fleet_notes, refuse_other_fleet
 from grpo_power.report import cells, html
 from grpo_power.report import figures as fig
 from grpo_power.report import tables as tab
@@ -56,7 +56,7 @@ ENERGY_COLS = (
     cells.Col("trace", "deployment"),
     cells.Col("data", "data"),
     cells.Col("GPUs", "gpus", ",.0f"),
-    cells.Col("span (s)", "wall_s", ",.1f"),
+    cells.Col("span per GPU (s, mean)", "wall_s", ",.1f"),
     cells.Col("energy (J)", "energy_j", ",.0f"),
     cells.Col("mean W per GPU", "power_w_per_gpu", ",.1f"),
     cells.Col("wall kWh", "wall_kwh", ",.4f"),
@@ -111,8 +111,14 @@ def _power_frames(
 
 
 def planner_report(folders: PlannerFolders, out: Path | str, config: Config) -> Path:
-    """Draw the figures and write ``out/index.html``; returns its path."""
+    """Draw the figures and write ``out/index.html``; returns its path.
+
+    Raises:
+        ValueError: ``folders.fleet`` is not the fleet of ``folders.traces``
+            (:func:`~grpo_power.planner.fleet.refuse_other_fleet`).
+    """
     out = Path(out)
+    refuse_other_fleet(folders.traces, folders.fleet)
     imported = _labelled_index(folders)
     fleet_json = cells.JsonFile(folders.fleet / FLEET.summary)
     fleet_windows = cells.CsvFile(folders.fleet / FLEET.fleet_csv)

@@ -3,7 +3,9 @@ them and write the report (``grpo-power planner run``; ``snakemake planner`` run
 steps as separate commands).
 
 Folders under ``out``: ``traces/`` (the imported traces and ``index.csv``), ``windows/<key>/``
-(the windows stage per trace), ``fleet/``, ``economics/`` and ``report/index.html``.
+(the windows stage per trace), ``fleet/``, ``economics/`` and ``report/index.html``. The traces
+and windows folders are written whole, replacing an earlier run's: they hold this folder's
+traces only.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from tqdm import tqdm
 
 from grpo_power.analysis.fleet import FleetResult
 from grpo_power.analysis.windows import run_windows
+from grpo_power.atomic import replace_folder_atomic
 from grpo_power.config import Config
 from grpo_power.layout import PlannerLayout
 from grpo_power.planner.discover import import_traces
@@ -38,13 +41,19 @@ class PlannerResult:
 def run_planner(
     folder: Path | str, out: Path | str, config: Config, show_progress: bool = False
 ) -> PlannerResult:
-    """Every planner step on the traces under ``folder``; outputs under ``out``."""
+    """Every planner step on the traces under ``folder``; outputs under ``out``; returns what
+    it wrote and found."""
     layout = PlannerLayout(Path(out))
     folders = PlannerFolders(layout.traces, layout.fleet, layout.economics)
     index = import_traces(folder, layout.traces, config, show_progress)
     keys = list(index.loc[index["status"] == "imported", "key"])
-    for key in tqdm(keys, desc="windows", unit="trace", disable=not show_progress):
-        run_windows(layout.trace(key), layout.windows(key), config)
+
+    def window(staging: Path) -> None:
+        for key in tqdm(keys, desc="windows", unit="trace", disable=not show_progress):
+            run_windows(layout.trace(key), staging / key, config)
+
+    # the windows folder holds these traces' windows only, as the traces folder holds them
+    replace_folder_atomic(layout.windows_root, window)
     fleet = fleet_of_traces([layout.windows(key) for key in keys], layout.fleet, config)
     economics = planner_economics(layout.traces, layout.fleet, layout.economics, config)
     report = planner_report(folders, layout.report, config)

@@ -34,8 +34,11 @@ def comparison_table(
     exceedance_files: Sequence[Path],
     config: Config,
     label: str,
+    runs_repeated: bool = False,
 ) -> pd.DataFrame:
-    """The study's figures, this run's, and the difference, with published results beside."""
+    """The study's figures, this run's, and the difference, with published results beside
+    (``runs_repeated``: every run is shorter than ``fleet.window_s``, so a Monte Carlo fleet's
+    figures at that window repeat them end to end, which the notes say)."""
     pooled, pooled_note = _pooled_run_exceedance(exceedance_files)
     sizes = {r.run_id: r.info.get("model_size") for r in runs}
     big = [rid for rid, size in sizes.items() if size and "72" in str(size)]
@@ -117,6 +120,11 @@ def comparison_table(
         window_note += (
             f"; NO full {config.fleet.window_s:g} s window: the fleet timeline is shorter "
             "(record longer runs, or set fleet.horizon_s to repeat them)"
+        )
+    elif runs_repeated:
+        window_note += (
+            f"; every run is shorter than {config.fleet.window_s:g} s: the fleet repeats them "
+            "end to end (each run periodic), an assumption, not a measurement"
         )
     spread = (
         f"; mean over draws, p5-p95 {100 * chosen['peak_share_p5']:.3g}-"

@@ -1,5 +1,6 @@
-"""Monte Carlo fleets: jobs drawn with replacement, each at a random start offset, their
-periodic series summed exactly (shifted adds for a few copies, FFT convolution for many)."""
+"""Monte Carlo fleets: jobs drawn with replacement (or each source once: a fleet of exactly the
+sources' GPUs), each at a random start offset, their periodic series summed exactly (shifted
+adds for a few copies, FFT convolution for many)."""
 
 from __future__ import annotations
 
@@ -46,10 +47,17 @@ class MonteCarloFleet:
         sources: the runs to draw from.
         horizon_bins: length of each fleet's timeline in bins (None: the shortest source).
         rng: the random generator (seeded by the caller).
+        replace: draw jobs with replacement until the fleet is full (a fleet larger than the
+            sources, the scaling study); False: every fleet is each source once (the fleet of
+            exactly the sources' GPUs: the planner's traces), only the offsets drawn.
     """
 
     def __init__(
-        self, sources: Sequence[JobSource], horizon_bins: int | None, rng: np.random.Generator
+        self,
+        sources: Sequence[JobSource],
+        horizon_bins: int | None,
+        rng: np.random.Generator,
+        replace: bool = True,
     ) -> None:
         if not sources:
             raise ValueError("no job sources to draw fleets from")
@@ -57,9 +65,22 @@ class MonteCarloFleet:
         self.rng = rng
         self.horizon_bins = horizon_bins or min(s.length for s in sources)
         self.gpus = np.array([s.n_gpus for s in sources])
+        self.replace = replace
 
     def draw_jobs(self, n_gpus: int) -> tuple[np.ndarray, tuple[int, int] | None]:
-        """Copies of each job in one fleet, and the (job, gpus) of a last job cut to fit."""
+        """Copies of each job in one fleet of ``n_gpus``, and the (job, gpus) of a last job cut
+        to fit (None when none is cut; always None without replacement: one copy of each).
+
+        Raises:
+            ValueError: without replacement, ``n_gpus`` is not the sources' GPUs.
+        """
+        if not self.replace:
+            if n_gpus != int(self.gpus.sum()):
+                raise ValueError(
+                    f"n_gpus: a fleet of {n_gpus} GPUs; expected each source once, the "
+                    f"sources' {int(self.gpus.sum())} GPUs"
+                )
+            return np.ones(len(self.sources), dtype=np.int64), None
         counts = np.zeros(len(self.sources), dtype=np.int64)
         remaining = n_gpus
         while remaining > 0:
@@ -183,12 +204,15 @@ def _add_periodic(total: np.ndarray, series: np.ndarray) -> None:
 
 
 def draw_summary(mc: MonteCarloFleet, sources: Sequence[JobSource], bin_s: float) -> dict[str, Any]:
+    """What a Monte Carlo fleet drew from: its timeline, the sources' lengths and GPUs, how jobs
+    were drawn and the assumptions."""
+    drawn = "runs drawn with replacement" if mc.replace else "each run once per draw"
     return {
         "horizon_s": mc.horizon_bins * bin_s,
         "source_lengths_s": [s.length * bin_s for s in sources],
         "source_gpus": [s.n_gpus for s in sources],
         "joins_at_gaps": [s.joins for s in sources],
         "distinct_phases": int(sum(s.length for s in sources)),
-        "assumption": "each run is periodic (restarts when it ends); runs keep their GPUs "
-        "together; start offsets uniform over the run",
+        "assumption": f"{drawn}; each run is periodic (restarts when it ends); runs keep their "
+        "GPUs together; start offsets uniform over the run",
     }

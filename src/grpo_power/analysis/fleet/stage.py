@@ -22,6 +22,7 @@ from grpo_power.analysis.fleet.inputs import (
 )
 from grpo_power.analysis.fleet.monte_carlo import DrawStats, MonteCarloFleet, draw_summary
 from grpo_power.analysis.fleet.wall_clock import choose_alignment, wall_clock_fleet
+from grpo_power.analysis.windows import window_bins_of
 from grpo_power.config import Config
 from grpo_power.layout import FLEET, WINDOWS
 
@@ -40,9 +41,19 @@ def analyze_fleet(
     inputs: Sequence[Path | str | RunBins],
     config: Config,
     exceedance_files: Sequence[Path] | None = None,
+    each_run_once: bool = False,
 ) -> FleetResult:
     """The fleet stage on windows-stage outputs (folders or ``bins.parquet`` files, or runs
-    already read: the planner's logs of one set of GPUs joined)."""
+    already read: the planner's logs of one set of GPUs joined); returns its tables and summary.
+
+    A Monte Carlo fleet draws runs with replacement until it has ``fleet.n_gpus`` GPUs (the
+    study's fleet, larger than its runs); with ``each_run_once`` every draw is each run once, at
+    a random start offset (the fleet of exactly the runs' GPUs, ``fleet.n_gpus`` of them: the
+    planner's traces). The scaling study draws with replacement either way. Where every run is
+    shorter than the sizing window (``fleet.window_s``), a Monte Carlo fleet's figures at that
+    window repeat the runs end to end: ``chosen_window_fits`` is then false and
+    ``runs_shorter_than_window`` true.
+    """
     runs = [p if isinstance(p, RunBins) else read_run_bins(p) for p in inputs]
     check_compatible(runs, config.windows.bin_s)
     ids = [r.run_id for r in runs]
@@ -97,13 +108,18 @@ def analyze_fleet(
         n_gpus = fc.n_gpus
         sources = [load_job_source(r) for r in runs]
         horizon = None if fc.horizon_s is None else max(1, round(fc.horizon_s / bin_s))
-        mc = MonteCarloFleet(sources, horizon, rng)
+        mc = MonteCarloFleet(sources, horizon, rng, replace=not each_run_once)
         stats = mc.run(n_gpus, fc.draws, windows_s, bin_s, config.cap_w)
         summary.update(draw_summary(mc, sources, bin_s))
     summary["n_gpus"] = n_gpus
+    # a Monte Carlo fleet of runs all shorter than the sizing window repeats them to fill it
+    repeated = (
+        sources is not None
+        and max(s.length for s in sources) < window_bins_of([fc.window_s], bin_s)[0]
+    )
     fleet_table = stats_table(stats, n_gpus, alignment, config, label)
     scaling = scaling_study(runs, config, label, rng, sources)
-    comparison = comparison_table(fleet_table, runs, exceedance_files, config, label)
+    comparison = comparison_table(fleet_table, runs, exceedance_files, config, label, repeated)
     chosen = fleet_table[np.isclose(fleet_table["window_s"], fc.window_s)].iloc[0]
     summary.update(
         {
@@ -111,7 +127,8 @@ def analyze_fleet(
             "peak_share_sizing": chosen["peak_share_sizing"],
             "factor": chosen["factor"],
             "factor_no_margin_mean_peak": chosen["factor_no_margin_mean_peak"],
-            "chosen_window_fits": bool(chosen["windows_per_draw"] > 0),
+            "chosen_window_fits": bool(chosen["windows_per_draw"] > 0) and not repeated,
+            "runs_shorter_than_window": repeated,
         }
     )
     return FleetResult(fleet_table, scaling, comparison, summary)

@@ -90,8 +90,8 @@ def coverage_note(summary: dict[str, Any]) -> str | None:
 def choose_alignment(runs: Sequence[RunBins], config: Config) -> tuple[str, str | None]:
     """``wall_clock`` or ``monte_carlo``, and why ``fleet.alignment = auto`` drew the fleet by
     Monte Carlo (None where the config chose, or the clocks align): the fleet is not the runs'
-    GPUs, a run has no complete bin, or the runs' clocks overlap by less than the longest
-    window."""
+    GPUs, a run has no complete bin, the runs' clocks do not overlap, a run spans less than the
+    longest window (one run alone, too), or their clocks overlap by less than it."""
     if config.fleet.alignment != "auto":
         return config.fleet.alignment, None
     held = sum(r.n_gpus for r in runs)
@@ -108,6 +108,13 @@ def choose_alignment(runs: Sequence[RunBins], config: Config) -> tuple[str, str 
         return "wall_clock", None
     if overlap <= 0:
         return "monte_carlo", "the runs' clocks do not overlap"
+    spans = [hi - lo + 1 for lo, hi in ranges]  # every run has a range here
+    short = int(np.argmin(spans))
+    if spans[short] < longest:
+        return "monte_carlo", (
+            f"{runs[short].run_id} spans {spans[short] * bin_s:g} s, less than the longest window "
+            f"({max(config.windows.windows_s):g} s)"
+        )
     return "monte_carlo", (
         f"the runs' clocks overlap by {overlap * bin_s:g} s, less than the longest window "
         f"({max(config.windows.windows_s):g} s)"
