@@ -147,6 +147,8 @@ def test_planner_on_a_folder_of_mixed_traces(config: Config, tmp_path: Path) -> 
     assert traces.loc["all traces", "energy_j"] > total_j  # plus the nvidia-smi logs' energy
     page = result.report.read_text()
     assert "SIMULATED" in page and "planner_fleet.png" in page and "T4" in page
+    # measured logs beside the simulated run: the headline says both (it said SIMULATED alone)
+    assert "GPU(s), SIMULATED and measured: imported: a fleet of" in page
     # the 15 s scrapes cannot resolve the fleet's shorter windows: the report says which (naming
     # the first of the two traces of that period, grafana)
     label = f"T{sorted(imported.index).index('grafana') + 1}"

@@ -71,12 +71,14 @@ def arm_palette(arms: Iterable[str]) -> dict[str, tuple[float, float, float]]:
 
 
 def data_label(data: Iterable[str]) -> str:
-    """``SIMULATED`` when any of the data is (or has) simulated power, else the sources (e.g.
-    ``measured: nvml``); items may list several sources separated by commas."""
+    """``SIMULATED`` when the data is (or has) simulated power, ``SIMULATED and measured: ...``
+    when some is measured too, else the sources (e.g. ``measured: nvml``); items may list
+    several sources separated by commas."""
     sources = {source.strip() for item in data for source in str(item).split(",")}
-    if any("simulated" in source for source in sources):
-        return "SIMULATED"
-    return "measured: " + ", ".join(sorted(sources))
+    measured = sorted(source for source in sources if "simulated" not in source)
+    if len(measured) == len(sources):
+        return "measured: " + ", ".join(measured)
+    return "SIMULATED" + (" and measured: " + ", ".join(measured) if measured else "")
 
 
 def save_figure(fig: Figure, folder: Path, name: str, dpi: int) -> list[Path]:
