@@ -112,6 +112,15 @@ def test_wall_clock_fleet_hand_computed(tmp_path):
     assert table.loc[30.0, "exceedance_mean"] == pytest.approx(18 / 61)
     assert table.loc[0.5, "exceedance_mean"] == pytest.approx(60 / 120)
     assert result.summary["complete_bins"] == 120 and result.summary["n_gpus"] == 4
+    assert "n_gpus_note" not in result.summary
+    # a wall-clock fleet asked for by name is the runs' own GPUs, whatever fleet.n_gpus says:
+    # the summary says the setting was not used (it was dropped silently)
+    asked = cfg.model_copy(
+        update={"fleet": cfg.fleet.model_copy(update={"alignment": "wall_clock", "n_gpus": 1000})}
+    )
+    named = analyze_fleet([a, b], asked)
+    assert named.summary["n_gpus"] == 4
+    assert "fleet.n_gpus (1000) not used" in named.summary["n_gpus_note"]
 
 
 def test_wall_clock_partitions_do_not_change_the_result(tmp_path):

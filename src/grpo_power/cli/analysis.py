@@ -98,6 +98,7 @@ def fleet(
             "oversubscription factor (record longer runs, or set fleet.horizon_s)"
         )
     typer.echo(f"wrote {out}/fleet_windows.csv, scaling.csv, comparison.csv, comparison.md")
+    echo_notes([s["n_gpus_note"]] if "n_gpus_note" in s else [])
 
 
 @app.command("sim-windows")

@@ -104,6 +104,12 @@ def analyze_fleet(
             np.array([nameplate]),
         )
         summary.update(info)
+        if fc.n_gpus != n_gpus:
+            summary["n_gpus_note"] = (
+                f"fleet.n_gpus ({fc.n_gpus}) not used: a wall-clock fleet is the runs' own "
+                f"{n_gpus} GPUs (fleet.alignment: auto draws a fleet of {fc.n_gpus} by Monte "
+                "Carlo)"
+            )
     else:
         n_gpus = fc.n_gpus
         sources = [load_job_source(r) for r in runs]
