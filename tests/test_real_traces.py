@@ -239,3 +239,27 @@ def test_real_traces_stage_and_its_report_section(shared: Path, tmp_path: Path) 
             ),
             tmp_path / "none",
         )
+
+
+def test_identify_refuses_a_run_given_twice(shared: Path, tmp_path: Path) -> None:
+    """``identify --trace X --trace X`` fitted each sample twice (its intervals narrowed as if
+    there were twice the data), and ``--validate X`` of a fitting run reported its own fit as
+    held-out error: each is refused, naming the run and both options."""
+    from typer.testing import CliRunner
+
+    from grpo_power.cli import app
+    from grpo_power.telemetry.store import write_trace
+
+    frame, meta = _imported(shared / REAL_RUNS["r2p5"])
+    meta = meta.model_copy(update={"gpu_name": "NVIDIA A100-SXM4-80GB"})
+    trace = write_trace(tmp_path / "r2p5.parquet", frame, meta)
+    copy = write_trace(tmp_path / "copy.parquet", frame, meta)  # the same run under another name
+    runner = CliRunner()
+    for given, where in (
+        (["--trace", str(trace), "--trace", str(trace)], "--trace"),
+        (["--trace", str(trace), "--validate", str(copy)], "--validate"),
+    ):
+        result = runner.invoke(app, ["identify", *given, "--out", str(tmp_path / "fit")])
+        assert result.exit_code == 2, result.output
+        assert f"{where}: the run '{meta.run_id}' is given twice (also as --trace" in result.output
+        assert not (tmp_path / "fit").exists()

@@ -343,8 +343,19 @@ def identify_traces(
         validation_rows,
     )
 
-    fit_runs = [_trace_run(Path(p), config) for p in traces]
-    held_runs = [_trace_run(Path(p), config) for p in validate]
+    given = [("--trace", Path(p)) for p in traces] + [("--validate", Path(p)) for p in validate]
+    runs = [_trace_run(path, config) for _, path in given]
+    seen: dict[object, str] = {}
+    for (option, path), (_, info) in zip(given, runs, strict=True):
+        for key in (path.resolve(), info["run_id"]):
+            if key in seen:
+                raise ValueError(
+                    f"{path}: {option}: the run {info['run_id']!r} is given twice (also as "
+                    f"{seen[key]}); expected each run once, a held-out run not one the model is "
+                    "fitted to (import runs of the same name with distinct --run-id)"
+                )
+            seen[key] = f"{option} {path}"
+    fit_runs, held_runs = runs[: len(traces)], runs[len(traces) :]
     model = gpu_model_for(config.gpu.name)
     prior = literature_decode_prior(config)
     prior["idle_w"] = {
