@@ -284,9 +284,9 @@ def _echo_trace_fit(cfg: Any, fit: dict[str, Any]) -> None:
     held = fit["held_out_error"]
     if held["bins"]:
         typer.echo(
-            f"held-out error over {held['bins']} bin(s) with >= 30 samples, % of nameplate: "
-            f"mean {held['mean_pct_nameplate']:.2f} (prior {held['prior_mean_pct_nameplate']:.2f}"
-            f"), p95 {held['p95_pct_nameplate']:.2f} (prior "
+            f"held-out error, the worst of {held['bins']} concurrency bin(s) with >= 30 "
+            f"samples, % of nameplate: mean {held['mean_pct_nameplate']:.2f} (prior "
+            f"{held['prior_mean_pct_nameplate']:.2f}), p95 {held['p95_pct_nameplate']:.2f} (prior "
             f"{held['prior_p95_pct_nameplate']:.2f}), max {held['max_pct_nameplate']:.2f}"
         )
         for run_id, worst in held["runs"].items():
