@@ -23,6 +23,7 @@ import pytest
 
 from grpo_power.config import load_config
 from grpo_power.control.contract import Action, Observation
+from grpo_power.economics.records import run_record
 from grpo_power.journal import (
     ParquetJournal,
     earlier_path,
@@ -266,10 +267,16 @@ def test_a_crashed_run_closes_its_files_and_resumes(tmp_path: Path) -> None:
     assert not journal_path(out / "trace.parquet").exists()
     failed = json.loads((out / "manifest.json.partial").read_text())
     assert failed["status"] == "failed" and "controller crashed" in failed["error"]
+    time.sleep(3.0)  # the time before it is run again is no time it ran
     result = run_grpo(config, "fixed", 0, out, FailingController(0), steps=6, show_progress=False)
     assert result.status == "completed" and result.steps == 6
     manifest = json.loads((out / "manifest.json").read_text())
     assert [a["status"] for a in manifest["attempts"]] == ["failed", "completed"]
+    # the failed attempt's time is recorded (a Ctrl-C'd or crashed attempt had none: the run's
+    # time and its economics counted the pause before the next attempt as time it ran)
+    ran_s = sum(a["wall_s"] for a in manifest["attempts"])
+    assert manifest["wall_s"] == pytest.approx(ran_s, abs=0.5)
+    assert run_record(out)["wall_s"] == pytest.approx(ran_s, abs=1.0)
     assert manifest["attempts"][1]["resumed_from_step"] == 4  # checkpointed every 2 steps
     assert read_step_log(out / "steps.parquet")["step"].tolist() == list(range(1, 7))
 

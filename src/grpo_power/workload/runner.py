@@ -251,7 +251,13 @@ def run_grpo(
         except BaseException as error:
             if manifest is not None:
                 message = f"{type(error).__name__}: {error}"
-                manifest.end_attempt("failed", error=message, **_attempt_figures(sampler))
+                manifest.end_attempt(
+                    "failed",
+                    error=message,
+                    t_end_s=time.monotonic() - origin_s,
+                    wall_s=time.monotonic() - started_s,
+                    **_attempt_figures(sampler),
+                )
                 manifest.finish("failed", error=message)
             raise
         finally:
