@@ -19,6 +19,21 @@ def test_default_config_is_valid() -> None:
     assert cfg.telemetry.period_s == 0.1
 
 
+@pytest.mark.parametrize("shipped", ["config.yaml", "a100-slurm.yaml"])
+def test_a_config_naming_another_part_after_a_shipped_one_gets_that_parts_power(
+    shipped: str,
+) -> None:
+    """A config given after a shipped one (as the README gives them to Snakemake) that names
+    an H100 gets its 700 W board and 75 W idle power: the shipped configs pinned the A100's,
+    so it was refused as a 400 W H100, or kept the A100's idle power beside 700 W."""
+    data = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    if shipped != "config.yaml":
+        data = deep_merge(data, yaml.safe_load((REPO / "config" / shipped).read_text()))
+    h100 = {"gpu": {"name": "NVIDIA H100 80GB HBM3"}, "cap_w": 500}
+    cfg = validate_config(deep_merge(data, h100))
+    assert (cfg.gpu.nameplate_w, cfg.gpu.idle_w) == (700.0, 75.0)
+
+
 @pytest.mark.parametrize(
     ("overrides", "expected"),
     [
