@@ -62,6 +62,17 @@ def test_a_config_naming_another_part_after_a_shipped_one_gets_that_parts_power(
             {"telemetry": {"flush_s": 600}},
             "telemetry.flush_s: Input should be less than or equal to 60",
         ),
+        # checks across sections say which field, with no "(top level): Value error," before
+        ({"cap_w": 450}, "my.yaml: cap_w (450.0 W) is above"),
+        (  # a scenario's cap went unchecked: a 50 W or 900 W scenario ran
+            {"evaluate": {"scenarios": [{"name": "low", "cap_w": 50}]}},
+            "my.yaml: evaluate.scenarios low: cap_w (50 W) must lie above gpu.idle_w (60 W)",
+        ),
+        (
+            {"evaluate": {"scenarios": [{"name": "high", "cap_w": 900}]}},
+            "evaluate.scenarios high: cap_w (900 W) must lie above gpu.idle_w (60 W) and at most "
+            "gpu.nameplate_w (400 W)",
+        ),
     ],
 )
 def test_bad_values_are_rejected_with_path_and_reason(overrides: dict, expected: str) -> None:
@@ -72,6 +83,24 @@ def test_bad_values_are_rejected_with_path_and_reason(overrides: dict, expected:
     message = str(error.value)
     assert message.startswith("my.yaml: ")
     assert expected in message
+    assert "(top level)" not in message
+
+
+def test_a_controller_arm_needs_a_deployment_for_each_run_size() -> None:
+    """A study of the 14b deployment alone with the tiny run size and the ppo arm: the ppo run
+    has no controller to use (the workflow failed with a traceback in its input function)."""
+    base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    base["sim"]["deployments"] = [d for d in base["sim"]["deployments"] if d["name"] == "14b"]
+    base["authority"]["reference"] = "14b"
+    base["evaluate"]["scenarios"] = []
+    with pytest.raises(ConfigError) as error:
+        validate_config(base, source="my.yaml")
+    assert str(error.value).startswith(
+        "my.yaml: arms.run: ppo runs size 'tiny' (run_sizes) with the controller of the "
+        "deployment that lists it in its sizes, and no sim.deployments entry (14b) does"
+    )
+    base["arms"]["run"] = ["fixed", "threshold"]
+    assert validate_config(base).sim.deployments[0].name == "14b"
 
 
 def test_unreadable_and_malformed_files_name_the_file(tmp_path: Path) -> None:

@@ -45,13 +45,16 @@ def validation_problems(error: ValidationError) -> list[str]:
     unknown key says to check its spelling; a missing field or a whole mapping shows no value)."""
     problems = []
     for item in error.errors():
-        path = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        path = ".".join(str(part) for part in item["loc"])
         message = item["msg"]
         if item["type"] == "extra_forbidden":
             message = "unknown key (check its spelling and section)"
+        if not path and item["type"] == "value_error":  # a check across sections: its own words
+            problems.append(message.removeprefix("Value error, "))
+            continue
         given = item.get("input")
         shown = "" if isinstance(given, dict) or item["type"] == "missing" else f" (got {given!r})"
-        problems.append(f"{path}: {message}{shown}")
+        problems.append(f"{path or '(top level)'}: {message}{shown}")
     return problems
 
 
