@@ -26,6 +26,7 @@ class StallingSource:
 
     def __init__(self, source: SimulatedGpuSource, stall_from_s: float, stall_to_s: float) -> None:
         self.source, self.kind, self.gpus = source, source.kind, source.gpus
+        self.power_w_semantics = source.power_w_semantics
         self.stall = (stall_from_s, stall_to_s)
         self.first_read_s: float | None = None
 

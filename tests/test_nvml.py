@@ -43,6 +43,25 @@ def test_a_trace_of_real_gpus_names_each_by_its_uuid() -> None:
     assert trace_metadata(simulated, "run", 0.1).gpu_uuids == {}
 
 
+def test_a_simulated_trace_says_what_its_power_is_for_the_part_simulated() -> None:
+    """A simulated H100 gives the 1 s average as power_w, as NVML's power usage does on it: its
+    trace says so (every simulated trace said "instantaneous (simulated A100)")."""
+    config = load_config(overrides={"gpu": {"name": "NVIDIA H100 80GB HBM3"}, "cap_w": 500})
+    signal = WorkloadSignal()
+    h100 = SimulatedGpuSource(config.gpu, config.telemetry.simulated, signal, [0])
+    meta = trace_metadata(h100, "run", 0.1)
+    assert meta.model_extra["power_w_semantics"] == (
+        "1 s average, as nvmlDeviceGetPowerUsage gives it on the NVIDIA H100 80GB HBM3 (simulated)"
+    )
+    signal.set("generate", 32)
+    rows = [h100.read(0.1 * i)[0] for i in range(1, 30)]
+    assert all(row["power_w"] == row["power_avg_w"] for row in rows)
+    a100 = SimulatedGpuSource(load_config().gpu, config.telemetry.simulated, signal, [0])
+    assert trace_metadata(a100, "run", 0.1).model_extra["power_w_semantics"] == (
+        "instantaneous (simulated NVIDIA A100-SXM4-80GB)"
+    )
+
+
 def test_falls_back_to_power_usage_when_fields_are_unsupported() -> None:
     gpu = FakeGpu(0, "GPU-a", 0, 0, 1000, supports_fields=False, usage_mw=251_000)
     source = NvmlSource(["0"], nvml=fake_nvml([gpu]))

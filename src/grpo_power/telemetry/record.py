@@ -39,7 +39,7 @@ def trace_metadata(
         simulated=source.kind == "simulated",
         gpus=[g.index for g in source.gpus],
         gpu_uuids={str(g.index): g.uuid for g in source.gpus if g.uuid},
-        power_w_semantics=getattr(source, "power_w_semantics", "instantaneous (simulated A100)"),
+        power_w_semantics=source.power_w_semantics,
         **extra,
     )
 

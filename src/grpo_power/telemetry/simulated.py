@@ -57,6 +57,11 @@ class SimulatedGpuSource:
         self.gpus = [GpuInfo(i, gpu.name, gpu.nameplate_w) for i in gpu_indices]
         self._rng = np.random.default_rng(seed)
         self._states = {i: _GpuState(gpu.idle_w, params.temp_ambient_c) for i in gpu_indices}
+        self.power_w_semantics = (
+            f"1 s average, as nvmlDeviceGetPowerUsage gives it on the {gpu.name} (simulated)"
+            if gpu.nvml_power == "average_1s"
+            else f"instantaneous (simulated {gpu.name})"
+        )
 
     def read(self, now_s: float) -> list[Row]:
         mix = self.signal.mix(self.model.params.sensor_window_s)

@@ -33,6 +33,7 @@ class PowerSource(Protocol):
 
     kind: str  # "nvml" | "simulated"
     gpus: list[GpuInfo]
+    power_w_semantics: str  # what power_w is: an instantaneous reading or a 1 s average
 
     def read(self, now_s: float) -> list[Row]:
         """One row per GPU at monotonic time ``now_s`` (trace columns except ``t``)."""
