@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -26,6 +26,9 @@ from grpo_power.config import (
     TelemetrySource,
     default_config_path,
 )
+
+# --engine-format's choices: an engine, or auto (told from the log's header line)
+EngineFormatChoice = Literal["auto", EngineFormat]
 
 
 @telemetry_app.command(
@@ -130,9 +133,14 @@ def telemetry_import(
             "per-sample concurrency and tokens_per_s, its clock offset found from the data.",
         ),
     ] = None,
-    engine_format: Annotated[
-        EngineFormat, typer.Option("--engine-format", help="The engine whose metrics --engine is.")
-    ] = "vllm",
+    engine_name: Annotated[
+        EngineFormatChoice,
+        typer.Option(
+            "--engine-format",
+            help="The engine whose metrics --engine is; auto: told from its header line (vllm "
+            "where it tells none).",
+        ),
+    ] = "auto",
     origin: Annotated[
         str | None,
         typer.Option(
@@ -146,7 +154,7 @@ def telemetry_import(
     .zst; rotated: its parts) into a trace (source: imported), optionally with the inference
     engine's concurrency and token rate aligned to every sample."""
     from grpo_power.telemetry.engine import add_engine_columns, read_engine_log
-    from grpo_power.telemetry.formats import import_format, unread_kind
+    from grpo_power.telemetry.formats import engine_format, import_format, unread_kind
     from grpo_power.telemetry.importers import ImportError_, import_log
     from grpo_power.telemetry.logrows import log_stem
     from grpo_power.telemetry.rotation import (
@@ -188,8 +196,15 @@ def telemetry_import(
             split_on_clock_jumps=split_on_clock_jumps,
         )
         if engine is not None:
+            if engine_name == "auto":
+                told_engine = engine_format(engine)
+                engine_name = told_engine or "vllm"
+                how = "told from its header line" if told_engine else "its header tells none"
+                echo_notes(
+                    [f"{engine}: engine format {engine_name} ({how}; --engine-format to choose)"]
+                )
             frame, metadata = add_engine_columns(
-                frame, metadata, read_engine_log(engine, engine_format)
+                frame, metadata, read_engine_log(engine, engine_name)
             )
         if origin is not None:
             metadata = type(metadata).model_validate({**metadata.model_dump(), "origin": origin})

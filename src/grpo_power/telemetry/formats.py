@@ -16,7 +16,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from grpo_power.telemetry.engine import ENGINE_COLUMNS
+from grpo_power.telemetry.engine import engine_of
 from grpo_power.telemetry.grafana import HEADER, SEP_LINE
 from grpo_power.telemetry.logrows import (
     DECOMPRESSION_ERRORS,
@@ -90,15 +90,6 @@ def _json_kind(path: Path) -> tuple[str | None, str]:
     )
 
 
-def _engine_of(names: set[str]) -> str | None:
-    """The engine whose metrics log has these column names (:data:`ENGINE_COLUMNS`), or None."""
-    metrics = {c.split(":")[-1] for c in names}  # a Prometheus prefix ("vllm:") ignored
-    for engine, (_, gauge, counter) in ENGINE_COLUMNS.items():
-        if {gauge, counter} <= metrics:
-            return engine
-    return None
-
-
 def engine_format(path: Path) -> str | None:
     """The engine (``vllm``, ``sglang``, ``tgi``) whose metrics CSV ``path`` is, from its header
     line, or None (another file, or one that cannot be read)."""
@@ -106,14 +97,13 @@ def engine_format(path: Path) -> str | None:
         line = _first_line(path)
     except ValueError:
         return None
-    return _engine_of({column_name(c) for c in line.split(",")})
+    return engine_of(column_name(c) for c in line.split(","))
 
 
 def not_power_reason(header: list[str]) -> str | None:
     """Why a CSV whose header cells are ``header`` is a known kind of file that is not a power
     log the importers read (an inference engine's metrics log), or None."""
-    names = [column_name(c).strip('"') for c in header]
-    engine = _engine_of(set(names))
+    engine = engine_of(column_name(c) for c in header)
     if engine is not None:
         return (
             f"an inference engine's metrics log ({engine}), not power: `grpo-power telemetry "
