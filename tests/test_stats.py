@@ -23,6 +23,18 @@ def test_mean_and_interval_use_students_t() -> None:
     assert mean_ci(np.array([1.0, np.nan, 3.0]), 0.95)[0] == 2.0  # NaNs dropped
 
 
+def test_an_interval_stays_within_what_the_quantity_can_take() -> None:
+    """Five seeds' violation rates, four of them 0: the t-interval reaches below 0 (the report
+    showed 'ppo+hwcap 0.01 [-0.01, 0.04]'); a share's is cut at 0, its upper end unchanged."""
+    rates = np.array([0.0, 0.0, 0.0, 0.0, 0.05])
+    half = 2.7764 * np.std(rates, ddof=1) / math.sqrt(5)  # t(0.975, 4) = 2.7764
+    assert mean_ci(rates, 0.95)[1] == pytest.approx(0.01 - half, abs=1e-4)  # below 0
+    mean, low, high = mean_ci(rates, 0.95, (0.0, 1.0))
+    assert (mean, low) == (0.01, 0.0) and high == pytest.approx(0.01 + half, abs=1e-4)
+    shares = np.array([1.0, 1.0, 1.0, 1.0, 0.9])  # and at 1 from above
+    assert mean_ci(shares, 0.95, (0.0, 1.0))[1:] == (pytest.approx(0.98 - half * 2, abs=1e-4), 1.0)
+
+
 def test_percentile_upper_bound_is_an_order_statistic() -> None:
     values = np.arange(1.0, 1001.0)  # 1..1000
     # P(Binomial(1000, 0.99) <= k - 1) >= 0.95 first holds at k = 996 (P = 0.96; 0.93 at 995).

@@ -13,8 +13,12 @@ import numpy as np
 from scipy import optimize, special, stats
 
 
-def mean_ci(values: np.ndarray, confidence: float) -> tuple[float, float, float]:
-    """Mean and two-sided Student-t confidence interval of ``values`` (NaNs dropped).
+def mean_ci(
+    values: np.ndarray, confidence: float, support: tuple[float, float] = (-math.inf, math.inf)
+) -> tuple[float, float, float]:
+    """Mean and two-sided Student-t confidence interval of ``values`` (NaNs dropped), the
+    interval cut to ``support``, the values the quantity can take (a share of samples: 0 to 1;
+    a rate or an energy: 0 up), where the t-interval of a few seeds reaches past them.
 
     Returns ``(mean, low, high)``; the interval is NaN with fewer than two values, all three
     with none.
@@ -28,7 +32,8 @@ def mean_ci(values: np.ndarray, confidence: float) -> tuple[float, float, float]
         return mean, float("nan"), float("nan")
     t = float(stats.t.ppf(0.5 + confidence / 2, len(values) - 1))
     half = t * values.std(ddof=1) / math.sqrt(len(values))
-    return mean, mean - half, mean + half
+    low, high = support
+    return mean, max(mean - half, low), min(mean + half, high)
 
 
 def percentile_upper_bound(values: np.ndarray, percentile: float, confidence: float) -> float:

@@ -55,6 +55,7 @@ METRICS = (
     "throughput",
     "tokens_per_mj",
 )
+SHARES = ("violation_rate", "exceedance", "breaker_exceedance")  # of samples or windows: 0 to 1
 
 
 def _read(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -148,7 +149,8 @@ def summarize(metrics: pd.DataFrame, confidence: float, objective: ObjectiveConf
     for (deployment, arm), group in metrics.groupby(["deployment", "arm"], sort=False):
         row: dict[str, Any] = {"deployment": deployment, "arm": arm, "seeds": len(group)}
         for metric in (*METRICS, "mean_power_w", "mean_concurrency", "mean_max_new_tokens"):
-            mean, low, high = mean_ci(group[metric].to_numpy(), confidence)
+            support = (0.0, 1.0) if metric in SHARES else (0.0, math.inf)
+            mean, low, high = mean_ci(group[metric].to_numpy(), confidence, support)
             row[metric], row[f"{metric}_ci_low"], row[f"{metric}_ci_high"] = mean, low, high
         row["breaker_excess_w"] = float(group["breaker_excess_w"].max())
         row["within_budget"] = meets_budget(

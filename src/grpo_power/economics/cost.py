@@ -17,6 +17,7 @@ the same work: the first arm's fleet-year of tokens, produced by either arm.
 from __future__ import annotations
 
 import calendar
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -113,7 +114,7 @@ def arm_costs(records: pd.DataFrame, a: Assumptions, confidence: float) -> pd.Da
             row[column] = float(group[column].mean())
         for column in WITH_CI:
             _, row[f"{column}_ci_low"], row[f"{column}_ci_high"] = mean_ci(
-                group[column].to_numpy(), confidence
+                group[column].to_numpy(), confidence, (0.0, math.inf)
             )
         rows.append(row)
     return pd.DataFrame(rows)
