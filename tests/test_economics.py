@@ -128,7 +128,7 @@ def test_cloud_region_and_unknown_region() -> None:
 @pytest.mark.parametrize(
     ("economics", "expected"),
     [
-        ({"carbon_region": "Atlantis"}, "economics.carbon_region: Value error, unknown carbon"),
+        ({"carbon_region": "Atlantis"}, "economics.carbon_region: unknown carbon"),
         ({"carbon_region": "gcp:us-cental1"}, "closest: gcp:us-central1"),
         ({"sensitivity": {"carbon_regions": ["FRA", "XX"]}}, "economics.sensitivity.carbon"),
         ({"electricity_price": {"value": 8.06, "source": "EIA", "year": 2023}}, "in cents?"),

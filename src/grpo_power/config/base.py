@@ -49,9 +49,11 @@ def validation_problems(error: ValidationError) -> list[str]:
         message = item["msg"]
         if item["type"] == "extra_forbidden":
             message = "unknown key (check its spelling and section)"
-        if not path and item["type"] == "value_error":  # a check across sections: its own words
-            problems.append(message.removeprefix("Value error, "))
-            continue
+        if item["type"] == "value_error":  # a check of the schema's own: its words alone
+            message = message.removeprefix("Value error, ")
+            if not path:  # across sections: the message names its fields
+                problems.append(message)
+                continue
         given = item.get("input")
         shown = "" if isinstance(given, dict) or item["type"] == "missing" else f" (got {given!r})"
         problems.append(f"{path or '(top level)'}: {message}{shown}")

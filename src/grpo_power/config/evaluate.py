@@ -8,6 +8,8 @@ from typing import Annotated
 
 from pydantic import (
     Field,
+    field_validator,
+    model_validator,
 )
 
 from grpo_power.config.arms import SIM_ARM_NAMES, SimArmName
@@ -121,3 +123,22 @@ class EvaluateConfig(Strict):
         ],
         description="Scenarios evaluated besides the study's (as is, and after retraining).",
     )
+
+    @field_validator("seeds", "tuning_seeds")
+    @classmethod
+    def _each_seed_once(cls, seeds: list[int]) -> list[int]:
+        """A seed given twice is one run counted twice: its interval would narrow for nothing."""
+        if len(set(seeds)) != len(seeds):
+            raise ValueError(f"expected each seed once, got {seeds}")
+        return seeds
+
+    @model_validator(mode="after")
+    def _tuning_seeds_never_evaluated(self) -> EvaluateConfig:
+        """The classic peers are tuned on runs the evaluation never scores (a fair comparison)."""
+        shared = sorted(set(self.seeds) & set(self.tuning_seeds))
+        if shared:
+            raise ValueError(
+                f"tuning_seeds: {shared} also in seeds; expected seeds the evaluation never "
+                "runs (the peers would be scored on the runs they were tuned on)"
+            )
+        return self

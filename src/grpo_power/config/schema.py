@@ -90,6 +90,8 @@ class Config(Strict):
         sizes = [entry.size for entry in self.run_sizes]
         if len(set(sizes)) != len(sizes):
             raise ValueError(f"run_sizes lists a size twice: {sizes}")
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds: expected each seed once (one run each), got {self.seeds}")
         return self
 
     @model_validator(mode="after")
