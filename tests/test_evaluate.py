@@ -59,8 +59,10 @@ def test_paired_comparisons_and_targets():
             ("uncontrolled", 0.45, 120.0),
             ("threshold", 0.03, 95.0),
             ("oracle", 0.02, 110.0),
+            ("oracle+hwcap", 0.01, 200.0),  # the hardware tier's own oracle
             ("ppo", 0.02 + 0.001 * seed, 105.0 + seed),
             ("ppo-loud", 0.05, 105.0),  # more output than threshold, but more violations
+            ("ppo+hwcap", 0.01, 107.0),
         ):
             rows.append(
                 {
@@ -72,7 +74,13 @@ def test_paired_comparisons_and_targets():
                     "tokens_per_mj": out / 2,
                 }
             )
-    both = comparisons(pd.DataFrame(rows), 0.95, ["ppo", "ppo-loud"])
+    both = comparisons(pd.DataFrame(rows), 0.95, ["ppo", "ppo-loud", "ppo+hwcap"])
+    # an arm of the hardware tier is held to oracle+hwcap (it was to the workload oracle: 97 %
+    # of it, met, against 53.5 % of its own)
+    hw = both[both["controller"] == "ppo+hwcap"].set_index("comparison")
+    assert hw.loc["output_share_of_oracle", "base"] == "oracle+hwcap"
+    assert hw.loc["output_share_of_oracle", "value"] == pytest.approx(53.5)
+    assert not hw.loc["output_share_of_oracle", "met"]
     loud = both[both["controller"] == "ppo-loud"].set_index("comparison")
     assert loud.loc["output_vs_threshold", "value"] > 0  # its own half passes ...
     assert not loud.loc["output_vs_threshold", "met"]  # ... but the violation half does not

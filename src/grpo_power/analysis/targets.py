@@ -168,15 +168,18 @@ def comparisons(
         for controller in controller_arms:
             if controller not in arms:
                 continue
-            values = {}
+            values, bases = {}, {}
             for c in COMPARISONS:
+                # an arm of the hardware tier is held to its own oracle (oracle+hwcap)
+                base = oracle_for(controller) if c.base == "oracle" else c.base
                 if c.deployments is not None and deployment not in c.deployments:
                     continue
-                if c.base not in arms:
+                if base not in arms:
                     continue
                 values[c.key] = mean_ci(
-                    _paired(group, controller, c.base, c.metric, c.kind), confidence
+                    _paired(group, controller, base, c.metric, c.kind), confidence
                 )
+                bases[c.key] = base
             by_key = {c.key: c for c in COMPARISONS}
             for key, (mean, low, high) in values.items():
                 c = by_key[key]
@@ -184,7 +187,9 @@ def comparisons(
                 if c.joint is not None:
                     other = values.get(c.joint, (float("nan"),) * 3)[0]
                     met = met and math.isfinite(other) and by_key[c.joint].passes(other)
-                rows.append(_ratio_row(deployment, controller, c, (mean, low, high), bool(met)))
+                rows.append(
+                    _ratio_row(deployment, controller, c, (mean, low, high), met, bases[key])
+                )
     return pd.DataFrame(rows)
 
 
