@@ -281,7 +281,8 @@ def test_short_training_beats_a_random_policy(trained):
     for name in ("policy.zip", "vecnormalize.pkl", "policy.npz", "controller.json"):
         assert (result.folder / name).exists()
     curve = pd.read_csv(result.folder / "learning_curve.csv")
-    assert list(curve.columns) == CURVE_COLUMNS and len(curve) >= 2
+    assert list(curve.columns) == [*CURVE_COLUMNS, "data"] and len(curve) >= 2
+    assert (curve["data"] == "simulated").all()  # the curve is the simulator's, and says so
     assert curve["timesteps"].is_monotonic_increasing
 
 

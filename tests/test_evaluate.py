@@ -11,7 +11,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from grpo_power.analysis.evaluate import run_metrics, summarize
+from grpo_power.analysis.evaluate import markdown_table, run_metrics, summarize
 from grpo_power.analysis.targets import budget_targets, comparisons
 from grpo_power.cli import app
 from grpo_power.config import SIM_ARM_NAMES, ObjectiveConfig, load_config
@@ -243,6 +243,13 @@ def test_study_evaluation_reports_every_arm_with_intervals(small_study):
     assert set(ratios["controller"]) == {"ppo", "ppo+hwcap"}
     table = (folder / "table.md").read_text()
     assert "SIMULATED" in table and "c=32, m=32" in table  # the fixed arm's workload defaults
+    # the table says the confidence and the exceedance window it was computed at (it said 95 %
+    # and 0.5 s whatever the config's evaluate.confidence and exceedance_window_s)
+    infos = {d: json.loads((folder / d / "arms.json").read_text()) for d in summary["deployment"]}
+    other = markdown_table(summary, ratios, infos, 0.8, 5.0)
+    assert "80 % confidence intervals" in other and "| 80 % CI |" in other
+    assert "exceedance 5 s %" in other
+    assert not any(said in other for said in ("95 % confidence", "95 % CI", "exceedance 0.5 s"))
     arms = json.loads((folder / "7b" / "arms.json").read_text())["arms"]
     safe = arms["fixed-safe"]
     chosen = next(

@@ -206,14 +206,20 @@ def _setting_text(setting: dict[str, Any]) -> str:
 
 
 def markdown_table(
-    summary: pd.DataFrame, ratios: pd.DataFrame, infos: dict[str, dict[str, Any]]
+    summary: pd.DataFrame,
+    ratios: pd.DataFrame,
+    infos: dict[str, dict[str, Any]],
+    confidence: float,
+    window_s: float,
 ) -> str:
-    """The evaluation as Markdown: one arm table and one ratio table per deployment."""
+    """The evaluation as Markdown: one arm table and one ratio table per deployment, its
+    intervals at ``confidence`` and its exceedance over ``window_s`` windows."""
+    level = f"{100 * confidence:g} %"
     lines = [
         "# Arm evaluation (SIMULATED)",
         "",
-        "All numbers are simulated (GRPO step simulator, calibrated A100 power model). "
-        "Means over seeds with 95 % confidence intervals in brackets; c = concurrency, "
+        "All numbers are simulated (GRPO step simulator, calibrated GPU power model). "
+        f"Means over seeds with {level} confidence intervals in brackets; c = concurrency, "
         "m = max new tokens, mb = training micro-batch.",
         "",
     ]
@@ -246,7 +252,7 @@ def markdown_table(
                 ]
         outputs = group.set_index("arm")["output_tokens"]
         lines += [
-            "| arm | settings | violation rate % | exceedance 0.5 s % | breaker-window "
+            f"| arm | settings | violation rate % | exceedance {window_s:g} s % | breaker-window "
             "exceedance % | within budget | output (tokens) | throughput (tok/s) | "
             "tokens per MJ | share of its oracle % |",
             "|---|---|---|---|---|---|---|---|---|---|",
@@ -275,7 +281,7 @@ def markdown_table(
         if len(mine):
             lines += [
                 "",
-                "| controller | comparison | value | 95 % CI | target | met | study |",
+                f"| controller | comparison | value | {level} CI | target | met | study |",
                 "|---|---|---|---|---|---|---|",
             ]
             for _, r in mine.iterrows():
@@ -333,7 +339,7 @@ def evaluate_folder(
         ],
         ignore_index=True,
     )
-    markdown = markdown_table(summary, ratios, infos)
+    markdown = markdown_table(summary, ratios, infos, confidence, window_s)
     write_csv_atomic(folder / EVALUATE.metrics, metrics)
     write_csv_atomic(folder / EVALUATE.summary_csv, summary)
     write_csv_atomic(folder / EVALUATE.ratios, ratios)

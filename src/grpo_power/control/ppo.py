@@ -280,7 +280,11 @@ def train_controller(
     write_atomic(out / CONTROLLER.policy_npz, save_arrays)
     write_atomic(
         out / CONTROLLER.learning_curve,
-        lambda tmp: pd.DataFrame(curve, columns=CURVE_COLUMNS).to_csv(tmp, index=False),
+        lambda tmp: (
+            pd.DataFrame(curve, columns=CURVE_COLUMNS)
+            .assign(data="simulated")
+            .to_csv(tmp, index=False)
+        ),
     )
     oracle = oracle_reference(config, calibration, deployment, cap_w, hardware_tier)
     meta = {
