@@ -92,23 +92,6 @@ def test_bad_values_are_rejected_with_path_and_reason(overrides: dict, expected:
     assert "(top level)" not in message
 
 
-def test_a_controller_arm_needs_a_deployment_for_each_run_size() -> None:
-    """A study of the 14b deployment alone with the tiny run size and the ppo arm: the ppo run
-    has no controller to use (the workflow failed with a traceback in its input function)."""
-    base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    base["sim"]["deployments"] = [d for d in base["sim"]["deployments"] if d["name"] == "14b"]
-    base["authority"]["reference"] = "14b"
-    base["evaluate"]["scenarios"] = []
-    with pytest.raises(ConfigError) as error:
-        validate_config(base, source="my.yaml")
-    assert str(error.value).startswith(
-        "my.yaml: arms.run: ppo runs size 'tiny' (run_sizes) with the controller of the "
-        "deployment that lists it in its sizes, and no sim.deployments entry (14b) does"
-    )
-    base["arms"]["run"] = ["fixed", "threshold"]
-    assert validate_config(base).sim.deployments[0].name == "14b"
-
-
 def test_unreadable_and_malformed_files_name_the_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"missing\.yaml: cannot read the config file"):
         load_config(tmp_path / "missing.yaml")

@@ -28,7 +28,7 @@ from grpo_power.config.report import ReportConfig
 from grpo_power.config.sim import SimConfig
 from grpo_power.config.telemetry import GpuSpec, TelemetryConfig
 from grpo_power.config.workload import WorkloadConfig
-from grpo_power.layout import CONTROLLER_ARMS, ResultsLayout
+from grpo_power.layout import ResultsLayout
 
 
 class Config(Strict):
@@ -125,15 +125,6 @@ class Config(Strict):
                     f"({self.gpu.idle_w:g} W) and at most gpu.nameplate_w "
                     f"({self.gpu.nameplate_w:g} W)"
                 )
-        for arm in (a for a in self.arms.run if a in CONTROLLER_ARMS):
-            for entry in self.run_sizes:
-                if not any(entry.size in d.sizes for d in self.sim.deployments):
-                    raise ValueError(
-                        f"arms.run: {arm} runs size {entry.size!r} (run_sizes) with the "
-                        "controller of the deployment that lists it in its sizes, and no "
-                        f"sim.deployments entry ({', '.join(names)}) does; add it to one's "
-                        f"sizes, or leave {arm} out of arms.run"
-                    )
         mix = [entry.deployment for entry in self.fleet.study_mix]
         unknown = [name for name in mix if name not in names]
         if unknown and "study_mix" not in self.fleet.model_fields_set:
