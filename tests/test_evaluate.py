@@ -48,6 +48,17 @@ def test_run_metrics_on_a_hand_computed_run():
     energy_mj = (49 * 34.0 + 29.5 + 49 * 25.0) / 1e6  # trapezoid
     assert metrics["tokens_per_mj"] == pytest.approx(1000 / energy_mj)
     assert metrics["mean_concurrency"] == pytest.approx((6 * 32 + 4 * 16) / 10)
+    # the cap drops to 240 W at 5 s (a schedule): every sample is above the cap at its time,
+    # so is every window (its exceedance ignored the schedule: the 250 W half read as under)
+    dropped = run_metrics(
+        samples.assign(cap_w=np.r_[np.full(50, 300.0), np.full(50, 240.0)]),
+        steps,
+        meta,
+        0.5,
+        ObjectiveConfig(breaker_window_s=1.0),
+    )
+    assert dropped["violation_rate"] == 1.0 and dropped["exceedance"] == 1.0
+    assert dropped["tokens_per_mj"] == metrics["tokens_per_mj"]  # the same energy
 
 
 def test_paired_comparisons_and_targets():

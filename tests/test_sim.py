@@ -454,6 +454,14 @@ def test_a_cap_schedule_changes_the_cap_each_step_runs_under(config):
     low = [s.over_cap() / s.power_w.size for s in run.steps if s.cap_w < 300]
     high = [s.over_cap() / s.power_w.size for s in run.steps if s.cap_w > 300]
     assert np.mean(low) > np.mean(high) + 0.3
+    # each reading is judged by the cap at its own time: a step across the drop at 100 s reads
+    # 224 W from then on (its samples were all judged by the 320 W it began under)
+    across = next(s for s in run.steps if s.start_s < 100.0 < s.end_s)
+    t_s = across.sample_index * 0.1
+    assert across.cap_w == 320.0
+    assert across.sample_cap_w.tolist() == pytest.approx(np.where(t_s < 100.0, 320.0, 224.0))
+    later = across.sample_cap_w[:, None] < 300
+    assert across.over_cap() == np.count_nonzero(across.power_w > np.where(later, 224.0, 320.0))
 
 
 def test_completions_that_end_early_shorten_decode_and_count_fewer_tokens(config):

@@ -83,9 +83,18 @@ def run_metrics(
     power_all = samples["power_w"].to_numpy(dtype=float)
     for gpu, rows in samples.groupby("gpu", sort=True):
         t_s = rows["sample"].to_numpy(dtype=float) * period_s
-        series = prepare_series(int(gpu), t_s, rows["power_w"].to_numpy(float), None, 2 * period_s)
+        power_w = rows["power_w"].to_numpy(float)
+        series = prepare_series(int(gpu), t_s, power_w, None, 2 * period_s)
         energy_j += float(series.energy_j[-1])
-        counts = gpu_window_counts(series, [window_s], cap_w, period_s)[0]
+        judged_cap_w = cap_w
+        if "cap_w" in rows and (rows["cap_w"] != cap_w).any():
+            # a window is above a changing cap where its mean of (power - the cap at each
+            # sample) is above 0: the windows of that excess, shifted up by the highest cap
+            caps_w = rows["cap_w"].to_numpy(float)
+            judged_cap_w = float(caps_w.max())
+            excess_w = power_w - caps_w + judged_cap_w
+            series = prepare_series(int(gpu), t_s, excess_w, None, 2 * period_s)
+        counts = gpu_window_counts(series, [window_s], judged_cap_w, period_s)[0]
         over += counts.over
         windows += counts.windows
     start, end = steps["start_s"].to_numpy(), steps["end_s"].to_numpy()

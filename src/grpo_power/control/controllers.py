@@ -7,6 +7,7 @@ implements the same method. A controller that keeps state between decisions also
 
 from __future__ import annotations
 
+import bisect
 import math
 from typing import Any, Protocol, runtime_checkable
 
@@ -100,6 +101,7 @@ class SegmentController:
         starts_s: segment starts, s, ascending (the first 0).
         actions: the setting of each segment.
         power_limits_w: the hardware power limit of each segment (None: no limit).
+        powers_w: each segment's mean power under its setting, W (None: never looks ahead).
     """
 
     def __init__(
@@ -107,14 +109,23 @@ class SegmentController:
         starts_s: list[float],
         actions: list[Action],
         power_limits_w: list[float | None],
+        powers_w: list[float] | None = None,
     ) -> None:
         self.starts_s = list(starts_s)
         self.actions = list(actions)
         self.power_limits_w = list(power_limits_w)
+        self.powers_w = powers_w
 
-    def at(self, t_s: float) -> tuple[Action, float | None]:
-        """The setting and power limit of the segment holding at ``t_s``."""
-        i = max(0, sum(1 for s in self.starts_s if s <= t_s) - 1)
+    def at(self, t_s: float, ahead_s: float = 0.0) -> tuple[Action, float | None]:
+        """The setting and power limit for a step from ``t_s`` expected to last ``ahead_s``:
+        of the segments it spans, the one of the lowest power (a cap that drops within a step
+        holds from its time, and hindsight knows when it drops), else the segment holding at
+        ``t_s``."""
+        first = max(0, bisect.bisect_right(self.starts_s, t_s) - 1)
+        last = max(first, bisect.bisect_right(self.starts_s, t_s + ahead_s) - 1)
+        i = first
+        if self.powers_w is not None:
+            i = min(range(first, last + 1), key=lambda j: self.powers_w[j])  # type: ignore[index]
         return self.actions[i], self.power_limits_w[i]
 
     def decide(self, observation: Observation) -> Action:

@@ -362,7 +362,11 @@ class GrpoPowerEnv(gym.Env):
         step_s = record.end_s - record.start_s
         over = record.over_cap()
         violation_rate = over / max(1, record.power_w.size)
-        excess_w = float(record.power_w.mean()) - record.cap_w if record.power_w.size else 0.0
+        excess_w = (
+            float((record.power_w - record.sample_cap_w[:, None]).mean())
+            if record.power_w.size
+            else 0.0
+        )
         breaker = self._breaker_over(record.end_s, step_s, excess_w)
         reward = step_reward(
             self.config.controller.reward,

@@ -101,11 +101,13 @@ class OracleResult:
         return all(s.feasible for s in self.segments)
 
     def controller(self) -> SegmentController:
-        """The plan as a controller (switches settings at segment starts)."""
+        """The plan as a controller (switches settings at segment starts, and a step that
+        would run into a segment of lower power at that segment's setting)."""
         return SegmentController(
             [s.start_s for s in self.segments],
             [Action(**s.values) for s in self.segments],
             [s.power_limit_w for s in self.segments],
+            [s.outcome.mean_power_w for s in self.segments],
         )
 
     def settings(self) -> dict[str, Any]:

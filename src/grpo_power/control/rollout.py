@@ -128,9 +128,8 @@ def tune_fixed_safe(
             power, tokens = [], 0.0
             for seed in config.evaluate.tuning_seeds:
                 run = simulate(physics, config, controller, cap_w, budget_s, seed, None, tuning)
-                power.append(
-                    np.concatenate([(s.power_w - s.cap_w).ravel() for s in run.steps]) + cap_w
-                )
+                excess_w = [(s.power_w - s.sample_cap_w[:, None]).ravel() for s in run.steps]
+                power.append(np.concatenate(excess_w) + cap_w)
                 tokens += run_outcome(run, budget_s, config.objective).tokens
             p_w = float(np.percentile(np.concatenate(power), percentile))
             rows.append(
@@ -320,7 +319,7 @@ def run_arm(
         run = plan.run(physics, config, cap_w, budget_s, seed, schedule)
         index = np.concatenate([s.sample_index for s in run.steps])
         power = np.concatenate([s.power_w for s in run.steps])
-        caps = np.concatenate([np.full(len(s.sample_index), s.cap_w) for s in run.steps])
+        caps = np.concatenate([s.sample_cap_w for s in run.steps])
         keep = index * run.period_s < budget_s
         index, power, caps = index[keep], power[keep], caps[keep]
         gpus = power.shape[1]

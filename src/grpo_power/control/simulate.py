@@ -60,15 +60,22 @@ def simulate(
         schedule=schedule,
     )
     while run.t_s < budget_s:
+        last = run.steps[-1] if run.steps else None  # the next step is expected to last as long
+        ahead_s = last.end_s - last.start_s if last else 0.0
         if isinstance(controller, SegmentController):
-            action, limit_w = controller.at(run.t_s)
+            action, limit_w = controller.at(run.t_s, ahead_s)
         else:
             action, limit_w = controller.decide(observe(run)), power_limit_w
-        cap_frac = run.conditions().cap_frac  # the cap of the next step
+        run.conditions()  # the cap the next step begins under
+        # the site lowers its limit when it lowers its cap, within a step too: the simulator
+        # sets a limit per step, so a step expected to run into a lower cap runs under its limit
+        cap_frac = (
+            schedule.lowest_cap_frac(run.t_s, run.t_s + ahead_s) if schedule is not None else 1.0
+        )
         if limit_w is not None and limit_shares and cap_frac in limit_shares:
-            limit_w = limit_shares[cap_frac] * run.cap_w
+            limit_w = limit_shares[cap_frac] * cap_frac * cap_w
         elif limit_w is not None:
-            limit_w = limit_w * run.cap_w / cap_w
+            limit_w = limit_w * cap_frac
         run.model = model(limit_w)
         run.step(**{name: getattr(action, name) for name in ONLINE_ACTUATORS})
     return run
@@ -79,7 +86,7 @@ def segment_outcomes(run: SimRun, schedule: Schedule, objective: ObjectiveConfig
     its steps within the segment, a step across a boundary pro rata)."""
     index = np.concatenate([s.sample_index for s in run.steps])
     power = np.concatenate([s.power_w for s in run.steps])
-    caps = np.concatenate([np.full(len(s.sample_index), s.cap_w) for s in run.steps])
+    caps = np.concatenate([s.sample_cap_w for s in run.steps])
     t_s = index * run.period_s
     start = np.array([s.start_s for s in run.steps])
     end = np.array([s.end_s for s in run.steps])

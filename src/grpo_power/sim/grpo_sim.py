@@ -42,7 +42,9 @@ class StepRecord:
         energy_j: true energy of all GPUs over the step, J.
         sample_index: indices ``k`` of the samples taken during the step (time ``k * period_s``).
         power_w: readings, shape (samples, gpus), W.
-        cap_w: the cap while the step ran, W.
+        cap_w: the cap when the step began (what the controller decided under), W.
+        sample_cap_w: the cap in force at each sample's time, shape (samples,), W: a schedule
+            that lowers the cap within a step lowers it from then on, for every reading after.
     """
 
     start_s: float
@@ -55,12 +57,13 @@ class StepRecord:
     sample_index: np.ndarray
     power_w: np.ndarray
     cap_w: float
+    sample_cap_w: np.ndarray
     train_micro_batch: int = 0
     pause_s: int = 0
 
     def over_cap(self) -> int:
-        """Per-GPU samples of this step above its cap."""
-        return int(np.count_nonzero(self.power_w > self.cap_w))
+        """Per-GPU samples of this step above the cap at their time."""
+        return int(np.count_nonzero(self.power_w > self.sample_cap_w[:, None]))
 
 
 def clamp(value: int, bounds: ActuatorBounds) -> int:
@@ -191,6 +194,7 @@ class SimRun:
             sample_index=index,
             power_w=power,
             cap_w=self.cap_w,
+            sample_cap_w=self._caps_at(index * self.period_s),
             train_micro_batch=self.train_micro_batch,
             pause_s=self.pause_s,
         )
@@ -205,6 +209,12 @@ class SimRun:
         if self.record:
             self.steps.append(record)
         return record
+
+    def _caps_at(self, t_s: np.ndarray) -> np.ndarray:
+        """The cap in force at each of the times ``t_s``, W."""
+        if self.schedule is None:
+            return np.full(len(t_s), self.cap_w)
+        return self.base_cap_w * self.schedule.cap_fracs(t_s)
 
     def conditions(self) -> Conditions:
         """The schedule's conditions now (also sets the cap the next step runs under)."""

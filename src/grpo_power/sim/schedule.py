@@ -22,6 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class Conditions:
@@ -77,6 +79,17 @@ class Schedule:
     def index(self, t_s: float) -> int:
         """The segment holding at ``t_s``."""
         return max(0, bisect.bisect_right(self.starts_s, t_s) - 1)
+
+    def cap_fracs(self, t_s: np.ndarray) -> np.ndarray:
+        """The cap's share in force at each of the times ``t_s`` (a step's samples: a cap that
+        drops within a step holds from its time, not from the next step)."""
+        index = np.maximum(np.searchsorted(self.starts_s, t_s, side="right") - 1, 0)
+        return np.array([c.cap_frac for c in self.conditions])[index]
+
+    def lowest_cap_frac(self, start_s: float, end_s: float) -> float:
+        """The lowest share of the cap in force at some time from ``start_s`` to ``end_s``."""
+        first, last = self.index(start_s), self.index(end_s)
+        return min(c.cap_frac for c in self.conditions[first : last + 1])
 
     def at(self, t_s: float) -> Conditions:
         """The conditions at ``t_s``."""
