@@ -74,6 +74,27 @@ def test_a_config_naming_another_part_after_a_shipped_one_gets_that_parts_power(
             {"evaluate": {"scenarios": [{"name": "low", "cap_w": 50}]}},
             "my.yaml: evaluate.scenarios low: cap_w (50 W) must lie above gpu.idle_w (60 W)",
         ),
+        (  # a schedule's share of the cap went unchecked: 0.1 x 320 W = 32 W, below idle
+            {
+                "evaluate": {
+                    "scenarios": [
+                        {"name": "dr", "schedule": [{"start_frac": 0.4, "cap_frac": 0.1}]}
+                    ]
+                }
+            },
+            "evaluate.scenarios dr: schedule segment from 0.4 on 7b: cap_frac 0.1 x 320 W: "
+            "cap_w (32 W) must lie above gpu.idle_w (60 W)",
+        ),
+        (  # two segments starting together: one of them had no time
+            {
+                "evaluate": {
+                    "scenarios": [
+                        {"name": "dr", "schedule": [{"start_frac": 0.5}, {"start_frac": 0.5}]}
+                    ]
+                }
+            },
+            "evaluate.scenarios.0.schedule: expected each segment's start_frac once",
+        ),
         (
             {"evaluate": {"scenarios": [{"name": "high", "cap_w": 900}]}},
             "evaluate.scenarios high: cap_w (900 W) must lie above gpu.idle_w (60 W) and at most "

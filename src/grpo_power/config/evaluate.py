@@ -79,6 +79,17 @@ class ScenarioConfig(Strict):
         "the best classic peer within the budget, not 100 %).",
     )
 
+    @field_validator("schedule")
+    @classmethod
+    def _segments_start_apart(
+        cls, schedule: list[ScheduleSegmentConfig]
+    ) -> list[ScheduleSegmentConfig]:
+        """Two segments that start together leave one of them no time."""
+        starts = [segment.start_frac for segment in schedule]
+        if len(set(starts)) != len(starts):
+            raise ValueError(f"expected each segment's start_frac once, got {starts}")
+        return schedule
+
 
 class EvaluateConfig(Strict):
     """Arm-vs-arm evaluation in the simulator (``analysis/evaluate.py``)."""

@@ -118,6 +118,19 @@ class Config(Strict):
         caps = [(f"sim.deployments {d.name}", d.cap_w) for d in self.sim.deployments] + [
             (f"evaluate.scenarios {s.name}", s.cap_w) for s in self.evaluate.scenarios
         ]
+        for scenario in self.evaluate.scenarios:  # a schedule's cap: a share of each cap
+            for d in self.sim.deployments:
+                if scenario.deployments is None or d.name in scenario.deployments:
+                    cap_w = scenario.cap_w or d.cap_w or self.cap_w
+                    caps += [
+                        (
+                            f"evaluate.scenarios {scenario.name}: schedule segment from "
+                            f"{segment.start_frac:g} on {d.name}: cap_frac {segment.cap_frac:g} x "
+                            f"{cap_w:g} W",
+                            segment.cap_frac * cap_w,
+                        )
+                        for segment in scenario.schedule
+                    ]
         for where, cap_w in caps:
             if cap_w is not None and not self.gpu.idle_w < cap_w <= self.gpu.nameplate_w:
                 raise ValueError(
