@@ -115,6 +115,28 @@ def test_paired_comparisons_and_targets():
     assert (table["data"] == "simulated").all()
 
 
+def test_a_ratio_undefined_on_some_seeds_says_so_and_is_not_met():
+    """fixed without violations on four of five seeds: ppo's violations against it are defined
+    on one seed alone (it read '4500.0 %', judged met or not on that seed, nothing said)."""
+    rows = [
+        {
+            "deployment": "7b",
+            "arm": arm,
+            "seed": seed,
+            "violation_rate": rate,
+            "output_tokens": 100.0,
+            "tokens_per_mj": 50.0,
+        }
+        for seed in range(5)
+        for arm, rate in (("fixed", 0.0005 if seed == 0 else 0.0), ("ppo", 0.0))
+    ]
+    table = comparisons(pd.DataFrame(rows), 0.95, ["ppo"]).set_index("comparison")
+    row = table.loc["violations_vs_fixed"]
+    assert (row["seeds"], row["seeds_paired"]) == (1, 5)
+    assert row["value"] == -100.0 and not row["met"]  # -100 % on the one seed: no verdict
+    assert table.loc["output_vs_fixed", "seeds"] == 5
+
+
 def test_budget_targets_rank_only_within_the_budget():
     """ppo beats the best peer within the budget (fixed-safe), not the louder fixed arm; a ppo
     outside the budget misses both targets; an infeasible deployment gets no target rows."""

@@ -295,8 +295,16 @@ def markdown_table(
             ]
             for _, r in mine.iterrows():
                 study = "" if r["study"] is None or not math.isfinite(r["study"]) else r["study"]
+                over = r.get("seeds", math.nan)
+                of = r.get("seeds_paired", math.nan)
+                fewer = (
+                    f" (over {over:.0f} of {of:.0f} seeds: {r['base']} is 0 on the others)"
+                    if math.isfinite(over) and math.isfinite(of) and over < of
+                    else ""
+                )
                 lines.append(
-                    f"| {r['controller']} | {r['comparison']} | {_fmt(r['value'])} {r['unit']} | "
+                    f"| {r['controller']} | {r['comparison']} | {_fmt(r['value'])} {r['unit']}"
+                    f"{fewer} | "
                     f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}] | {r['target']} | "
                     f"{'yes' if r['met'] else 'NO'} | {study} |"
                 )

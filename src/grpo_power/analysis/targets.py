@@ -168,7 +168,7 @@ def comparisons(
         for controller in controller_arms:
             if controller not in arms:
                 continue
-            values, bases = {}, {}
+            values, bases, seeds = {}, {}, {}
             for c in COMPARISONS:
                 # an arm of the hardware tier is held to its own oracle (oracle+hwcap)
                 base = oracle_for(controller) if c.base == "oracle" else c.base
@@ -176,20 +176,21 @@ def comparisons(
                     continue
                 if base not in arms:
                     continue
-                values[c.key] = mean_ci(
-                    _paired(group, controller, base, c.metric, c.kind), confidence
-                )
+                paired = _paired(group, controller, base, c.metric, c.kind)
+                values[c.key] = mean_ci(paired, confidence)
                 bases[c.key] = base
+                seeds[c.key] = (int(np.isfinite(paired).sum()), len(paired))
             by_key = {c.key: c for c in COMPARISONS}
             for key, (mean, low, high) in values.items():
                 c = by_key[key]
-                met = math.isfinite(mean) and c.passes(mean)
+                # a ratio undefined on some seeds (the base 0 there) is no ratio of the run
+                met = math.isfinite(mean) and c.passes(mean) and seeds[key][0] == seeds[key][1]
                 if c.joint is not None:
                     other = values.get(c.joint, (float("nan"),) * 3)[0]
                     met = met and math.isfinite(other) and by_key[c.joint].passes(other)
-                rows.append(
-                    _ratio_row(deployment, controller, c, (mean, low, high), met, bases[key])
-                )
+                row = _ratio_row(deployment, controller, c, (mean, low, high), met, bases[key])
+                row["seeds"], row["seeds_paired"] = seeds[key]
+                rows.append(row)
     return pd.DataFrame(rows)
 
 
