@@ -145,3 +145,45 @@ def test_an_unreachable_cap_is_called_infeasible_with_the_lowest_power():
     for c, m in ((1, 8), (1, 64), (8, 8), (plan.settings["concurrency"], 8)):
         run = simulate(physics, config, FixedController(c, m), cap_w, 120.0, 0)
         assert run_outcome(run, 120.0, config.objective).mean_power_w >= lowest - 2.0
+
+
+def test_the_oracle_finds_a_static_peer_within_a_budget_of_none():
+    """With no violation allowed, the short screening on one seed passed only settings that
+    violate on the evaluation seeds: the oracle called the cap infeasible ("lowest achievable
+    mean power 352.6 W") while the tuned fixed-safe arm ran without a violation at 347.8 W (a
+    30B ZeRO-3 deployment on two H100s, cap 400 W). The static peers' settings are among its
+    finalists, so it is within the budget with at least fixed-safe's output."""
+    config = load_config(
+        REPO / "config" / "config.yaml",
+        {
+            "gpu": {"name": "NVIDIA H100 80GB HBM3"},
+            "cap_w": 550,
+            "sim": {
+                "deployments": [
+                    {"name": "h30", "gpus": 2, "zero_stage": 3, "params_b": 30.0, "cap_w": 400,
+                     "budget_s": 200, "sizes": ["tiny"]}
+                ],
+                "sweep_s": 60,
+            },
+            "authority": {"reference": "h30"},
+            "objective": {"violation_budget": 0.0},
+            "evaluate": {"scenarios": []},
+        },
+    )  # fmt: skip
+    physics = physics_for(default_calibration(config), "h30", config)
+    seeds, schedule = config.evaluate.seeds, Schedule.constant(200.0)
+    plans = arm_plans(["fixed-safe", "oracle"], physics, config, 400.0, {}, schedule, seeds)
+    outcomes = {
+        plan.arm: pooled(
+            [
+                run_outcome(plan.run(physics, config, 400.0, 200.0, s, schedule), 200.0,
+                            config.objective)
+                for s in seeds
+            ]
+        )
+        for plan in plans
+    }  # fmt: skip
+    safe = outcomes["fixed-safe"]
+    assert meets_budget(safe.violation_rate, safe.breaker_excess_w, config.objective)
+    assert plans[1].settings["feasible"]
+    assert outcomes["oracle"].tokens >= safe.tokens - 1e-6

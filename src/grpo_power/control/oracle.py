@@ -53,6 +53,7 @@ power. Everything it produces is simulated.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,12 +153,16 @@ def search_oracle(
     schedule: Schedule,
     seeds: list[int],
     hardware_tier: bool,
+    peers: Iterable[tuple[int, int]] = (),
 ) -> OracleResult:
     """The oracle's plan on ``physics`` under ``cap_w`` and ``schedule`` (module docstring).
 
     Args:
         seeds: the evaluation seeds (the finalists are scored on all of them).
         hardware_tier: also search the GPU power limit.
+        peers: the static arms' (concurrency, max new tokens), among the finalists too (the
+            tuned fixed-safe's: a short screening on one seed can miss the one static setting
+            within a budget of 0, which it then called infeasible).
     """
     w = config.workload
     objective = config.objective
@@ -213,7 +218,7 @@ def search_oracle(
     finalists = {
         s for segment in range(n_segments) for rung in ladder for s in best(segment, k, rung)
     }
-    finalists |= _static_settings(config, cap_w if hardware_tier else None)
+    finalists |= _static_settings(config, cap_w if hardware_tier else None, peers)
     final: dict[Setting, list[list[Outcome]]] = {}
     for values, limit in sorted(finalists, key=_order):  # a set: same order every process
         final[(values, limit)] = [
@@ -348,9 +353,12 @@ def _key(outcome: Outcome, objective: Any) -> tuple[bool, float]:
     return (within, value if within else -outcome.mean_power_w)
 
 
-def _static_settings(config: Config, limit_w: float | None) -> set[Setting]:
-    """The settings of the static arms (uncontrolled, fixed; ``limit_w`` given: hwcap's too),
-    always among the finalists: screening noise never leaves the oracle below a static arm."""
+def _static_settings(
+    config: Config, limit_w: float | None, peers: Iterable[tuple[int, int]] = ()
+) -> set[Setting]:
+    """The settings of the static arms (uncontrolled, fixed, and ``peers``' (concurrency, max
+    new tokens); ``limit_w`` given: under the hwcap limit too), always among the finalists:
+    screening noise never leaves the oracle below a static arm."""
     w = config.workload
     held = {name: getattr(w, name) for name in ONLINE_ACTUATORS}
     corners = [
@@ -360,6 +368,7 @@ def _static_settings(config: Config, limit_w: float | None) -> set[Setting]:
             "max_new_tokens": w.max_new_tokens_bounds.max,
         },
         held,
+        *({**held, "concurrency": c, "max_new_tokens": m} for c, m in peers),
     ]
     limits = [None] if limit_w is None else [None, limit_w]
     return {

@@ -236,16 +236,20 @@ def arm_plans(
     """
     w = config.workload
     plans = []
-    for arm in arms:
+    statics: list[tuple[int, int]] = []  # the static peers' settings: the oracle's finalists
+    oracles = ("oracle", "oracle+hwcap")
+    for arm in [a for a in arms if a not in oracles] + [a for a in arms if a in oracles]:
         if arm in STATIC_ARMS:
             c, m = static_setting(arm, w)
             limit = power_limit_w(arm, cap_w)
             settings = {"concurrency": c, "max_new_tokens": m, "power_limit_w": limit}
             plans.append(ArmPlan(arm, lambda c=c, m=m: FixedController(c, m), limit, settings))
+            statics.append((c, m))
         elif arm == "fixed-safe":
             tuned = tune_fixed_safe(physics, config, cap_w, schedule)
             c, m = tuned["concurrency"], tuned["max_new_tokens"]
             plans.append(ArmPlan(arm, lambda c=c, m=m: FixedController(c, m), None, tuned))
+            statics.append((c, m))
         elif arm == "threshold":
             tuned = tune_threshold(physics, config, cap_w, schedule)
             settings_t = ThresholdArmConfig(**tuned["settings"])
@@ -255,15 +259,15 @@ def arm_plans(
                 return ThresholdController(s, w.concurrency_bounds, w.concurrency, m)
 
             plans.append(ArmPlan(arm, make_threshold, None, tuned))
-        elif arm in ("oracle", "oracle+hwcap"):
+        elif arm in oracles:
             hardware = uses_hardware_tier(arm)
-            result = search_oracle(physics, config, cap_w, schedule, seeds, hardware)
+            result = search_oracle(physics, config, cap_w, schedule, seeds, hardware, statics)
             plans.append(ArmPlan(arm, lambda r=result: r.controller(), None, result.settings()))
         elif arm.startswith("ppo"):
             plans.append(_ppo_plan(arm, physics, config, controllers, cap_w, schedule))
         else:
             raise ValueError(f"unknown simulator arm {arm!r}")
-    return plans
+    return sorted(plans, key=lambda plan: arms.index(plan.arm))
 
 
 def _ppo_plan(
