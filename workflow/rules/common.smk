@@ -2,9 +2,13 @@
 import re
 from pathlib import Path
 
+from pydantic import ValidationError
+from snakemake.common.configfile import load_configfile
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from grpo_power.config import ARM_NAMES, validate_config, write_resolved_config
+from grpo_power.config import ARM_NAMES, Config, deep_merge, write_resolved_config
+from grpo_power.config.base import validation_problems
 from grpo_power.layout import (
     CONTROLLER,
     CONTROLLER_ARMS,
@@ -23,10 +27,70 @@ from grpo_power.layout import (
     TRACE_FIT,
     WINDOWS,
 )
-from grpo_power.workflow_params import calibration_settings, real_sweep_settings, run_settings
+from grpo_power.workflow_params import (
+    calibration_settings,
+    real_sweep_settings,
+    run_settings,
+    section_settings,
+)
+
+
+def shown_path(path):
+    """A config file's path as the user would write it: relative to the working folder when
+    it lies inside it."""
+    path = Path(path).absolute()
+    return str(path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path)
+
+
+def config_layers():
+    """Where the config comes from, as (name, settings) pairs in the order Snakemake merges
+    them: the Snakefile's configfile (unless --replace-workflow-config), each --configfile,
+    then the --config overrides (named "--config")."""
+    given = [shown_path(path) for path in workflow.config_settings.configfiles]
+    own = [] if workflow.config_settings.replace_workflow_config else workflow.configfiles
+    files = [name for name in map(shown_path, own) if name not in given] + given
+    layers = [(name, load_configfile(name) or {}) for name in files]
+    if workflow.config_settings.config:
+        layers.append(("--config", dict(workflow.config_settings.config)))
+    return layers
+
+
+def config_problems(data):
+    """The schema's one-line problems with a config mapping ("<field>: <reason> (got ...)"),
+    none when it is valid."""
+    try:
+        Config.model_validate(data)
+    except ValidationError as error:
+        return validation_problems(error)
+    return []
+
+
+def config_errors():
+    """One line per bad field of the workflow's config, each starting with the config file that
+    set it (or "--config"), as the CLI reports a bad config; none when the config is valid."""
+    problems = config_problems(config)
+    if not problems:
+        return []
+    layers = config_layers() or [("Snakemake config", dict(config))]
+    merged, present = {}, []  # the problems once each layer is merged in
+    for _, settings in layers:
+        merged = deep_merge(merged, settings)
+        present.append(set(config_problems(merged)))
+    lines = []
+    for problem in problems:
+        layer = len(layers) - 1  # the first layer from which on the problem holds
+        while layer > 0 and problem in present[layer - 1]:
+            layer -= 1
+        lines.append(f"{layers[layer][0]}: {problem}")
+    return lines
+
 
 # The same pydantic schema as the CLI: a bad config stops the workflow before any job runs.
-CFG = validate_config(config, source="Snakemake config")
+# Snakemake reports a WorkflowError raised here by its message and the location of this line
+# (no traceback).
+if errors := config_errors():
+    raise WorkflowError("\n".join(errors))
+CFG = Config.model_validate(config)
 # The JSON schema generated from the same pydantic schema (`grpo-power config schema`), as the
 # Snakemake catalog reads a workflow's parameters. It checks the config as pydantic parsed it:
 # pydantic runs first for its one-line errors, and `--config workload='{steps: 60}'` hands
@@ -126,10 +190,15 @@ def study_calibration_inputs():
     return [CFG.sim.calibration] if CFG.sim.calibration else []
 
 
+def scenario(name):
+    """The entry of evaluate.scenarios named ``name``."""
+    return next(s for s in CFG.evaluate.scenarios if s.name == name)
+
+
 def scenario_calibration_inputs(name):
     """The calibration file an evaluation scenario uses, when it names one."""
-    scenario = next(s for s in CFG.evaluate.scenarios if s.name == name)
-    return [scenario.calibration] if scenario.calibration else []
+    calibration = scenario(name).calibration
+    return [calibration] if calibration else []
 
 
 def controller_arms():

@@ -14,14 +14,15 @@ rule controller:
     wildcard_constraints:
         deployment="|".join(deployment_names()),
     params:
-        controller=CFG.controller.model_dump_json(),
-        objective=CFG.objective.model_dump_json(),
+        controller=section_settings(CFG, "controller"),
+        objective=section_settings(CFG, "objective"),
         oracle_search=(
             f"{CFG.evaluate.tuning_seeds} {CFG.evaluate.tuning_budget_frac} "
             f"{CFG.evaluate.oracle_finalists}"
         ),
-        sim=CFG.sim.model_dump_json(),
-        workload=CFG.workload.model_dump_json(),
+        sim=section_settings(CFG, "sim"),
+        workload=section_settings(CFG, "workload"),
+        arms=section_settings(CFG, "arms", include={"observation_window_s"}),
         cap_w=CFG.cap_w,
         arm="ppo",
         out=lambda wildcards: LAYOUT.controller(wildcards.deployment),

@@ -33,8 +33,8 @@ rule economics:
     log:
         LAYOUT.logs / "economics.log",
     params:
-        economics=CFG.economics.model_dump_json(),
-        gpu=CFG.gpu.model_dump_json(),
+        economics=section_settings(CFG, "economics"),
+        gpu=section_settings(CFG, "gpu"),
         confidence=CFG.evaluate.confidence,
         runs=lambda wildcards, input: option_args(
             "--run", [Path(manifest).parent for manifest in input.manifests]

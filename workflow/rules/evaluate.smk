@@ -20,11 +20,11 @@ rule evaluate:
     log:
         LAYOUT.logs / "evaluate" / "study.log",
     params:
-        evaluate=CFG.evaluate.model_dump_json(exclude={"scenarios"}),
-        sim=CFG.sim.model_dump_json(),
-        arms=CFG.arms.model_dump_json(),
-        reward=CFG.controller.reward.model_dump_json(),
-        objective=CFG.objective.model_dump_json(),
+        evaluate=section_settings(CFG, "evaluate", exclude={"scenarios"}),
+        sim=section_settings(CFG, "sim"),
+        arms=section_settings(CFG, "arms", exclude={"run"}),
+        reward=section_settings(CFG, "controller.reward"),
+        objective=section_settings(CFG, "objective"),
         out=LAYOUT.evaluate_study,
         controllers=LAYOUT.controllers,
     conda:
@@ -58,10 +58,14 @@ rule evaluate_scenario:
     wildcard_constraints:
         scenario="|".join(s.name for s in CFG.evaluate.scenarios) or "(?!)",
     params:
-        evaluate=CFG.evaluate.model_dump_json(),
-        sim=CFG.sim.model_dump_json(),
-        controller=CFG.controller.model_dump_json(),
-        objective=CFG.objective.model_dump_json(),
+        # the study's evaluate settings and this scenario's entry: adding or changing another
+        # scenario reruns no other scenario
+        evaluate=section_settings(CFG, "evaluate", exclude={"scenarios"}),
+        scenario=lambda wildcards: scenario(wildcards.scenario).model_dump_json(),
+        sim=section_settings(CFG, "sim"),
+        arms=section_settings(CFG, "arms", exclude={"run"}),
+        controller=section_settings(CFG, "controller"),
+        objective=section_settings(CFG, "objective"),
         out=lambda wildcards: LAYOUT.evaluate_scenario(wildcards.scenario),
         controllers=LAYOUT.controllers,
     conda:

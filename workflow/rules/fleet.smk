@@ -12,8 +12,8 @@ rule fleet:
     log:
         LAYOUT.logs / "fleet.log",
     params:
-        fleet=CFG.fleet.model_dump_json(),
-        windows=CFG.windows.model_dump_json(),
+        fleet=section_settings(CFG, "fleet", exclude={"study_mix"}),
+        windows=section_settings(CFG, "windows"),
         cap_w=CFG.cap_w,
         seed=CFG.seed,
         out=LAYOUT.fleet,
@@ -37,9 +37,9 @@ rule study_fleet:
     log:
         LAYOUT.logs / "study_fleet.log",
     params:
-        fleet=CFG.fleet.model_dump_json(),
-        windows=CFG.windows.model_dump_json(),
-        deployments=CFG.sim.model_dump_json(include={"deployments"}),
+        fleet=section_settings(CFG, "fleet"),
+        windows=section_settings(CFG, "windows"),
+        deployments=section_settings(CFG, "sim", include={"deployments"}),
         seed=CFG.seed,
         folders=[LAYOUT.sim_windows(entry.deployment) for entry in CFG.fleet.study_mix],
         out=LAYOUT.study_fleet,

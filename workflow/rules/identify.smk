@@ -37,12 +37,12 @@ rule identify:
     log:
         LAYOUT.logs / "identify.log",
     params:
-        sim=CFG.sim.model_dump_json(),
-        authority=CFG.authority.model_dump_json(),
-        workload=CFG.workload.model_dump_json(exclude={"cache_dir", "checkpoint_every_steps"}),
-        gpu=CFG.gpu.model_dump_json(),
+        sim=section_settings(CFG, "sim"),
+        authority=section_settings(CFG, "authority"),
+        workload=section_settings(CFG, "workload"),
+        gpu=section_settings(CFG, "gpu"),
         cap_w=CFG.cap_w,
-        reward=CFG.controller.reward.model_dump_json(),
+        reward=section_settings(CFG, "controller.reward"),
         calibration=lambda wildcards, input: option_args("--calibration", input.calibration),
         sweep=lambda wildcards, input: option_args(
             "--sweep", [Path(index).parent for index in input.sweep]

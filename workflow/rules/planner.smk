@@ -22,8 +22,8 @@ rule planner_import:
     log:
         LAYOUT.logs / "planner" / "import.log",
     params:
-        planner=CFG.planner.model_dump_json(),
-        gpu=CFG.gpu.model_dump_json(),
+        planner=section_settings(CFG, "planner"),
+        gpu=section_settings(CFG, "gpu"),
         folder=CFG.planner.traces,
         out=PLANNER.traces,
     conda:
@@ -44,7 +44,7 @@ rule planner_windows:
     log:
         LAYOUT.logs / "planner" / "windows" / "{key}.log",
     params:
-        windows=CFG.windows.model_dump_json(),
+        windows=section_settings(CFG, "windows"),
         cap_w=CFG.cap_w,
         out=lambda wildcards: PLANNER.windows(wildcards.key),
     conda:
@@ -65,8 +65,8 @@ rule planner_fleet:
     log:
         LAYOUT.logs / "planner" / "fleet.log",
     params:
-        fleet=CFG.fleet.model_dump_json(),
-        windows=CFG.windows.model_dump_json(),
+        fleet=section_settings(CFG, "fleet", exclude={"study_mix"}),
+        windows=section_settings(CFG, "windows"),
         cap_w=CFG.cap_w,
         seed=CFG.seed,
         folders=lambda wildcards, input: [str(Path(b).parent) for b in input.bins],
@@ -90,7 +90,7 @@ rule planner_economics:
     log:
         LAYOUT.logs / "planner" / "economics.log",
     params:
-        economics=CFG.economics.model_dump_json(),
+        economics=section_settings(CFG, "economics"),
         traces=PLANNER.traces,
         fleet=PLANNER.fleet,
         out=PLANNER.economics,
@@ -114,7 +114,7 @@ rule planner_report:
     log:
         LAYOUT.logs / "planner" / "report.log",
     params:
-        report=CFG.report.model_dump_json(),
+        report=section_settings(CFG, "report"),
         traces=PLANNER.traces,
         fleet=PLANNER.fleet,
         economics=PLANNER.economics,

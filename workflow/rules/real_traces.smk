@@ -13,10 +13,10 @@ rule real_traces:
     log:
         LAYOUT.logs / "real_traces.log",
     params:
-        real_traces=CFG.real_traces.model_dump_json(),
-        gpu=CFG.gpu.model_dump_json(),
+        real_traces=section_settings(CFG, "real_traces"),
+        gpu=section_settings(CFG, "gpu"),
         cap_w=CFG.cap_w,
-        windows=CFG.windows.model_dump_json(),
+        windows=section_settings(CFG, "windows"),
         out=LAYOUT.real_traces,
     conda:
         "../../envs/analysis.yaml"

@@ -40,8 +40,8 @@ rule report:
     log:
         LAYOUT.logs / "report.log",
     params:
-        report=CFG.report.model_dump_json(),
-        economics=CFG.economics.model_dump_json(),
+        report=section_settings(CFG, "report"),
+        economics=section_settings(CFG, "economics"),
         runs=lambda wildcards, input: option_args(
             "--run", [Path(manifest).parent for manifest in input.manifests]
         ),

@@ -14,7 +14,7 @@ rule windows:
         # any trace under RESULTS except the outputs of this and later stages
         trace=r"(?!windows/|fleet/|logs/|calibration/).+",
     params:
-        windows=CFG.windows.model_dump_json(),
+        windows=section_settings(CFG, "windows"),
         cap_w=CFG.cap_w,
         out=lambda wildcards: LAYOUT.windows(RESULTS / f"{wildcards.trace}.parquet"),
     conda:
@@ -44,7 +44,7 @@ rule sim_windows:
     wildcard_constraints:
         deployment="|".join(re.escape(name) for name in deployment_names()) or "(?!)",
     params:
-        windows=CFG.windows.model_dump_json(),
+        windows=section_settings(CFG, "windows"),
         gpu=CFG.gpu.name,
         evaluation=LAYOUT.evaluate_study,
         out=lambda wildcards: LAYOUT.sim_windows(wildcards.deployment),

@@ -20,13 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from grpo_power.atomic import write_json_atomic
-from grpo_power.config import Config
+from grpo_power.config import Config, validate_config
 from grpo_power.redact import recorded_environment, redact
-from grpo_power.workflow_params import result_config
+from grpo_power.workflow_params import RUN_SETTING_FIELDS, run_settings
 
 PACKAGES = ("grpo-power", "torch", "trl", "transformers", "accelerate", "deepspeed", "nvidia-ml-py")
-# What makes two runs the same run: a folder resumes only a run with the same values.
-IDENTITY_FIELDS = ("arm", "size", "seed", "steps_planned", "config")
+# What makes two runs the same run: a folder resumes only a run with the same values and the
+# same settings its results depend on (:meth:`RunManifest.run_settings`).
+IDENTITY_FIELDS = ("arm", "size", "seed", "steps_planned")
 
 
 def package_versions() -> dict[str, str | None]:
@@ -102,13 +103,31 @@ class RunManifest:
         data.setdefault("attempts", [])
         return cls(path, data)
 
+    def run_settings(self) -> dict[str, Any]:
+        """The settings this run's results depend on, from the config it records: the same
+        :func:`~grpo_power.workflow_params.run_settings` as the run rule's params.
+
+        Raises:
+            ConfigError: the recorded config is not a valid config (the message names the file
+                and the field).
+        """
+        config = validate_config(self.data.get("config"), source=f"{self.path}: config")
+        return json.loads(run_settings(config, self.data.get("arm", "")))
+
     def same_run(self, other: RunManifest) -> str | None:
-        """None when ``other`` describes the same run, else the first field that differs."""
+        """None when ``other`` describes the same run, else the first field that differs, with
+        both values: one of :data:`IDENTITY_FIELDS`, or a setting the run's results depend on,
+        named by its config path (``config.workload.steps (was 30, now 40)``). A setting no
+        result depends on (``report.dpi``, ``launch``, ``workload.checkpoint_every_steps``) may
+        change between attempts."""
         for name in IDENTITY_FIELDS:
-            old, new = self.data.get(name), other.data.get(name)
-            if name == "config" and isinstance(old, dict) and isinstance(new, dict):
-                old, new = result_config(old), result_config(new)
-            found = _first_difference(old, new, name)
+            found = _first_difference(self.data.get(name), other.data.get(name), name)
+            if found:
+                return found
+        old, new = self.run_settings(), other.run_settings()
+        for key in sorted(old.keys() | new.keys()):
+            where = f"config.{RUN_SETTING_FIELDS.get(key, key)}"
+            found = _first_difference(old.get(key), new.get(key), where)
             if found:
                 return found
         return None

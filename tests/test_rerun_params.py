@@ -1,0 +1,170 @@
+"""What a changed setting reruns: a run folder resumes unless a setting its results depend on
+changed, and each workflow rule's params hold only the settings its outputs depend on
+(src/grpo_power/workflow_params.py); a bad workflow config is reported one line per field,
+naming the file that set it."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from grpo_power.config import Config, deep_merge, validate_config
+from grpo_power.workload.manifest import RunManifest
+from tests.conftest import REPO, missing_requirement
+
+
+def _config(**overrides: object) -> Config:
+    data = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    return validate_config(deep_merge(data, overrides))
+
+
+def _resumed(folder: Path, arm: str, first: Config, again: Config) -> str | None:
+    """What refuses resuming a run of ``arm`` begun under ``first`` (its manifest written and
+    read back, as a stopped run leaves it) with ``again`` (None: it resumes)."""
+    path = folder / arm / "manifest.json"
+    path.parent.mkdir(parents=True)
+    RunManifest.create(path, first, arm, 0, {"steps_planned": 30}).write()
+    written = RunManifest.read(path)
+    assert written is not None and written.data["status"] == "running"
+    return written.same_run(RunManifest.create(path, again, arm, 0, {"steps_planned": 30}))
+
+
+def test_a_run_resumes_after_a_change_to_a_setting_it_does_not_depend_on(tmp_path: Path) -> None:
+    base = _config()
+    elsewhere = _config(
+        report={"dpi": 200},
+        economics={"fleet_gpus": 5},
+        evaluate={"seeds": [5, 6, 7, 8, 9]},
+        arms={"run": ["fixed", "threshold"], "threshold": {"increase_step": 3}},
+        workload={"checkpoint_every_steps": 3, "report_to": ["tensorboard"]},
+        launch={"poll_s": 1},
+    )
+    assert _resumed(tmp_path, "fixed", base, elsewhere) is None
+
+
+def test_a_run_refuses_to_resume_naming_the_setting_it_depends_on(tmp_path: Path) -> None:
+    threshold = _config(arms={"threshold": {"increase_step": 3}})
+    assert _resumed(tmp_path, "threshold", _config(), threshold) == (
+        "config.arms.threshold.increase_step (was 1, now 3)"
+    )
+    steps = _resumed(tmp_path, "fixed", _config(), _config(workload={"steps": 40}))
+    assert steps == "config.workload.steps (was 30, now 40)"
+
+
+def _snakemake(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The repository's workflow run from ``folder`` (its config/config.yaml, its results)."""
+    snakemake = shutil.which("snakemake", path=str(Path(sys.executable).parent))
+    if snakemake is None:
+        missing_requirement("snakemake is not beside this Python (install the workflow extra)")
+    command = [snakemake, "--snakefile", str(REPO / "Snakefile"), *args]
+    return subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=300)
+
+
+def _workflow_folder(folder: Path) -> Path:
+    """``folder`` with the default config at config/config.yaml, where the workflow runs."""
+    (folder / "config").mkdir(parents=True)
+    shutil.copy(REPO / "config" / "config.yaml", folder / "config" / "config.yaml")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A completed study as Snakemake records it, no job run: every output an empty file, marked
+    done by `snakemake --touch`, which records each job's params. The default config with
+    simulated sweeps only (authority.real_sweep_steps: 0), so that no real run feeds identify
+    and a setting reaches the controllers only through their own params."""
+    folder = _workflow_folder(tmp_path_factory.mktemp("study"))
+    path = folder / "config" / "config.yaml"
+    simulated_sweeps = deep_merge(
+        yaml.safe_load(path.read_text()), {"authority": {"real_sweep_steps": 0}}
+    )
+    path.write_text(yaml.safe_dump(simulated_sweeps))
+    summary = _snakemake(folder, "--summary")
+    assert summary.returncode == 0, summary.stderr[-3000:]
+    for line in summary.stdout.splitlines()[1:]:
+        output = folder / line.split("\t")[0]
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.touch()
+    touched = _snakemake(folder, "--cores", "1", "--touch", "--forceall")
+    assert touched.returncode == 0, touched.stderr[-3000:]
+    assert _planned(folder) == {}
+    return folder
+
+
+def _planned(folder: Path, *args: str) -> dict[str, str]:
+    """The jobs a dry run with ``args`` plans (``rule`` or ``rule wildcards``; not ``all``),
+    each with Snakemake's reason."""
+    done = _snakemake(folder, "-n", "--cores", "2", *args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    jobs = {}
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", done.stdout + done.stderr):
+        head = re.match(r"(?:local)?rule (\w+):", block)
+        if head and head[1] != "all":
+            wildcards = re.search(r"\n\s+wildcards: (.*)", block)
+            reason = re.search(r"\n\s+reason: (.*)", block)
+            jobs[head[1] + (f" {wildcards[1]}" if wildcards else "")] = reason[1] if reason else ""
+    return jobs
+
+
+@pytest.mark.slow
+def test_result_free_settings_rerun_no_job(study: Path) -> None:
+    workload = "{checkpoint_every_steps: 3, cache_dir: elsewhere, report_to: [tensorboard]}"
+    changed = _planned(study, "--config", f"workload={workload}", "telemetry={flush_s: 9}")
+    assert changed == {}
+
+
+@pytest.mark.slow
+def test_the_arms_a_study_runs_rerun_only_what_reads_the_real_runs(study: Path) -> None:
+    planned = _planned(study, "--config", "arms={run: [fixed, threshold]}")
+    assert set(planned) == {"fleet", "economics", "report"}  # no evaluate, sim_windows
+
+
+@pytest.mark.slow
+def test_the_study_fleet_mix_reruns_only_the_report(study: Path) -> None:
+    assert set(_planned(study, "--config", "fleet={study_mix: []}")) == {"report"}
+
+
+@pytest.mark.slow
+def test_arm_settings_the_simulator_tunes_with_rerun_the_scenarios(study: Path) -> None:
+    arms = "arms={fixed_safe: {percentile: 95}, threshold: {increase_step: 2}}"
+    planned = _planned(study, "--config", arms)
+    assert "Params have changed" in planned["evaluate_scenario scenario=7b-cap-305w"]
+    assert "Params have changed" in planned["evaluate"]
+    assert not [job for job in planned if job.startswith("controller")]
+
+
+@pytest.mark.slow
+def test_the_observation_window_retrains_the_controllers(study: Path) -> None:
+    planned = _planned(study, "--config", "arms={observation_window_s: 4}")
+    assert "Params have changed" in planned["controller deployment=7b"]
+
+
+@pytest.mark.slow
+def test_a_new_scenario_runs_alone(study: Path) -> None:
+    scenarios = (
+        "{scenarios: [{name: 7b-cap-305w, cap_w: 305, deployments: [7b]}, "
+        "{name: 72b-cap-200w, cap_w: 200, deployments: [72b], retrain: false}]}"
+    )
+    planned = _planned(study, "--config", f"evaluate={scenarios}")
+    assert set(planned) == {"evaluate_scenario scenario=72b-cap-200w"}
+
+
+def test_a_bad_workflow_config_names_the_file_that_set_each_field(tmp_path: Path) -> None:
+    folder = _workflow_folder(tmp_path)
+    (folder / "study.yaml").write_text("telemetry:\n  period_s: -1\n")
+    done = _snakemake(folder, "-n", "--configfile", "config/config.yaml", "study.yaml")
+    assert done.returncode == 1
+    output = done.stdout + done.stderr
+    assert "\nstudy.yaml: telemetry.period_s: Input should be greater than 0 (got -1)\n" in output
+    assert "grpo_power" not in output and "Traceback" not in output  # no Python traceback
+    overridden = _snakemake(folder, "-n", "--config", "workload={steps: 0}")
+    assert overridden.returncode == 1
+    assert "\n--config: workload.steps: Input should be greater than or equal to 1 (got '0')\n" in (
+        overridden.stdout + overridden.stderr
+    )
