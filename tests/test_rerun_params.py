@@ -168,3 +168,31 @@ def test_a_bad_workflow_config_names_the_file_that_set_each_field(tmp_path: Path
     assert "\n--config: workload.steps: Input should be greater than or equal to 1 (got '0')\n" in (
         overridden.stdout + overridden.stderr
     )
+
+
+def test_a_controller_run_of_a_size_no_deployment_lists_stops_the_workflow(
+    tmp_path: Path,
+) -> None:
+    """A study of the 14b deployment alone, whose tiny runs include the ppo arm: no controller
+    stands for the tiny size, so the workflow stops before any job, in one line naming the
+    config files and the fix (it failed in the run rule's input function, with a traceback)."""
+    folder = _workflow_folder(tmp_path)
+    base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    only_14b = [d for d in base["sim"]["deployments"] if d["name"] == "14b"]
+    (folder / "study.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "sim": {"deployments": only_14b},
+                "authority": {"reference": "14b"},
+                "evaluate": {"scenarios": []},
+            }
+        )
+    )
+    done = _snakemake(folder, "-n", "--configfile", "config/config.yaml", "study.yaml")
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output
+    assert (
+        "\nconfig/config.yaml + study.yaml: arms.run: ppo runs size 'tiny' (run_sizes) with the "
+        "controller of the sim.deployments entry that lists it in its sizes, and none of ['14b']"
+    ) in output
+    assert "Traceback" not in output and "InputFunctionException" not in output

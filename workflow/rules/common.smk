@@ -171,11 +171,29 @@ def deployment_names():
 
 
 def deployment_of_size(size):
-    """The simulated deployment whose controller a run of ``size`` uses (its ``sizes``)."""
-    for deployment in CFG.sim.deployments:
-        if size in deployment.sizes:
-            return deployment.name
-    raise ValueError(f"no sim.deployments entry lists size {size!r} in its sizes")
+    """The simulated deployment whose controller a run of ``size`` uses (its ``sizes``), or
+    None."""
+    return next((d.name for d in CFG.sim.deployments if size in d.sizes), None)
+
+
+def controller_runs_without_a_deployment():
+    """One line per run of a controller arm (ppo, ppo+hwcap) whose size no deployment lists:
+    its run has no controller to load."""
+    sources = " + ".join(name for name, _ in config_layers()) or "Snakemake config"
+    return [
+        f"{sources}: arms.run: {arm} runs size {entry.size!r} (run_sizes) with the controller "
+        f"of the sim.deployments entry that lists it in its sizes, and none of "
+        f"{deployment_names()} does; add the size to one's sizes, or leave {arm} out of arms.run"
+        for arm in CFG.arms.run
+        if arm in CONTROLLER_ARMS
+        for entry in CFG.run_sizes
+        if deployment_of_size(entry.size) is None
+    ]
+
+
+# A run it cannot give a controller stops the workflow before any job, as a bad config does.
+if errors := controller_runs_without_a_deployment():
+    raise WorkflowError("\n".join(errors))
 
 
 def sweep_inputs():
