@@ -156,5 +156,6 @@ class SimConfig(Strict):
             if deployment.name == name:
                 return deployment
         raise ValueError(
-            f"unknown deployment {name!r}; configured: {[d.name for d in self.deployments]}"
+            f"deployment: unknown deployment {name!r}; expected one of the config's "
+            f"sim.deployments: {[d.name for d in self.deployments]}"
         )
