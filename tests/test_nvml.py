@@ -124,7 +124,7 @@ def test_the_simulated_gpus_are_numbered_as_nvml_would_number_them(
     assert [g.index for g in PowerMonitor(source="simulated").source.gpus] == [2, 3]
     with pytest.raises(TelemetryUnavailable, match=r"^gpus: CUDA device 5 is not visible"):
         PowerMonitor(gpus=[5], source="simulated")
-    with pytest.raises(ValueError, match=r"^PowerMonitor: gpus: Value error, expected each GPU"):
+    with pytest.raises(ValueError, match=r"^PowerMonitor: gpus: expected each GPU once"):
         PowerMonitor(gpus=[1, 1], source="simulated")
 
 
