@@ -242,7 +242,7 @@ def test_the_summary_total_is_the_gpus_summed(tmp_path: Path) -> None:
     GPUs' summed, exceeded its peak); a GPU without readings in a second hour adds nothing
     there, and its mean is that of its own readings."""
     from grpo_power.telemetry.store import TraceDefaults
-    from grpo_power.telemetry.summary import summarize_trace, summary_table
+    from grpo_power.telemetry.summary import summary_table
 
     rows = [
         f"{1_800_000_000 + i},{g},{(200, 380)[(i + g) % 2]}\n"
@@ -253,6 +253,6 @@ def test_the_summary_total_is_the_gpus_summed(tmp_path: Path) -> None:
     path = tmp_path / "node.csv"
     path.write_text("t,gpu,power_w\n" + "".join(rows))
     trace = read_trace(path, TraceDefaults(period_s=1.0))
-    total = summary_table(summarize_trace(trace), trace).set_index("gpu").loc["all"]
+    total = summary_table(trace).set_index("gpu").loc["all"]
     assert total["peak_power_w"] == 580.0
     assert total["mean_power_w"] == pytest.approx(580.0, abs=0.1)

@@ -53,7 +53,7 @@ def telemetry_record(
     """Run a command while recording its GPUs' power; print energy, mean and peak power."""
     from grpo_power.telemetry.record import record_command
     from grpo_power.telemetry.store import read_trace
-    from grpo_power.telemetry.summary import summarize_trace, summary_table
+    from grpo_power.telemetry.summary import summary_table
 
     check_numbers({"--period": period})
     overrides: dict[str, Any] = {"telemetry": {}}
@@ -78,9 +78,7 @@ def telemetry_record(
         command, out, cfg, show_progress=sys.stderr.isatty(), on_source=say_source
     )
     trace = read_trace(recording.trace_path)
-    _print_summary(
-        trace.metadata.source, recording.trace_path, summary_table(summarize_trace(trace), trace)
-    )
+    _print_summary(trace.metadata.source, recording.trace_path, summary_table(trace))
     if recording.missed_slots:
         typer.echo(f"note: {recording.missed_slots} sample slot(s) missed (sampler fell behind)")
     if recording.returncode != 0:
@@ -253,14 +251,14 @@ def telemetry_summary(
 ) -> None:
     """Print energy, mean and peak power per GPU of a trace (Parquet, or CSV: t, gpu, power_w)."""
     from grpo_power.telemetry.store import TraceDefaults, read_trace
-    from grpo_power.telemetry.summary import check_energy, summarize_trace, summary_table
+    from grpo_power.telemetry.summary import check_energy, summary_table
 
     config_path = config or default_config_path()
     defaults = TraceDefaults.from_config(config_from(config_path), f"the config {config_path}")
     trace = read_trace(trace_file, defaults, split_on_clock_jumps)
     if trace.frame.empty:
         raise ValueError(f"{trace_file}: the trace has no samples; expected at least one")
-    _print_summary(trace.metadata.source, trace_file, summary_table(summarize_trace(trace), trace))
+    _print_summary(trace.metadata.source, trace_file, summary_table(trace))
     if compare_energy:
         checks = check_energy(trace)
         if not checks:

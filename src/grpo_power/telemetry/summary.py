@@ -97,18 +97,19 @@ def summed_peak_w(trace: Trace) -> float:
     grid_s = np.unique(np.concatenate([t[(t >= start_s) & (t <= end_s)] for t, _ in series]))
     total_w, read = np.zeros(len(grid_s)), np.ones(len(grid_s), dtype=bool)
     for t_s, power_w in series:
-        after = np.clip(np.searchsorted(t_s, grid_s), 1, len(t_s) - 1)
-        on_sample = t_s[np.minimum(np.searchsorted(t_s, grid_s), len(t_s) - 1)] == grid_s
+        at = np.searchsorted(t_s, grid_s)  # the first sample at or after each grid time
+        on_sample = t_s[np.minimum(at, len(t_s) - 1)] == grid_s
+        after = np.clip(at, 1, len(t_s) - 1)
         read &= on_sample | (t_s[after] - t_s[after - 1] <= max_gap_s)
         total_w += np.interp(grid_s, t_s, power_w)
     return float(total_w[read].max()) if read.any() else float("nan")
 
 
-def summary_table(summaries: list[GpuSummary], trace: Trace) -> pd.DataFrame:
-    """Summaries of ``trace``'s GPUs as a table with a total row: energy summed, each GPU's mean
-    summed (a GPU's mean over its own readings: a gap is no time at zero power), and the peak of
-    the summed power (:func:`summed_peak_w`)."""
-    table = pd.DataFrame([asdict(s) for s in summaries])
+def summary_table(trace: Trace) -> pd.DataFrame:
+    """``trace``'s GPUs summarised (:func:`summarize_trace`) as a table with a total row: energy
+    summed, each GPU's mean summed (a GPU's mean over its own readings: a gap is no time at zero
+    power), and the peak of the summed power (:func:`summed_peak_w`)."""
+    table = pd.DataFrame([asdict(s) for s in summarize_trace(trace)])
     if len(table) > 1:
         total = {
             "gpu": "all",
