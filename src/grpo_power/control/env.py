@@ -362,11 +362,12 @@ class GrpoPowerEnv(gym.Env):
         step_s = record.end_s - record.start_s
         over = record.over_cap()
         violation_rate = over / max(1, record.power_w.size)
-        # the step's mean power above the mean of the caps its readings are judged by (the cap
-        # itself where it held all step, so a constant cap's reward is computed as it always was)
-        caps_w = record.sample_cap_w
-        cap_w = record.cap_w if (caps_w == record.cap_w).all() else float(caps_w.mean())
-        excess_w = float(record.power_w.mean()) - cap_w if record.power_w.size else 0.0
+        # the step's readings above the cap each is judged by, on average
+        excess_w = (
+            float((record.power_w - record.sample_cap_w[:, None]).mean())
+            if record.power_w.size
+            else 0.0
+        )
         breaker = self._breaker_over(record.end_s, step_s, excess_w)
         reward = step_reward(
             self.config.controller.reward,
