@@ -43,7 +43,7 @@ from grpo_power.analysis.reference import STUDY_SOURCE
 from grpo_power.analysis.targets import budget_targets, comparisons
 from grpo_power.analysis.windows import gpu_window_counts, prepare_series
 from grpo_power.atomic import write_csv_atomic, write_json_atomic, write_text_atomic
-from grpo_power.config import ObjectiveConfig, oracle_for
+from grpo_power.config import ORACLE_ARMS, ObjectiveConfig, oracle_for
 from grpo_power.layout import EVALUATE, SIM_RUN, SIM_RUN_METADATA_KEY
 from grpo_power.stats import mean_ci
 
@@ -372,7 +372,7 @@ def evaluate_folder(
             "feasible": {
                 d: {
                     a: bool(i["arms"][a].get("feasible", True))
-                    for a in ("oracle", "oracle+hwcap")
+                    for a in ORACLE_ARMS
                     if a in i["arms"]
                 }
                 for d, i in infos.items()

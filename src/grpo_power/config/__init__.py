@@ -31,6 +31,7 @@ lists them all. ``workflow/schemas/config.schema.json`` is generated from :class
 from grpo_power.config.arms import (
     ARM_NAMES,
     HARDWARE_LIMIT_ARMS,
+    ORACLE_ARMS,
     SIM_ARM_NAMES,
     STATIC_ARMS,
     ArmName,
@@ -82,6 +83,7 @@ __all__ = [
     "ARM_NAMES",
     "DEFAULT_CONFIG_PATH",
     "HARDWARE_LIMIT_ARMS",
+    "ORACLE_ARMS",
     "SIM_ARM_NAMES",
     "STATIC_ARMS",
     "ActuatorBounds",

@@ -107,6 +107,7 @@ class ArmsConfig(Strict):
 # workload actuators, ``oracle+hwcap`` with the GPU power limit too (the limit of the arms that
 # may use the hardware tier).
 SimArmName = Literal[ArmName, "oracle", "oracle+hwcap"]
+ORACLE_ARMS = ("oracle", "oracle+hwcap")
 
 
 def oracle_for(arm: str) -> str:

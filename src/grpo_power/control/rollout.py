@@ -58,6 +58,7 @@ from tqdm.auto import tqdm
 from grpo_power.analysis.objective import pooled, rank_key
 from grpo_power.atomic import write_json_atomic, write_parquet_atomic
 from grpo_power.config import (
+    ORACLE_ARMS,
     STATIC_ARMS,
     Config,
     ThresholdArmConfig,
@@ -237,8 +238,8 @@ def arm_plans(
     w = config.workload
     plans = []
     statics: list[tuple[int, int]] = []  # the static peers' settings: the oracle's finalists
-    oracles = ("oracle", "oracle+hwcap")
-    for arm in [a for a in arms if a not in oracles] + [a for a in arms if a in oracles]:
+    # the oracles last: the static peers' settings are among their finalists
+    for arm in [a for a in arms if a not in ORACLE_ARMS] + [a for a in arms if a in ORACLE_ARMS]:
         if arm in STATIC_ARMS:
             c, m = static_setting(arm, w)
             limit = power_limit_w(arm, cap_w)
@@ -259,7 +260,7 @@ def arm_plans(
                 return ThresholdController(s, w.concurrency_bounds, w.concurrency, m)
 
             plans.append(ArmPlan(arm, make_threshold, None, tuned))
-        elif arm in oracles:
+        elif arm in ORACLE_ARMS:
             hardware = uses_hardware_tier(arm)
             result = search_oracle(physics, config, cap_w, schedule, seeds, hardware, statics)
             plans.append(ArmPlan(arm, lambda r=result: r.controller(), None, result.settings()))
