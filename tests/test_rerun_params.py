@@ -155,6 +155,15 @@ def test_a_new_scenario_runs_alone(study: Path) -> None:
     assert set(planned) == {"evaluate_scenario scenario=72b-cap-200w"}
 
 
+@pytest.mark.slow
+def test_a_scenario_whose_name_holds_regex_characters_is_planned(study: Path) -> None:
+    """A scenario name may hold "+" and "." (config PathName): the rule's wildcard takes them
+    literally (a bare "+" would match "72bb-200w" and never "72b+200w")."""
+    scenarios = "{scenarios: [{name: 72b+200.5w, cap_w: 200.5, deployments: [72b]}]}"
+    planned = _planned(study, "--config", f"evaluate={scenarios}")
+    assert "evaluate_scenario scenario=72b+200.5w" in planned
+
+
 def test_a_bad_workflow_config_names_the_file_that_set_each_field(tmp_path: Path) -> None:
     folder = _workflow_folder(tmp_path)
     (folder / "study.yaml").write_text("telemetry:\n  period_s: -1\n")

@@ -170,6 +170,12 @@ def deployment_names():
     return [d.name for d in CFG.sim.deployments]
 
 
+def wildcard_choice(names):
+    """A wildcard constraint matching exactly one of ``names`` (each taken literally: a name's
+    "." or "+" is no regex), or nothing when there are none."""
+    return "|".join(re.escape(name) for name in names) or "(?!)"
+
+
 def deployment_of_size(size):
     """The simulated deployment whose controller a run of ``size`` uses (its ``sizes``), or
     None."""

@@ -12,7 +12,7 @@ rule controller:
     log:
         LAYOUT.logs / "controller" / "{deployment}.log",
     wildcard_constraints:
-        deployment="|".join(deployment_names()),
+        deployment=wildcard_choice(deployment_names()),
     params:
         controller=section_settings(CFG, "controller"),
         objective=section_settings(CFG, "objective"),

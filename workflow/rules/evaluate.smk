@@ -56,7 +56,7 @@ rule evaluate_scenario:
     log:
         LAYOUT.logs / "evaluate" / "scenario-{scenario}.log",
     wildcard_constraints:
-        scenario="|".join(s.name for s in CFG.evaluate.scenarios) or "(?!)",
+        scenario=wildcard_choice(s.name for s in CFG.evaluate.scenarios),
     params:
         # the study's evaluate settings and this scenario's entry: adding or changing another
         # scenario reruns no other scenario

@@ -27,7 +27,7 @@ rule run:
     log:
         LAYOUT.logs / "runs" / "{size}" / "{arm}.log",
     wildcard_constraints:
-        arm="|".join(re.escape(arm) for arm in ARM_NAMES),  # ppo+hwcap: "+" is no regex
+        arm=wildcard_choice(ARM_NAMES),
     params:
         settings=lambda wildcards: run_settings(CFG, wildcards.arm),
         seeds=option_args("--seed", CFG.seeds),

@@ -42,7 +42,7 @@ rule sim_windows:
     log:
         LAYOUT.logs / "windows" / "simulated-{deployment}.log",
     wildcard_constraints:
-        deployment="|".join(re.escape(name) for name in deployment_names()) or "(?!)",
+        deployment=wildcard_choice(deployment_names()),
     params:
         windows=section_settings(CFG, "windows"),
         gpu=CFG.gpu.name,
