@@ -283,6 +283,15 @@ def test_study_evaluation_reports_every_arm_with_intervals(small_study):
     assert "80 % confidence intervals" in other and "| 80 % CI |" in other
     assert "exceedance 5 s %" in other
     assert not any(said in other for said in ("95 % confidence", "95 % CI", "exceedance 0.5 s"))
+    # an infeasible oracle's verdict names the cap that binds (a schedule's lowest), which is
+    # not the deployment's own
+    lowered = {"feasible": False, "lowest_power_w": 150.0, "lowest_power_cap_w": 224.0}
+    infeasible = {
+        d: {**info, "arms": {**info["arms"], "oracle": {**info["arms"]["oracle"], **lowered}}}
+        for d, info in infos.items()
+    }
+    verdict = markdown_table(summary, ratios, infeasible, 0.95, 0.5)
+    assert "power 150.0 W per GPU under the run's lowest cap, 224 W." in verdict
     arms = json.loads((folder / "7b" / "arms.json").read_text())["arms"]
     safe = arms["fixed-safe"]
     chosen = next(

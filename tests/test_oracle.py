@@ -147,6 +147,24 @@ def test_an_unreachable_cap_is_called_infeasible_with_the_lowest_power():
         assert run_outcome(run, 120.0, config.objective).mean_power_w >= lowest - 2.0
 
 
+def test_a_cap_schedule_out_of_reach_is_called_infeasible_under_its_lowest_cap():
+    """Demand response to a cap no setting keeps: the verdict quotes the lowest achievable
+    power under the lowered cap, the one that binds, not beside the run's own cap (the table
+    said "lowest achievable mean power 73.6 W per GPU (cap 320 W)")."""
+    config = small_config(120.0)
+    physics = physics_for(default_calibration(config), "7b", config)
+    cap_w, low_w = 320.0, physics.idle_w + 20.0
+    schedule = Schedule((0.0, 60.0), (Conditions(), Conditions(cap_frac=low_w / cap_w)), 120.0)
+    plan = arm_plans(["oracle"], physics, config, cap_w, {}, schedule, [0, 1, 2, 3, 4])[0]
+    assert not plan.settings["feasible"]
+    assert [s["cap_w"] for s in plan.settings["segments"]] == pytest.approx([cap_w, low_w])
+    assert plan.settings["lowest_power_cap_w"] == pytest.approx(low_w)
+    # the power reached where the cap is lowered: above idle, and over that cap's reach
+    lowered = plan.settings["segments"][1]
+    assert plan.settings["lowest_power_w"] == pytest.approx(lowered["mean_power_w"])
+    assert physics.idle_w < plan.settings["lowest_power_w"] < cap_w
+
+
 def test_the_oracle_finds_a_static_peer_within_a_budget_of_none():
     """With no violation allowed, the short screening on one seed passed only settings that
     violate on the evaluation seeds: the oracle called the cap infeasible ("lowest achievable

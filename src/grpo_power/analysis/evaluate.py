@@ -253,10 +253,12 @@ def markdown_table(
         ):
             oracle = info["arms"].get(name, {})
             if not oracle.get("feasible", True):
+                lowest_cap_w = oracle.get("lowest_power_cap_w", info["cap_w"])
                 lines += [
                     f"**{INFEASIBLE}** ({actuators}, arm {name}): no setting it searched meets "
                     f"the budget; lowest achievable mean power {oracle['lowest_power_w']:.1f} W "
-                    f"per GPU (cap {info['cap_w']:g} W). Its arms are not ranked on violations.",
+                    f"per GPU under the run's lowest cap, {lowest_cap_w:g} W. Its arms are not "
+                    "ranked on violations.",
                     "",
                 ]
         outputs = group.set_index("arm")["output_tokens"]

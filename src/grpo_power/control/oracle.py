@@ -82,6 +82,7 @@ class SegmentChoice:
 
     start_s: float
     end_s: float
+    cap_w: float  # the cap in force in the segment
     values: dict[str, int]
     power_limit_w: float | None
     outcome: Outcome
@@ -113,18 +114,20 @@ class OracleResult:
 
     def settings(self) -> dict[str, Any]:
         """The plan for ``arms.json`` (what the table and the report read)."""
-        infeasible = [s for s in self.segments if not s.feasible]
+        # infeasible: the lowest-power setting of every segment; the verdict quotes the mean
+        # power they reach under the run's lowest cap (a schedule's higher caps are not binding)
+        lowest_cap_w = min(s.cap_w for s in self.segments)
+        binding = [s for s in self.segments if s.cap_w == lowest_cap_w]
         return {
             **self.segments[0].values,
             "power_limit_w": self.segments[0].power_limit_w,
             "feasible": self.feasible,
-            "verdict": INFEASIBLE if infeasible else "feasible",
-            "lowest_power_w": sum(
-                s.outcome.mean_power_w * (s.end_s - s.start_s) for s in self.segments
-            )
-            / sum(s.end_s - s.start_s for s in self.segments)
-            if infeasible
-            else None,
+            "verdict": "feasible" if self.feasible else INFEASIBLE,
+            "lowest_power_w": None
+            if self.feasible
+            else sum(s.outcome.mean_power_w * (s.end_s - s.start_s) for s in binding)
+            / sum(s.end_s - s.start_s for s in binding),
+            "lowest_power_cap_w": None if self.feasible else lowest_cap_w,
             "settings_searched": self.searched,
             "max_step_tokens": self.max_step_tokens,
             "search": "levels grid x power limits, coordinate refinement over every integer "
@@ -133,6 +136,7 @@ class OracleResult:
                 {
                     "start_s": s.start_s,
                     "end_s": s.end_s,
+                    "cap_w": s.cap_w,
                     **s.values,
                     "power_limit_w": s.power_limit_w,
                     "feasible": s.feasible,
@@ -250,7 +254,7 @@ def search_oracle(
         plan, feasible = _combine(segments, outcomes, budget)
         if not feasible and result is not None:  # no plan without violations: keep the last
             break
-        choices = _choices(segments, plan, outcomes, feasible)
+        choices = _choices(segments, plan, outcomes, feasible, cap_w)
         step_tokens = max(sequences * c.values["max_new_tokens"] * physics.gpus for c in choices)
         result = OracleResult(choices, len(scores), step_tokens)
         if not feasible:
@@ -283,10 +287,12 @@ def _choices(
     plan: list[list[tuple[Setting, float]]],
     outcomes: list[dict[Setting, Outcome]],
     feasible: bool,
+    cap_w: float,
 ) -> list[SegmentChoice]:
-    """The plan's time shares as consecutive choices, each with its finalist's outcome."""
+    """The plan's time shares as consecutive choices, each with its finalist's outcome and the
+    cap in force (``cap_w`` times the segment's share)."""
     choices = []
-    for segment, (start_s, end_s, _) in enumerate(segments):
+    for segment, (start_s, end_s, conditions) in enumerate(segments):
         at_s = start_s
         for setting, share in plan[segment]:
             length_s = share * (end_s - start_s)
@@ -294,6 +300,7 @@ def _choices(
                 SegmentChoice(
                     start_s=at_s,
                     end_s=at_s + length_s,
+                    cap_w=cap_w * conditions.cap_frac,
                     values=dict(zip(ONLINE_ACTUATORS, setting[0], strict=True)),
                     power_limit_w=setting[1],
                     outcome=outcomes[segment][setting],

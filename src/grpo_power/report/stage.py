@@ -220,7 +220,8 @@ def _setup(
     for name, info in evaluate.get("deployments").items():
         oracle = info["arms"].get("oracle", {})
         verdict = (
-            f"{oracle['verdict']} (lowest achievable {oracle['lowest_power_w']:.0f} W)"
+            f"{oracle['verdict']} (lowest achievable {oracle['lowest_power_w']:.0f} W under "
+            f"{oracle.get('lowest_power_cap_w', info['cap_w']):g} W)"
             if oracle.get("feasible") is False
             else "feasible"
             if oracle
