@@ -416,12 +416,20 @@ def align_engine(
         "power_samples_matched": matched,
         "tolerance_s": log.period_s,
     }
-    drift = (
-        f"drift {drift_s:+.3f} s over the run, followed linearly"
-        if corrected
-        else f"drift {drift_s:+.3f} s over the run, not followed (under one sample, within the "
-        f"segments' scatter or faster than a clock drifts, {MAX_DRIFT_PPM:g} ppm)"
-    )
+    if corrected:
+        why = "followed linearly"
+    elif line is None:
+        why = "not measured: power follows concurrency in fewer than 3 of the run's segments"
+    elif not plausible:
+        why = (
+            f"not followed: {abs(rate) * 1e6:,.0f} ppm is faster than a clock drifts "
+            f"({MAX_DRIFT_PPM:g} ppm at most)"
+        )
+    elif not significant:
+        why = "not followed: within the segments' scatter (its 95 % interval includes none)"
+    else:
+        why = f"not followed: under one sample ({step_s:g} s)"
+    drift = f"drift {drift_s:+.3f} s over the run, {why}"
     if found.wide:
         search = (
             f"skew found within {WIDE_SKEW_LIMIT_S:g} s: within {SKEW_LIMIT_S:g} s power did "
