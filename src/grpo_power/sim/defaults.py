@@ -89,8 +89,8 @@ LITERATURE_TRANSIENT_PEAK_FRAC = 0.09  # docs/calibration.md 'prefill': about 1.
 # docs/calibration.md 'measured decode, Qwen3-8B on vLLM': the steady decode line fitted by
 # `grpo-power identify --trace` (sim/trace_fit.py:steady_decode) to the two arrival-pattern runs
 # of grantwilkins/powertrace-sim @96361ef (copied 2026-12-01): value, 95 % interval.
-MEASURED_DECODE_AT_1_W = (277.5, 276.6, 278.2)
-MEASURED_DECODE_W_PER_DOUBLING = (6.55, 5.44, 7.66)
+MEASURED_DECODE_AT_1_W = (277.5, 274.1, 281.1)
+MEASURED_DECODE_W_PER_DOUBLING = (6.55, 5.33, 7.80)
 MEASURED_NOISE_W = (6.41, 5.84, 7.13)
 MEASURED_TRANSIENT_PEAK_FRAC = 0.281  # the highest single reading: 1.281 x nameplate
 MEASURED_DECODE_SOURCE = (
