@@ -109,3 +109,21 @@ def test_sensor_window_weighs_a_short_phase_in_proportion(config: Config) -> Non
     mix = signal.mix(0.025)
     assert [a.phase for a, _ in mix] == ["train"]
     assert sum(w for _, w in mix) == pytest.approx(0.025, abs=0.002)
+
+
+def test_the_simulated_clock_is_the_parts() -> None:
+    """An H100 study's simulated readings boost to the H100's 1980 MHz (they read the A100's
+    1410 whatever the part), and a part the config describes itself has no known clock."""
+    from grpo_power.config import GpuSpec, SimulatedPowerConfig
+
+    params = SimulatedPowerConfig()
+    for gpu, clock_mhz in (
+        (GpuSpec(), 1410.0),
+        (GpuSpec(name="NVIDIA H100 80GB HBM3"), 1980.0),
+        (GpuSpec(name="NVIDIA H100 80GB HBM3", sm_clock_max_mhz=1755.0), 1755.0),
+    ):
+        model = GpuPowerModel(gpu, params)
+        assert model.sm_clock_mhz(gpu.idle_w) == clock_mhz
+        assert model.sm_clock_mhz(gpu.nameplate_w) < clock_mhz  # throttled at the limit
+    custom = GpuSpec(name="NVIDIA L40S", nameplate_w=350.0, idle_w=35.0)
+    assert np.isnan(GpuPowerModel(custom, params).sm_clock_mhz(100.0))

@@ -35,6 +35,13 @@ class GpuSpec(Strict):
         description="Idle power with a CUDA context resident, W. "
         "docs/calibration.md 'idle' row: 56-66 W (A100; the part's default otherwise).",
     )
+    sm_clock_max_mhz: PositiveFloat | None = Field(
+        1410.0,
+        description="Maximum SM boost clock, MHz (the simulated clock readings' ceiling). "
+        "Default: the part's (A100 1410, H100 and H200 1980; docs/calibration.md 'GPU "
+        "models'); another part described by the section: unknown (the simulated readings "
+        "are empty) unless given.",
+    )
     nvml_power: NvmlPower = Field(
         "instant",
         description="What NVML's power reading is on this part: instant (A100) or average_1s "
@@ -52,7 +59,7 @@ class GpuSpec(Strict):
             return data
         name = str(data.get("name", cls.model_fields["name"].default))
         if name not in GPU_MODELS and {"nameplate_w", "idle_w"} <= set(data):
-            return data  # another part, described by the section itself
+            return {"sm_clock_max_mhz": None, **data}  # another part, described by the section
         try:
             model = gpu_model_for(name)
         except ValueError as error:
@@ -64,6 +71,7 @@ class GpuSpec(Strict):
             "nameplate_w": model.nameplate_w,
             "idle_w": model.idle_w,
             "nvml_power": model.nvml_power,
+            "sm_clock_max_mhz": model.sm_clock_max_mhz,
             **data,
         }
         nameplate_w = filled["nameplate_w"]
@@ -149,7 +157,6 @@ class SimulatedPowerConfig(Strict):
         0.1, description="Steady-state temperature rise per watt above idle, deg C/W."
     )
     temp_tau_s: PositiveFloat = Field(30.0, description="Thermal time constant, s.")
-    sm_clock_max_mhz: PositiveFloat = Field(1410.0, description="A100 maximum SM boost clock, MHz.")
 
 
 TelemetrySource = Literal["simulated", "nvml", "auto"]

@@ -107,10 +107,12 @@ class GpuPowerModel:
         return 0.0
 
     def sm_clock_mhz(self, power_w: float) -> float:
-        """SM clock: at maximum boost until power nears the limit, then throttled, MHz."""
+        """SM clock: at the part's maximum boost until power nears the limit, then throttled,
+        MHz (NaN for a part whose boost clock the config does not know)."""
         headroom = (self.gpu.nameplate_w - power_w) / self.gpu.nameplate_w
         throttle = 1.0 if headroom > 0.02 else max(0.75, 1.0 + 2.0 * (headroom - 0.02))
-        return self.params.sm_clock_max_mhz * throttle
+        clock_mhz = self.gpu.sm_clock_max_mhz
+        return clock_mhz * throttle if clock_mhz is not None else math.nan
 
     def next_temp_c(self, temp_c: float, power_w: float, dt_s: float) -> float:
         """First-order thermal response: temperature after ``dt_s`` seconds at ``power_w``."""
