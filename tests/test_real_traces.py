@@ -267,6 +267,31 @@ def test_identify_refuses_a_run_given_twice(shared: Path, tmp_path: Path) -> Non
         assert not (tmp_path / "fit").exists()
 
 
+def test_identify_fits_a_part_the_config_describes_itself(shared: Path, tmp_path: Path) -> None:
+    """A part without a parameter set, described by its config (name, board and idle power),
+    is fitted like a known one: identify refused it naming no file ("gpu.name: expected one
+    of ...") though the config had been accepted."""
+    from typer.testing import CliRunner
+
+    from grpo_power.cli import app
+    from grpo_power.telemetry.store import write_trace
+
+    frame, meta = _imported(shared / REAL_RUNS["r2p5"])
+    meta = meta.model_copy(update={"gpu_name": "NVIDIA L40S", "nameplate_w": 350.0})
+    trace = write_trace(tmp_path / "l40s.parquet", frame, meta)
+    config = tmp_path / "l40s.yaml"
+    config.write_text('gpu: {name: "NVIDIA L40S", nameplate_w: 350, idle_w: 35}\ncap_w: 280\n')
+    out = tmp_path / "fit"
+    result = CliRunner().invoke(
+        app, ["identify", "--trace", str(trace), "--out", str(out), "--config", str(config)]
+    )
+    assert result.exit_code == 0, result.output
+    fit = json.loads((out / "trace_fit.json").read_text())
+    assert fit["gpu_name"] == "NVIDIA L40S" and fit["nameplate_w"] == 350.0
+    idle = fit["parameters"]["idle_w"]
+    assert (idle["prior"], idle["prior_low"], idle["prior_high"]) == (35.0, 35.0, 35.0)
+
+
 def test_the_steady_line_at_concurrency_1_has_an_interval_that_holds_it():
     """Decode samples at concurrency 8-32 put concurrency 1 three doublings below them: the
     line there moves with the slope. The interval of the median offset under the fitted slope

@@ -333,7 +333,7 @@ def identify_traces(
         the fit (``trace_fit.json``'s content) with the held-out error.
     """
     from grpo_power.atomic import write_csv_atomic, write_json_atomic
-    from grpo_power.config.gpu_models import gpu_model_for
+    from grpo_power.config.gpu_models import GPU_MODELS
     from grpo_power.layout import TRACE_FIT
     from grpo_power.sim.defaults import literature_decode_prior
     from grpo_power.sim.trace_fit import (
@@ -356,13 +356,12 @@ def identify_traces(
                 )
             seen[key] = f"{option} {path}"
     fit_runs, held_runs = runs[: len(traces)], runs[len(traces) :]
-    model = gpu_model_for(config.gpu.name)
+    # the part's idle range where the simulator knows the part; a part the config describes
+    # itself has its idle_w alone
+    model = GPU_MODELS.get(config.gpu.name)
+    idle_low_w, idle_high_w = model.idle_range_w if model else (config.gpu.idle_w,) * 2
     prior = literature_decode_prior(config)
-    prior["idle_w"] = {
-        "value": config.gpu.idle_w,
-        "low": model.idle_range_w[0],
-        "high": model.idle_range_w[1],
-    }
+    prior["idle_w"] = {"value": config.gpu.idle_w, "low": idle_low_w, "high": idle_high_w}
     fit = fit_decode_power([r for r, _ in fit_runs], config.gpu.nameplate_w, prior)
     table = pd.concat(
         [validation_rows(fit, [r for r, _ in fit_runs], "fit")]
