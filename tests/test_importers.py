@@ -127,6 +127,35 @@ def test_the_nameplate_of_a_log_without_one_comes_from_its_gpu_name(tmp_path: Pa
     assert (meta.nameplate_w, meta.gpu_name) == (700.0, "NVIDIA H200")
 
 
+def test_a_part_neither_known_nor_the_configs_never_takes_the_configs_nameplate(
+    tmp_path: Path,
+) -> None:
+    """A planner folder's A100 PCIe log (250 W) under the default A100 SXM config (400 W): it
+    was provisioned at 400 W, its fleet peak 48 % of nameplate instead of 77 %. Its enforced
+    power limit is the nameplate now (noted); without one it is refused; a log of the config's
+    own part, or of no named part, still takes the config's."""
+
+    def log(name: str, part: str, limit: bool) -> Path:
+        path = tmp_path / name
+        header = "timestamp, index, name, power.draw [W]" + (", power.limit [W]" if limit else "")
+        rows = [
+            f"2025/03/04 10:15:{s}.000, {g}, {part}, {w} W" + (", 250.00 W" if limit else "")
+            for s, g, w in ((30, 0, 100), (30, 1, 110), (31, 0, 240), (31, 1, 230))
+        ]
+        path.write_text("\n".join([header, *rows]) + "\n")
+        return path
+
+    config = {"fallback_nameplate_w": 400.0, "fallback_gpu_name": "NVIDIA A100-SXM4-80GB"}
+    _, meta = import_log(log("pcie.csv", "NVIDIA A100-PCIE-40GB", True), "nvidia-smi", **config)
+    assert meta.nameplate_w == 250.0
+    assert any("250 W, the highest enforced power limit" in n for n in meta.model_extra["notes"])
+    with pytest.raises(ImportError_, match=r"nolimit.csv: no power.default_limit or power.limit"):
+        import_log(log("nolimit.csv", "NVIDIA A100-PCIE-40GB", False), "nvidia-smi", **config)
+    own = {"fallback_nameplate_w": 350.0, "fallback_gpu_name": "NVIDIA L40S"}
+    _, meta = import_log(log("l40s.csv", "NVIDIA L40S", False), "nvidia-smi", **own)
+    assert meta.nameplate_w == 350.0  # the part the config describes
+
+
 def test_dcgm_csv_one_missing_reading_becomes_a_gap() -> None:
     """The last row's power is [N/A]: a missing sample (never interpolated), counted in a note;
     the energy counter of the rows kept is still read in mJ and becomes J since the start."""

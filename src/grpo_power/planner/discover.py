@@ -197,6 +197,7 @@ def _import_planner_log(
         run_id=found.key,
         timezone=config.planner.timezone,
         fallback_nameplate_w=config.gpu.nameplate_w,
+        fallback_gpu_name=config.gpu.name,
     )
     if engine is None:
         return frame, metadata, None, ""

@@ -481,6 +481,7 @@ def import_log(
     timezone: str | None = None,
     split_on_clock_jumps: bool = False,
     fallback_nameplate_w: float | None = None,
+    fallback_gpu_name: str | None = None,
 ) -> tuple[pd.DataFrame, TraceMetadata]:
     """Read a log into a trace frame and its metadata.
 
@@ -505,6 +506,10 @@ def import_log(
             (see :func:`grpo_power.telemetry.checks.split_clock_jumps`) instead of refusing it.
         fallback_nameplate_w: the nameplate, W, when neither ``nameplate_w`` nor the log gives
             one (the planner passes the config's ``gpu.nameplate_w``; noted).
+        fallback_gpu_name: the part ``fallback_nameplate_w`` is of (the config's ``gpu.name``):
+            a log whose name column names another part, one the simulator does not know, never
+            takes it: its highest ``power.limit`` is the nameplate (noted: the board's default
+            may be higher), and without one it is refused.
 
     Raises:
         ImportError_: the file is not a CSV log, a required column is missing, or a value is
@@ -685,6 +690,24 @@ def import_log(
         notes.append(
             f"{path}: no power.default_limit: nameplate {nameplate_w:g} W, the default board "
             f"power of {gpu_name}{also}"
+        )
+    other_part = gpu_name not in ("unknown", fallback_gpu_name) and fallback_gpu_name is not None
+    if nameplate_w is None and other_part and "power_limit_w" in out:
+        enforced = out["power_limit_w"]
+        if enforced.notna().any():
+            nameplate_w, nameplate_from = float(enforced.max()), original["power_limit_w"]
+            notes.append(
+                f"{path}: no power.default_limit, and {gpu_name} is neither a part the simulator "
+                f"knows nor the config's ({fallback_gpu_name}): nameplate {nameplate_w:g} W, the "
+                "highest enforced power limit (the board's default may be higher: log "
+                "power.default_limit)"
+            )
+    if nameplate_w is None and other_part:
+        raise ImportError_(
+            f"{path}: no power.default_limit or power.limit column, and {gpu_name} is neither a "
+            f"part the simulator knows nor the config's ({fallback_gpu_name}): expected its "
+            "board power (log power.default_limit, or describe the part in the config's gpu "
+            "section: name, nameplate_w, idle_w)"
         )
     if nameplate_w is None and fallback_nameplate_w is not None:
         nameplate_w, nameplate_from = fallback_nameplate_w, CONFIG_NAMEPLATE
