@@ -217,6 +217,14 @@ def test_a_trace_with_only_t_gpu_power_takes_metadata_from_the_defaults(tmp_path
     assert list(trace.frame.columns) == list(TRACE_COLUMNS)
     assert trace.frame["energy_j"].isna().all()
     assert any("nameplate 700 W from x.yaml" in note for note in trace.notes)
+    assert not any("readings reach" in note for note in trace.notes)
+    # an H100's 600 W under the default A100 config: the nameplate taken says it is passed
+    hot = tmp_path / "hot.csv"
+    hot.write_text("t,gpu,power_w\n" + "".join(f"{0.5 * i},0,{300 + 30 * i}\n" for i in range(11)))
+    notes = read_trace(hot, TraceDefaults(nameplate_w=400.0, source="config.yaml")).notes
+    assert any(
+        "readings reach 600 W, above the nameplate 400 W from config.yaml" in n for n in notes
+    )
     packed = tmp_path / "mine.csv.gz"  # compressed: the same trace, the same run id
     packed.write_bytes(gzip.compress(path.read_bytes()))
     again = read_trace(packed, TraceDefaults(nameplate_w=700.0, gpu_name="H100", source="x.yaml"))

@@ -268,7 +268,8 @@ def _checked(
     ):
         if data.get(key) is None:
             data[key] = value
-    if data.get("nameplate_w") is None:
+    raw_nameplate = data.get("nameplate_w")
+    if raw_nameplate is None:
         data["nameplate_w"] = defaults.nameplate_w
         notes.append(
             f"{where}: nameplate {defaults.nameplate_w:g} W from {defaults.source} "
@@ -308,6 +309,13 @@ def _checked(
     if list(frame.columns) != list(TRACE_COLUMNS):
         frame = frame.reindex(columns=list(TRACE_COLUMNS))
     check_frame_power(frame, where, metadata.nameplate_w)
+    peak_w = float(frame["power_w"].max()) if len(frame) else 0.0
+    if raw_nameplate is None and peak_w > metadata.nameplate_w:
+        notes.append(
+            f"{where}: readings reach {peak_w:g} W, above the nameplate "
+            f"{metadata.nameplate_w:g} W from {defaults.source}: if the trace is of another part, "
+            "give its gpu.name or gpu.nameplate_w in the config"
+        )
     return frame, metadata, notes
 
 
