@@ -472,6 +472,34 @@ def test_a_trace_recorded_under_another_cap_says_so_and_can_be_judged_by_it(tmp_
     assert shares[0] == 0.0 and shares[2] > 0.9  # decode draws ~275 W: under 320, over 250
 
 
+def test_a_trace_of_another_part_says_whose_cap_judges_it(tmp_path):
+    """An H100 trace (700 W) under the default A100 config was judged by its 320 W cap with no
+    word (every window above it); it is still judged so, with a note naming both parts, and a
+    --cap-w above the trace's nameplate is refused, naming the trace."""
+    from grpo_power.cli import app
+
+    frame = trace_frame(np.arange(0.0, 60.0, 0.5), np.full(120, 450.0))
+    meta = metadata().model_copy(update={"gpu_name": "NVIDIA H100 80GB HBM3", "nameplate_w": 700.0})
+    path = write_trace(tmp_path / "h100.parquet", frame, meta)
+    runner = CliRunner()
+    result = runner.invoke(app, ["windows", str(path), "--out", str(tmp_path / "w")])
+    assert result.exit_code == 0, result.output
+    assert (
+        "the trace's NVIDIA H100 80GB HBM3 (700 W) is judged by the config's cap_w, 320 W, set "
+        "for its NVIDIA A100-SXM4-80GB (400 W)" in " ".join(result.output.split())
+    )
+    given = runner.invoke(
+        app, ["windows", str(path), "--out", str(tmp_path / "w2"), "--cap-w", "560"]
+    )
+    assert given.exit_code == 0 and "is judged by the config's cap_w" not in given.output
+    over = runner.invoke(
+        app, ["windows", str(path), "--out", str(tmp_path / "w3"), "--cap-w", "800"]
+    )
+    assert over.exit_code == 2
+    assert "h100.parquet: --cap-w: expected at most the trace's nameplate, 700 W" in over.output
+    assert not (tmp_path / "w3").exists()
+
+
 def test_windows_shorter_than_the_sample_period_are_named(tmp_path, config):
     """A scrape every 15 s (Prometheus) holds each sample for 15 s: the 0.5, 1 and 5 s windows
     it gives are not resolved, and the summary says so; a 0.5 s trace's windows all are."""

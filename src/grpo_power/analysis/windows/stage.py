@@ -16,7 +16,7 @@ import pandas as pd
 from grpo_power.analysis.windows.bins import energy_bins, run_total_counts
 from grpo_power.analysis.windows.kernel import gpu_window_counts
 from grpo_power.analysis.windows.series import TOL, GpuSeries, series_from_frame
-from grpo_power.config import Config
+from grpo_power.config import Config, ConfigError
 from grpo_power.layout import BINS_METADATA_KEY, WINDOWS
 from grpo_power.telemetry.store import Trace, TraceDefaults, read_trace
 
@@ -358,8 +358,14 @@ def run_windows(
     ``notes``, with one where the trace was recorded under another cap than the one used.
     """
     trace = read_trace(trace_path, TraceDefaults.from_config(config), split_on_clock_jumps)
+    meta = trace.metadata
+    if cap_w is not None and cap_w > meta.nameplate_w:
+        raise ConfigError(
+            f"{trace_path}: --cap-w: expected at most the trace's nameplate, "
+            f"{meta.nameplate_w:g} W ({meta.gpu_name}), got {cap_w:g} W"
+        )
     result = analyze_trace(trace, config, cap_w)
-    used_w, recorded_w = result.summary["cap_w"], (trace.metadata.model_extra or {}).get("cap_w")
+    used_w, recorded_w = result.summary["cap_w"], (meta.model_extra or {}).get("cap_w")
     other_cap = []
     if isinstance(recorded_w, int | float) and not math.isclose(recorded_w, used_w):
         other_cap = [
@@ -367,6 +373,12 @@ def run_windows(
             f"cap_w); judged by {used_w:g} W, "
             + ("--cap-w" if cap_w is not None else "the config's cap_w")
             + f" (--cap-w {recorded_w:g} judges it by its own)"
+        ]
+    elif cap_w is None and not math.isclose(meta.nameplate_w, config.gpu.nameplate_w):
+        other_cap = [
+            f"{trace_path}: the trace's {meta.gpu_name} ({meta.nameplate_w:g} W) is judged by "
+            f"the config's cap_w, {used_w:g} W, set for its {config.gpu.name} "
+            f"({config.gpu.nameplate_w:g} W): --cap-w gives this part's cap"
         ]
     result.summary["notes"] = list(trace.notes) + other_cap + unresolved_note(result.summary)
     write_windows(result, out_dir)
