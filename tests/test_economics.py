@@ -276,3 +276,40 @@ def test_economics_cli_reports_errors_cleanly(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["economics", "--out", str(tmp_path), "-c", str(config)])
     assert result.exit_code == 2
     assert "economics.carbon_region" in result.output and "unknown carbon region" in result.output
+
+
+def test_a_fleet_of_another_part_is_valued_at_its_own_nameplate(
+    study: tuple[Config, dict], tmp_path: Path
+) -> None:
+    """An H100 fleet (700 W) valued under the default A100 config: each extra GPU was priced at
+    the config's 400 W (3,058 extra GPUs, $29.1 M avoided, where 700 W gives 4,272 and $55.6
+    M). The fleet stage records its GPUs' nameplate and the economics stage takes it."""
+    from grpo_power.analysis.fleet.stage import run_fleet
+    from grpo_power.analysis.windows.stage import run_windows
+
+    config, paths = study
+    trace = read_trace(paths["runs"][1] / "trace.parquet")
+    meta = trace.metadata.model_copy(
+        update={"gpu_name": "NVIDIA H100 80GB HBM3", "nameplate_w": 700.0}
+    )
+    h100 = write_trace(
+        tmp_path / "h100.parquet", trace.frame.assign(power_w=2 * trace.frame["power_w"]), meta
+    )
+    run_windows(h100, tmp_path / "windows", config)
+    run_fleet([tmp_path / "windows" / "bins.parquet"], tmp_path / "fleet", config)
+    assert (
+        json.loads((tmp_path / "fleet" / "summary.json").read_text())["nameplate_w_per_gpu"]
+        == 700.0
+    )
+    result = run_economics(
+        config, tmp_path / "economics", [], paths["root"] / "evaluate" / "study", tmp_path / "fleet"
+    )
+    assert result.summary["nameplate_w"] == 700.0
+    stage = result.oversubscription.set_index("scope").loc["fleet stage"]
+    host_w = config.economics.host_power.value
+    assert stage["extra_gpus"] == math.floor(
+        extra_gpus(int(stage["n_gpus"]), stage["factor"], 700.0, host_w)
+    )
+    assert stage["capital_usd_avoided"] == pytest.approx(
+        stage["extra_gpus"] * (700.0 + host_w) / 1e6 * config.economics.capacity_cost.value
+    )

@@ -76,8 +76,11 @@ FLEET_ROW_COLUMNS = (
 
 
 def read_fleet_summary(fleet_dir: Path) -> dict[str, Any]:
-    """The fleet stage's ``summary.json`` (with the ``n_gpus`` and ``window_s`` read here)."""
-    return read_json(fleet_dir / FLEET.summary, FLEET_FILE, ("n_gpus", "window_s"))
+    """The fleet stage's ``summary.json`` (with the ``n_gpus``, ``window_s`` and
+    ``nameplate_w_per_gpu`` read here)."""
+    return read_json(
+        fleet_dir / FLEET.summary, FLEET_FILE, ("n_gpus", "window_s", "nameplate_w_per_gpu")
+    )
 
 
 def _at_window(table: pd.DataFrame, window_s: float) -> pd.DataFrame:

@@ -106,11 +106,13 @@ def run_economics(
     arms = arm_costs(records, a, confidence)
     pairs = savings(arms)
 
+    fleet_summary = read_fleet_summary(fleet_dir)
+    nameplate_w = float(fleet_summary["nameplate_w_per_gpu"])  # the fleet's GPUs', not the config's
+
     def value_of(assumptions: Assumptions) -> pd.DataFrame:
-        return oversubscription_table(fleet_dir, config.gpu.nameplate_w, assumptions)
+        return oversubscription_table(fleet_dir, nameplate_w, assumptions)
 
     oversubscription = value_of(a)
-    fleet_summary = read_fleet_summary(fleet_dir)
     pilot = pilot_plan(
         read_csv(metrics_csv, METRICS_FILE),
         economics.controller_arm,
@@ -130,6 +132,7 @@ def run_economics(
         "carbon_region": a.carbon.region,
         "carbon_g_per_kwh": a.carbon.g_per_kwh,
         "fleet_gpus": a.fleet_gpus,
+        "nameplate_w": nameplate_w,  # per GPU, the fleet stage's GPUs' mean
         "year": economics.year,
         "confidence": confidence,
         "headline": base.to_dict(orient="records"),

@@ -118,6 +118,9 @@ def analyze_fleet(
         stats = mc.run(n_gpus, fc.draws, windows_s, bin_s, config.cap_w)
         summary.update(draw_summary(mc, sources, bin_s))
     summary["n_gpus"] = n_gpus
+    # the board power each of the fleet's GPUs is provisioned at: its runs' (a fleet of H100s
+    # is valued at 700 W whatever the config's part), the mean over the drawn fleets
+    summary["nameplate_w_per_gpu"] = float(np.mean(stats.nameplate_w)) / n_gpus
     # a Monte Carlo fleet of runs all shorter than the sizing window repeats them to fill it
     repeated = (
         sources is not None
