@@ -138,7 +138,17 @@ def test_cloud_region_and_unknown_region() -> None:
         ({"gpu_hour": {"value": 4.1, "source": "", "year": 2024}}, "economics.gpu_hour.source"),
         ({"controller_arm": "fixed"}, "both 'fixed'"),
         ({"sensitivity": {"pue": {"low": 2.0, "high": 1.2}}}, "must not exceed high"),
-        ({"sensitivity": {"pue": {"low": 0.8, "high": 1.2}}}, "pue.low (0.8) must be at least 1"),
+        ({"sensitivity": {"pue": {"low": 0.8, "high": 1.2}}}, "pue.low: PUE 0.8 is implausible"),
+        # each end of a range is checked as its base value is (they were recomputed at)
+        ({"sensitivity": {"pue": {"low": 1.1, "high": 20}}}, "pue.high: PUE 20 is implausible"),
+        (
+            {"sensitivity": {"electricity_usd_per_kwh": {"low": 5.75, "high": 18.64}}},
+            "sensitivity: electricity_usd_per_kwh.low: 5.75 $/kWh is implausible",
+        ),
+        (
+            {"sensitivity": {"capacity_usd_per_mw": {"low": 9.3, "high": 15.0}}},
+            "capacity_usd_per_mw.low: 9.3 $/MW is implausible",
+        ),
     ],
 )
 def test_bad_economics_settings_are_rejected(economics: dict, expected: str) -> None:

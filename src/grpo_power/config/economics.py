@@ -29,6 +29,33 @@ class SourcedValue(Strict):
     year: Annotated[int, Field(ge=1990, le=2100)] = Field(description="Year the value describes.")
 
 
+def _price_usd_per_kwh(value: float) -> float:
+    """``value`` if a plausible electricity price in $/kWh (above 0, at most 2: cents are not)."""
+    if not 0 < value <= 2:
+        raise ValueError(
+            f"{value:g} $/kWh is implausible (expected above 0 and at most 2 $/kWh): is it in "
+            f"cents? {value:g} c/kWh is {value / 100:g} $/kWh"
+        )
+    return value
+
+
+def _pue(value: float) -> float:
+    """``value`` if a plausible PUE (1 to 3)."""
+    if not 1 <= value <= 3:
+        raise ValueError(f"PUE {value:g} is implausible: expected 1 to 3")
+    return value
+
+
+def _capacity_usd_per_mw(value: float) -> float:
+    """``value`` if a plausible capacity cost in $/MW (1e5 to 1e9: dollars, not millions)."""
+    if not 1e5 <= value <= 1e9:
+        raise ValueError(
+            f"{value:g} $/MW is implausible (outside 1e5-1e9 $/MW): write dollars, e.g. "
+            "11.7e6 for $11.7 million per MW"
+        )
+    return value
+
+
 class ElectricityPrice(SourcedValue):
     """Electricity price paid by the datacenter, $/kWh (not cents)."""
 
@@ -39,12 +66,7 @@ class ElectricityPrice(SourcedValue):
     @field_validator("value")
     @classmethod
     def _not_cents(cls, value: float) -> float:
-        if value > 2:
-            raise ValueError(
-                f"{value:g} $/kWh is implausible (above 2 $/kWh): is it in cents? "
-                f"{value:g} c/kWh is {value / 100:g} $/kWh"
-            )
-        return value
+        return _price_usd_per_kwh(value)
 
 
 class PowerUsageEffectiveness(SourcedValue):
@@ -65,12 +87,7 @@ class CapacityCost(SourcedValue):
     @field_validator("value")
     @classmethod
     def _whole_dollars(cls, value: float) -> float:
-        if not 1e5 <= value <= 1e9:
-            raise ValueError(
-                f"{value:g} $/MW is implausible (outside 1e5-1e9 $/MW): write dollars, e.g. "
-                "11.7e6 for $11.7 million per MW"
-            )
-        return value
+        return _capacity_usd_per_mw(value)
 
 
 class HostPower(SourcedValue):
@@ -131,12 +148,19 @@ class SensitivityConfig(Strict):
 
     @model_validator(mode="after")
     def _valid(self) -> SensitivityConfig:
-        if self.electricity_usd_per_kwh.low <= 0:
-            raise ValueError("electricity_usd_per_kwh.low must be above 0 $/kWh")
-        if self.capacity_usd_per_mw.low <= 0:
-            raise ValueError("capacity_usd_per_mw.low must be above 0 $/MW")
-        if self.pue.low < 1:
-            raise ValueError(f"pue.low ({self.pue.low}) must be at least 1")
+        """Each end of a range passes the checks its base value does (a price in cents, a PUE
+        of 20 or a capacity cost in millions was recomputed at without a word)."""
+        for name, check in (
+            ("electricity_usd_per_kwh", _price_usd_per_kwh),
+            ("pue", _pue),
+            ("capacity_usd_per_mw", _capacity_usd_per_mw),
+        ):
+            bounds: Range = getattr(self, name)
+            for end in ("low", "high"):
+                try:
+                    check(getattr(bounds, end))
+                except ValueError as error:
+                    raise ValueError(f"{name}.{end}: {error}") from None
         return self
 
 
