@@ -187,3 +187,36 @@ def test_the_json_schema_refuses_what_pydantic_refuses(bad: dict) -> None:
         validate_config(bad)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, config_json_schema())
+
+
+@pytest.mark.parametrize("base", [["config.yaml"], ["config.yaml", "a100-slurm.yaml"]])
+def test_the_h100_overlay_sets_caps_that_bind_and_can_be_kept(base: list[str]) -> None:
+    """config/h100.yaml after a shipped config: the H100's part, and caps set as the A100
+    study's are (an H100 config that kept the A100's watts made every cap infeasible): about
+    10-14 % above each deployment's simulated fixed-arm mean power, where the fixed arm breaks
+    the violation budget and concurrency 2 keeps it."""
+    from grpo_power.control.controllers import FixedController
+    from grpo_power.control.simulate import run_outcome, simulate
+    from grpo_power.sim.calibration import default_calibration
+    from grpo_power.sim.step_model import physics_for
+
+    data: dict = {}
+    for name in [*base, "h100.yaml"]:
+        data = deep_merge(data, yaml.safe_load((REPO / "config" / name).read_text()))
+    cfg = validate_config(data)
+    assert (cfg.gpu.nameplate_w, cfg.gpu.nvml_power) == (700.0, "average_1s")
+    if len(base) > 1:
+        return  # the cluster study: the same part and caps (its workload is not simulated here)
+    calibration = default_calibration(cfg)
+    budget = cfg.objective.violation_budget
+    for deployment in cfg.sim.deployments:
+        cap_w = deployment.cap_w or cfg.cap_w
+        physics = physics_for(calibration, deployment.name, cfg)
+        fixed, low = (
+            run_outcome(
+                simulate(physics, cfg, FixedController(c, m), cap_w, 600.0, 0), 600.0, cfg.objective
+            )
+            for c, m in ((cfg.workload.concurrency, cfg.workload.max_new_tokens), (2, 64))
+        )
+        assert 1.08 <= cap_w / fixed.mean_power_w <= 1.15, deployment.name
+        assert fixed.violation_rate > budget > low.violation_rate, deployment.name

@@ -54,6 +54,7 @@ REAL_TRACES_STUDY = (
 TARGETS_DRY = (
     "snakemake -n --cores 2 --configfile config/config.yaml config/controller-targets.yaml"
 )
+H100_DRY = "snakemake -n --cores 2 --configfile config/config.yaml config/h100.yaml"
 # command -> (how, place or detail). Places: local (the laptop study), cluster, tools.
 GRAFANA_IMPORT = (
     ".venv/bin/grpo-power telemetry import grafana.csv --format grafana --nameplate-w 400 "
@@ -121,6 +122,8 @@ HOW: dict[str, tuple[str, str]] = {
     "make bench": ("run", "tools"),
     TARGETS_DRY: ("run", "local"),
     TARGETS_DRY.replace(" -n", ""): ("dry", TARGETS_DRY),
+    H100_DRY: ("run", "local"),
+    H100_DRY.replace(" -n", ""): ("dry", H100_DRY),
     ".venv/bin/python -m benchmarks controller": ("run", "local"),
     # the public traces lie outside the checkout (../shared): run as written there
     **{command: ("covered", REAL_TRACES_TEST) for command in REAL_TRACE_COMMANDS},
@@ -221,6 +224,10 @@ def test_readme_local_commands(tmp_path: Path) -> None:
     for scenario in ("demand-response", "length-drift", "derating", "7b-cap-0.6"):
         assert f"results/evaluate/scenarios/{scenario}/table.md" in plan, scenario
     assert "rule run:" not in plan and "rule sweep:" not in plan
+    # the H100 overlay: a valid config, every stage planned again for the new part and caps
+    h100 = outputs[H100_DRY]
+    assert "results/evaluate/scenarios/7b-cap-500w/table.md" in h100
+    assert "rule run:" in h100 and "rule controller:" in h100
     # the targets benchmark reads what the study's evaluation wrote, every row labelled
     bench = json.loads((results / "benchmarks" / "controller.json").read_text())
     targets = pd.DataFrame(bench["controller_targets"]["targets"])
