@@ -66,7 +66,7 @@ def test_a_config_naming_another_part_after_a_shipped_one_gets_that_parts_power(
         ({"seeds": [0, 0]}, "my.yaml: seeds: expected each seed once (one run each), got [0, 0]"),
         (
             {"evaluate": {"seeds": [0, 1, 2, 3, 1000]}},
-            "my.yaml: evaluate: tuning_seeds: [1000] also in seeds; expected seeds the",
+            "my.yaml: evaluate.tuning_seeds: [1000] also in seeds; expected seeds the",
         ),
         # checks across sections say which field, with no "(top level): Value error," before
         ({"cap_w": 450}, "my.yaml: cap_w (450.0 W) is above"),

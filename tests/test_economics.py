@@ -143,7 +143,7 @@ def test_cloud_region_and_unknown_region() -> None:
         ({"sensitivity": {"pue": {"low": 1.1, "high": 20}}}, "pue.high: PUE 20 is implausible"),
         (
             {"sensitivity": {"electricity_usd_per_kwh": {"low": 5.75, "high": 18.64}}},
-            "sensitivity: electricity_usd_per_kwh.low: 5.75 $/kWh is implausible",
+            "sensitivity.electricity_usd_per_kwh.low: 5.75 $/kWh is implausible",
         ),
         (
             {"sensitivity": {"capacity_usd_per_mw": {"low": 9.3, "high": 15.0}}},

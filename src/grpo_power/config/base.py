@@ -7,6 +7,7 @@ The bottom of the config package: it imports nothing of grpo-power.
 from __future__ import annotations
 
 import math
+import re
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -40,6 +41,9 @@ def is_multiple(value: float, step: float) -> bool:
     return abs(ratio - round(ratio)) <= 1e-9 * max(1.0, ratio) and round(ratio) >= 1
 
 
+FIELD_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")  # a field's (dotted) name
+
+
 def validation_problems(error: ValidationError) -> list[str]:
     """One ``<field path>: <reason> (got <value>)`` string per bad field of a pydantic error (an
     unknown key says to check its spelling; a missing field or a whole mapping shows no value)."""
@@ -54,6 +58,10 @@ def validation_problems(error: ValidationError) -> list[str]:
             if not path:  # across sections: the message names its fields
                 problems.append(message)
                 continue
+            head, said, rest = message.partition(": ")
+            if said and FIELD_NAME.fullmatch(head):  # a section's check naming its field
+                path = head if head.startswith(f"{path}.") else f"{path}.{head}"
+                message = rest
         given = item.get("input")
         shown = "" if isinstance(given, dict) or item["type"] == "missing" else f" (got {given!r})"
         problems.append(f"{path or '(top level)'}: {message}{shown}")
