@@ -38,9 +38,9 @@ class GpuSpec(Strict):
     sm_clock_max_mhz: PositiveFloat | None = Field(
         1410.0,
         description="Maximum SM boost clock, MHz (the simulated clock readings' ceiling). "
-        "Default: the part's (A100 1410, H100 and H200 1980; docs/calibration.md 'GPU "
-        "models'); another part described by the section: unknown (the simulated readings "
-        "are empty) unless given.",
+        "Default: the part's (A100 1410, H100 and H200 1980; "
+        "docs/calibration.md 'GPU models'); another part described by the section: unknown "
+        "(the simulated readings are empty) unless given.",
     )
     nvml_power: NvmlPower = Field(
         "instant",
