@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 from grpo_power.cli import app
 from grpo_power.config import Config, load_config
 from grpo_power.planner.stage import run_planner
+from grpo_power.report import figures
 from grpo_power.telemetry.record import trace_metadata
 from grpo_power.telemetry.signals import WorkloadSignal
 from grpo_power.telemetry.simulated import SimulatedGpuSource
@@ -748,3 +749,53 @@ def test_traces_shorter_than_the_sizing_window_say_the_factor_repeats_them(
     assert f"note: {note}" in " ".join(result.output.split())
     page = html.unescape((out / "report" / "index.html").read_text())
     assert note[0].upper() + note[1:] in " ".join(page.split())
+
+
+def test_the_planner_report_states_the_files_settings_and_captions_what_is_drawn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`planner report -c other.yaml` on folders a run with the default config wrote: the
+    window, quantile, margin, fleet size and cap it states are the files' (it stated the other
+    config's 60 s, margin 0.2 and 1,000 GPUs beside numbers computed at 30 s, 0.1 and 10,000),
+    each caption says what its figure draws (the fleet figure draws no cap), no title reads
+    ``measured: measured``, and the traces' time axis does not speak of steps they lack."""
+    folder, out = tmp_path / "traces", tmp_path / "out"
+    _trace_csv(folder / "hot.csv", {0: np.full(600, 380.0)}, 1.8e9)
+    _trace_csv(folder / "cool.csv", {0: np.full(600, 200.0)}, 1.8e9 + 86400)
+    result = CliRunner().invoke(app, ["planner", "run", str(folder), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    other = tmp_path / "other.yaml"
+    other.write_text(
+        "cap_w: 300\nfleet: {window_s: 60, margin: 0.2, peak_quantile: 0.9}\n"
+        "economics: {fleet_gpus: 1000}\n"
+    )
+    drawn: dict[str, list[str]] = {}
+    save = figures.save_figure
+
+    def recording_save(figure, folder, name, dpi):  # the figure's axis labels and titles
+        texts = [figure.get_supxlabel(), *(ax.get_title() for ax in figure.axes)]
+        drawn[name] = [*texts, *(ax.get_xlabel() for ax in figure.axes)]
+        return save(figure, folder, name, dpi)
+
+    monkeypatch.setattr(figures, "save_figure", recording_save)
+    folders = ["--traces", str(out / "traces"), "--fleet", str(out / "fleet")]
+    folders += ["--economics", str(out / "economics"), "--out", str(tmp_path / "report")]
+    report = CliRunner().invoke(app, ["planner", "report", *folders, "-c", str(other)])
+    assert report.exit_code == 0, report.output
+    fleet = json.loads((out / "fleet" / "summary.json").read_text())
+    economics = json.loads((out / "economics" / "summary.json").read_text())
+    assert (fleet["window_s"], fleet["margin"], fleet["peak_quantile"]) == (30.0, 0.1, 0.95)
+    page = html.unescape(re.sub(r"<[^>]+>", "", (tmp_path / "report" / "index.html").read_text()))
+    page = " ".join(page.split())
+    assert "at the 30 s window (sizing quantile 0.95)" in page
+    assert "x with margin 0.1." in page
+    assert f"a fleet of {economics['fleet_gpus']:,} such GPUs for a year" in page
+    assert f"a fleet of {fleet['n_gpus']} GPUs by monte_carlo" in page
+    cap = f"dashed: the cap, {fleet['cap_w_per_gpu']:g} W per GPU"
+    assert page.count(cap) == 2  # the traces and their distributions, not the fleet
+    assert "dashed: the study's about 2x" in page
+    assert "300 W" not in page and "60 s window" not in page
+    assert "measured: measured" not in page
+    assert not any("measured: measured" in text for texts in drawn.values() for text in texts)
+    assert drawn["planner_traces"][0] == "time since the trace's first reading (s)"
+    assert not any("step" in text for text in drawn["planner_traces"])

@@ -21,12 +21,14 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 import yaml
 from typer.testing import CliRunner
 
 from grpo_power.cli import app
 from grpo_power.layout import REPORT_FIGURES
+from grpo_power.report.cells import Num, data_label, with_unit
 from tests.conftest import REPO, build_stage_outputs, missing_requirement
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -107,7 +109,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict:
     assert done.exit_code == 0, done.output
     page = Page()
     page.feed((root / "report" / "index.html").read_text())
-    return {"root": root, "config": config, "page": page, "output": done.output}
+    return {"root": root, "config": config, "page": page, "output": done.output, "paths": paths}
 
 
 def test_every_figure_is_written_as_pdf_and_png(report: dict) -> None:
@@ -194,6 +196,102 @@ def test_a_few_numbers_against_their_source_files(report: dict) -> None:
     fixed = arms[(arms["source"] == "run") & (arms["arm"] == "fixed")].iloc[0]
     cost = shown("arms.csv", "energy_usd_per_mtok", source="run", arm="fixed")
     assert cost == [f"{fixed['energy_usd_per_mtok']:,.3f}"]
+
+
+def test_data_labels_and_dollars_read_as_written() -> None:
+    """A fleet labelled ``measured`` reads "measured" (it read "measured: measured"); a dollar
+    amount reads "$0.0053" (it read "0.0053 $")."""
+    assert data_label(["measured"]) == "measured"
+    assert data_label(["measured", "simulated"]) == "SIMULATED and measured"
+    assert data_label(["nvml, imported"]) == "measured: imported, nvml"
+    usd = Num(0.0053, Path("summary.json"), "energy_usd", spec=",.4f")
+    assert with_unit(usd, "$") == ["$", usd]
+    assert with_unit(usd, "kWh") == [usd, " kWh"]
+
+
+def _rename_gpu(trace: Path, gpu_name: str) -> None:
+    """Rewrite a trace's metadata to name another GPU."""
+    table = pq.read_table(trace)
+    metadata = dict(table.schema.metadata)
+    info = json.loads(metadata[b"grpo_power"])
+    metadata[b"grpo_power"] = json.dumps({**info, "gpu_name": gpu_name}).encode()
+    pq.write_table(table.replace_schema_metadata(metadata), trace)
+
+
+def _text(fragment: str) -> str:
+    """HTML as the reader sees it: no tags, entities decoded, whitespace collapsed."""
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", "", fragment)).split())
+
+
+def _table_html(page: str, key: str) -> str:
+    """The HTML of one report table, from its heading to its source line."""
+    found = re.search(rf'<h3 id="table-{key}">.*?<p class="sources">', page, re.S)
+    assert found, key
+    return found.group(0)
+
+
+def test_a_report_of_another_config_states_what_the_stage_files_hold(
+    report: dict, tmp_path: Path
+) -> None:
+    """`grpo-power report -c other.yaml` beside the stage files of the study's config: the
+    fleet-year and the pilot's settings are the economics files' (the notes stated the other
+    config's), the GPU named is the one the runs' traces name (the captions said A100 whatever
+    the part), the sensitivity and pilot tables say SIMULATED, and the constants show a year as
+    a year (they showed 2023.0, and the year setting 2,025)."""
+    root, paths = report["root"], report["paths"]
+    gpu = "NVIDIA H100 80GB HBM3"
+    runs = []
+    for folder in paths["runs"]:
+        copy = tmp_path / folder.relative_to(root)
+        shutil.copytree(folder, copy)
+        _rename_gpu(copy / "trace.parquet", gpu)
+        runs += ["--run", str(copy)]
+    config = report["config"].model_dump(mode="json")
+    config["economics"].update(fleet_gpus=7, year=2031, utilization=0.25)
+    config["economics"]["pilot"].update(confidence=0.6, power=0.6)
+    config["fleet"]["window_s"] = 10.0
+    other = tmp_path / "other.yaml"
+    other.write_text(yaml.safe_dump(config))
+    exceedance = [arg for path in paths["exceedance"] for arg in ("--exceedance", str(path))]
+    controllers = [arg for path in paths["controllers"] for arg in ("--controller", str(path))]
+    out = tmp_path / "report"
+    done = CliRunner().invoke(
+        app, ["report", "--out", str(out), *runs, *exceedance, *controllers, "-c", str(other)]
+    )
+    assert done.exit_code == 0, done.output
+    page = (out / "index.html").read_text()
+    economics = root / "economics"
+    constants = pd.read_csv(economics / "constants.csv").set_index("name")["value"]
+    pilot = pd.read_csv(economics / "pilot.csv").iloc[0]
+    window_s = json.loads((economics / "summary.json").read_text())["oversubscription"]["window_s"]
+    costs = _text(_table_html(page, "costs"))
+    assert (
+        f"Fleet-year: {float(constants['fleet_gpus']):,.0f} GPUs in "
+        f"{float(constants['year']):.0f} at utilisation {float(constants['utilization']):g}."
+    ) in costs
+    pilot_table = _table_html(page, "pilot")
+    pilot_text = _text(pilot_table)
+    assert f"Confidence {pilot['confidence']:g}, power {pilot['power']:g};" in pilot_text
+    assert f"no exceedance in {pilot['headroom_windows']:,} independent {window_s:g} s" in (
+        pilot_text
+    )
+    assert "SIMULATED" in _text(re.search(r"<h3.*?</h3>", pilot_table).group(0))
+    assert "<th>data</th>" in pilot_table and "simulated inputs" in pilot_text
+    sensitivity = _table_html(page, "sensitivity")
+    assert "SIMULATED" in _text(re.search(r"<h3.*?</h3>", sensitivity).group(0))
+    assert "<th>data</th>" in sensitivity
+    rows = {
+        cells[0]: cells
+        for row in re.findall(r"<tr>(.*?)</tr>", _table_html(page, "constants"), re.S)
+        if (cells := [_text(c) for c in re.findall(r"<td>(.*?)</td>", row, re.S)])
+    }
+    assert rows["electricity_price"][4] == "2023" and rows["fleet_gpus"][4] == ""
+    assert rows["year"][1] == f"{float(constants['year']):.0f}"
+    text = _text(page)
+    assert f"the calibrated {gpu} power model" in text  # what was simulated
+    assert f"from the simulated {gpu} model where marked SIMULATED" in text  # power traces
+    assert f"here a simulated {gpu} and" in text  # the live arms
+    assert "simulated A100" not in text and "A100 power model" not in text
 
 
 def test_the_live_arm_table_sets_the_study_beside_the_files(report: dict) -> None:

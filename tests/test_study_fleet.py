@@ -116,8 +116,16 @@ def test_a_cap_that_changes_within_a_seed_is_refused(tmp_path):
         analyze_sim_deployment([path], config())
 
 
-def constant_deployment(tmp_path: Path, name: str, gpus: int, cap_w: float, seeds: dict) -> Path:
-    """A deployment's windows folder whose runs hold ``seeds[seed]`` W on every GPU, two arms."""
+def constant_deployment(
+    tmp_path: Path,
+    name: str,
+    gpus: int,
+    cap_w: float,
+    seeds: dict,
+    arms: tuple[str, ...] = ("uncontrolled", "ppo"),
+) -> Path:
+    """A deployment's windows folder whose runs of each of ``arms`` hold ``seeds[seed]`` W on
+    every GPU."""
     files = [
         write_samples(
             tmp_path / "evaluate" / name / f"{arm}.samples.parquet",
@@ -126,7 +134,7 @@ def constant_deployment(tmp_path: Path, name: str, gpus: int, cap_w: float, seed
             {seed: np.full((N, gpus), power) for seed, power in seeds.items()},
             cap_w,
         )
-        for arm in ("uncontrolled", "ppo")
+        for arm in arms
     ]
     out = tmp_path / "windows" / "simulated" / name
     run_sim_windows(files, out, config())
@@ -160,6 +168,28 @@ def test_study_fleet_of_constant_runs_as_hand_computed(tmp_path):
     share = rows.loc[("exceedance_72b_0.5s", "uncontrolled")]
     assert share["this_run"] == 0.0 and share["study_origin"] == "abstract"
     assert share["difference"] == pytest.approx(-23.6)
+
+
+def test_the_72b_rows_set_the_cap_against_the_fixed_arm_the_runs_show(tmp_path):
+    """A 72b whose fixed arm draws 350 W per GPU under a 220 W cap (as on an H100): its rows
+    say the cap is 37 % below that mean (they said "about 10 % above" whatever the runs drew);
+    without a fixed arm they make no such claim."""
+    arms = ("uncontrolled", "fixed", "ppo")
+    big = constant_deployment(tmp_path, "72b", 4, 220.0, {0: 350.0, 1: 350.0}, arms)
+    small = constant_deployment(tmp_path, "7b", 1, 320.0, {0: 300.0}, arms)
+    mix = [{"deployment": "72b", "jobs": 2}, {"deployment": "7b", "jobs": 4}]
+    rows = analyze_study_fleet([big, small], config(study_mix=mix)).comparison
+    notes = rows.loc[rows["key"].str.startswith("exceedance_72b"), "note"]
+    assert len(notes) == 9  # three windows, three arms
+    claim = "cap 220 W per GPU (the deployment's, 37 % below its fixed-arm mean of 350 W;"
+    for note in notes:  # 220 / 350 - 1 = -37.1 %
+        assert claim in note and "about 10 % above" not in note
+    without = tmp_path / "without"
+    big = constant_deployment(without, "72b", 4, 220.0, {0: 200.0})
+    small = constant_deployment(without, "7b", 1, 320.0, {0: 300.0})
+    rows = analyze_study_fleet([big, small], config(study_mix=mix)).comparison
+    notes = rows.loc[rows["key"].str.startswith("exceedance_72b"), "note"]
+    assert all("cap 220 W per GPU (the deployment's; the study's 72B cap" in n for n in notes)
 
 
 def test_study_fleet_needs_every_deployment_of_the_mix(tmp_path):

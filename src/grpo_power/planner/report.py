@@ -32,6 +32,18 @@ FIGURES = (
     ("planner_distributions", "Per-GPU power distribution of each trace"),
     ("planner_fleet", "The traces' fleet: peak demand and oversubscription factor"),
 )
+# What each figure draws; ``{cap_w}``: the cap per GPU the fleet stage counted exceedance
+# against (its summary.json), ``{trace_s}``: how much of each trace is drawn.
+CAPTIONS = {
+    "planner_traces": "Power of each trace's first GPU over its first {trace_s:g} s, from its "
+    "first reading; dashed: the cap, {cap_w:g} W per GPU.",
+    "planner_distributions": "Distribution of per-GPU power samples per trace (violins cut at "
+    "the observed range; lines: quartiles); dashed: the cap, {cap_w:g} W per GPU.",
+    "planner_fleet": "Fleet peak demand as a share of nameplate against the averaging window "
+    "(left) and the fleet size (middle), and the oversubscription factor nameplate / (peak x "
+    "(1 + margin)) against the fleet size (right); grey band: the study's 50-56 %; dashed: the "
+    "study's about 2x; shaded bands and lines: the published POLCA, Thunderbolt and Flex results.",
+}
 TRACE_COLS = (
     cells.Col("label", "label"),
     cells.Col("trace", "key"),
@@ -87,17 +99,19 @@ def _labelled_index(folders: PlannerFolders) -> pd.DataFrame:
 
 
 def _power_frames(
-    imported: pd.DataFrame, folders: PlannerFolders, config: Config
+    imported: pd.DataFrame, folders: PlannerFolders, config: Config, cap_w: float
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(first GPU over the first ``report.trace_s``, thinned samples of every GPU) per trace,
-    in the columns :func:`grpo_power.report.figures.power_traces` draws."""
+    in the columns :func:`grpo_power.report.figures.power_traces` draws and the GPU each
+    trace names (``gpu_name``); ``cap_w``: the cap per GPU drawn with them, W."""
     traces, samples = [], []
     r = config.report
     for _, entry in imported.iterrows():
         trace = read_trace(folders.traces / f"{entry['key']}.parquet")
         frame = trace.frame
-        info = {"panel": "traces", "arm": entry["label"], "cap_w": config.cap_w}
+        info = {"panel": "traces", "arm": entry["label"], "cap_w": cap_w}
         info["data"] = trace.metadata.source
+        info["gpu_name"] = trace.metadata.gpu_name
         first = frame[frame["gpu"] == frame["gpu"].min()]
         shown = first[first["t"] <= first["t"].min() + r.trace_s]
         traces.append(
@@ -130,13 +144,18 @@ def planner_report(folders: PlannerFolders, out: Path | str, config: Config) -> 
     index_file = cells.CsvFile(folders.traces / INDEX)
     labelled = index_file.frame.merge(imported[["key", "label"]], on="key", how="left")
     index_file.frame = labelled[labelled["status"] == "imported"]
-    traces, samples = _power_frames(imported, folders, config)
+    cap_w = float(fleet_json.get("cap_w_per_gpu"))
+    window_s = float(fleet_json.get("window_s"))
+    traces, samples = _power_frames(imported, folders, config, cap_w)
     fig.apply_style()
     drawn = {
-        "planner_traces": (fig.power_traces(traces), traces["data"]),
+        "planner_traces": (
+            fig.power_traces(traces, "time since the trace's first reading (s)"),
+            traces["data"],
+        ),
         "planner_distributions": (fig.power_distributions(samples), samples["data"]),
         "planner_fleet": (
-            fig.fleet(fleet_windows.frame, scaling.frame, config.fleet.window_s),
+            fig.fleet(fleet_windows.frame, scaling.frame, window_s),
             fleet_windows.frame["data"],
         ),
     }
@@ -144,21 +163,26 @@ def planner_report(folders: PlannerFolders, out: Path | str, config: Config) -> 
     for name, title in FIGURES:
         figure, data = drawn[name]
         pdf, png = fig.save_figure(figure, out / "figures", name, config.report.dpi)
-        caption = f"{fig.data_label(data)}. Dashed: the cap, {config.cap_w:g} W per GPU."
-        made.append(html.figure_html(title, caption, png, pdf, out))
+        caption = CAPTIONS[name].format(cap_w=cap_w, trace_s=config.report.trace_s)
+        made.append(html.figure_html(title, f"{fig.data_label(data)}. {caption}", png, pdf, out))
     skipped = index_file_skipped(folders)
     headline: list[cells.Cell] = [
         [
             f"{len(imported)} trace(s), ",
             summary.num("gpus", ",.0f"),
             f" GPU(s), {fig.data_label(imported['data'])}: a fleet of ",
-            fleet_json.num("n_gpus", ",.0f"),
-            f" GPUs by {fleet_json.get('alignment')} alignment peaks at ",
+            *_gpus(fleet_json.num("n_gpus", ",.0f")),
+            f" by {fleet_json.get('alignment')} alignment peaks at ",
             fleet_json.num("peak_share_sizing", ".1f", 100.0),
-            f" % of nameplate at the {config.fleet.window_s:g} s window (sizing quantile "
-            f"{config.fleet.peak_quantile:g}), so it can be oversubscribed by a factor of ",
+            " % of nameplate at the ",
+            fleet_json.num("window_s", "g"),
+            " s window (sizing quantile ",
+            fleet_json.num("peak_quantile", "g"),
+            "), so it can be oversubscribed by a factor of ",
             fleet_json.num("factor", ".3f"),
-            f" x with margin {config.fleet.margin:g}.",
+            " x with margin ",
+            fleet_json.num("margin", "g"),
+            ".",
         ],
         [
             "Energy at the wall ",
@@ -167,8 +191,9 @@ def planner_report(folders: PlannerFolders, out: Path | str, config: Config) -> 
             summary.num("energy_usd", ",.4f"),
             " and ",
             summary.num("carbon_kg", ",.4f"),
-            f" kg CO2eq ({summary.get('carbon_region')}); a fleet of "
-            f"{config.economics.fleet_gpus:,} such GPUs for a year: $",
+            f" kg CO2eq ({summary.get('carbon_region')}); a fleet of ",
+            *_gpus(summary.num("fleet_gpus", ",.0f"), " such GPU"),
+            " for a year: $",
             summary.num("annual_energy_usd", ",.0f"),
             "; oversubscription avoids $",
             summary.num("oversubscription.capital_usd_avoided", ",.0f"),
@@ -188,10 +213,13 @@ def planner_report(folders: PlannerFolders, out: Path | str, config: Config) -> 
     unresolved, coarsest_s = unresolved_windows(
         index_file, sorted(set(fleet_windows.frame["window_s"]))
     )
-    if config.fleet.window_s < coarsest_s:
+    if window_s < coarsest_s:
         headline.append(
-            f"The sizing window ({config.fleet.window_s:g} s) is shorter than a trace's sample "
-            "period: see the fleet table's note."
+            [
+                "The sizing window (",
+                fleet_json.num("window_s", "g"),
+                " s) is shorter than a trace's sample period: see the fleet table's note.",
+            ]
         )
     headline += [note[0].upper() + note[1:] + "." for note in fleet_notes(fleet_json.data)]
     left_out = [entry["run_id"] for entry in fleet_json.get("left_out")]
@@ -239,19 +267,28 @@ def planner_report(folders: PlannerFolders, out: Path | str, config: Config) -> 
                 ),
                 out,
             ),
-            html.table_html(
-                cells.csv_table("constants", "Constants", constants, tab.CONSTANT_COLS, ["name"]),
-                out,
-            ),
+            html.table_html(tab.constants_table("constants", "Constants", constants), out),
             key="economics",
         ),
     ]
+    simulated = traces[traces["data"] == "simulated"].drop_duplicates("arm")
     subtitle = (
         f"grpo-power {__version__}, planner mode: measured or imported traces only, no GRPO run "
-        "and no simulator (traces labelled SIMULATED come from the simulated A100)."
+        "and no simulator"
+        + (
+            f" (traces labelled SIMULATED, {', '.join(simulated['arm'])}, are the simulated "
+            f"power of {', '.join(sorted(set(simulated['gpu_name'])))})."
+            if len(simulated)
+            else "."
+        )
     )
     page = html.page("Power traces: fleet provisioning and economics", subtitle, sections)
     return write_text_atomic(out / REPORT.page, page)
+
+
+def _gpus(count: cells.Num, noun: str = " GPU") -> list[cells.Part]:
+    """``count`` followed by ``noun``, plural unless the count is one."""
+    return [count, noun if count.value == 1 else f"{noun}s"]
 
 
 def unresolved_windows(

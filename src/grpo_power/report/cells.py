@@ -13,7 +13,7 @@ wrote. The study report's tables (``report/tables.py``) and the planner's
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,14 +51,15 @@ Cell = Part | list[Part]
 
 @dataclass
 class Table:
-    """A table of the report: a title, headers, rows of cells, and its source files."""
+    """A table of the report: a title, headers, rows of cells, its source files, and a note
+    under it (a cell: its numbers traceable like the rows')."""
 
     key: str
     title: str
     columns: list[str]
     rows: list[list[Cell]] = field(default_factory=list)
     sources: list[Path] = field(default_factory=list)
-    note: str = ""
+    note: Cell = ""
 
 
 def _row_key(row: pd.Series, keys: Sequence[str]) -> tuple[tuple[str, str], ...]:
@@ -154,7 +155,7 @@ def csv_table(
     cols: Sequence[Col],
     keys: Sequence[str],
     rows: pd.DataFrame | None = None,
-    note: str = "",
+    note: Cell = "",
 ) -> Table:
     """One table row per row of ``rows`` (default: every row of ``source``); ``keys``: the
     columns that identify a row in ``source``."""
@@ -185,5 +186,21 @@ def csv_table(
 
 
 def with_unit(num: Num, unit: str) -> list[Part]:
-    """A number followed by its unit; the unit is left out when the number is missing."""
-    return [num, f" {unit}"] if num.text() != "n/a" else [num]
+    """A number with its unit (``$`` before it, any other unit after it); the unit is left out
+    when the number is missing."""
+    if num.text() == "n/a":
+        return [num]
+    return ["$", num] if unit == "$" else [num, f" {unit}"]
+
+
+def data_label(data: Iterable[str]) -> str:
+    """``SIMULATED`` when the data is (or has) simulated power, ``SIMULATED and measured: ...``
+    when some is measured too, else the sources (e.g. ``measured: nvml``; ``measured`` where
+    that is the only label); items may list several sources separated by commas."""
+    sources = {source.strip() for item in data for source in str(item).split(",")}
+    measured = sorted(source for source in sources if "simulated" not in source)
+    named = [source for source in measured if source != "measured"]
+    shown = "measured" + (": " + ", ".join(named) if named else "")
+    if len(measured) == len(sources):
+        return shown
+    return "SIMULATED" + (f" and {shown}" if measured else "")

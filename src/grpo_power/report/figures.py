@@ -30,6 +30,7 @@ from grpo_power.analysis.reference import (
 )
 from grpo_power.atomic import write_atomic
 from grpo_power.config import SIM_ARM_NAMES
+from grpo_power.report.cells import data_label
 
 FORMATS = ("pdf", "png")
 STYLE = {
@@ -70,17 +71,6 @@ def arm_palette(arms: Iterable[str]) -> dict[str, tuple[float, float, float]]:
     return dict(zip(names, colors, strict=True))
 
 
-def data_label(data: Iterable[str]) -> str:
-    """``SIMULATED`` when the data is (or has) simulated power, ``SIMULATED and measured: ...``
-    when some is measured too, else the sources (e.g. ``measured: nvml``); items may list
-    several sources separated by commas."""
-    sources = {source.strip() for item in data for source in str(item).split(",")}
-    measured = sorted(source for source in sources if "simulated" not in source)
-    if len(measured) == len(sources):
-        return "measured: " + ", ".join(measured)
-    return "SIMULATED" + (" and measured: " + ", ".join(measured) if measured else "")
-
-
 def save_figure(fig: Figure, folder: Path, name: str, dpi: int) -> list[Path]:
     """Write ``folder/name.pdf`` and ``.png`` atomically; close the figure; return the paths."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -110,8 +100,12 @@ def _grid(n: int, ncols: int, width: float, height: float) -> tuple[Figure, np.n
     return fig, axes.flat
 
 
-def power_traces(traces: pd.DataFrame) -> Figure:
-    """Power of GPU 0 over time, one panel per source (row) and arm (column), cap dashed."""
+def power_traces(traces: pd.DataFrame, time_label: str = "time since the first step (s)") -> Figure:
+    """Power of GPU 0 over time, one panel per source (row) and arm (column), cap dashed.
+
+    ``traces``: ``panel, arm, t_s, power_w, cap_w, data``; ``time_label``: the x axis, saying
+    where ``t_s`` starts.
+    """
     panels = list(dict.fromkeys(traces["panel"]))
     arms = ordered_arms(traces["arm"])
     palette = arm_palette(arms)
@@ -133,7 +127,7 @@ def power_traces(traces: pd.DataFrame) -> Figure:
             ax.plot(sub["t_s"], sub["power_w"], color=palette[arm], linewidth=0.6)
             ax.axhline(sub["cap_w"].iloc[0], **CAP_STYLE)
             ax.set_title(f"{panel}: {arm}\n{data_label(sub['data'])}", fontsize=7)
-    fig.supxlabel("time since the first step (s)", fontsize=8)
+    fig.supxlabel(time_label, fontsize=8)
     fig.supylabel("GPU 0 power (W); dashed: cap", fontsize=8)
     fig.tight_layout()
     return fig
@@ -447,10 +441,11 @@ def cost_carbon(arms: pd.DataFrame) -> Figure:
     return fig
 
 
+# Each figure's caption; ``{gpu}``: the GPU the real runs' traces name (their metadata).
 CAPTIONS = {
     "power_traces": "Power of GPU 0 over time for each arm (columns) of each real run and "
     "simulated deployment (rows), from the first training step; the dashed line is the per-GPU "
-    "cap. Real runs are tiny GRPO runs whose power comes from the simulated A100 model where "
+    "cap. Real runs are tiny GRPO runs whose power comes from the simulated {gpu} model where "
     "marked SIMULATED; simulator rows are the evaluate stage's first seed.",
     "power_distributions": "Distribution of per-GPU power samples per arm (violins cut at the "
     "observed range; lines: quartiles), evenly thinned to report.max_points per arm; the dashed "

@@ -71,7 +71,7 @@ def table_html(table: Table, base: Path) -> str:
     sources = ", ".join(
         f'<a href="{esc(rel(s, base))}">{esc(rel(s, base))}</a>' for s in table.sources
     )
-    note = f'<p class="note">{esc(table.note)}</p>' if table.note else ""
+    note = f'<p class="note">{cell_html(table.note, base)}</p>' if table.note else ""
     return (
         f'<h3 id="table-{esc(table.key)}">{esc(table.title)}</h3>\n'
         f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>\n"

@@ -5,7 +5,7 @@ Qwen2.5-7B GRPO on one A100 under a 314.6 W cap: static generation batch 8 and 4
 controller and PPO, each with its tokens in a fixed budget and its share of NVML samples over the
 cap. This run's arms stand for them on the simulated 7b deployment (the evaluate stage, 5 seeds,
 the deployment's budget) and on the tiny real run (the windows and economics stages; its power is
-the simulated A100's on a CPU):
+the simulated power of the GPU its trace names, on a CPU):
 
 - static batch 8, the study's largest, is ``fixed`` (its configured concurrency, by default the
   upper bound: the whole step in one generate call);
@@ -27,7 +27,7 @@ from grpo_power.report.tables import against_study
 from grpo_power.stage_files import read_csv
 
 # This run's arm per study row, and why its figures differ from the study's beyond the shared
-# causes the table's note names (a simulated A100, another workload scale); ``{cap_compared}``:
+# causes the table's note names (a simulated GPU, another workload scale); ``{cap_compared}``:
 # the study's cap against this run's.
 LIVE_ARMS: tuple[tuple[str, str], ...] = (
     (
@@ -84,6 +84,7 @@ def live_arm_table(
     cap_w: float,
     concurrency: dict[str, int],
     window_s: float,
+    gpu: str,
 ) -> Table:
     """The study's live arms and this run's, one row per study arm.
 
@@ -95,7 +96,8 @@ def live_arm_table(
             real run size standing for it (``sim.deployments[].sizes``).
         cap_w: the simulated deployment's cap; concurrency: the static arms' concurrency
             (``fixed``, ``fixed-half``); window_s: the shortest window the windows stage
-            computed (the share over the cap).
+            computed (the share over the cap); gpu: the GPU the runs' traces name, whose
+            power the simulator models.
     """
     table = Table(
         "live-arms",
@@ -119,7 +121,7 @@ def live_arm_table(
         f"concurrency {concurrency['fixed']}; batch 4 is half: the fixed-half arm's concurrency "
         f"{concurrency['fixed-half']}. {deployment} rows: the evaluation's seeds, 95 % intervals; "
         "the real run's share over the cap is its first seed's. The study measured a trained 7B "
-        "model; here a simulated A100 and, for the real run, a small model with simulated "
+        f"model; here a simulated {gpu} and, for the real run, a small model with simulated "
         "power, so tokens differ in scale: compare the arms' order and violation shares, not "
         "absolute tokens.",
     )

@@ -86,10 +86,25 @@ def _exceedance_rows(paths: list[Path], infos: list[RunInfo]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
 
 
+def gpu_names(infos: list[RunInfo]) -> str:
+    """The GPUs the real runs' traces name (their metadata's ``gpu_name``), as text; ``GPU``
+    without a run."""
+    return ", ".join(sorted({i.metadata["gpu_name"] for i in infos})) or "GPU"
+
+
 def make_figures(
-    config: Config, inputs: ReportInputs, infos: list[RunInfo], out: Path
+    config: Config,
+    inputs: ReportInputs,
+    infos: list[RunInfo],
+    out: Path,
+    evaluate_json: cells.JsonFile,
+    fleet_json: cells.JsonFile,
 ) -> list[tuple[str, str, str, Path, Path]]:
-    """Draw and save every figure; (name, title, caption, png, pdf) per figure."""
+    """Draw and save every figure; (name, title, caption, png, pdf) per figure.
+
+    ``evaluate_json``, ``fleet_json``: the evaluate and fleet stages' ``summary.json`` (the
+    evaluation's exceedance window, the fleet's sizing window).
+    """
     r = config.report
     fig.apply_style()
     run_traces, run_samples = run_power(inputs.runs, r.trace_s, r.max_points)
@@ -98,6 +113,7 @@ def make_figures(
         inputs.evaluate / EVALUATE.summary_csv, written_by("evaluate", EVALUATE.summary_csv)
     )
     fleet_windows = read_csv(inputs.fleet / FLEET.fleet_csv, written_by("fleet", FLEET.fleet_csv))
+    fleet_window_s = float(fleet_json.get("window_s"))
     authority = read_csv(
         inputs.identify / IDENTIFY.authority_csv, written_by("identify", IDENTIFY.authority_csv)
     )
@@ -123,7 +139,11 @@ def make_figures(
         "power_distributions": (lambda: fig.power_distributions(samples), samples["data"]),
         "exceedance_windows": (
             lambda: fig.exceedance_windows(
-                exceedance, fleet_windows, summary, config.evaluate.exceedance_window_s, sim_72b
+                exceedance,
+                fleet_windows,
+                summary,
+                float(evaluate_json.get("exceedance_window_s")),
+                sim_72b,
             ),
             [
                 *exceedance["data"],
@@ -139,7 +159,7 @@ def make_figures(
             authority["data"],
         ),
         "fleet": (
-            lambda: fig.fleet(fleet_windows, scaling, config.fleet.window_s),
+            lambda: fig.fleet(fleet_windows, scaling, fleet_window_s),
             [*fleet_windows["data"], *scaling["data"]],
         ),
         "ppo_learning": (
@@ -153,7 +173,8 @@ def make_figures(
     for name, title in REPORT_FIGURES.items():
         draw, data = drawn[name]
         pdf, png = fig.save_figure(draw(), out / "figures", name, r.dpi)
-        made.append((name, title, f"{fig.data_label(data)}. {fig.CAPTIONS[name]}", png, pdf))
+        caption = fig.CAPTIONS[name].format(gpu=gpu_names(infos))
+        made.append((name, title, f"{fig.data_label(data)}. {caption}", png, pdf))
     return made
 
 
@@ -243,8 +264,8 @@ def _setup(
         f"Real GRPO runs ({', '.join(sizes) or 'none'}) ran TRL on "
         f"{', '.join(sorted({i.manifest['hardware'].get('platform', '?') for i in infos}))}; "
         f"their power source: {', '.join(sorted({i.metadata['source'] for i in infos}))} "
-        "(simulated = the calibrated A100 power model driven by the run's real phases and "
-        "actuators).",
+        f"(simulated = the calibrated {gpu_names(infos)} power model driven by the run's real "
+        "phases and actuators).",
         "The 7B/14B/72B deployments, the PPO controller's training and the arm evaluation are "
         "SIMULATED (GRPO step simulator calibrated by the identify stage).",
         f"The fleet is built by {fleet.get('alignment')} alignment of the runs' energy bins "
@@ -338,13 +359,48 @@ def _live_arms(
         deployment.cap_w or config.cap_w,
         {arm: static_setting(arm, config.workload)[0] for arm in ("fixed", "fixed-half")},
         min(config.windows.windows_s),
+        gpu_names(infos),
     )
+
+
+def _fleet_year_note(constants: cells.CsvFile) -> cells.Cell:
+    """The costs table's note: the fleet-year the economics stage priced (its
+    ``constants.csv`` settings ``fleet_gpus``, ``year`` and ``utilization``)."""
+    gpus = constants.num("value", ",.0f", name="fleet_gpus")
+    return [
+        "Fleet-year: ",
+        gpus,
+        f" GPU{'' if gpus.value == 1 else 's'} in ",
+        constants.num("value", ".0f", name="year"),
+        " at utilisation ",
+        constants.num("value", "g", name="utilization"),
+        ". Energy at the wall = GPU energy x PUE (host power not measured, not counted).",
+    ]
+
+
+def _pilot_note(pilot: cells.CsvFile, economics: cells.JsonFile) -> cells.Cell:
+    """The pilot table's note from the economics stage's ``pilot.csv`` (confidence, power and
+    headroom windows, the same on every row) and ``summary.json`` (the fleet window the
+    headroom is counted in)."""
+    first = {"deployment": pilot.frame["deployment"].iloc[0]}
+    return [
+        "Confidence ",
+        pilot.num("confidence", "g", **first),
+        ", power ",
+        pilot.num("power", "g", **first),
+        "; each deployment's pilot is sized to detect its detectable change (a share of the "
+        "simulated change) against the simulator's spread across seeds, inflated; headroom: no "
+        "exceedance in ",
+        pilot.num("headroom_windows", ",.0f", **first),
+        " independent ",
+        economics.num("oversubscription.window_s", "g"),
+        " s windows (the fleet's sizing window).",
+    ]
 
 
 def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportResult:
     """Draw the figures and write ``out/index.html`` (and ``out/figures/*.pdf|png``)."""
     out = Path(out)
-    econ = config.economics
     infos = run_infos(inputs.runs)
     ratios = cells.CsvFile(
         inputs.evaluate / EVALUATE.ratios, written_by("evaluate", EVALUATE.ratios)
@@ -368,6 +424,10 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
         )
         for name in ("constants", "arms", "savings", "oversubscription", "sensitivity", "pilot")
     }
+    economics_json = cells.JsonFile(
+        inputs.economics / ECONOMICS.summary, written_by("economics", ECONOMICS.summary)
+    )
+    controller_arm = economics_json.get("controller_arm")
     deployments = evaluate_json.get("deployments")
     single = [n for n, d in deployments.items() if d["gpus"] == 1]
     sharded = [n for n, d in deployments.items() if d["gpus"] > 1]
@@ -394,15 +454,15 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
         authority,
         comparison,
         e["sensitivity"],
-        econ.controller_arm,
+        controller_arm,
         single[0] if single else next(iter(deployments)),
         sharded[-1] if sharded else next(iter(deployments)),
         setup_text,
         study_fleet,
-        ("uncontrolled", econ.controller_arm),
+        ("uncontrolled", controller_arm),
     )
     live = _live_arms(config, inputs, infos, summary, e["arms"], single)
-    controller_savings = e["savings"].select(arm=econ.controller_arm)
+    controller_savings = e["savings"].select(arm=controller_arm)
     tables = [
         cells.csv_table(
             "evaluation",
@@ -445,26 +505,18 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
             )
         )
     economics = [
-        cells.csv_table(
-            "constants",
-            "Constants, with source and year",
-            e["constants"],
-            tab.CONSTANT_COLS,
-            ["name"],
-        ),
+        tab.constants_table("constants", "Constants, with source and year", e["constants"]),
         cells.csv_table(
             "costs",
             "Energy, cost and carbon per arm (means over seeds, 95 % intervals)",
             e["arms"],
             tab.COST_COLS,
             ["source", "deployment", "arm"],
-            note=f"Fleet-year: {econ.fleet_gpus:,} GPUs in {econ.year} at utilisation "
-            f"{econ.utilization:g}. Energy at the wall = GPU energy x PUE (host power not "
-            "measured, not counted).",
+            note=_fleet_year_note(e["constants"]),
         ),
         cells.csv_table(
             "savings",
-            f"Savings of {econ.controller_arm} against every other arm",
+            f"Savings of {controller_arm} against every other arm",
             e["savings"],
             tab.SAVINGS_COLS,
             ["source", "deployment", "arm", "versus"],
@@ -483,21 +535,18 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
         tab.sensitivity_table(e["sensitivity"]),
         cells.csv_table(
             "pilot",
-            "Low-cost pilot: smallest deployment confirming the gain and the headroom",
+            "Low-cost pilot: smallest deployment confirming the gain and the headroom (sized from "
+            f"{fig.data_label(e['pilot'].frame['data'])} inputs)",
             e["pilot"],
             tab.PILOT_COLS,
             ["deployment"],
-            note=f"Confidence {econ.pilot.confidence:g}, power {econ.pilot.power:g}; sized to "
-            f"detect {econ.pilot.min_effect_share:g} of the simulated gain with the simulator's "
-            f"spread x {econ.pilot.sd_inflation:g}; headroom: no exceedance in enough "
-            f"independent {config.fleet.window_s:g} s windows to bound the rate below "
-            f"{econ.pilot.exceedance_target:g}.",
+            note=_pilot_note(e["pilot"], economics_json),
         ),
     ]
     # Every input is read and every table built before the first file is written: a bad input
     # fails here and leaves no figures behind.
     measured = real_traces_section(inputs.real_traces, out, config.report.dpi)
-    made = make_figures(config, inputs, infos, out)
+    made = make_figures(config, inputs, infos, out, evaluate_json, fleet_json)
     sections = [
         html.section("The question", html.paragraph(QUESTION), key="question"),
         _setup(infos, evaluate_json, fleet_json, out, study_fleet_json),

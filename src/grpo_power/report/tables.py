@@ -14,7 +14,16 @@ import pandas as pd
 
 from grpo_power.analysis.authority import STUDY_AUTHORITY_72B, STUDY_CONCURRENCY_AUTHORITY_72B
 from grpo_power.analysis.reference import ABSTRACT, STUDY_LIVE_ARMS, STUDY_SOURCE
-from grpo_power.report.cells import Cell, Col, CsvFile, JsonFile, Part, Table, with_unit
+from grpo_power.report.cells import (
+    Cell,
+    Col,
+    CsvFile,
+    JsonFile,
+    Part,
+    Table,
+    data_label,
+    with_unit,
+)
 
 
 def _pct_change(
@@ -326,13 +335,9 @@ AUTHORITY_COLS = (
     Col("retained %", "retained_authority", ".0f", 100.0),
     Col("selected", "selected"),
 )
-CONSTANT_COLS = (
-    Col("constant", "name"),
-    Col("value", "value", ",.8g"),
-    Col("unit", "unit"),
-    Col("source", "source"),
-    Col("year", "year"),
-)
+CONSTANT_COLUMNS = ["constant", "value", "unit", "source", "year"]
+# Constants whose value is a calendar year, shown without a thousands separator.
+YEAR_CONSTANTS = ("year",)
 COST_COLS = (
     Col("source", "source"),
     Col("deployment", "deployment"),
@@ -375,6 +380,7 @@ OVERSUBSCRIPTION_COLS = (
 )
 PILOT_COLS = (
     Col("deployment", "deployment"),
+    Col("data", "data"),
     Col("smallest", "smallest"),
     Col("sized by", "sized_by"),
     Col("simulated change %", "simulated_change_pct", "+,.1f"),
@@ -389,23 +395,46 @@ PILOT_COLS = (
 )
 
 
+def constants_table(key: str, title: str, source: CsvFile) -> Table:
+    """The economics stage's ``constants.csv``: each constant's value, unit, source and year
+    (a year as ``2025``, not ``2,025``; a setting's empty year left empty)."""
+    table = Table(key, title, CONSTANT_COLUMNS, sources=[source.path])
+    for _, row in source.frame.iterrows():
+        ident = {"name": row["name"]}
+        spec = ".0f" if row["name"] in YEAR_CONSTANTS else ",.8g"
+        year = source.num("year", ".0f", **ident) if pd.notna(row["year"]) else ""
+        table.rows.append(
+            [row["name"], source.num("value", spec, **ident), row["unit"], row["source"], year]
+        )
+    return table
+
+
 def sensitivity_table(source: CsvFile) -> Table:
     """The economics stage's ``sensitivity.csv`` pivoted: one row per headline quantity, one
-    column per setting (the base case, then each assumption at each end)."""
+    column per setting (the base case, then each assumption at each end); the title carries
+    the rows' data label (SIMULATED where they are)."""
     frame = source.frame
     settings = list(dict.fromkeys(zip(frame["parameter"], frame["setting"], strict=True)))
     quantities = frame[frame["parameter"] == "base"]
     table = Table(
         "sensitivity",
-        "Sensitivity of the headline to price, PUE, carbon intensity and capacity cost",
-        ["source", "deployment", "quantity", "unit", *(f"{p}: {s}" for p, s in settings)],
+        "Sensitivity of the headline to price, PUE, carbon intensity and capacity cost "
+        f"({data_label(frame['data'])})",
+        [
+            "source",
+            "deployment",
+            "quantity",
+            "unit",
+            "data",
+            *(f"{p}: {s}" for p, s in settings),
+        ],
         sources=[source.path],
         note="One assumption changed at a time; the others as configured.",
     )
     for _, q in quantities.iterrows():
         keys = {"source": q["source"], "deployment": q["deployment"], "quantity": q["quantity"]}
         spec = ",.4f" if "per Mtok" in q["quantity"] else ",.0f"
-        row: list[Cell] = [q["source"], q["deployment"], q["quantity"], q["unit"]]
+        row: list[Cell] = [q["source"], q["deployment"], q["quantity"], q["unit"], q["data"]]
         for parameter, setting in settings:
             found = source.select(parameter=parameter, setting=setting, **keys)
             row.append(
