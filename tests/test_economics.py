@@ -217,6 +217,11 @@ def test_pilot_sizes_by_hand() -> None:
     none = plans.set_index("deployment").loc["72b"]
     assert none["sized_by"] == "no simulated gain" and math.isinf(none["seeds_per_arm"])
     assert list(plans["smallest"]) == [True, False]
+    # two deployments that cost the same: one pilot, the first (both were marked smallest)
+    twin = [{**row, "deployment": "7b-twin"} for row in rows if row["deployment"] == "7b"]
+    tied = pilot_plan(pd.DataFrame(rows + twin), "ppo", "fixed", 16, 30.0, 4.0, pilot)
+    assert tied["cost_usd"].iloc[0] == tied["cost_usd"].iloc[2]
+    assert list(tied["smallest"]) == [True, False, False]
     plan = plans.iloc[0]
     sd = float(np.std(gains, ddof=1))
     z = 1.959963984540054 + 0.8416212335729143

@@ -128,5 +128,7 @@ def pilot_plan(
     plan = pd.DataFrame(rows)
     if len(plan):
         finite = np.isfinite(plan["cost_usd"])
-        plan["smallest"] = finite & (plan["cost_usd"] == plan.loc[finite, "cost_usd"].min())
+        # one pilot: the cheapest, the first of deployments that cost the same
+        cheapest = plan.loc[finite, "cost_usd"].idxmin() if finite.any() else None
+        plan["smallest"] = plan.index == cheapest
     return plan

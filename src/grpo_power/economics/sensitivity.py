@@ -58,7 +58,7 @@ def headline(
     rows.append(
         {
             "source": "fleet",
-            "deployment": f"{fleet['n_gpus']} GPUs",
+            "deployment": f"{int(fleet['n_gpus']):,} GPUs",
             "quantity": "capital avoided by oversubscription",
             "unit": "$",
             "value": fleet["capital_usd_avoided"],

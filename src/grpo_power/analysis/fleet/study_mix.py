@@ -242,8 +242,8 @@ def _fleet_rows(
         f"{first['horizon_s']:g} s"
     )
     why = (
-        "differs: simulated power; the deployments keep their own caps (the 14b and 72b draw "
-        "about half of nameplate); the study's start times are not known, here random"
+        "differs: simulated power; the deployments keep their own caps; the study's start "
+        "times are not known, here random"
     )
     long = table[(table["window_s"] >= 30.0) & np.isfinite(table["exceedance_mean"])]
     worst = long.loc[long["exceedance_mean"].idxmax()] if len(long) else None
