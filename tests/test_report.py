@@ -250,6 +250,7 @@ def test_a_report_of_another_config_states_what_the_stage_files_hold(
     config["economics"].update(fleet_gpus=7, year=2031, utilization=0.25)
     config["economics"]["pilot"].update(confidence=0.6, power=0.6)
     config["fleet"]["window_s"] = 10.0
+    config["cap_w"] = 300.0
     other = tmp_path / "other.yaml"
     other.write_text(yaml.safe_dump(config))
     exceedance = [arg for path in paths["exceedance"] for arg in ("--exceedance", str(path))]
@@ -292,6 +293,8 @@ def test_a_report_of_another_config_states_what_the_stage_files_hold(
     assert f"from the simulated {gpu} model where marked SIMULATED" in text  # power traces
     assert f"here a simulated {gpu} and" in text  # the live arms
     assert "simulated A100" not in text and "A100 power model" not in text
+    cap_w = json.loads((root / "evaluate" / "study" / "summary.json").read_text())["deployments"]
+    assert f"this run's 7b cap {cap_w['7b']['cap_w']:g} W" in text  # the evaluation's, not 300
 
 
 def test_the_live_arm_table_sets_the_study_beside_the_files(report: dict) -> None:

@@ -99,11 +99,13 @@ def make_figures(
     out: Path,
     evaluate_json: cells.JsonFile,
     fleet_json: cells.JsonFile,
+    controller_arm: str,
 ) -> list[tuple[str, str, str, Path, Path]]:
     """Draw and save every figure; (name, title, caption, png, pdf) per figure.
 
     ``evaluate_json``, ``fleet_json``: the evaluate and fleet stages' ``summary.json`` (the
-    evaluation's exceedance window, the fleet's sizing window).
+    evaluation's exceedance window, the fleet's sizing window); ``controller_arm``: the arm the
+    economics stage priced as the controller (drawn beside uncontrolled in the study fleet).
     """
     r = config.report
     fig.apply_style()
@@ -131,7 +133,7 @@ def make_figures(
             written_by("study fleet", STUDY_FLEET.comparison_csv),
             ("key", "arm", "window_s", "this_run", "data"),
         )
-        shown = ("uncontrolled", config.economics.controller_arm)
+        shown = ("uncontrolled", controller_arm)
         sim_72b = rows[rows["key"].str.startswith("exceedance_72b") & rows["arm"].isin(shown)]
     # name -> (draw the figure, the data labels it shows)
     drawn = {
@@ -154,7 +156,7 @@ def make_figures(
         ),
         "authority": (
             lambda: fig.authority(
-                authority, config.authority.threshold, STUDY_CONCURRENCY_AUTHORITY_72B
+                authority, float(authority["threshold"].iloc[0]), STUDY_CONCURRENCY_AUTHORITY_72B
             ),
             authority["data"],
         ),
@@ -341,12 +343,17 @@ def _live_arms(
     summary: cells.CsvFile,
     run_arms: cells.CsvFile,
     single: list[str],
+    evaluate_json: cells.JsonFile,
 ) -> cells.Table:
     """The live-arm table on the first single-GPU deployment and the first real run size that
-    stands for it (``sim.deployments[].sizes``; the first run size when none does)."""
+    stands for it (``sim.deployments[].sizes``; the first run size when none does); the
+    deployment's cap and the static arms' concurrency are the evaluation's
+    (``evaluate_json``: its ``summary.json``)."""
     deployment = next(
         (d for d in config.sim.deployments if d.name in single), config.sim.deployments[0]
     )
+    evaluated = evaluate_json.get("deployments")[deployment.name]
+    w = config.workload  # the static arms' settings where the evaluation ran no such arm
     sizes = [s.size for s in config.run_sizes]
     size = next((s for s in sizes if s in deployment.sizes), sizes[0])
     arms = {i.metadata["run_id"]: i.manifest["arm"] for i in infos if i.manifest["size"] == size}
@@ -356,8 +363,11 @@ def _live_arms(
         first_run_exceedance(inputs.exceedance, arms),
         deployment.name,
         size,
-        deployment.cap_w or config.cap_w,
-        {arm: static_setting(arm, config.workload)[0] for arm in ("fixed", "fixed-half")},
+        float(evaluated["cap_w"]),
+        {
+            arm: int(evaluated["arms"].get(arm, {}).get("concurrency", static_setting(arm, w)[0]))
+            for arm in ("fixed", "fixed-half")
+        },
         min(config.windows.windows_s),
         gpu_names(infos),
     )
@@ -461,7 +471,7 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
         study_fleet,
         ("uncontrolled", controller_arm),
     )
-    live = _live_arms(config, inputs, infos, summary, e["arms"], single)
+    live = _live_arms(config, inputs, infos, summary, e["arms"], single, evaluate_json)
     controller_savings = e["savings"].select(arm=controller_arm)
     tables = [
         cells.csv_table(
@@ -546,7 +556,7 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
     # Every input is read and every table built before the first file is written: a bad input
     # fails here and leaves no figures behind.
     measured = real_traces_section(inputs.real_traces, out, config.report.dpi)
-    made = make_figures(config, inputs, infos, out, evaluate_json, fleet_json)
+    made = make_figures(config, inputs, infos, out, evaluate_json, fleet_json, controller_arm)
     sections = [
         html.section("The question", html.paragraph(QUESTION), key="question"),
         _setup(infos, evaluate_json, fleet_json, out, study_fleet_json),
