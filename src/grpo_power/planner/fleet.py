@@ -77,9 +77,10 @@ def _drawn_note(runs: Sequence[RunBins], summary: dict[str, Any]) -> str | None:
     reason = summary.get("alignment_reason")
     if not reason:
         return None
+    gpus = int(summary["n_gpus"])
     note = (
-        f"{reason}, so the fleet of {summary['n_gpus']} GPUs is drawn by Monte Carlo over start "
-        "offsets"
+        f"{reason}, so the fleet of {gpus:,} GPU{'' if gpus == 1 else 's'} is drawn by Monte "
+        "Carlo over start offsets"
     )
     unnamed = [run.run_id for run in runs if not run.simulated and gpu_set(run) is None]
     if not unnamed:
