@@ -104,6 +104,29 @@ def test_an_explicit_config_that_does_not_exist_is_an_error(tmp_path: Path) -> N
     assert "packaged default" not in result.output
 
 
+def test_a_config_error_names_the_file_or_the_options_that_brought_it(tmp_path: Path) -> None:
+    """``workload: 5`` in a file was replaced by the options' own workload mapping and ran a
+    whole study's run on the defaults; an option out of the config's bounds was blamed on the
+    file, which does not set it. Neither run writes anything."""
+    scalar = tmp_path / "scalar.yaml"
+    scalar.write_text("workload: 5\n")
+    out = tmp_path / "run"
+    for args, said in (
+        (["-c", str(scalar)], f"{scalar}: workload: Input should be a valid dictionary"),
+        (
+            ["--concurrency", "64", "-c", str(REPO / "config" / "config.yaml")],
+            "--concurrency 64 over ",
+        ),
+        (["--size", "huge", "--steps", "2"], "--size huge --steps 2 over "),
+    ):
+        result = invoke("run", "--arm", "fixed", "--out", str(out), *args)
+        assert result.exit_code == EXIT_DATA, result.output
+        assert said in result.stderr, result.stderr
+        assert not out.exists()
+    bounds = invoke("calibrate", "--size", "bogus", "-c", str(REPO / "config" / "config.yaml"))
+    assert "--size bogus over " in bounds.stderr and "workload.size" in bounds.stderr
+
+
 # --------------------------------------------------------------------------------------------
 # choices
 

@@ -267,5 +267,25 @@ SplitOption = Annotated[
 ]
 
 
-def config_from(path: Path, overrides: dict[str, Any] | None = None) -> Config:
-    return load_config(path, overrides)
+def config_from(path: Path, options: dict[str, tuple[str, Any]] | None = None) -> Config:
+    """The config file ``path`` validated alone (its errors name the file: a section the file
+    gives as a scalar was replaced by an option's mapping and never reported), then with the
+    command's ``options`` over it (option -> (dotted config field, value); a value of None was
+    not given), whose errors name the options given (``--concurrency 64 over config.yaml:
+    ...``): the file alone was valid, so they are the options'."""
+    cfg = load_config(path)
+    given = {option: pair for option, pair in (options or {}).items() if pair[1] is not None}
+    if not given:
+        return cfg
+    overrides: dict[str, Any] = {}
+    for dotted, value in given.values():
+        *sections, name = dotted.split(".")
+        node = overrides
+        for section in sections:
+            node = node.setdefault(section, {})
+        node[name] = value
+    try:
+        return load_config(path, overrides)
+    except ConfigError as error:
+        said = " ".join(f"{option} {value}" for option, (_, value) in given.items())
+        raise ConfigError(str(error).replace(f"{path}: ", f"{said} over {path}: ")) from None

@@ -75,7 +75,7 @@ def calibrate(
     """Stage 1: calibrate the fixed-safe arm (highest concurrency whose p99 power < cap)."""
     from grpo_power.workload.fixed_safe import calibrate_fixed_safe
 
-    cfg = config_from(config, {"workload": {"size": size}} if size else None)
+    cfg = config_from(config, {"--size": ("workload.size", size)})
     folder = cfg.layout.calibration(cfg.workload.size)
     run_candidates = None
     if cfg.launch.launcher == "submitit":  # on a cluster the candidates are one job array
@@ -154,18 +154,16 @@ def run(
             "--seed": seeds,
         }
     )
-    overrides: dict[str, Any] = {"workload": {}}
-    if size is not None:
-        overrides["workload"]["size"] = size
-    if steps is not None:
-        overrides["workload"]["steps"] = steps
-    if concurrency is not None:
-        overrides["workload"]["concurrency"] = concurrency
-    if max_new_tokens is not None:
-        overrides["workload"]["max_new_tokens"] = max_new_tokens
-    if launcher is not None:
-        overrides["launch"] = {"launcher": launcher}
-    cfg = config_from(config, overrides)
+    cfg = config_from(
+        config,
+        {
+            "--size": ("workload.size", size),
+            "--steps": ("workload.steps", steps),
+            "--concurrency": ("workload.concurrency", concurrency),
+            "--max-new-tokens": ("workload.max_new_tokens", max_new_tokens),
+            "--launcher": ("launch.launcher", launcher),
+        },
+    )
     seeds = seeds or [cfg.seed]
     if len(seeds) > 1 and "{seed}" not in str(out):
         raise typer.BadParameter("several --seed values need {seed} in --out", param_hint="--out")

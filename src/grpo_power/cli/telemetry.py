@@ -56,12 +56,14 @@ def telemetry_record(
     from grpo_power.telemetry.summary import summary_table
 
     check_numbers({"--period": period})
-    overrides: dict[str, Any] = {"telemetry": {}}
-    if period is not None:
-        overrides["telemetry"]["period_s"] = period
     # Any command's GPUs: real ones wherever there are (the config's source is the workload's).
-    overrides["telemetry"]["source"] = source or "auto"
-    cfg = config_from(config, overrides)
+    cfg = config_from(
+        config,
+        {
+            "--period": ("telemetry.period_s", period),
+            "--source": ("telemetry.source", source or "auto"),
+        },
+    )
     out = out or cfg.results_dir / "telemetry" / f"record-{time.strftime('%Y%m%d-%H%M%S')}.parquet"
 
     def say_source(opened: Any) -> None:
