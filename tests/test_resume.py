@@ -166,11 +166,19 @@ class RunProcess:
         return self.stderr()
 
 
-def _start_run(tmp_path: Path, out: Path, config_file: Path | None = None) -> RunProcess:
+def _start_run(
+    tmp_path: Path, out: Path, config_file: Path | None = None, args: tuple[str, ...] = ()
+) -> RunProcess:
+    """``grpo-power run --arm threshold`` for :data:`STEPS` steps into ``out`` (``args``: the
+    command's other arguments, or another command's whole when they start with one)."""
     env = {**os.environ, "HF_TOKEN": SECRET, "GRPO_SECRET_PASSWORD": "hunter2hunter2"}
     config_file = config_file or _config_file(tmp_path)
-    command = [sys.executable, "-m", "grpo_power.cli", "run", "--arm", "threshold"]
-    command += ["--steps", str(STEPS), "--out", str(out), "--config", str(config_file)]
+    command = [sys.executable, "-m", "grpo_power.cli"]
+    if args and not args[0].startswith("-"):
+        command += [*args, "--config", str(config_file)]
+    else:
+        command += ["run", "--arm", "threshold", "--steps", str(STEPS), "--out", str(out)]
+        command += ["--config", str(config_file), *args]
     log = tmp_path / f"attempt-{len(list(tmp_path.glob('attempt-*.log'))) + 1}.log"
     with open(log, "wb") as stderr:
         process = subprocess.Popen(command, env=env, stderr=stderr, start_new_session=True)
@@ -220,6 +228,54 @@ def test_sigterm_stops_after_a_checkpoint_and_the_same_command_resumes(tmp_path:
     assert [a["status"] for a in manifest["attempts"]] == ["interrupted", "completed"]
     assert manifest["attempts"][1]["resumed_from_step"] == stopped_at
     assert manifest["attempts"][1]["steps_redone"] == []
+
+
+def test_sigterm_to_a_run_of_several_seeds_stops_the_seed_running(tmp_path: Path) -> None:
+    """``kill`` of a run of two seeds: the seed running checkpoints and stops, the command
+    exits 75, and the next seed never starts (the signal killed the command with 143 and left
+    the seed's run going, orphaned, so that the same command was refused as another attempt
+    writing it)."""
+    out = tmp_path / "seed{seed}"
+    run = _start_run(tmp_path, out, args=("--seed", "1", "--seed", "2"))
+    run.wait_for_steps(tmp_path / "seed1", 2)
+    run.process.send_signal(signal.SIGTERM)  # this process only, as `kill PID` does
+    stderr = run.finish(EXIT_INTERRUPTED)
+    assert "stopped by SIGTERM after step" in stderr
+    stopped = json.loads((tmp_path / "seed1" / "manifest.json.partial").read_text())
+    assert stopped["status"] == "interrupted" and stopped["stop_signal"] == "SIGTERM"
+    assert not (tmp_path / "seed2").exists()
+
+
+def test_ctrl_c_records_the_attempt_as_interrupted(tmp_path: Path) -> None:
+    """Ctrl-C stops a run with no checkpoint (130): its attempt is recorded as interrupted by
+    SIGINT with the steps it had logged, not as failed with "KeyboardInterrupt"."""
+    out = tmp_path / "run"
+    run = _start_run(tmp_path, out)
+    run.wait_for_steps(out, 2)
+    run.process.send_signal(signal.SIGINT)
+    run.finish(130)
+    stopped = json.loads((out / "manifest.json.partial").read_text())
+    attempt = stopped["attempts"][-1]
+    assert (stopped["status"], attempt["status"]) == ("interrupted", "interrupted")
+    assert attempt["stop_signal"] == "SIGINT" and "error" not in attempt
+    assert attempt["steps_done"] == len(read_step_log(out / "steps.parquet")) >= 2
+
+
+def test_sigterm_stops_a_calibration_before_it_reads_the_unfinished_candidate(
+    tmp_path: Path,
+) -> None:
+    """The fixed-safe calibration stopped by SIGTERM in its first candidate: the command exits
+    75 and saves no setting (it exited 0 with fixed_safe.json chosen from the stopped
+    candidate's few samples, which every later run then reused)."""
+    config_file = _config_file(tmp_path)
+    config_file.write_text(config_file.read_text() + "cap_w: 330\n")
+    first = tmp_path / "results" / "calibration" / "tiny" / "concurrency-32"
+    run = _start_run(tmp_path, first, config_file, args=("calibrate",))
+    run.wait_for_steps(first, 2)
+    run.process.send_signal(signal.SIGTERM)
+    stderr = run.finish(EXIT_INTERRUPTED)
+    assert "fixed-safe calibration of tiny, concurrency 32: stopped by SIGTERM" in stderr
+    assert not (first.parent / "fixed_safe.json").exists()
 
 
 def test_sigkill_keeps_what_was_written_and_resumes_from_the_last_checkpoint(

@@ -194,6 +194,7 @@ def user_errors(func: F) -> F:
         from grpo_power.launch.submit import JobFailed
         from grpo_power.telemetry.source import TelemetryUnavailable
         from grpo_power.user_paths import one_line, os_error_message, output_problem
+        from grpo_power.workload.resume import EXIT_INTERRUPTED, RunStopped
 
         try:
             if kwargs.get("out") is not None:
@@ -205,6 +206,9 @@ def user_errors(func: F) -> F:
         except JobFailed as error:
             typer.echo(f"error: {error}", err=True)
             raise typer.Exit(EXIT_JOB_FAILED) from None
+        except RunStopped as stop:
+            typer.echo(str(stop), err=True)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
         except (ConfigError, ValueError, TelemetryUnavailable) as error:
             typer.echo(f"error: {error}", err=True)
             raise typer.Exit(EXIT_DATA) from None

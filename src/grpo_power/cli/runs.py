@@ -64,6 +64,31 @@ def _submit(cfg: Config, specs: list[Any], jobs_folder: Path, what: str) -> list
         raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
+def _run_seed(command: list[str]) -> int:
+    """One seed's ``grpo-power run`` as a child process; returns its exit code. A stop signal
+    this process gets (SIGTERM, SIGUSR1, SIGUSR2: ``kill`` of this command) is passed on, so
+    the seed's run checkpoints and exits 75 as it would alone (it went on running orphaned,
+    this command exited 143, and the same command was refused as another attempt writing the
+    run). Under Slurm the job's processes get the signal themselves."""
+    import os
+    import signal
+    import time
+
+    from grpo_power.signal_handlers import handling
+    from grpo_power.workload.resume import StopSignals
+
+    process = subprocess.Popen(command)
+
+    def forward(signum: int, frame: object) -> None:
+        if "SLURM_JOB_ID" not in os.environ and process.poll() is None:
+            process.send_signal(signal.Signals(signum))
+
+    with handling(StopSignals.SIGNALS, forward):
+        while (code := process.poll()) is None:  # poll: the handler runs between polls
+            time.sleep(0.5)
+    return code
+
+
 @app.command("calibrate")
 @user_errors
 def calibrate(
@@ -189,7 +214,7 @@ def run(
             command = [sys.executable, "-m", "grpo_power.cli", "run", "--arm", arm]
             command += [*options, *(["--fresh"] if fresh else []), "--launcher", "direct"]
             command += ["--seed", str(s), "--out", str(folder), "--config", str(config)]
-            if (code := subprocess.call(command)) != 0:
+            if (code := _run_seed(command)) != 0:
                 raise typer.Exit(code)
         return
     seed, out = seeds[0], outs[0]

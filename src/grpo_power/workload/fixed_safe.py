@@ -28,7 +28,7 @@ from grpo_power.telemetry.steplog import read_step_log
 from grpo_power.telemetry.store import read_trace
 from grpo_power.workload.failsafe import calibration_key
 from grpo_power.workload.resume import RunPaths
-from grpo_power.workload.runner import run_grpo
+from grpo_power.workload.runner import completed, run_grpo
 
 
 def steps_power_w(run_folder: Path) -> np.ndarray:
@@ -60,7 +60,7 @@ def calibrate_fixed_safe(
     """
 
     def run_here(concurrency: int, run_folder: Path) -> None:
-        run_grpo(
+        result = run_grpo(
             config,
             "calibration",
             config.seed,
@@ -68,6 +68,11 @@ def calibrate_fixed_safe(
             FixedController(concurrency, config.workload.max_new_tokens),
             steps=config.arms.fixed_safe.calibration_steps,
             show_progress=show_progress,
+        )
+        # a stopped candidate's power is not a measurement: the calibration stops with it (the
+        # same command measures it anew)
+        completed(
+            result, f"fixed-safe calibration of {config.workload.size}, concurrency {concurrency}"
         )
 
     result_path = folder / FIXED_SAFE.setting

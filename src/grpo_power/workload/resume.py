@@ -48,6 +48,12 @@ from grpo_power.workload.manifest import RunManifest, unfinished_path
 EXIT_INTERRUPTED = 75  # EX_TEMPFAIL: stopped by a signal with its state saved; rerun to resume
 
 
+class RunStopped(Exception):
+    """A run stopped by a stop signal, its checkpoint saved, inside a command that runs several
+    in its own process (a calibration's candidates, a sweep's runs): the command stops with it,
+    before it reads the unfinished run as a result, and exits with :data:`EXIT_INTERRUPTED`."""
+
+
 @dataclass(frozen=True)
 class RunPaths:
     """The files of one run folder."""

@@ -43,7 +43,13 @@ from grpo_power.workload.hook import ControllerCallback
 from grpo_power.workload.lock import RunLock
 from grpo_power.workload.manifest import RunManifest
 from grpo_power.workload.models import load_model
-from grpo_power.workload.resume import ResumePoint, RunPaths, StopSignals, start_or_resume
+from grpo_power.workload.resume import (
+    ResumePoint,
+    RunPaths,
+    RunStopped,
+    StopSignals,
+    start_or_resume,
+)
 from grpo_power.workload.task import arithmetic_dataset, exact_answer_reward, format_reward
 from grpo_power.workload.trainer import PowerAwareGRPOTrainer
 
@@ -248,6 +254,19 @@ def run_grpo(
                 resume_from_checkpoint=str(paths.checkpoints / point.checkpoint) if point else None
             )
             complete = trainer.state.global_step >= steps
+        except KeyboardInterrupt:  # Ctrl-C: no checkpoint; the steps after the last are redone
+            if manifest is not None:
+                manifest.end_attempt(
+                    "interrupted",
+                    t_end_s=time.monotonic() - origin_s,
+                    wall_s=time.monotonic() - started_s,
+                    steps_done=(start.resume.step if start.resume else 0)
+                    + (step_log.rows_written if step_log is not None else 0),
+                    stop_signal="SIGINT",
+                    **_attempt_figures(sampler),
+                )
+                manifest.finish("interrupted", stop_signal="SIGINT")
+            raise
         except BaseException as error:
             if manifest is not None:
                 message = f"{type(error).__name__}: {error}"
@@ -297,6 +316,17 @@ def run_grpo(
     if manifest is None:
         return RunResult(paths, status, steps_done, callback.completion_tokens, 0.0)
     return _result(paths, manifest)
+
+
+def completed(result: RunResult, label: str) -> RunResult:
+    """``result`` of a run that completed; :class:`~grpo_power.workload.resume.RunStopped`,
+    naming ``label`` and what the same command does, for one a stop signal interrupted."""
+    if result.status == "interrupted":
+        raise RunStopped(
+            f"{label}: stopped by {result.stopped_by} after step {result.steps}, checkpoint saved; "
+            f"run the same command to go on -> {result.paths.folder}"
+        )
+    return result
 
 
 def _leave_together(trainer: PowerAwareGRPOTrainer) -> None:

@@ -80,11 +80,11 @@ def run_sweep(
     if run_all is not None:
         run_all(runs)
     else:
-        from grpo_power.workload.runner import run_grpo
+        from grpo_power.workload.runner import completed, run_grpo
 
         for actuator, level, run_config, folder in runs:
             w = run_config.workload
-            run_grpo(
+            result = run_grpo(
                 run_config,
                 f"sweep-{actuator}-{level}",
                 seed,
@@ -93,6 +93,7 @@ def run_sweep(
                 steps=steps,
                 show_progress=False,
             )
+            completed(result, f"sweep run {actuator}-{level}")  # no index of unfinished runs
     index = [{"actuator": a, "level": lv, "folder": f.name} for a, lv, _, f in runs]
     write_json_atomic(Path(out) / SWEEP_INDEX, {"steps": steps, "seed": seed, "runs": index})
     return [folder for *_, folder in runs]
