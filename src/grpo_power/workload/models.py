@@ -128,13 +128,27 @@ def tiny_model_dir(cache_dir: Path) -> Path:
     return folder
 
 
+def check_runs_on(workload: WorkloadConfig, device: torch.device) -> None:
+    """Nothing when ``workload``'s model can run on ``device``.
+
+    Raises:
+        ValueError: a random-weight Qwen2.5 preset (bf16) without a GPU.
+    """
+    if workload.model_path is None and workload.size != "tiny" and device.type != "cuda":
+        raise ValueError(
+            f"workload.size: the random-weight {workload.size} preset runs on a GPU only "
+            "(bf16); use size 'tiny' on the CPU, or simulate it in the simulator stage"
+        )
+
+
 def load_model(
     workload: WorkloadConfig, device: torch.device
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerFast]:
     """The model and tokenizer of a workload config, on ``device``.
 
     Raises:
-        ValueError: a random-weight Qwen2.5 preset was asked for without a GPU.
+        ValueError: a random-weight Qwen2.5 preset was asked for without a GPU
+            (:func:`check_runs_on`).
     """
     tiny = tiny_model_dir(workload.cache_dir)
     if workload.model_path is not None:
@@ -146,11 +160,7 @@ def load_model(
         tokenizer = AutoTokenizer.from_pretrained(tiny)
         model = AutoModelForCausalLM.from_pretrained(tiny, dtype=torch.float32)
     else:
-        if device.type != "cuda":
-            raise ValueError(
-                f"workload.size: the random-weight {workload.size} preset runs on a GPU only "
-                "(bf16); use size 'tiny' on the CPU, or simulate it in the simulator stage"
-            )
+        check_runs_on(workload, device)
         tokenizer = AutoTokenizer.from_pretrained(tiny)
         config = Qwen2Config(
             max_position_embeddings=32768,

@@ -42,7 +42,7 @@ from grpo_power.workload.failsafe import failsafe_action
 from grpo_power.workload.hook import ControllerCallback
 from grpo_power.workload.lock import RunLock
 from grpo_power.workload.manifest import RunManifest
-from grpo_power.workload.models import load_model
+from grpo_power.workload.models import check_runs_on, load_model
 from grpo_power.workload.resume import (
     ResumePoint,
     RunPaths,
@@ -98,12 +98,18 @@ def _grpo_args(
     )
 
 
+def _device() -> torch.device:
+    """This process's device: its local rank's GPU where there is one, else the CPU."""
+    return torch.device(f"cuda:{process_ranks()[1]}" if torch.cuda.is_available() else "cpu")
+
+
 def _holding_the_run_lock(run: Callable[..., RunResult]) -> Callable[..., RunResult]:
     """``run`` with the run folder (its 4th argument, ``out``) locked by the main process
     throughout (:class:`RunLock`): a second attempt at the folder is refused naming this one."""
 
     @functools.wraps(run)
     def locked(config: Config, arm: str, seed: int, out: Path, *args: Any, **kwargs: Any) -> Any:
+        check_runs_on(config.workload, _device())  # before the run's folder is made or locked
         if process_ranks()[0] != 0:
             return run(config, arm, seed, out, *args, **kwargs)
         with RunLock(Path(out)):
@@ -131,13 +137,13 @@ def run_grpo(
     The sampler runs on local rank 0 of each node, for that node's GPUs; the folder, step log
     and manifest are handled by the main process, which holds the folder's lock.
     """
+    rank, local_rank = process_ranks()
+    is_main = rank == 0
+    device = _device()
     set_seed(seed)
     paths = RunPaths(Path(out))
     paths.folder.mkdir(parents=True, exist_ok=True)
     steps = steps or config.workload.steps
-    rank, local_rank = process_ranks()
-    is_main = rank == 0
-    device = torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu")
     run_id = f"{config.workload.size}-{arm}-seed{seed}"
     simulated = config.telemetry.source == "simulated"
 
