@@ -31,7 +31,7 @@ import json
 import os
 import shutil
 import signal
-import threading
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import FrameType
@@ -42,6 +42,7 @@ import pyarrow.parquet as pq
 from grpo_power.atomic import write_json_atomic
 from grpo_power.journal import earlier_path, journal_path, seal_journal
 from grpo_power.layout import RUN
+from grpo_power.signal_handlers import handling
 from grpo_power.telemetry.steplog import trim_step_log
 from grpo_power.workload.manifest import RunManifest, unfinished_path
 
@@ -201,18 +202,14 @@ class StopSignals:
 
     def __init__(self) -> None:
         self.received: str | None = None
-        self._previous: dict[int, Any] = {}
+        self._installed = ExitStack()
 
     def __enter__(self) -> StopSignals:
-        if threading.current_thread() is threading.main_thread():
-            for signum in self.SIGNALS:
-                self._previous[signum] = signal.signal(signum, self._handle)
+        self._installed.enter_context(handling(self.SIGNALS, self._handle))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-        self._previous.clear()
+        self._installed.close()
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.received = self.received or signal.Signals(signum).name
