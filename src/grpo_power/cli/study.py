@@ -166,10 +166,14 @@ def economics(
     ] = None,
     evaluate_dir: Annotated[
         Path | None,
-        typer.Option("--evaluate", help="The evaluate stage's folder (default: results)."),
+        typer.Option(
+            "--evaluate",
+            help="The evaluate stage's study folder (default: <results_dir>/evaluate/study).",
+        ),
     ] = None,
     fleet_dir: Annotated[
-        Path | None, typer.Option("--fleet", help="The fleet stage's folder (default: results).")
+        Path | None,
+        typer.Option("--fleet", help="The fleet stage's folder (default: <results_dir>/fleet)."),
     ] = None,
     config: ConfigOption = DEFAULT_CONFIG_PATH,
 ) -> None:
