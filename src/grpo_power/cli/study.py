@@ -29,7 +29,13 @@ ControllerArm = Literal["ppo", "ppo+hwcap"]  # layout.CONTROLLER_ARMS
 def controller_train(
     deployment: Annotated[str, typer.Option("--deployment", "-d", help="Deployment name.")],
     out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Controller folder (default: results).")
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Controller folder (default: <results_dir>/controller/<deployment>, "
+            "+hwcap for the ppo+hwcap arm).",
+        ),
     ] = None,
     calibration: Annotated[
         Path | None, typer.Option("--calibration", help="Calibration file (default: config).")
@@ -221,7 +227,8 @@ def report(
         typer.Option("--controller", help="A controller folder (default: every deployment's)."),
     ] = None,
     fleet_dir: Annotated[
-        Path | None, typer.Option("--fleet", help="The fleet stage's folder (default: results).")
+        Path | None,
+        typer.Option("--fleet", help="The fleet stage's folder (default: <results_dir>/fleet)."),
     ] = None,
     identify_dir: Annotated[
         Path | None, typer.Option("--identify", help="The identify stage's folder.")
