@@ -299,7 +299,7 @@ def test_nan_power_is_an_error_naming_gpu_and_time():
         ValueError,
         match=r"x\.parquet: power_w: .* 2 sample\(s\) with NaN .* gpu 2 \(first at t = 0\.5 s",
     ):
-        series_from_frame(frame, 1.0, "x.parquet")
+        series_from_frame(frame, 2.0, 0.5, "x.parquet")
 
 
 def test_negative_power_is_an_error():
@@ -320,7 +320,7 @@ def test_negative_power_is_an_error():
 )
 def test_bad_timestamps_are_errors(t_s, message):
     with pytest.raises(ValueError, match=message):
-        series_from_frame(trace_frame(t_s, [100.0] * 4), 1.0, "bad.parquet")
+        series_from_frame(trace_frame(t_s, [100.0] * 4), 2.0, 0.5, "bad.parquet")
 
 
 def test_window_longer_than_trace_is_documented_nan():
@@ -356,8 +356,8 @@ def _two_gpu_frame(n=241, period_s=0.5):
 def test_interleaved_and_grouped_layouts_agree():
     frame = _two_gpu_frame()
     grouped = frame.sort_values("gpu", kind="stable").reset_index(drop=True)
-    a = series_from_frame(frame, 1.0)
-    b = series_from_frame(grouped, 1.0)
+    a = series_from_frame(frame, 2.0, 0.5)
+    b = series_from_frame(grouped, 2.0, 0.5)
     assert [s.gpu for s in a] == [s.gpu for s in b] == [0, 1]
     for x, y in zip(a, b, strict=True):
         np.testing.assert_array_equal(x.t_s, y.t_s)
@@ -498,6 +498,27 @@ def test_a_trace_of_another_part_says_whose_cap_judges_it(tmp_path):
     assert over.exit_code == 2
     assert "h100.parquet: --cap-w: expected at most the trace's nameplate, 700 W" in over.output
     assert not (tmp_path / "w3").exists()
+
+
+def test_a_gpu_sampled_slower_than_the_rest_of_its_trace_keeps_its_energy(tmp_path):
+    """Two hosts scraped at different intervals in one log: GPU 0 every 0.1 s at 300 W, GPU 1
+    every 1 s at 350 W, for 120 s. The trace's period is the fast GPU's, under which every
+    interval of GPU 1 was a gap: 0 J and no windows for it, the run's share above a 320 W cap
+    0 instead of half. Each GPU's gaps are judged by its own period."""
+    from grpo_power.telemetry.summary import summarize_trace
+
+    fast, slow = np.arange(0.0, 120.0, 0.1), np.arange(0.0, 120.0, 1.0)
+    frame = pd.concat(
+        [trace_frame(fast, np.full(len(fast), 300.0)), trace_frame(slow, np.full(120, 350.0), 1)]
+    ).sort_values(["t", "gpu"], kind="stable")
+    trace = _trace(frame, metadata(period_s=0.1))
+    energy_j = {s.gpu: s.energy_j for s in summarize_trace(trace)}
+    assert energy_j[1] == pytest.approx(350.0 * 119.0)
+    result = analyze_trace(trace, config(cap_w=320.0, windows_s=(30.0,)))
+    rows = result.exceedance.set_index(["scope", "gpu"])
+    assert rows.loc[("gpu", 1), "exceedance"] == 1.0  # all its windows, above the cap
+    pooled = rows.loc[("run_pooled", slice(None)), "exceedance"].iloc[0]
+    assert pooled == pytest.approx(0.5, abs=0.01)  # half the GPU windows (each slides 0.1 s)
 
 
 def test_windows_shorter_than_the_sample_period_are_named(tmp_path, config):

@@ -26,7 +26,7 @@ from grpo_power.analysis.fleet.same_gpus import GpuSpan, busy_spans, refuse_twic
 from grpo_power.atomic import replace_folder_atomic, write_csv_atomic
 from grpo_power.config import Config
 from grpo_power.layout import PLANNER_TRACES, RUN
-from grpo_power.telemetry.checks import segment_gap_s
+from grpo_power.telemetry.checks import gpu_period_s, segment_gap_s
 from grpo_power.telemetry.engine import add_engine_columns, generated_tokens, read_engine_log
 from grpo_power.telemetry.formats import engine_format, log_format
 from grpo_power.telemetry.importers import import_log
@@ -311,17 +311,19 @@ def _import_into(
 def gpu_spans(frame: pd.DataFrame, metadata: TraceMetadata, where: str) -> list[GpuSpan]:
     """When an imported trace holds each of its GPUs that a UUID names (none if simulated):
     the spans over which the GPU's samples come at most
-    :func:`~grpo_power.telemetry.checks.segment_gap_s` apart, so that a log of two days with a
-    day between does not hold the GPU on the day between."""
+    :func:`~grpo_power.telemetry.checks.segment_gap_s` of its own period apart, so that a log
+    of two days with a day between does not hold the GPU on the day between."""
     if metadata.simulated or not metadata.gpu_uuids or frame.empty:
         return []
-    gap_s = segment_gap_s(metadata.sample_period_s)
-    times = dict(tuple(frame.groupby("gpu")["t"]))
+    times = {int(gpu): t.to_numpy() for gpu, t in frame.groupby("gpu")["t"]}
     return [
         GpuSpan(
             uuid, metadata.start_unix_s + lo, metadata.start_unix_s + hi, metadata.run_id, where
         )
         for gpu, uuid in metadata.gpu_uuids.items()
         if int(gpu) in times
-        for lo, hi in busy_spans(times[int(gpu)].to_numpy(), gap_s)
+        for lo, hi in busy_spans(
+            times[int(gpu)],
+            segment_gap_s(gpu_period_s(times[int(gpu)], metadata.sample_period_s)),
+        )
     ]

@@ -153,6 +153,15 @@ def median_spacing(gpu: np.ndarray, t: np.ndarray, limit: int = 1_000_000) -> fl
     return float(np.median(dt)) if len(dt) else None
 
 
+def gpu_period_s(t_s: np.ndarray, period_s: float) -> float:
+    """One GPU's sample period, s, from its sample times ``t_s``: the trace's ``period_s`` (its
+    GPUs' pooled median spacing), or the GPU's own median spacing where that is longer. A log
+    whose hosts are scraped at different intervals has one trace period, that of its most
+    sampled GPUs, under which every interval of a slower GPU would be a gap (no energy)."""
+    spacing = median_spacing(np.zeros(len(t_s), dtype=np.int64), np.asarray(t_s))
+    return max(period_s, spacing) if spacing is not None else period_s
+
+
 def time_unit(
     t: np.ndarray,
     spacing: float | None,

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from grpo_power.telemetry.checks import check_power
+from grpo_power.telemetry.checks import check_power, gpu_period_s
 from grpo_power.telemetry.store import Trace
 
 
@@ -53,10 +53,10 @@ def summarize_trace(trace: Trace) -> list[GpuSummary]:
     Raises:
         ValueError: NaN, negative or implausible power (see :mod:`grpo_power.telemetry.checks`).
     """
-    max_gap_s = 2.0 * trace.metadata.sample_period_s
     summaries = []
     for gpu, samples in trace.frame.sort_values("t").groupby("gpu", sort=True):
         t_s = samples["t"].to_numpy(dtype=float)
+        max_gap_s = 2.0 * gpu_period_s(t_s, trace.metadata.sample_period_s)
         power_w = samples["power_w"].to_numpy(dtype=float)
         check_power(int(gpu), t_s, power_w, str(trace.path), trace.metadata.nameplate_w)
         counter = samples["energy_j"].to_numpy(dtype=float)
@@ -87,8 +87,7 @@ def summarize_trace(trace: Trace) -> list[GpuSummary]:
 def summed_peak_w(trace: Trace) -> float:
     """The peak of the GPUs' summed power, W, over the times every GPU has a reading: each
     GPU's power at every GPU's sample times in the span they share (linear between samples, none
-    within a gap of over two sample periods); NaN where they share none."""
-    max_gap_s = 2.0 * trace.metadata.sample_period_s
+    within a gap of over two of its sample periods); NaN where they share none."""
     series = [
         (g["t"].to_numpy(dtype=float), g["power_w"].to_numpy(dtype=float))
         for _, g in trace.frame.sort_values("t").groupby("gpu", sort=True)
@@ -100,6 +99,7 @@ def summed_peak_w(trace: Trace) -> float:
         at = np.searchsorted(t_s, grid_s)  # the first sample at or after each grid time
         on_sample = t_s[np.minimum(at, len(t_s) - 1)] == grid_s
         after = np.clip(at, 1, len(t_s) - 1)
+        max_gap_s = 2.0 * gpu_period_s(t_s, trace.metadata.sample_period_s)
         read &= on_sample | (t_s[after] - t_s[after - 1] <= max_gap_s)
         total_w += np.interp(grid_s, t_s, power_w)
     return float(total_w[read].max()) if read.any() else float("nan")
@@ -141,13 +141,13 @@ class EnergyCheck:
 
 def check_energy(trace: Trace) -> list[EnergyCheck]:
     """Counter vs integrated energy per GPU; GPUs without a counter are left out."""
-    max_gap_s = 2.0 * trace.metadata.sample_period_s
     checks = []
     for gpu, samples in trace.frame.sort_values("t").groupby("gpu", sort=True):
         counter = samples["energy_j"].to_numpy(dtype=float)
         if len(counter) < 2 or np.isnan(counter).any():
             continue
         t_s = samples["t"].to_numpy(dtype=float)
+        max_gap_s = 2.0 * gpu_period_s(t_s, trace.metadata.sample_period_s)
         integrated_j = trapezoid_energy_j(t_s, samples["power_w"].to_numpy(dtype=float), max_gap_s)
         checks.append(EnergyCheck(int(gpu), float(counter[-1] - counter[0]), integrated_j))
     return checks

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from grpo_power.telemetry.checks import check_power, rows_by_gpu
+from grpo_power.telemetry.checks import check_power, gpu_period_s, rows_by_gpu
 
 TOL = 1e-9  # relative tolerance of grid arithmetic, in units of the step
 # A window whose mean is within a microwatt of the cap is at the cap, not above it: meters resolve
@@ -154,13 +154,17 @@ def _diagnose_time(gpu: int, t_s: np.ndarray, dt_s: np.ndarray, where: str) -> N
 
 def series_from_frame(
     frame: pd.DataFrame,
-    max_gap_s: float,
+    gap_periods: float,
+    period_s: float,
     where: str = "<trace>",
     nameplate_w: float | None = None,
 ) -> list[GpuSeries]:
     """Split a trace frame into checked per-GPU series (rows keep their recorded order).
 
-    ``nameplate_w`` (the trace metadata's) bounds plausible power, see :func:`prepare_series`.
+    An interval longer than ``gap_periods`` of a GPU's own sample period is a gap: the trace's
+    ``period_s``, or the GPU's median spacing where that is longer
+    (:func:`grpo_power.telemetry.checks.gpu_period_s`). ``nameplate_w`` (the trace metadata's)
+    bounds plausible power, see :func:`prepare_series`.
     """
     if frame.empty:
         raise ValueError(f"{where}: the trace has no samples; expected at least one to window")
@@ -185,7 +189,7 @@ def series_from_frame(
                 t_cols[k],
                 p_cols[k],
                 None if c_cols is None else c_cols[k],
-                max_gap_s,
+                gap_periods * gpu_period_s(t_cols[k], period_s),
                 where,
                 nameplate_w,
             )
@@ -205,7 +209,7 @@ def series_from_frame(
                 t_s[rows],
                 power_w[rows],
                 None if counter is None else counter[rows],
-                max_gap_s,
+                gap_periods * gpu_period_s(t_s[rows], period_s),
                 where,
                 nameplate_w,
             )

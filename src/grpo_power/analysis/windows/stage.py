@@ -215,7 +215,7 @@ def analyze_trace(
     max_gap_s = cfg.gap_periods * period_s
     cap_w = config.cap_w if cap_w is None else float(cap_w)
     windows_s = list(cfg.windows_s if windows_s is None else windows_s)
-    all_series = series_from_frame(trace.frame, max_gap_s, where, meta.nameplate_w)
+    all_series = series_from_frame(trace.frame, cfg.gap_periods, period_s, where, meta.nameplate_w)
     label = _data_label(meta.simulated or meta.source == "simulated")
     common = {"run_id": meta.run_id, "cap_w": cap_w, "data": label}
 
