@@ -676,6 +676,23 @@ def test_a_gpu_whose_readings_stop_is_priced_over_its_own_time(tmp_path: Path) -
         assert gpu_s == pytest.approx(1199 + 599), row
 
 
+def test_a_trace_of_one_sample_is_left_out_of_the_economics_as_of_the_fleet(
+    tmp_path: Path,
+) -> None:
+    """A folder with a one-sample log beside a node's log: import, windows and fleet take it
+    (the fleet leaves it out, holding no energy bin), and the economics refused the whole
+    folder (exit 2, no report). It is left out there too, and said so."""
+    folder, out = tmp_path / "logs", tmp_path / "out"
+    _trace_csv(folder / "node.csv", {0: np.full(600, 300.0), 1: np.full(600, 250.0)}, 1.8e9)
+    _trace_csv(folder / "one.csv", {0: np.full(1, 250.0)}, 1.8e9)
+    result = CliRunner().invoke(app, ["planner", "run", str(folder), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "economics" / "summary.json").read_text())
+    assert [entry["run_id"] for entry in summary["left_out"]] == ["one"]
+    assert summary["mean_power_w_per_gpu"] == pytest.approx(275.0)  # the node's two GPUs
+    assert (out / "report" / "index.html").exists()
+
+
 def test_replanning_into_a_folder_keeps_only_its_traces_and_refuses_a_fleet_of_others(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

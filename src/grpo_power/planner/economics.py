@@ -35,10 +35,12 @@ from grpo_power.telemetry.summary import summarize_trace
 POOLED = "all traces"
 
 
-def trace_records(traces_dir: Path) -> tuple[pd.DataFrame, float]:
+def trace_records(traces_dir: Path) -> tuple[pd.DataFrame, float, list[dict[str, str]]]:
     """One economics record per imported trace (:data:`RECORD_COLUMNS`), and the pooled one;
-    and the GPUs' mean nameplate, W: the board power each is provisioned at (a fleet of A100s
-    and H100s at the mean of their 400 W and 700 W, not at 700 W each).
+    the GPUs' mean nameplate, W: the board power each is provisioned at (a fleet of A100s and
+    H100s at the mean of their 400 W and 700 W, not at 700 W each); and the traces left out
+    (``run_id``, ``reason``): one sample per GPU spans no time to price energy over, as the
+    fleet leaves it out for holding no energy bin (it refused the whole folder).
 
     A record's ``gpus x wall_s`` is its GPU-seconds: the sum of each GPU's own time with energy
     (``wall_s`` the mean of them), so that a GPU whose readings stop (lost, not exported) is not
@@ -46,12 +48,16 @@ def trace_records(traces_dir: Path) -> tuple[pd.DataFrame, float]:
     record is every trace's energy over every GPU's time (its power the GPU-time-weighted mean),
     its GPUs each counted once (a GPU known by its UUID in several traces is one GPU)."""
     index = read_csv(traces_dir / INDEX, INDEX_FILE, ("key", "status", "tokens"))
-    rows = []
+    rows, left_out = [], []
     nameplates: dict[str | tuple[str, int], float] = {}  # by UUID, else by trace and number
     for _, entry in index[index["status"] == "imported"].iterrows():
         trace = read_trace(traces_dir / f"{entry['key']}.parquet")
         gpus = summarize_trace(trace)
         meta = trace.metadata
+        if not any(g.energy_span_s > 0 for g in gpus):
+            reason = "one sample per GPU: no time to price its energy over"
+            left_out.append({"run_id": str(entry["key"]), "reason": reason})
+            continue
         for gpu in gpus:
             uuid = None if meta.simulated else meta.gpu_uuids.get(str(gpu.gpu))
             nameplates[uuid or (entry["key"], gpu.gpu)] = meta.nameplate_w
@@ -71,11 +77,10 @@ def trace_records(traces_dir: Path) -> tuple[pd.DataFrame, float]:
             }
         )
     records = pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
-    bad = records[records["wall_s"] <= 0]
-    if len(bad):
+    if records.empty:
         raise ValueError(
-            f"{traces_dir / (bad.iloc[0]['deployment'] + '.parquet')}: one sample per GPU: "
-            "expected a trace spanning some time, to price its energy"
+            f"{traces_dir}: every trace holds one sample per GPU: expected a trace spanning "
+            "some time, to price its energy"
         )
     gpu_s = (records["gpus"] * records["wall_s"]).sum()
     pooled_gpus = len(nameplates)  # a GPU in several traces (a log a day) is one GPU
@@ -91,7 +96,7 @@ def trace_records(traces_dir: Path) -> tuple[pd.DataFrame, float]:
         "data": ",".join(sorted(set(records["data"]))),
     }
     nameplate_w = sum(nameplates.values()) / pooled_gpus
-    return pd.concat([records, pd.DataFrame([pooled])], ignore_index=True), nameplate_w
+    return pd.concat([records, pd.DataFrame([pooled])], ignore_index=True), nameplate_w, left_out
 
 
 def priced(records: pd.DataFrame, a: Assumptions) -> pd.DataFrame:
@@ -114,7 +119,7 @@ def planner_economics(
     traces_dir, fleet_dir, out = Path(traces_dir), Path(fleet_dir), Path(out)
     refuse_other_fleet(traces_dir, fleet_dir)
     a = Assumptions.from_config(config.economics)
-    records, nameplate_w = trace_records(traces_dir)
+    records, nameplate_w, left_out = trace_records(traces_dir)
     table = priced(records, a)
     oversubscription = oversubscription_table(fleet_dir, nameplate_w, a)
     pooled = table[table["deployment"] == POOLED].iloc[0]
@@ -137,6 +142,7 @@ def planner_economics(
         "annual_carbon_t": float(pooled["annual_carbon_t"]),
         "oversubscription": economics_fleet.to_dict(),
         "nameplate_w": nameplate_w,  # per GPU, the mean of the traces' GPUs
+        "left_out": left_out,
         "inputs": {"traces": str(traces_dir), "fleet": str(fleet_dir)},
     }
     write_csv_atomic(out / PLANNER_ECONOMICS.constants, constants_table(config, a))
