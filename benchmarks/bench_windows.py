@@ -95,7 +95,7 @@ def fleet_frame(hours: float, seed: int = 0) -> pd.DataFrame:
 def ours(frame: pd.DataFrame) -> dict[tuple[int, float], float]:
     """Exceedance per GPU and window with grpo-power's windows module."""
     out = {}
-    for series in series_from_frame(frame, 2.0 * PERIOD_S):
+    for series in series_from_frame(frame, 2.0, PERIOD_S):
         for c in gpu_window_counts(series, WINDOWS_S, CAP_W, PERIOD_S):
             out[(series.gpu, c.window_s)] = c.exceedance
     return out
