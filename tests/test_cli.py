@@ -127,13 +127,14 @@ def test_a_config_error_names_the_file_or_the_options_that_brought_it(tmp_path: 
     assert "--size bogus over " in bounds.stderr and "workload.size" in bounds.stderr
 
 
-def test_a_gpu_only_preset_on_the_cpu_writes_nothing(tmp_path: Path) -> None:
+def test_a_gpu_only_preset_on_the_cpu_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A random-weight 0.5B run on the CPU is refused in one line before its folder is made
     (it left a failed run's files, and a later tiny run there was refused as another run)."""
     import torch
 
-    if torch.cuda.is_available():
-        pytest.skip("a GPU runs the preset")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # a machine without a GPU
     config = tmp_path / "config.yaml"
     config.write_text(f"results_dir: {tmp_path / 'results'}\n")
     out = tmp_path / "run"
