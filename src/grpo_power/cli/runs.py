@@ -3,7 +3,6 @@ real-workload actuator sweep), directly or as submitit job arrays."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -62,31 +61,6 @@ def _submit(cfg: Config, specs: list[Any], jobs_folder: Path, what: str) -> list
     except RunsInterrupted as stop:
         typer.echo(str(stop), err=True)
         raise typer.Exit(EXIT_INTERRUPTED) from None
-
-
-def _run_seed(command: list[str]) -> int:
-    """One seed's ``grpo-power run`` as a child process; returns its exit code. A stop signal
-    this process gets (SIGTERM, SIGUSR1, SIGUSR2: ``kill`` of this command) is passed on, so
-    the seed's run checkpoints and exits 75 as it would alone (it went on running orphaned,
-    this command exited 143, and the same command was refused as another attempt writing the
-    run). Under Slurm the job's processes get the signal themselves."""
-    import os
-    import signal
-    import time
-
-    from grpo_power.signal_handlers import handling
-    from grpo_power.workload.resume import StopSignals
-
-    process = subprocess.Popen(command)
-
-    def forward(signum: int, frame: object) -> None:
-        if "SLURM_JOB_ID" not in os.environ and process.poll() is None:
-            process.send_signal(signal.Signals(signum))
-
-    with handling(StopSignals.SIGNALS, forward):
-        while (code := process.poll()) is None:  # poll: the handler runs between polls
-            time.sleep(0.5)
-    return code
 
 
 @app.command("calibrate")
@@ -169,6 +143,7 @@ def run(
         process_ranks,
         relaunch_needed,
         relaunch_with_accelerate,
+        run_passing_stops,
     )
 
     check_numbers(
@@ -214,7 +189,8 @@ def run(
             command = [sys.executable, "-m", "grpo_power.cli", "run", "--arm", arm]
             command += [*options, *(["--fresh"] if fresh else []), "--launcher", "direct"]
             command += ["--seed", str(s), "--out", str(folder), "--config", str(config)]
-            if (code := _run_seed(command)) != 0:
+            # a stop signal to this command reaches the seed running: it checkpoints, exits 75
+            if (code := run_passing_stops(command)) != 0:
                 raise typer.Exit(code)
         return
     seed, out = seeds[0], outs[0]
