@@ -204,13 +204,16 @@ def steady_decode(doublings: np.ndarray, power_w: np.ndarray) -> dict[str, Any]:
         than :data:`BURST_SIGMAS` robust standard deviations above the line.
     """
     rng = np.random.default_rng(0)
-    slope, intercept = _theil_sen(doublings, power_w, rng)
+    n = len(doublings)
+    # every pair where there are few enough (the same for every resample), else drawn anew
+    pairs = np.triu_indices(n, k=1) if n * (n - 1) // 2 <= MAX_PAIRS else rng
+    slope, intercept = _theil_sen(doublings, power_w, pairs)
     # the line at concurrency 1 lies below most samples' concurrency, so it moves with the slope:
     # both intervals come from the whole line refitted on each resample
     lines = np.empty((LINE_RESAMPLES, 2))
     for k in range(LINE_RESAMPLES):
         pick = rng.integers(0, len(doublings), len(doublings))
-        lines[k] = _theil_sen(doublings[pick], power_w[pick], rng)
+        lines[k] = _theil_sen(doublings[pick], power_w[pick], pairs)
     tail = (1 - CONFIDENCE) / 2
     (slope_lo, at_1_lo), (slope_hi, at_1_hi) = np.quantile(lines, [tail, 1 - tail], axis=0)
 
@@ -244,16 +247,17 @@ def steady_decode(doublings: np.ndarray, power_w: np.ndarray) -> dict[str, Any]:
     }
 
 
-def _theil_sen(x: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
-    """The Theil-Sen line through (``x``, ``y``): the median slope of pairs of samples at
-    different ``x`` (every pair up to :data:`MAX_PAIRS`, else that many drawn from ``rng``: an
-    hour at 0.1 s has 650 million pairs, which scipy's ``theilslopes`` holds in memory at once)
-    and the median offset under it. Returns (slope, line at x = 0)."""
-    n = len(x)
-    if n * (n - 1) // 2 <= MAX_PAIRS:
-        first, second = np.triu_indices(n, k=1)
+def _theil_sen(
+    x: np.ndarray, y: np.ndarray, pairs: tuple[np.ndarray, np.ndarray] | np.random.Generator
+) -> tuple[float, float]:
+    """The Theil-Sen line through (``x``, ``y``): the median slope of ``pairs`` of samples
+    (indices: every pair; a generator: :data:`MAX_PAIRS` drawn from it, as an hour at 0.1 s has
+    650 million pairs, which scipy's ``theilslopes`` holds in memory at once) at different
+    ``x``, and the median offset under it. Returns (slope, line at x = 0)."""
+    if isinstance(pairs, np.random.Generator):
+        first, second = pairs.integers(0, len(x), (2, MAX_PAIRS))
     else:
-        first, second = rng.integers(0, n, (2, MAX_PAIRS))
+        first, second = pairs
     dx = x[second] - x[first]
     kept = dx != 0
     slope = float(np.median((y[second] - y[first])[kept] / dx[kept]))
