@@ -266,7 +266,7 @@ def analyze_trace(
         "cap_w": cap_w,
         "sample_period_s": period_s,
         "step_s": step_s,
-        "max_gap_s": max_gap_s,
+        "max_gap_s": max_gap_s,  # at the trace's period; a slower GPU's own is longer
         "bin_s": cfg.bin_s,
         "windows_s": windows_s,
         "start_unix_s": meta.start_unix_s,
