@@ -146,6 +146,23 @@ def test_record_without_a_command_or_with_bad_settings_fails_clearly(tmp_path: P
     )
     assert bad.returncode == 2
     assert "telemetry.period_s: Input should be greater than 0 (got -1.0)" in bad.stderr
+    # a trace is Parquet: `--out x.csv` recorded the whole command, then could not read it back
+    marker, log = tmp_path / "ran", tmp_path / "smi.log"
+    log.write_text("timestamp, index, power.draw [W]\n")
+    for command in (
+        ["record", *CONFIG, "--out", str(tmp_path / "x.csv"), "--", "touch", str(marker)],
+        ["import", str(log), "--out", str(tmp_path / "x.csv")],
+    ):
+        csv = subprocess.run(
+            [*CLI, "telemetry", *command], capture_output=True, text=True, timeout=60
+        )
+        assert csv.returncode == 2, csv.stderr
+        lines = csv.stderr.strip().splitlines()
+        assert lines[-1].endswith(
+            "x.csv: a trace is written as Parquet; expected a file name ending .parquet "
+            "(such as x.parquet)"
+        )
+    assert not marker.exists() and not list(tmp_path.glob("x.*"))
 
 
 @pytest.mark.slow

@@ -52,7 +52,7 @@ def telemetry_record(
 ) -> None:
     """Run a command while recording its GPUs' power; print energy, mean and peak power."""
     from grpo_power.telemetry.record import record_command
-    from grpo_power.telemetry.store import read_trace
+    from grpo_power.telemetry.store import read_trace, trace_output_problem
     from grpo_power.telemetry.summary import summary_table
 
     check_numbers({"--period": period})
@@ -65,6 +65,9 @@ def telemetry_record(
         },
     )
     out = out or cfg.results_dir / "telemetry" / f"record-{time.strftime('%Y%m%d-%H%M%S')}.parquet"
+    problem = trace_output_problem(out)
+    if problem:  # before the command runs, not after
+        raise ValueError(problem)
 
     def say_source(opened: Any) -> None:
         if opened.kind == "nvml":
@@ -164,15 +167,14 @@ def telemetry_import(
         rotated_format,
         rotated_parts_beside,
     )
-    from grpo_power.telemetry.store import write_trace
-    from grpo_power.user_paths import output_problem
+    from grpo_power.telemetry.store import trace_output_problem, write_trace
 
     parts = one_log(logs)
     log, rotated = parts[-1], is_rotated(parts)
     source = RotatedLog(parts) if rotated else log
     check_numbers({"--nameplate-w": nameplate_w}, where=log)
     out = out or log.with_name(f"{log_stem(log)}.parquet")
-    problem = output_problem(out, "file")
+    problem = trace_output_problem(out)
     if problem:
         raise ValueError(problem)
     given, told = fmt != "auto", False

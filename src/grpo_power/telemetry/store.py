@@ -34,7 +34,7 @@ from grpo_power.telemetry.schema import (
     TRACE_SCHEMA,
     TraceMetadata,
 )
-from grpo_power.user_paths import one_line, path_problem
+from grpo_power.user_paths import one_line, output_problem, path_problem
 
 __all__ = [
     "Trace",
@@ -42,8 +42,23 @@ __all__ = [
     "TraceWriter",
     "journal_path",
     "read_trace",
+    "trace_output_problem",
     "write_trace",
 ]
+
+
+def trace_output_problem(path: Path | str) -> str | None:
+    """Why a trace cannot be written to ``path``, or None: a trace is a Parquet file, so its
+    name must end ``.parquet`` (a ``power.csv`` would hold Parquet bytes no CSV reader takes),
+    and the path must be writable as a file (:func:`~grpo_power.user_paths.output_problem`)."""
+    path = Path(path)
+    problem = output_problem(path, "file")
+    if problem is None and path.suffix.lower() != ".parquet":
+        return (
+            f"{path}: a trace is written as Parquet; expected a file name ending .parquet "
+            f"(such as {path.with_suffix('.parquet').name})"
+        )
+    return problem
 
 
 class TraceWriter(ParquetJournal):
@@ -54,6 +69,9 @@ class TraceWriter(ParquetJournal):
     """
 
     def __init__(self, path: Path | str, metadata: TraceMetadata, append: bool = False) -> None:
+        problem = trace_output_problem(path)
+        if problem:
+            raise ValueError(problem)
         super().__init__(path, metadata.to_schema(), append_key="t" if append else None)
         self.metadata = metadata
 
@@ -321,7 +339,14 @@ def _checked(
 
 def write_trace(path: Path | str, frame: pd.DataFrame, metadata: TraceMetadata) -> Path:
     """Write a whole trace at once (importers, tests); atomic like :class:`TraceWriter`.
-    Optional columns the frame lacks are written as null."""
+    Optional columns the frame lacks are written as null.
+
+    Raises:
+        ValueError: ``path`` is no trace file name (:func:`trace_output_problem`).
+    """
+    problem = trace_output_problem(path)
+    if problem:
+        raise ValueError(problem)
     table = pa.Table.from_pandas(
         frame.reindex(columns=list(TRACE_COLUMNS)), schema=TRACE_SCHEMA, preserve_index=False
     )
