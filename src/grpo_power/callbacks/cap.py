@@ -43,10 +43,12 @@ callback makes for itself is told the model's phases (:mod:`grpo_power.callbacks
 In a multi-process run (``torchrun``, ``accelerate launch``) the job's rank 0 decides, and
 every rank applies its decision (broadcast before each step): the ranks generate and pause
 alike. A monitor it makes samples on each node's local rank 0 (where the power limit is set for
-the node's GPUs). In a job of several nodes the observation, the fail-safe's telemetry age and
-the run's share above the cap are the job's: every node's samples, gathered from each node's
-sampler before each decision (the cap is per GPU, and the hottest node's GPUs count as much as
-node 0's).
+the node's GPUs), the node's processes' devices where the node shows more
+(:func:`~grpo_power.workload.distributed.node_gpus`). Every rank logs the settings applied and
+the step's tokens; only rank 0 the run's share above the cap, which it alone counts. In a
+job of several nodes the observation, the fail-safe's telemetry age and the run's share above the
+cap are the job's: every node's samples, gathered from each node's sampler before each decision
+(the cap is per GPU, and the hottest node's GPUs count as much as node 0's).
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ from grpo_power.workload.actuators import (
     trainer_settings,
 )
 from grpo_power.workload.distributed import (
+    node_gpus,
     node_share,
     process_ranks,
     warn_if_node_gpus_hidden,
@@ -186,7 +189,9 @@ class PowerCapCallback(TrainerCallback):
         self.deciding, self.sampling = rank == 0, local_rank == 0  # see the module docstring
         self._owns_monitor = monitor is None
         self.monitor = monitor or (
-            PowerMonitor(cap_w=cap_w, config=config) if self.sampling else None
+            PowerMonitor(gpus=node_gpus(config.telemetry.gpus), cap_w=cap_w, config=config)
+            if self.sampling
+            else None
         )
         if self.sampling and self.monitor is not None:
             warn_if_node_gpus_hidden(self.monitor.source.kind)
@@ -423,7 +428,8 @@ class PowerCapCallback(TrainerCallback):
         entries["power_cap/cap_w"] = float(self.cap_w)
         entries["power_cap/step_tokens"] = self.last_step_tokens
         entries["power_cap/tokens_per_s"] = self.last_tokens_per_s
-        entries["power_cap/run_share_above_cap"] = self.violations.share
+        if self.deciding:  # the run's violations are counted where the decisions are taken
+            entries["power_cap/run_share_above_cap"] = self.violations.share
         logs.update(entries)
         history = state.log_history
         if history and history[-1].get("step") == state.global_step:

@@ -21,9 +21,11 @@ In a multi-process run (``torchrun``, ``accelerate launch``) only each node's lo
 samples, for the node's GPUs, and logs power; the other ranks' callbacks do nothing. The job's
 rank 0 writes the trace it was given, another node's local rank 0 ``<stem>-<host><suffix>``.
 The power in the logs is the logging node's; ``tokens_per_mj`` counts the node's share of the
-job's tokens (:func:`~grpo_power.workload.distributed.node_share`). Local rank 0 must see the
-node's GPUs: where each process sees GPUs of its own (``srun --gpus-per-task``) a warning says
-so (:func:`~grpo_power.workload.distributed.warn_if_node_gpus_hidden`).
+job's tokens (:func:`~grpo_power.workload.distributed.node_share`). Not told its GPUs, local
+rank 0 measures the node's processes' devices, ``cuda:0`` to ``cuda:LOCAL_WORLD_SIZE-1``, where
+the node shows more (:func:`~grpo_power.workload.distributed.node_gpus`). It must see the node's
+GPUs: where each process sees GPUs of its own (``srun --gpus-per-task``) a warning says so
+(:func:`~grpo_power.workload.distributed.warn_if_node_gpus_hidden`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from grpo_power.callbacks.phases import ForwardPhases, renew_phases
 from grpo_power.config import Config, TelemetrySource
 from grpo_power.telemetry.monitor import Measurement, PowerMonitor
 from grpo_power.workload.distributed import (
+    node_gpus,
     node_share,
     process_ranks,
     warn_if_node_gpus_hidden,
@@ -112,7 +115,7 @@ class PowerCallback(TrainerCallback):
             trace = node_trace(Path(trace))
         self._owns_monitor = monitor is None
         self.monitor = monitor or PowerMonitor(
-            gpus=gpus,
+            gpus=node_gpus(gpus),
             period_s=period_s,
             source=source,
             trace=trace if self.sampling else None,
@@ -136,7 +139,8 @@ class PowerCallback(TrainerCallback):
             run_first(trainer, self)
         model = kwargs.get("model") if self.announce_phases else None
         self._phases = renew_phases(self._phases, trainer, model, self.monitor.signal)
-        with contextlib.suppress(KeyError):  # an earlier train() that raised left it open
+        # an earlier train() that raised left it open (ValueError: in a session since ended)
+        with contextlib.suppress(KeyError, ValueError):
             self.monitor.end_window(INTERVAL_WINDOW)
         self.monitor.start()
         self._tokens_at_last_log = float(state.num_input_tokens_seen or 0)

@@ -11,18 +11,23 @@ writes the same crash-safe trace as ``grpo-power telemetry record``
 (:class:`~grpo_power.telemetry.store.TraceWriter`).
 
 Like Zeus's windows, a window's start and end first wait for the GPU work the process has queued
-on its current CUDA device (``torch.cuda.synchronize()``, where PyTorch is imported and has used
-CUDA; ``sync_execution=False`` skips it), so that a window holds the work launched in it and not
-the launch alone. A window reads one extra sample at its start and at its end (like Zeus reading
-the energy counter), so a window shorter than the sampling period is still measured; its energy
-is the energy counter's difference where every sample has one (NVML on Volta and newer, the
-simulated A100), else the trapezoid of sampled power in which gaps are not bridged
-(:func:`~grpo_power.telemetry.summary.trapezoid_energy_j`). ``python -m benchmarks monitor``
-measures the overhead per window and per sample.
+on each measured CUDA device (``torch.cuda.synchronize(device)``, where PyTorch is imported and
+has used CUDA; ``sync_execution=False`` skips it), so that a window holds the work launched in it
+and not the launch alone, on every GPU a model is spread over. A window reads one extra sample at
+its start and at its end (like Zeus reading the energy counter), so a window shorter than the
+sampling period is still measured; its energy is the energy counter's difference where every
+sample has one (NVML on Volta and newer, the simulated A100), else the trapezoid of sampled power
+in which gaps are not bridged (:func:`~grpo_power.telemetry.summary.trapezoid_cumulative_j`); its
+split by phase shares out that same energy, so the phases add up to it. A window measures one
+sampling session: one still open when the monitor stops cannot be ended after it starts again (a
+warning at the stop, an error at the end). A monitor never stopped is stopped at the
+interpreter's exit, so its trace is finished.
+``python -m benchmarks monitor`` measures the overhead per window and per sample.
 """
 
 from __future__ import annotations
 
+import atexit
 import bisect
 import logging
 import sys
@@ -47,9 +52,8 @@ from grpo_power.telemetry.record import trace_metadata
 from grpo_power.telemetry.sampler import PowerSampler, RecentPower
 from grpo_power.telemetry.signals import WorkloadSignal
 from grpo_power.telemetry.source import PowerSource, Row
-from grpo_power.telemetry.store import TraceWriter
-from grpo_power.telemetry.summary import trapezoid_energy_j
-from grpo_power.user_paths import output_problem
+from grpo_power.telemetry.store import TraceWriter, trace_output_problem
+from grpo_power.telemetry.summary import trapezoid_cumulative_j
 
 logger = logging.getLogger(__name__)
 
@@ -115,19 +119,23 @@ class OpenWindow:
 
 @dataclass(frozen=True)
 class _Begun:
-    """An open window: its start (sampler clock, s) and the activity it announced, if any."""
+    """An open window: its start (sampler clock, s), the activity it announced, if any, and the
+    monitor's sampling session it was opened in."""
 
     t_s: float
     activity: tuple[Phase, int] | None
+    session: int
 
 
-def synchronize_gpu_work() -> None:
-    """Wait for the GPU work this process has queued on its current CUDA device; nothing where
+def synchronize_gpu_work(devices: list[int] | None = None) -> None:
+    """Wait for the GPU work this process has queued on each of ``devices`` (CUDA device
+    indices; None: every device it sees), as Zeus's ``sync_execution`` does; nothing where
     PyTorch is not imported (no work to wait for, and the telemetry layer never imports it) or has
     not initialised CUDA."""
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
-        torch.cuda.synchronize()
+        for device in range(torch.cuda.device_count()) if devices is None else devices:
+            torch.cuda.synchronize(device)
 
 
 class PowerMonitor:
@@ -193,6 +201,7 @@ class PowerMonitor:
         self.signal = signal or WorkloadSignal()
         self.source = open_source(config, self.signal) if isinstance(source, str) else source
         self.period_s = telemetry.period_s
+        self._cuda_devices = telemetry.gpus  # what a window waits for (None: every device)
         self.cap_w = cap_w
         self.simulated = self.source.kind == "simulated"
         self.trace = self._writer(trace) if isinstance(trace, str | Path) else trace
@@ -223,10 +232,11 @@ class PowerMonitor:
         (an earlier job's, a run resumed in a new process).
 
         Raises:
-            ValueError: ``path`` is a folder, or inside a file.
+            ValueError: ``path`` is no trace file name (not ``.parquet``), a folder, or inside
+                a file.
         """
         path = Path(path)
-        problem = output_problem(path, "file")
+        problem = trace_output_problem(path)
         if problem:
             raise ValueError(f"PowerMonitor: trace: {problem}")
         number = self._sessions
@@ -273,11 +283,20 @@ class PowerMonitor:
                 self._reopen()
             self._started, self._stopped = True, False
             self.sampler.start()
+            atexit.register(self.stop)  # a monitor never stopped still finishes its trace
         return self
 
     def stop(self, complete: bool = True) -> None:
-        """Stop sampling and close the trace (``complete=False``: an unfinished attempt)."""
+        """Stop sampling and close the trace (``complete=False``: an unfinished attempt).
+        Windows still open cannot be ended once the monitor starts again (a warning says so)."""
         if self._started:
+            atexit.unregister(self.stop)
+            if self._open:
+                logger.warning(
+                    "PowerMonitor: stopped with window(s) %s open: a window measures one "
+                    "sampling session; end it before stop(), or keep the monitor running",
+                    sorted(self._open),
+                )
             self.sampler.stop(complete)
             self._started, self._stopped = False, True
 
@@ -300,7 +319,7 @@ class PowerMonitor:
         if name in self._open:
             raise ValueError(f"window {name!r} is already open; close it or use another name")
         if sync_execution:
-            synchronize_gpu_work()
+            synchronize_gpu_work(self._cuda_devices)
         self.start()
         activity = None
         if phase is not None:
@@ -310,7 +329,7 @@ class PowerMonitor:
                     current = self.signal.current()
                     self._before_phases = (current.phase, current.batch)
             self.signal.set(phase, batch)
-        begun = _Begun(self._boundary_s(), activity)
+        begun = _Begun(self._boundary_s(), activity, self._sessions)
         with self._lock:
             self._open[name] = begun
             self._keep_phase_changes()
@@ -321,11 +340,20 @@ class PowerMonitor:
 
         Raises:
             KeyError: no window of that name is open.
+            ValueError: the window was opened before the monitor stopped and started again
+                (its start is on the earlier session's clock, its samples are gone).
         """
         if name not in self._open:
             raise KeyError(f"no open window {name!r}; open ones: {sorted(self._open)}")
+        if self._open[name].session != self._sessions or not self._started:
+            del self._open[name]
+            raise ValueError(
+                f"window {name!r} was opened before the monitor was stopped: a window measures "
+                "one sampling session; end it before stop(), or keep the monitor running (a "
+                "PowerCallback stops only a monitor it made: give it one you start and stop)"
+            )
         if sync_execution:
-            synchronize_gpu_work()
+            synchronize_gpu_work(self._cuda_devices)
         end_s = self._boundary_s()
         with self._lock:
             last_phased = next((n for n in reversed(self._open) if self._open[n].activity), None)
@@ -411,13 +439,13 @@ class PowerMonitor:
             mine = rows["gpu"] == gpu
             t_s, power_w, counter = rows["t"][mine], rows["power_w"][mine], rows["energy_j"][mine]
             if len(counter) >= 2 and not np.isnan(counter).any():
-                gpu_energy_j[int(gpu)], source = float(counter[-1] - counter[0]), "counter"
+                cumulative_j, source = counter - counter[0], "counter"
             else:
-                gpu_energy_j[int(gpu)] = trapezoid_energy_j(t_s, power_w, max_gap_s)
-                source = "integrated"
+                cumulative_j, source = trapezoid_cumulative_j(t_s, power_w, max_gap_s), "integrated"
+            gpu_energy_j[int(gpu)] = float(cumulative_j[-1]) if len(cumulative_j) else 0.0
             sources.add(source)
             if changes:
-                _split_by_phase(t_s, power_w, max_gap_s, changes, phase_energy_j)
+                _split_by_phase(t_s, cumulative_j, changes, phase_energy_j)
         power_w = rows["power_w"]
         energy_j = float(sum(gpu_energy_j.values()))
         n_gpus = max(1, len(gpu_energy_j))
@@ -464,19 +492,15 @@ def _phase_time_s(spans: list[tuple[float, float, str]], phase: str) -> float:
 
 def _split_by_phase(
     t_s: np.ndarray,
-    power_w: np.ndarray,
-    max_gap_s: float,
+    cumulative_j: np.ndarray,
     spans: list[tuple[float, float, str]],
     energy_j: dict[str, float],
 ) -> None:
-    """Add one GPU's trapezoid energy to ``energy_j`` by phase: each sample interval's energy is
-    shared among the phases in proportion to their time in it (intervals longer than
-    ``max_gap_s`` count zero), read off the cumulative energy at each span's ends."""
+    """Add one GPU's window energy to ``energy_j`` by phase: ``cumulative_j`` (its energy since
+    the window's first sample, the same the window's energy is read from) at each span's ends,
+    each sample interval's energy shared among the phases in proportion to their time in it."""
     if len(t_s) < 2:
         return
-    dt_s = np.diff(t_s)
-    power_per_s = np.where(dt_s <= max_gap_s, 0.5 * (power_w[1:] + power_w[:-1]), 0.0)
-    cumulative_j = np.concatenate([[0.0], np.cumsum(power_per_s * dt_s)])
     low = np.array([span[0] for span in spans])
     high = np.array([span[1] for span in spans])
     per_span_j = np.interp(high, t_s, cumulative_j) - np.interp(low, t_s, cumulative_j)

@@ -37,6 +37,26 @@ def visible_gpu_ids(env: dict[str, str] | None = None) -> list[str] | None:
     return [part.strip() for part in value.split(",") if part.strip()]
 
 
+def visible_gpu_count() -> int | None:
+    """How many GPUs this process sees: the entries of ``CUDA_VISIBLE_DEVICES`` where it is
+    set, else NVML's device count; None where neither says (no NVIDIA driver here)."""
+    visible = visible_gpu_ids()
+    if visible is not None:
+        return len(visible)
+    try:
+        nvml = _import_pynvml()
+    except TelemetryUnavailable:
+        return None
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError:  # no driver or library: nothing says
+        return None
+    try:
+        return int(nvml.nvmlDeviceGetCount())
+    finally:
+        nvml.nvmlShutdown()
+
+
 def nvml_gpu_ids(cuda_ids: list[str] | None, env: dict[str, str] | None = None) -> list[str] | None:
     """The NVML indices or UUIDs of the GPUs a process asks for by CUDA device index, as torch
     numbers them and Zeus's monitor takes them: ``cuda:0`` is the first entry of

@@ -16,13 +16,19 @@ from grpo_power.telemetry.checks import check_power, gpu_period_s
 from grpo_power.telemetry.store import Trace
 
 
+def trapezoid_cumulative_j(t_s: np.ndarray, power_w: np.ndarray, max_gap_s: float) -> np.ndarray:
+    """Energy of a sampled power series since its first sample, at each sample, J, by the
+    trapezoid rule; intervals longer than ``max_gap_s`` count zero."""
+    if len(t_s) < 2:
+        return np.zeros(len(t_s))
+    dt_s = np.diff(t_s)
+    area = np.where(dt_s <= max_gap_s, 0.5 * (power_w[1:] + power_w[:-1]) * dt_s, 0.0)
+    return np.concatenate([[0.0], np.cumsum(area)])
+
+
 def trapezoid_energy_j(t_s: np.ndarray, power_w: np.ndarray, max_gap_s: float) -> float:
     """Energy of a sampled power series, J; intervals longer than ``max_gap_s`` count zero."""
-    if len(t_s) < 2:
-        return 0.0
-    dt_s = np.diff(t_s)
-    area = 0.5 * (power_w[1:] + power_w[:-1]) * dt_s
-    return float(area[dt_s <= max_gap_s].sum())
+    return float(trapezoid_cumulative_j(t_s, power_w, max_gap_s)[-1]) if len(t_s) >= 2 else 0.0
 
 
 def covered_seconds(t_s: np.ndarray, max_gap_s: float) -> float:

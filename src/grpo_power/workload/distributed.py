@@ -30,7 +30,7 @@ from types import FrameType
 from grpo_power.config import RunSize
 from grpo_power.layout import RUN
 from grpo_power.signal_handlers import handling
-from grpo_power.telemetry.nvml import visible_gpu_ids
+from grpo_power.telemetry.nvml import visible_gpu_count, visible_gpu_ids
 from grpo_power.workload.manifest import RunManifest
 from grpo_power.workload.resume import EXIT_INTERRUPTED, StopSignals
 
@@ -49,6 +49,19 @@ def node_share() -> float:
     if not world or not local:
         return 1.0
     return min(1.0, int(local) / max(1, int(world)))
+
+
+def node_gpus(gpus: list[int] | None = None) -> list[int] | None:
+    """The CUDA devices a node's power sampler measures: ``gpus`` where given; in a launch
+    (``torchrun``, ``accelerate launch``: ``WORLD_SIZE`` and ``LOCAL_WORLD_SIZE`` set) on a node
+    that shows more GPUs than it runs processes, devices 0 to ``LOCAL_WORLD_SIZE - 1`` (each
+    process drives ``cuda:LOCAL_RANK``, as ``Trainer`` and accelerate place it), so that GPUs the
+    job does not use are not measured as its own; else None (every visible GPU)."""
+    local = os.environ.get("LOCAL_WORLD_SIZE", "")
+    if gpus is not None or "WORLD_SIZE" not in os.environ or not local.isdigit():
+        return gpus
+    count = visible_gpu_count()
+    return list(range(int(local))) if count is not None and count > int(local) > 0 else None
 
 
 def warn_if_node_gpus_hidden(source_kind: str) -> None:
