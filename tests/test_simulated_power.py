@@ -127,3 +127,27 @@ def test_the_simulated_clock_is_the_parts() -> None:
         assert model.sm_clock_mhz(gpu.nameplate_w) < clock_mhz  # throttled at the limit
     custom = GpuSpec(name="NVIDIA L40S", nameplate_w=350.0, idle_w=35.0)
     assert np.isnan(GpuPowerModel(custom, params).sm_clock_mhz(100.0))
+
+
+def test_a_1s_average_part_reads_the_last_seconds_power_at_any_period() -> None:
+    """An H100's NVML power is the mean of the last second. The simulated source averaged its
+    own 25 ms readings over that second, so a 50 ms training burst once a period read 525 W
+    (the burst alone) at a 0.5 s or 1 s period; it now reads the second's mean power, as the
+    step simulator does: idle but for the burst, (75 + 450 x 0.05 / period) W."""
+    from grpo_power.config import GpuSpec, SimulatedPowerConfig
+
+    gpu = GpuSpec(name="NVIDIA H100 80GB HBM3")
+    params = SimulatedPowerConfig(noise_w=0.0)
+    train_w = GpuPowerModel(gpu, params).steady_power_w("train", 8)
+    for period_s in (0.5, 1.0):
+        signal = WorkloadSignal()
+        source = SimulatedGpuSource(gpu, params, signal, [0])
+        readings_w = []
+        for k in range(4):
+            signal.set("idle")
+            time.sleep(period_s - 0.05)
+            signal.set("train", 8)
+            time.sleep(0.05)
+            readings_w.append(source.read(k * period_s)[0]["power_w"])
+        expected_w = gpu.idle_w + (train_w - gpu.idle_w) * 0.05 / min(1.0, period_s)
+        assert readings_w[1:] == pytest.approx([expected_w] * 3, abs=12.0), period_s

@@ -5,13 +5,13 @@ announced (phase, batch), so a controller that lowers occupancy lowers simulated
 A100's NVML: ``power_w`` is "instantaneous" (the mean of the last ``sensor_window_s``, 25 ms, so a
 phase shorter than that counts in proportion; on parts whose NVML reports a 1 s average,
 ``gpu.nvml_power: average_1s``, the H100 and newer, it is that average), ``power_avg_w`` a 1 s
-average, and ``energy_j`` a
-cumulative counter (trapezoid of the model's power between samples).
+average, and ``energy_j`` a cumulative counter (trapezoid of the instantaneous readings between
+samples). A 1 s average is the model's power over the whole last second, whatever the sampling
+period (as the step simulator's readings of such a part are), with the sensor's noise once: not
+the mean of this source's own readings, which would depend on how often it is read.
 """
 
 from __future__ import annotations
-
-from collections import deque
 
 import numpy as np
 
@@ -28,7 +28,6 @@ class _GpuState:
         self.last_power_w = idle_w
         self.energy_j = 0.0
         self.temp_c = temp_c
-        self.recent: deque[tuple[float, float]] = deque()
 
 
 class SimulatedGpuSource:
@@ -56,6 +55,7 @@ class SimulatedGpuSource:
         self.signal = signal
         self.gpus = [GpuInfo(i, gpu.name, gpu.nameplate_w) for i in gpu_indices]
         self._rng = np.random.default_rng(seed)
+        self._average_rng = np.random.default_rng([seed, 1])  # the 1 s average's noise
         self._states = {i: _GpuState(gpu.idle_w, params.temp_ambient_c) for i in gpu_indices}
         self.power_w_semantics = (
             f"1 s average, as nvmlDeviceGetPowerUsage gives it on the {gpu.name} (simulated)"
@@ -65,6 +65,7 @@ class SimulatedGpuSource:
 
     def read(self, now_s: float) -> list[Row]:
         mix = self.signal.mix(self.model.params.sensor_window_s)
+        second = self.signal.mix(NVML_AVERAGE_WINDOW_S)
         activity = mix[-1][0]
         rows: list[Row] = []
         for info in self.gpus:
@@ -73,11 +74,8 @@ class SimulatedGpuSource:
             dt_s = 0.0 if state.last_t_s is None else now_s - state.last_t_s
             state.energy_j += 0.5 * (power_w + state.last_power_w) * dt_s
             state.temp_c = self.model.next_temp_c(state.temp_c, power_w, dt_s)
-            state.recent.append((now_s, power_w))
-            while state.recent[0][0] < now_s - NVML_AVERAGE_WINDOW_S:
-                state.recent.popleft()
             state.last_t_s, state.last_power_w = now_s, power_w
-            average_w = sum(p for _, p in state.recent) / len(state.recent)
+            average_w = self.model.sensed_power_w(second, self._average_rng)
             rows.append(
                 {
                     "gpu": info.index,
