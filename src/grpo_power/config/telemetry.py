@@ -32,8 +32,9 @@ class GpuSpec(Strict):
     )
     idle_w: PositiveFloat = Field(
         60.0,
-        description="Idle power with a CUDA context resident, W. "
-        "docs/calibration.md 'idle' row: 56-66 W (A100; the part's default otherwise).",
+        description="Idle power of the board, W, without a CUDA context (a resident one adds "
+        "26-50 W on HBM parts). docs/calibration.md 'idle' row: 56-66 W (A100; the part's "
+        "default otherwise).",
     )
     sm_clock_max_mhz: PositiveFloat | None = Field(
         1410.0,
