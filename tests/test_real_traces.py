@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -319,3 +321,211 @@ def test_the_steady_line_of_a_long_trace_draws_its_pairs(monkeypatch: pytest.Mon
     for key, true in (("power_at_1_w", 277.0), ("slope_w_per_doubling", 6.5)):
         assert steady[key]["low"] <= true <= steady[key]["high"], key
         assert steady[key]["high"] - steady[key]["low"] < 4.0, key
+
+
+def _prior() -> dict[str, dict[str, float]]:
+    """The prior ``identify --trace`` fits against on the default A100 (idle 60 W, 56-66)."""
+    from grpo_power.sim.defaults import literature_decode_prior
+
+    config = load_config(REPO / "config" / "config.yaml")
+    prior = literature_decode_prior(config)
+    prior["idle_w"] = {"value": config.gpu.idle_w, "low": 56.0, "high": 66.0}
+    return prior
+
+
+def _run(levels: dict[float, int], seed: int = 0, idle: int = 55) -> trace_fit.TraceRun:
+    """A run of ``idle`` idle samples at 82 W and, per concurrency level, that many decode
+    samples on 277 W + 6.5 W per doubling with 6 W of noise."""
+    rng = np.random.default_rng(seed)
+    c = np.concatenate([np.zeros(idle), *(np.full(n, level) for level, n in levels.items())])
+    power_w = np.where(
+        c >= 1, 277.0 + 6.5 * np.log2(np.maximum(c, 1.0)) + rng.normal(0, 6, len(c)), 82.0
+    )
+    frame = pd.DataFrame({"power_w": power_w, "concurrency": c, "sm_util": np.where(c >= 1, 95, 0)})
+    return trace_fit.TraceRun("synthetic", frame, "simulated")
+
+
+def _bursty_slice(
+    shared: Path,
+    tmp_path: Path,
+    name: str,
+    keep: Callable[[pd.DataFrame], pd.Series],
+    origin: str | None = "public",
+) -> Path:
+    """The public bursty run's samples where ``keep(frame)`` holds, as a trace file (origin
+    set unless None), cut into ``tmp_path`` at run time."""
+    from grpo_power.telemetry.store import write_trace
+
+    frame, meta = _imported(shared / REAL_RUNS["bursty"])
+    frame = frame[keep(frame)].reset_index(drop=True)
+    data = {**meta.model_dump(), "gpu_name": "NVIDIA A100-SXM4-80GB", "run_id": name}
+    if origin is not None:
+        data["origin"] = origin
+    return write_trace(tmp_path / f"{name}.parquet", frame, type(meta).model_validate(data))
+
+
+def _identify(*args: str) -> Any:
+    """``grpo-power identify ARGS`` in a CLI runner; returns its result."""
+    from typer.testing import CliRunner
+
+    from grpo_power.cli import app
+
+    return CliRunner().invoke(app, ["identify", *args])
+
+
+def test_a_level_of_a_few_samples_does_not_count_as_a_level(shared: Path, tmp_path: Path):
+    """42 decode samples at concurrency 5 and one prefill burst at 17 were "two levels": the
+    line through them gave -0.16 of nameplate - idle at concurrency 1 (28.8 W, under idle) and
+    +112 W per doubling, written as a fit. A level needs MIN_LEVEL_SAMPLES samples, two such
+    levels are needed, and the refusal names the file and what it found."""
+    with pytest.raises(
+        ValueError,
+        match=r"^synthetic: concurrency: expected at least 10 .* got 43 \(42 at 5, 1 at 17\)$",
+    ):
+        trace_fit.fit_decode_power([_run({5: 42, 17: 1})], 400.0, _prior())
+    # ten at each of two levels is a line, and the line through them holds the true one
+    fit = trace_fit.fit_decode_power([_run({4: 10, 16: 10})], 400.0, _prior())
+    steady = fit["steady_decode"]
+    assert steady["power_at_1_w"]["low"] <= 277.0 <= steady["power_at_1_w"]["high"]
+    rare = _bursty_slice(shared, tmp_path, "rare", lambda f: f["concurrency"].isin([0, 5, 17]))
+    result = _identify("--trace", str(rare), "--out", str(tmp_path / "fit"))
+    assert result.exit_code == 2, result.output
+    assert f"{rare}: concurrency: expected at least 10 decode samples" in result.output
+    assert "got 43 (42 at 5, 1 at 17)" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "fit").exists()
+
+
+def test_the_steady_lines_resamples_of_one_level_are_left_out_and_counted():
+    """A resample that draws a single concurrency level has no line: it was NaN, and NaN in
+    np.quantile made both intervals NaN (with numpy's "Mean of empty slice"). Such resamples are
+    left out and counted; where more than MAX_LEFT_OUT_SHARE of them are, the line is refused."""
+    import warnings
+
+    rng = np.random.default_rng(1)
+    doublings = np.log2(np.r_[np.full(25, 4.0), np.full(5, 8.0)])
+    power_w = 277.0 + 6.5 * doublings + rng.normal(0, 6, 30)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's RuntimeWarning fails the test
+        steady = steady_decode(doublings, power_w)
+    # (25/30)^30 of 999 resamples miss all five samples at 8: about 4
+    assert 0 < steady["line_resamples_left_out"] <= 0.05 * trace_fit.LINE_RESAMPLES
+    for key in ("power_at_1_w", "slope_w_per_doubling"):
+        assert np.isfinite([steady[key]["low"], steady[key]["high"]]).all(), key
+        assert steady[key]["low"] <= steady[key]["value"] <= steady[key]["high"], key
+    # eleven at 4 and one at 8: a third of the resamples miss the one
+    doublings = np.log2(np.r_[np.full(11, 4.0), 8.0])
+    with pytest.raises(ValueError, match=r"at most 5% of its 999 resamples drawing a single"):
+        steady_decode(doublings, 277.0 + 6.5 * doublings + rng.normal(0, 6, 12))
+    with pytest.raises(ValueError, match=r"at 2 or more concurrency levels .* got 12 at 1$"):
+        steady_decode(np.full(12, 2.0), rng.normal(290, 6, 12))
+
+
+def test_idle_without_idle_samples_is_said_to_be_the_configs(shared: Path, tmp_path: Path):
+    """Traces without idle samples printed and wrote ``idle_w: 60 [60, 60]`` like a measurement:
+    it is the config's gpu.idle_w, written with source "config" and no interval, and said so in
+    the printed fit and the report's table."""
+    from grpo_power.report import cells, html
+    from grpo_power.report.real_traces import _parameter_table
+
+    busy = _bursty_slice(shared, tmp_path, "busy", lambda f: f["concurrency"] >= 1)
+    out = tmp_path / "fit"
+    result = _identify("--trace", str(busy), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    idle = json.loads((out / "trace_fit.json").read_text())["parameters"]["idle_w"]
+    assert idle["source"] == "config" and idle["value"] == 60.0
+    assert idle["low"] is None and idle["high"] is None and idle["estimate"] is None
+    assert "idle_w: 60 (W), the config's gpu.idle_w, not fitted: the traces have 0 idle" in (
+        result.output
+    )
+    assert "[60, 60]" not in result.output
+    table = html.table_html(_parameter_table(cells.JsonFile(out / "trace_fit.json")), tmp_path)
+    row = next(r for r in table.split("<tr>") if r.startswith("<td>idle (W"))
+    assert "(the config&#x27;s gpu.idle_w, not fitted: the traces have 0 idle samples" in row
+    assert "[" not in row
+
+
+def test_an_idle_only_held_out_trace_is_refused_naming_it(shared: Path, tmp_path: Path):
+    """A --validate trace of idle samples only crashed with a raw KeyError: 'predicted_mean_w'
+    (nothing written): it is refused in one line naming the file and what it lacks."""
+    fitted = _bursty_slice(shared, tmp_path, "all", lambda f: f["concurrency"] >= 0)
+    idle = _bursty_slice(shared, tmp_path, "idle", lambda f: f["concurrency"] == 0)
+    result = _identify(
+        "--trace", str(fitted), "--validate", str(idle), "--out", str(tmp_path / "fit")
+    )
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines() == [
+        f"error: {idle}: concurrency: expected decode samples (concurrency >= 1) in a "
+        "--validate trace to validate the fit on, got none (55 samples: 55 at concurrency 0, "
+        "the rest unknown)"
+    ]
+    assert not (tmp_path / "fit").exists()
+
+
+def test_a_peak_under_nameplate_is_not_identifiable():
+    """Runs that never pass nameplate gave transient_peak_frac -0.2 with a zero-width interval,
+    though the config requires it >= 0: it is written as not identifiable, with its estimate
+    and why, not clamped; the validation still runs on the estimate."""
+    run = _run({4: 60, 8: 60, 16: 60})
+    fit = trace_fit.fit_decode_power([run], 400.0, _prior())
+    peak = fit["parameters"]["transient_peak_frac"]
+    highest_w = float(run.frame["power_w"].max())
+    assert peak["value"] is None and peak["low"] is None and peak["high"] is None
+    assert peak["identifiable"] is False
+    assert peak["estimate"] == pytest.approx(highest_w / 400.0 - 1.0) and peak["estimate"] < 0
+    assert (
+        "outside telemetry.simulated.transient_peak_frac's valid range [0, 0.5]" in (peak["reason"])
+    )
+    assert "under nameplate (400 W)" in peak["reason"]
+    assert fit["parameters"]["decode_slope_per_doubling"]["identifiable"] is True
+    table = trace_fit.validation_rows(fit, [run], "fit")
+    assert table["predicted_max_w"].max() <= highest_w + 1e-9
+
+
+def test_labels_units_and_bins_of_the_trace_fit(shared: Path, tmp_path: Path):
+    """A trace imported without --origin beside a public one was labelled "measured and
+    simulated"; the report's row of decode power at concurrency 1 (W) showed fractions of two
+    different spans beside watts; "give --validate" was printed with --validate given; and
+    concurrency 0 fell in decode bin 1 of trace_points.csv."""
+    from grpo_power.report import cells
+    from grpo_power.report.real_traces import PARAMETER_COLS, _parameter_table
+
+    public = _bursty_slice(shared, tmp_path, "public", lambda f: f.index % 2 == 0)
+    private = _bursty_slice(shared, tmp_path, "own", lambda f: f.index % 2 == 1, origin=None)
+    few = _bursty_slice(shared, tmp_path, "few", lambda f: (f["t"] >= 40) & (f["t"] < 43))
+    out = tmp_path / "fit"
+    result = _identify(
+        "--trace", str(public), "--trace", str(private), "--validate", str(few), "--out", str(out)
+    )
+    assert result.exit_code == 0, result.output
+    fit = json.loads((out / "trace_fit.json").read_text())
+    assert fit["data"] == "measured, measured (public trace)"
+    assert "simulated" not in result.output
+    assert "give --validate" not in result.output
+    assert "no concurrency bin of the held-out traces has >= 30 samples" in result.output
+    # every cell of a watts row is watts: the least-squares and prior lines in W
+    table = _parameter_table(cells.JsonFile(out / "trace_fit.json"))
+    for header, _ in PARAMETER_COLS:
+        row = next(r for r in table.rows if r[0] == header)
+        for cell in row[1:]:
+            parts = cell if isinstance(cell, list) else [cell]
+            assert not any("nameplate" in str(p) for p in parts if isinstance(p, str)), header
+    at_1 = next(r for r in table.rows if r[0] == PARAMETER_COLS[0][0])
+    assert [cell[0].value for cell in at_1[1:]] == pytest.approx(
+        [
+            fit["steady_decode"]["power_at_1_w"]["value"],
+            fit["least_squares_w"]["power_at_1_w"]["value"],
+            60.0 + 340.0 * fit["parameters"]["decode_base_frac"]["prior"],
+        ]
+    )
+    p = fit["parameters"]
+    idle_w = p["idle_w"]["value"]
+    assert fit["least_squares_w"]["power_at_1_w"]["value"] == pytest.approx(
+        idle_w + (400.0 - idle_w) * p["decode_base_frac"]["value"]
+    )
+    points = pd.read_csv(out / "trace_points.csv")
+    assert points.loc[points["concurrency"] == 0, "bin"].isna().all()
+    decode = points[points["concurrency"] >= 1]
+    assert (decode["bin"] <= decode["concurrency"]).all()
+    assert (decode["concurrency"] < 2 * decode["bin"]).all()
+    assert np.isnan(trace_fit.concurrency_bin(np.array([0.0, np.nan]))).all()

@@ -330,7 +330,13 @@ def identify_traces(
     once or not at all.
 
     Returns:
-        the fit (``trace_fit.json``'s content) with the held-out error.
+        the fit (``trace_fit.json``'s content) with the held-out error; its ``data`` names
+        every label of the traces (``", "``-separated, as the report reads it).
+
+    Raises:
+        ValueError: a run given twice; fit traces without enough decode samples at enough
+            concurrency levels (naming the ``--trace`` files); a held-out trace without decode
+            samples (naming it).
     """
     from grpo_power.atomic import write_csv_atomic, write_json_atomic
     from grpo_power.config.gpu_models import GPU_MODELS
@@ -356,13 +362,26 @@ def identify_traces(
                 )
             seen[key] = f"{option} {path}"
     fit_runs, held_runs = runs[: len(traces)], runs[len(traces) :]
+    for (option, path), (run, _) in zip(given[len(traces) :], held_runs, strict=True):
+        c = run.frame["concurrency"]
+        if not (c >= 1).any():
+            raise ValueError(
+                f"{path}: concurrency: expected decode samples (concurrency >= 1) in a {option} "
+                f"trace to validate the fit on, got none ({len(c)} samples: {int((c == 0).sum())} "
+                "at concurrency 0, the rest unknown)"
+            )
     # the part's idle range where the simulator knows the part; a part the config describes
     # itself has its idle_w alone
     model = GPU_MODELS.get(config.gpu.name)
     idle_low_w, idle_high_w = model.idle_range_w if model else (config.gpu.idle_w,) * 2
     prior = literature_decode_prior(config)
     prior["idle_w"] = {"value": config.gpu.idle_w, "low": idle_low_w, "high": idle_high_w}
-    fit = fit_decode_power([r for r, _ in fit_runs], config.gpu.nameplate_w, prior)
+    fit = fit_decode_power(
+        [r for r, _ in fit_runs],
+        config.gpu.nameplate_w,
+        prior,
+        where=", ".join(str(path) for _, path in given[: len(traces)]),
+    )
     table = pd.concat(
         [validation_rows(fit, [r for r, _ in fit_runs], "fit")]
         + ([validation_rows(fit, [r for r, _ in held_runs], "held-out")] if held_runs else []),
@@ -372,8 +391,7 @@ def identify_traces(
     fit["fit_runs"] = [info for _, info in fit_runs]
     fit["held_out_runs"] = [info for _, info in held_runs]
     fit["gpu_name"] = config.gpu.name
-    labels = {info["label"] for _, info in fit_runs + held_runs}
-    fit["data"] = labels.pop() if len(labels) == 1 else "measured and simulated"
+    fit["data"] = ", ".join(sorted({info["label"] for _, info in fit_runs + held_runs}))
     run_labels = {info["run_id"]: info["label"] for _, info in fit_runs + held_runs}
     table.insert(2, "data", [run_labels.get(r, fit["data"]) for r in table["run_id"]])
     points = []

@@ -261,6 +261,16 @@ def real_traces(
     typer.echo(f"wrote {', '.join(str(out / n) for n in REAL_TRACES.names())}")
 
 
+def _parameter_text(p: dict[str, Any]) -> str:
+    """A fitted parameter as printed: its value and interval, the config's value (no interval)
+    where it was not fitted, or why it is not identifiable (with its estimate)."""
+    if p.get("source") == "config":
+        return f"{p['value']:.4g} ({p['unit']}), {p['reason']}"
+    if p["value"] is None:
+        return f"not identifiable from these traces (estimate {p['estimate']:.4g}): {p['reason']}"
+    return f"{p['value']:.4g} [{p['low']:.4g}, {p['high']:.4g}] ({p['unit']})"
+
+
 def _echo_trace_fit(cfg: Any, fit: dict[str, Any]) -> None:
     """Print a decode power fit: its parameters beside the prior, and its held-out error."""
     typer.echo(
@@ -269,7 +279,7 @@ def _echo_trace_fit(cfg: Any, fit: dict[str, Any]) -> None:
     )
     for name, p in fit["parameters"].items():
         typer.echo(
-            f"  {name}: {p['value']:.4g} [{p['low']:.4g}, {p['high']:.4g}] ({p['unit']}); "
+            f"  {name}: {_parameter_text(p)}; "
             f"prior {p['prior']:.4g} [{p['prior_low']:.4g}, {p['prior_high']:.4g}]"
         )
     steady = fit["steady_decode"]
@@ -295,5 +305,11 @@ def _echo_trace_fit(cfg: Any, fit: dict[str, Any]) -> None:
                 f"{worst['p95_pct_nameplate']:.2f}, max {worst['max_pct_nameplate']:.2f} "
                 f"({worst['bins']} bins)"
             )
+    elif not fit["held_out_runs"]:
+        typer.echo("held-out error: none, no held-out trace given (give --validate)")
     else:
-        typer.echo("held-out error: no held-out bin with >= 30 samples (give --validate)")
+        typer.echo(
+            f"held-out error: none, no concurrency bin of the held-out traces has >= 30 samples "
+            f"(the fullest has {held.get('largest_bin_samples', 0)} of their "
+            f"{held.get('held_out_samples', 0)} decode samples)"
+        )

@@ -66,14 +66,13 @@ def _curve_w(
 def decode_curves(points: pd.DataFrame, fit: cells.JsonFile) -> Figure:
     """Mean power per concurrency of every run (marker size: samples), with the three curves."""
     nameplate_w = float(fit.get("nameplate_w"))
-    p, steady = fit.get("parameters"), fit.get("steady_decode")
+    steady = fit.get("steady_decode")
     decode = points[points["concurrency"] >= 1]
     c = np.geomspace(1, max(2.0, float(decode["concurrency"].max())), 100)
 
-    def of_fraction(key: str, idle_w: float) -> np.ndarray:
-        span_w = nameplate_w - idle_w
-        at_1 = idle_w + span_w * p["decode_base_frac"][key]
-        return _curve_w(c, at_1, span_w * p["decode_slope_per_doubling"][key], nameplate_w)
+    def of_watts(line: dict[str, dict[str, float]]) -> np.ndarray:
+        at_1_w, slope_w = line["power_at_1_w"]["value"], line["slope_w_per_doubling"]["value"]
+        return _curve_w(c, at_1_w, slope_w, nameplate_w)
 
     figure, ax = plt.subplots(figsize=(8.0, 3.6))
     sns.scatterplot(
@@ -81,7 +80,7 @@ def decode_curves(points: pd.DataFrame, fit: cells.JsonFile) -> Figure:
     )
     ax.plot(
         c,
-        of_fraction("value", p["idle_w"]["value"]),
+        of_watts(fit.get("least_squares_w")),
         color="tab:red",
         label="least squares (with bursts)",
     )
@@ -99,7 +98,7 @@ def decode_curves(points: pd.DataFrame, fit: cells.JsonFile) -> Figure:
     )
     ax.plot(
         c,
-        of_fraction("prior", p["idle_w"]["prior"]),
+        of_watts(fit.get("prior_w")),
         "--",
         color="0.5",
         label="literature prior",
@@ -112,7 +111,38 @@ def decode_curves(points: pd.DataFrame, fit: cells.JsonFile) -> Figure:
     return figure
 
 
+def _with_interval(fit: cells.JsonFile, key: str, spec: str = ".1f") -> list[cells.Part]:
+    """``value [low, high]`` of the fit file's ``key`` (a ``{"value", "low", "high"}``)."""
+    return [
+        fit.num(f"{key}.value", spec),
+        " [",
+        fit.num(f"{key}.low", spec),
+        ", ",
+        fit.num(f"{key}.high", spec),
+        "]",
+    ]
+
+
+def _fitted_cell(fit: cells.JsonFile, name: str, spec: str, interval: bool = True) -> cells.Cell:
+    """A fitted parameter's cell: value and (with ``interval``) its interval; the config's
+    value, said so, where the traces could not fit it; "not identifiable" and why where the
+    estimate is outside the config schema's range."""
+    key = f"parameters.{name}"
+    if fit.has(f"{key}.source") and fit.get(f"{key}.source") == "config":
+        return [fit.num(f"{key}.value", spec), f" ({fit.get(f'{key}.reason')})"]
+    if fit.get(f"{key}.value") is None:
+        return [
+            "not identifiable from these traces (estimate ",
+            fit.num(f"{key}.estimate", spec),
+            f"): {fit.get(f'{key}.reason')}",
+        ]
+    return _with_interval(fit, key, spec) if interval else fit.num(f"{key}.value", spec)
+
+
 def _parameter_table(fit: cells.JsonFile) -> cells.Table:
+    """The fitted parameters beside the prior; every cell of a row in the unit its header
+    states (W, the least-squares and prior lines taken from ``least_squares_w`` and
+    ``prior_w``)."""
     table = cells.Table(
         "real_traces_fit",
         "The decode power model fitted to measured runs, against the literature prior",
@@ -121,27 +151,28 @@ def _parameter_table(fit: cells.JsonFile) -> cells.Table:
         note=f"{fit.get('data')}; steady line: {fit.get('steady_decode.method')}.",
     )
     for header, key in PARAMETER_COLS:
-        steady = [
-            fit.num(f"steady_decode.{key}.value", ".1f"),
-            " [",
-            fit.num(f"steady_decode.{key}.low", ".1f"),
-            ", ",
-            fit.num(f"steady_decode.{key}.high", ".1f"),
-            "]",
+        table.rows.append(
+            [
+                header,
+                _with_interval(fit, f"steady_decode.{key}"),
+                _with_interval(fit, f"least_squares_w.{key}"),
+                _with_interval(fit, f"prior_w.{key}"),
+            ]
+        )
+    table.rows.append(
+        [
+            "idle (W; the median of idle samples)",
+            "",
+            _fitted_cell(fit, "idle_w", ".1f"),
+            fit.num("parameters.idle_w.prior", ".1f"),
         ]
-        if key == "noise_w":
-            ols: cells.Cell = fit.num("parameters.noise_w.value", ".1f")
-            prior: cells.Cell = fit.num("parameters.noise_w.prior", ".1f")
-        else:
-            name = "decode_base_frac" if key == "power_at_1_w" else "decode_slope_per_doubling"
-            ols = [fit.num(f"parameters.{name}.value", ".3f"), " of nameplate - idle"]
-            prior = [fit.num(f"parameters.{name}.prior", ".3f"), " of nameplate - idle"]
-        table.rows.append([header, steady, ols, prior])
+    )
+    peak = _fitted_cell(fit, "transient_peak_frac", ".3f", interval=False)
     table.rows.append(
         [
             "transient peak (x nameplate, above it)",
-            fit.num("parameters.transient_peak_frac.value", ".3f"),
-            fit.num("parameters.transient_peak_frac.value", ".3f"),
+            peak,
+            peak,
             fit.num("parameters.transient_peak_frac.prior", ".3f"),
         ]
     )

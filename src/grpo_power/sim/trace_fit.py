@@ -7,9 +7,13 @@ The model is the simulator's decode curve (:mod:`grpo_power.sim.power_model`)::
                                                  + decode_slope_per_doubling * log2(concurrency))
 
 fitted by ordinary least squares (:func:`scipy.stats.linregress`) on every sample with a
-concurrency of 1 or more. ``idle_w`` is the median of the samples with concurrency 0 and 0 %
-utilisation (a bootstrap interval); ``noise_w`` the residuals' standard deviation;
-``transient_peak_frac`` the highest reading over nameplate, minus 1. Consecutive 250 ms
+concurrency of 1 or more; the traces need :data:`MIN_LEVEL_SAMPLES` such samples at each of two
+concurrency levels or more. ``idle_w`` is the median of the samples with concurrency 0 and 0 %
+utilisation (a bootstrap interval), or the config's ``gpu.idle_w`` (source ``config``, no
+interval) where the traces have fewer than two; ``noise_w`` the residuals' standard deviation;
+``transient_peak_frac`` the highest reading over nameplate, minus 1. A fitted value outside the
+config schema's range for its parameter is written as not identifiable (``value`` None, the
+``estimate`` and the ``reason`` beside it), never clamped. Consecutive 250 ms
 samples are correlated, so every interval uses the effective sample size of AR(1) residuals,
 ``n (1 - rho) / (1 + rho)``. The residuals' empirical distribution (prefill bursts make it
 skewed, not Gaussian) gives the fitted model's p95 and maximum per concurrency bin.
@@ -33,6 +37,12 @@ from scipy import stats
 
 CONFIDENCE = 0.95
 MIN_BIN_SAMPLES = 30  # bins with fewer samples are shown but not held to the targets
+# Decode samples a concurrency level needs to count as one of the (at least 2) levels the line
+# is fitted through: fewer are a handful of readings, one prefill burst among them moves their
+# mean by tens of watts (11.6 % of the public traces' decode samples are bursts), and a bootstrap
+# resample leaves out every sample of a level of k with probability about e^-k (e^-10 = 5e-5).
+MIN_LEVEL_SAMPLES = 10
+MIN_LEVELS = 2
 FIT_PARAMETERS = (
     "idle_w",
     "decode_base_frac",
@@ -79,13 +89,77 @@ def _effective_n(residuals: np.ndarray) -> float:
 
 
 def _decode_samples(runs: list[TraceRun]) -> pd.DataFrame:
+    """The runs' samples with a concurrency of 1 or more, with a ``run_id`` column."""
     frames = [r.frame.assign(run_id=r.run_id) for r in runs]
     data = pd.concat(frames, ignore_index=True)
     return data[np.isfinite(data["concurrency"]) & (data["concurrency"] >= 1)]
 
 
+def check_levels(concurrency: pd.Series, where: str) -> None:
+    """Refuse decode samples the line cannot be fitted through.
+
+    Args:
+        concurrency: each decode sample's concurrency (>= 1).
+        where: the traces they come from, for the message (their files).
+
+    Raises:
+        ValueError: fewer than :data:`MIN_LEVELS` concurrency levels with
+            :data:`MIN_LEVEL_SAMPLES` samples each (the message lists the levels found).
+    """
+    counts = concurrency.value_counts().sort_index().sort_values(ascending=False, kind="stable")
+    if int((counts >= MIN_LEVEL_SAMPLES).sum()) >= MIN_LEVELS:
+        return
+    shown = ", ".join(f"{n} at {level:g}" for level, n in counts.head(6).items())
+    more = f" and {len(counts) - 6} more levels with fewer" if len(counts) > 6 else ""
+    found = f"{len(concurrency)} ({shown}{more})" if len(counts) else "none"
+    raise ValueError(
+        f"{where}: concurrency: expected at least {MIN_LEVEL_SAMPLES} decode samples "
+        f"(concurrency >= 1) at each of {MIN_LEVELS} or more concurrency levels to fit the "
+        f"decode line, got {found}"
+    )
+
+
+def schema_range(name: str, nameplate_w: float) -> tuple[float, float]:
+    """The config schema's valid range of a fitted parameter (``idle_w``: ``gpu.idle_w``,
+    above 0 and below ``nameplate_w``; the others: ``telemetry.simulated.<name>``), as
+    (low, high); an open bound is infinite."""
+    if name == "idle_w":
+        return 0.0, nameplate_w
+    from grpo_power.config.telemetry import SimulatedPowerConfig
+
+    low, high = -math.inf, math.inf
+    for bound in SimulatedPowerConfig.model_fields[name].metadata:
+        low = max(low, float(getattr(bound, "ge", getattr(bound, "gt", low))))
+        high = min(high, float(getattr(bound, "le", getattr(bound, "lt", high))))
+    return low, high
+
+
+def _not_identifiable_reason(
+    name: str, value: float, nameplate_w: float, highest_w: float
+) -> str | None:
+    """Why a fitted value is not a usable parameter (outside the config schema's range), or
+    None where it lies inside it."""
+    low, high = schema_range(name, nameplate_w)
+    if low <= value <= high:
+        return None
+    where = "gpu.idle_w" if name == "idle_w" else f"telemetry.simulated.{name}"
+    reason = (
+        f"the estimate {value:.4g} lies outside {where}'s valid range [{low:g}, {high:g}] "
+        "(the config schema)"
+    )
+    if name == "transient_peak_frac" and value < 0:
+        reason += (
+            f": the traces' highest reading, {highest_w:.1f} W, is under nameplate "
+            f"({nameplate_w:g} W), so no transient above nameplate is seen in them"
+        )
+    return reason
+
+
 def fit_decode_power(
-    runs: list[TraceRun], nameplate_w: float, prior: dict[str, dict[str, float]]
+    runs: list[TraceRun],
+    nameplate_w: float,
+    prior: dict[str, dict[str, float]],
+    where: str | None = None,
 ) -> dict[str, Any]:
     """Fit the decode power model to the runs' samples.
 
@@ -93,26 +167,31 @@ def fit_decode_power(
         runs: the traces to fit (each with concurrency).
         nameplate_w: their GPU's board power, W.
         prior: parameter name -> ``{"value", "low", "high"}`` of the simulator's defaults.
+        where: the traces' files, for error messages (default: their run ids).
 
     Returns:
-        ``parameters`` (name -> value, low, high, prior, prior_low, prior_high, unit),
-        ``residual_quantiles_w`` (101 quantiles of the decode residuals, W), sample counts and
-        the effective sample size.
+        ``parameters`` (name -> value, low, high, estimate, source, identifiable, reason,
+        prior, prior_low, prior_high, unit; ``value``, ``low`` and ``high`` None where the
+        estimate is outside the config schema's range, and ``low``/``high`` None for an
+        ``idle_w`` taken from the config), ``least_squares_w`` and ``prior_w`` (the two lines
+        in W: power at concurrency 1, per doubling, noise), ``residual_quantiles_w`` (101
+        quantiles of the decode residuals, W), ``highest_reading_w``, sample counts and the
+        effective sample size.
 
     Raises:
-        ValueError: fewer than 10 decode samples, or concurrency that never varies.
+        ValueError: fewer than :data:`MIN_LEVELS` concurrency levels with
+            :data:`MIN_LEVEL_SAMPLES` decode samples each, or a steady line no bootstrap can
+            give an interval of (the message names ``where``).
     """
+    where = where or ", ".join(r.run_id for r in runs)
     decode = _decode_samples(runs)
-    if len(decode) < 10 or decode["concurrency"].nunique() < 2:
-        raise ValueError(
-            f"traces {[r.run_id for r in runs]}: concurrency: expected at least 10 samples at 2 "
-            f"or more levels >= 1, got {len(decode)} at {decode['concurrency'].nunique()}"
-        )
+    check_levels(decode["concurrency"], where)
     data = pd.concat([r.frame for r in runs], ignore_index=True)
     idle = data[(data["concurrency"] == 0) & (data["sm_util"].fillna(0) == 0)]["power_w"]
     idle_values = idle.to_numpy(float)
-    if len(idle_values) < 2:
-        idle_w = idle_lo = idle_hi = prior["idle_w"]["value"]
+    idle_from_config = len(idle_values) < 2
+    if idle_from_config:
+        idle_w, idle_lo, idle_hi = prior["idle_w"]["value"], None, None
     else:
         idle_w = float(np.median(idle_values))
         boot = stats.bootstrap(
@@ -138,11 +217,16 @@ def fit_decode_power(
     noise_w = float(np.std(residuals, ddof=2))
     chi = stats.chi2.ppf([0.5 + CONFIDENCE / 2, 0.5 - CONFIDENCE / 2], max(n_eff - 2, 1))
     noise_lo, noise_hi = (noise_w * math.sqrt((n_eff - 2) / c) for c in chi)
-    peak_frac = float(data["power_w"].max()) / nameplate_w - 1.0
+    highest_w = float(data["power_w"].max())
+    peak_frac = highest_w / nameplate_w - 1.0
     base_half = t * line.intercept_stderr * inflate / span_w
     slope_half = t * line.stderr * inflate / span_w
     base = (line.intercept - idle_w) / span_w
-    values = {
+    try:
+        steady = steady_decode(x, y)
+    except ValueError as error:
+        raise ValueError(f"{where}: {error}") from None
+    values: dict[str, tuple[float, float | None, float | None, str]] = {
         "idle_w": (idle_w, idle_lo, idle_hi, "W"),
         "decode_base_frac": (base, base - base_half, base + base_half, "of nameplate - idle"),
         "decode_slope_per_doubling": (
@@ -154,20 +238,62 @@ def fit_decode_power(
         "noise_w": (noise_w, noise_lo, noise_hi, "W"),
         "transient_peak_frac": (peak_frac, peak_frac, peak_frac, "of nameplate, above it"),
     }
-    parameters = {
-        name: {
+    parameters = {}
+    for name, (v, lo, hi, unit) in values.items():
+        entry: dict[str, Any] = {
             "value": float(v),
-            "low": float(lo),
-            "high": float(hi),
+            "low": None if lo is None else float(lo),
+            "high": None if hi is None else float(hi),
+            "estimate": float(v),
+            "source": "fit",
+            "identifiable": True,
+            "reason": None,
             "unit": unit,
             "prior": prior[name]["value"],
             "prior_low": prior[name]["low"],
             "prior_high": prior[name]["high"],
         }
-        for name, (v, lo, hi, unit) in values.items()
-    }
+        reason = _not_identifiable_reason(name, float(v), nameplate_w, highest_w)
+        if name == "idle_w" and idle_from_config:
+            entry.update(
+                source="config",
+                estimate=None,
+                identifiable=False,
+                reason=f"the config's gpu.idle_w, not fitted: the traces have {len(idle_values)} "
+                "idle samples (concurrency 0 at 0 % utilisation), 2 or more needed",
+            )
+        elif reason is not None:
+            entry.update(value=None, low=None, high=None, identifiable=False, reason=reason)
+        parameters[name] = entry
+    prior_span_w = nameplate_w - prior["idle_w"]["value"]
+    at_1_half_w, slope_half_w = base_half * span_w, slope_half * span_w
     return {
         "parameters": parameters,
+        "least_squares_w": {
+            "power_at_1_w": {
+                "value": float(line.intercept),
+                "low": float(line.intercept - at_1_half_w),
+                "high": float(line.intercept + at_1_half_w),
+            },
+            "slope_w_per_doubling": {
+                "value": float(line.slope),
+                "low": float(line.slope - slope_half_w),
+                "high": float(line.slope + slope_half_w),
+            },
+            "noise_w": {"value": noise_w, "low": float(noise_lo), "high": float(noise_hi)},
+        },
+        "prior_w": {
+            "power_at_1_w": {
+                k: prior["idle_w"]["value"] + prior_span_w * prior["decode_base_frac"][k]
+                for k in ("value", "low", "high")
+            },
+            "slope_w_per_doubling": {
+                k: prior_span_w * prior["decode_slope_per_doubling"][k]
+                for k in ("value", "low", "high")
+            },
+            "noise_w": dict(prior["noise_w"]),
+        },
+        "highest_reading_w": highest_w,
         "nameplate_w": nameplate_w,
         "confidence": CONFIDENCE,
         "decode_samples": len(y),
@@ -179,13 +305,17 @@ def fit_decode_power(
         ),
         "interval_note": "t and chi-square intervals on the AR(1) effective sample size; idle: "
         "bootstrap of the median",
-        "steady_decode": steady_decode(x, y),
+        "steady_decode": steady,
     }
 
 
 BURST_SIGMAS = 3.0  # a sample this many robust standard deviations above the line is a burst
 LINE_RESAMPLES = 999  # bootstrap resamples of the steady line (each a Theil-Sen refit)
 MAX_PAIRS = 250_000  # pairwise slopes a Theil-Sen line takes at most (all of 707 samples')
+# The share of the line's resamples that may draw a single concurrency level (no line through
+# them), left out and counted; past it the rest are a conditioned, narrower set than the 95 %
+# interval says, and the line is refused.
+MAX_LEFT_OUT_SHARE = 1 - CONFIDENCE
 
 
 def steady_decode(doublings: np.ndarray, power_w: np.ndarray) -> dict[str, Any]:
@@ -200,9 +330,21 @@ def steady_decode(doublings: np.ndarray, power_w: np.ndarray) -> dict[str, Any]:
         (the residuals' normal-scaled median absolute deviation), each ``{"value", "low",
         "high"}`` at :data:`CONFIDENCE` (the line's from a bootstrap of the whole line,
         refitted on each of :data:`LINE_RESAMPLES` resamples; the spread's from a bootstrap of
-        the residuals), and ``burst_share``: the share of samples more
-        than :data:`BURST_SIGMAS` robust standard deviations above the line.
+        the residuals), ``burst_share``: the share of samples more
+        than :data:`BURST_SIGMAS` robust standard deviations above the line, and
+        ``line_resamples_left_out``: the resamples that drew a single concurrency level, left
+        out of the line's intervals.
+
+    Raises:
+        ValueError: the samples lie at fewer than 2 concurrency levels, or more than
+            :data:`MAX_LEFT_OUT_SHARE` of the resamples draw a single level.
     """
+    levels = len(np.unique(doublings))
+    if levels < 2:
+        raise ValueError(
+            "concurrency: expected decode samples at 2 or more concurrency levels for the "
+            f"steady line, got {len(doublings)} at {levels}"
+        )
     rng = np.random.default_rng(0)
     n = len(doublings)
     # every pair where there are few enough (the same for every resample), else drawn anew
@@ -214,8 +356,17 @@ def steady_decode(doublings: np.ndarray, power_w: np.ndarray) -> dict[str, Any]:
     for k in range(LINE_RESAMPLES):
         pick = rng.integers(0, len(doublings), len(doublings))
         lines[k] = _theil_sen(doublings[pick], power_w[pick], pairs)
+    fitted = np.isfinite(lines).all(axis=1)
+    left_out = int(LINE_RESAMPLES - fitted.sum())
+    if left_out > MAX_LEFT_OUT_SHARE * LINE_RESAMPLES:
+        raise ValueError(
+            f"concurrency: expected decode samples spread over concurrency levels enough for a "
+            f"bootstrap of the steady line (at most {MAX_LEFT_OUT_SHARE:.0%} of its "
+            f"{LINE_RESAMPLES} resamples drawing a single level), got {left_out} of "
+            f"{LINE_RESAMPLES} from {n} samples"
+        )
     tail = (1 - CONFIDENCE) / 2
-    (slope_lo, at_1_lo), (slope_hi, at_1_hi) = np.quantile(lines, [tail, 1 - tail], axis=0)
+    (slope_lo, at_1_lo), (slope_hi, at_1_hi) = np.quantile(lines[fitted], [tail, 1 - tail], axis=0)
 
     def spread(values: np.ndarray, axis: int = -1) -> np.ndarray:
         return stats.median_abs_deviation(values, scale="normal", axis=axis)
@@ -239,6 +390,7 @@ def steady_decode(doublings: np.ndarray, power_w: np.ndarray) -> dict[str, Any]:
         },
         "noise_w": {"value": noise_w, "low": float(noise.low), "high": float(noise.high)},
         "burst_share": float((residuals > BURST_SIGMAS * noise_w).mean()),
+        "line_resamples_left_out": left_out,
         "method": "Theil-Sen line (the median of pairwise slopes, of "
         f"{MAX_PAIRS:,} random pairs where there are more) with bootstrap intervals of the line "
         "refitted on each resample; normal-scaled MAD of the residuals with a bootstrap "
@@ -253,13 +405,16 @@ def _theil_sen(
     """The Theil-Sen line through (``x``, ``y``): the median slope of ``pairs`` of samples
     (indices: every pair; a generator: :data:`MAX_PAIRS` drawn from it, as an hour at 0.1 s has
     650 million pairs, which scipy's ``theilslopes`` holds in memory at once) at different
-    ``x``, and the median offset under it. Returns (slope, line at x = 0)."""
+    ``x``, and the median offset under it. Returns (slope, line at x = 0), both NaN where no
+    pair lies at different ``x`` (a resample of a single concurrency level)."""
     if isinstance(pairs, np.random.Generator):
         first, second = pairs.integers(0, len(x), (2, MAX_PAIRS))
     else:
         first, second = pairs
     dx = x[second] - x[first]
     kept = dx != 0
+    if not kept.any():
+        return math.nan, math.nan
     slope = float(np.median((y[second] - y[first])[kept] / dx[kept]))
     return slope, float(np.median(y - slope * x))
 
@@ -289,8 +444,11 @@ def curve_of(parameters: dict[str, dict[str, float]], nameplate_w: float, key: s
 
 
 def concurrency_bin(concurrency: np.ndarray) -> np.ndarray:
-    """Each concurrency's bin: the doubling it falls in (1, 2-3, 4-7, ...) as its lower edge."""
-    return 2 ** np.floor(np.log2(np.maximum(concurrency, 1.0)))
+    """Each concurrency's decode bin: the doubling it falls in (1, 2-3, 4-7, ...) as its lower
+    edge; NaN below 1 (idle, concurrency 0, is no decode bin) and where it is unknown."""
+    c = np.asarray(concurrency, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(c >= 1, 2 ** np.floor(np.log2(np.where(c >= 1, c, 1.0))), np.nan)
 
 
 def validation_rows(fit: dict[str, Any], runs: list[TraceRun], split: str) -> pd.DataFrame:
@@ -301,18 +459,31 @@ def validation_rows(fit: dict[str, Any], runs: list[TraceRun], split: str) -> pd
     (over all bins where the fit had too few samples in it), capped at nameplate x
     (1 + transient_peak_frac); the prior's are its curve plus Gaussian noise of
     ``noise_w`` (its maximum: the expected maximum of the bin's count of draws, capped at its
-    transient peak).
+    transient peak). The fitted model is the least-squares estimate, also where a parameter is
+    not identifiable (outside the config schema's range).
+
+    Raises:
+        ValueError: the runs have no decode sample (concurrency >= 1) to validate on.
     """
     parameters, nameplate_w = fit["parameters"], fit["nameplate_w"]
+    estimates = {
+        name: {"value": p["value"] if p.get("estimate") is None else p["estimate"]}
+        for name, p in parameters.items()
+    }
     fitted, prior = (
-        curve_of(parameters, nameplate_w, "value"),
+        curve_of(estimates, nameplate_w, "value"),
         curve_of(parameters, nameplate_w, "prior"),
     )
     quantiles = fit["residual_quantiles_w"]
-    peak_w = nameplate_w * (1 + parameters["transient_peak_frac"]["value"])
+    peak_w = nameplate_w * (1 + estimates["transient_peak_frac"]["value"])
     prior_peak_w = nameplate_w * (1 + parameters["transient_peak_frac"]["prior"])
     prior_noise_w = parameters["noise_w"]["prior"]
     decode = _decode_samples(runs)
+    if decode.empty:
+        raise ValueError(
+            f"{', '.join(r.run_id for r in runs)}: concurrency: expected decode samples "
+            "(concurrency >= 1) to validate the fit on, got none"
+        )
     decode = decode.assign(bin=concurrency_bin(decode["concurrency"].to_numpy(float)))
     groups = [
         ("all", decode),
@@ -358,7 +529,9 @@ def validation_rows(fit: dict[str, Any], runs: list[TraceRun], split: str) -> pd
 
 def held_out_error(table: pd.DataFrame) -> dict[str, Any]:
     """The largest absolute error over bins with at least :data:`MIN_BIN_SAMPLES` samples, % of
-    nameplate (fitted and prior), of the held-out runs together and of each (``runs``)."""
+    nameplate (fitted and prior), of the held-out runs together and of each (``runs``), with
+    ``held_out_samples`` (the held-out runs' decode samples, 0 where none was given) and
+    ``largest_bin_samples`` (the held-out runs' fullest bin together, 0 where none)."""
 
     def worst(rows: pd.DataFrame) -> dict[str, Any]:
         out: dict[str, Any] = {"bins": len(rows)}
@@ -368,8 +541,11 @@ def held_out_error(table: pd.DataFrame) -> dict[str, Any]:
                 out[f"{prefix}{stat}_pct_nameplate"] = float(column.max()) if len(rows) else None
         return out
 
+    every = table[(table["split"] == "held-out") & (table["run_id"] == "all")]
     held = table[(table["split"] == "held-out") & table["in_target"]]
     return {
         **worst(held[held["run_id"] == "all"]),
+        "held_out_samples": int(every["samples"].sum()),
+        "largest_bin_samples": int(every["samples"].max()) if len(every) else 0,
         "runs": {r: worst(part) for r, part in held[held["run_id"] != "all"].groupby("run_id")},
     }
