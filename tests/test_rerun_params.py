@@ -146,6 +146,31 @@ def test_the_observation_window_retrains_the_controllers(study: Path) -> None:
 
 
 @pytest.mark.slow
+def test_the_simulators_sampling_period_reruns_what_simulates(study: Path) -> None:
+    """With no real sweep feeding identify, `telemetry.period_s` reached the simulated stages
+    through no param: a dry run said "Nothing to be done" while evaluate's violation rates
+    moved (uncontrolled 6.0 % at 0.1 s, 7.7 % at 0.5 s)."""
+    planned = _planned(study, "--config", "telemetry={period_s: 0.5}")
+    assert "Params have changed" in planned["identify"]
+    assert {"controller deployment=7b", "evaluate", "evaluate_scenario scenario=7b-cap-305w"} <= (
+        set(planned)
+    )
+
+
+@pytest.mark.slow
+def test_a_scenario_copied_with_its_yaml_null_reruns_when_changed(study: Path) -> None:
+    """The README's scenario line holds `calibration: null`; Snakemake's --config kept it as the
+    text 'null', a calibration file of that name, missing: the changed cap was never run and
+    the dry run said "Nothing to be done"."""
+    scenarios = (
+        "{scenarios: [{name: 7b-cap-305w, calibration: null, cap_w: 300, deployments: [7b], "
+        "retrain: true}]}"
+    )
+    planned = _planned(study, "--config", f"evaluate={scenarios}")
+    assert "Params have changed" in planned["evaluate_scenario scenario=7b-cap-305w"]
+
+
+@pytest.mark.slow
 def test_a_new_scenario_runs_alone(study: Path) -> None:
     scenarios = (
         "{scenarios: [{name: 7b-cap-305w, cap_w: 305, deployments: [7b]}, "
@@ -177,6 +202,12 @@ def test_a_bad_workflow_config_names_the_file_that_set_each_field(tmp_path: Path
     assert "\n--config: workload.steps: Input should be greater than or equal to 1 (got '0')\n" in (
         overridden.stdout + overridden.stderr
     )
+    # a calibration the config names is checked at once (the controllers and evaluation were
+    # planned on identify's old output, the missing file never read)
+    missing = _snakemake(folder, "-n", "--config", "sim={calibration: nowhere.json}")
+    assert missing.returncode == 1
+    expected = "\n--config: sim.calibration: expected an existing file, found no such file"
+    assert expected in missing.stdout + missing.stderr
 
 
 def test_a_controller_run_of_a_size_no_deployment_lists_stops_the_workflow(

@@ -40,6 +40,25 @@ RUN_SETTING_FIELDS = {
 }
 
 
+# YAML's spellings of null: what Snakemake's ``--config`` leaves as text in a nested value.
+YAML_NULLS = frozenset({"null", "Null", "NULL", "~"})
+
+
+def with_yaml_nulls(value: Any) -> Any:
+    """``value`` (a config mapping, list or scalar) with YAML's nulls as None, throughout.
+
+    Snakemake reads a nested ``--config`` value (``evaluate='{scenarios: [...]}'``) with YAML's
+    BaseLoader, which keeps every scalar as text: ``calibration: null`` arrives as the string
+    ``'null'``, which the schema takes for a file of that name (numbers and booleans it reads
+    from text). Returns a new value; the input is not changed.
+    """
+    if isinstance(value, dict):
+        return {key: with_yaml_nulls(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [with_yaml_nulls(item) for item in value]
+    return None if isinstance(value, str) and value in YAML_NULLS else value
+
+
 def section_settings(
     config: Config,
     section: str,

@@ -29,6 +29,7 @@ from grpo_power.layout import (
 )
 from grpo_power.workflow_params import (
     calibration_settings,
+    with_yaml_nulls,
     real_sweep_settings,
     run_settings,
     section_settings,
@@ -51,7 +52,7 @@ def config_layers():
     files = [name for name in map(shown_path, own) if name not in given] + given
     layers = [(name, load_configfile(name) or {}) for name in files]
     if workflow.config_settings.config:
-        layers.append(("--config", dict(workflow.config_settings.config)))
+        layers.append(("--config", with_yaml_nulls(dict(workflow.config_settings.config))))
     return layers
 
 
@@ -85,6 +86,8 @@ def config_errors():
     return lines
 
 
+# `--config` hands nested values over as text, YAML's nulls too ('null'): read as None.
+config.update(with_yaml_nulls(dict(config)))
 # The same pydantic schema as the CLI: a bad config stops the workflow before any job runs.
 # Snakemake reports a WorkflowError raised here by its message and the location of this line
 # (no traceback).
@@ -98,6 +101,10 @@ CFG = Config.model_validate(config)
 # would refuse.
 validate(CFG.model_dump(mode="json"), "../schemas/config.schema.json", set_default=False)
 RESULTS = Path(CFG.results_dir)
+# What the step simulator reads of the telemetry section (its readings' period, the simulated
+# power model): a param of every rule that simulates (identify, controller, evaluate), whose
+# results move with it even where no measured run does (authority.real_sweep_steps: 0).
+SIM_TELEMETRY = section_settings(CFG, "telemetry", include={"period_s", "simulated"})
 LAYOUT = CFG.layout  # every folder and file name: src/grpo_power/layout.py
 # Rules hand this file to the CLI. It is named by the config's content (so a dry run with another
 # config never rewrites the file a running workflow reads) and is no param: each rule's params

@@ -21,6 +21,8 @@ rule controller:
             f"{CFG.evaluate.oracle_finalists}"
         ),
         sim=section_settings(CFG, "sim"),
+        # the simulator's sampling period and power model (sensor window, noise)
+        telemetry=SIM_TELEMETRY,
         workload=section_settings(CFG, "workload"),
         arms=section_settings(CFG, "arms", include={"observation_window_s"}),
         cap_w=CFG.cap_w,

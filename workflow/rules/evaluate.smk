@@ -22,6 +22,8 @@ rule evaluate:
     params:
         evaluate=section_settings(CFG, "evaluate", exclude={"scenarios"}),
         sim=section_settings(CFG, "sim"),
+        # the simulator's sampling period and power model (sensor window, noise)
+        telemetry=SIM_TELEMETRY,
         arms=section_settings(CFG, "arms", exclude={"run"}),
         reward=section_settings(CFG, "controller.reward"),
         objective=section_settings(CFG, "objective"),
@@ -63,6 +65,8 @@ rule evaluate_scenario:
         evaluate=section_settings(CFG, "evaluate", exclude={"scenarios"}),
         scenario=lambda wildcards: scenario(wildcards.scenario).model_dump_json(),
         sim=section_settings(CFG, "sim"),
+        # the simulator's sampling period and power model (sensor window, noise)
+        telemetry=SIM_TELEMETRY,
         arms=section_settings(CFG, "arms", exclude={"run"}),
         controller=section_settings(CFG, "controller"),
         objective=section_settings(CFG, "objective"),

@@ -38,6 +38,8 @@ rule identify:
         LAYOUT.logs / "identify.log",
     params:
         sim=section_settings(CFG, "sim"),
+        # the simulator's sampling period and power model (sensor window, noise)
+        telemetry=SIM_TELEMETRY,
         authority=section_settings(CFG, "authority"),
         workload=section_settings(CFG, "workload"),
         gpu=section_settings(CFG, "gpu"),

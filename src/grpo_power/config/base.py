@@ -1,5 +1,6 @@
 """What every config section shares: the strict base model, the error type and the value
-types with units (``PositiveFloat``, ``WindowSeconds``, ``Fraction``, ``PathName``).
+types with units (``PositiveFloat``, ``WindowSeconds``, ``Fraction``, ``PathName``,
+``ExistingFile``).
 
 The bottom of the config package: it imports nothing of grpo-power.
 """
@@ -8,9 +9,10 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 PositiveFloat = Annotated[float, Field(gt=0)]
 MAX_NAMEPLATE_W = 3000.0  # no GPU board is rated higher (B200: 1000 W, GB300: 1400 W)
@@ -19,6 +21,19 @@ WindowSeconds = Annotated[float, Field(gt=0, le=MAX_WINDOW_S)]
 Fraction = Annotated[float, Field(ge=0, le=1)]
 # A name that becomes a file or folder name under results/: no separators, no "..", no leading dot.
 PathName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$", max_length=64)]
+
+
+def _existing_file(path: Path) -> Path:
+    """``path`` where it is a file; a ValueError saying what it is otherwise."""
+    if path.is_file():
+        return path
+    found = "a folder" if path.is_dir() else "no such file"
+    raise ValueError(f"expected an existing file, found {found}")
+
+
+# An input file the config names (a calibration): checked when the config is read, so a
+# misspelt path stops the command or workflow at once (it was read later, or never).
+ExistingFile = Annotated[Path, AfterValidator(_existing_file)]
 
 
 class ConfigError(ValueError):

@@ -3,7 +3,6 @@ the threshold arm's tuning grid, the scenarios)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 from pydantic import (
@@ -14,6 +13,7 @@ from pydantic import (
 
 from grpo_power.config.arms import SIM_ARM_NAMES, SimArmName
 from grpo_power.config.base import (
+    ExistingFile,
     PathName,
     PositiveFloat,
     Strict,
@@ -60,7 +60,9 @@ class ScenarioConfig(Strict):
     """An evaluation scenario the controllers were not tuned on."""
 
     name: PathName
-    calibration: Path | None = Field(None, description="Another calibration; null = the study's.")
+    calibration: ExistingFile | None = Field(
+        None, description="Another calibration; null = the study's."
+    )
     cap_w: PositiveFloat | None = Field(
         None, description="Another cap for every deployment evaluated, W; null = their caps."
     )

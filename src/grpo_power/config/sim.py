@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -11,6 +10,7 @@ from pydantic import (
 )
 
 from grpo_power.config.base import (
+    ExistingFile,
     PathName,
     PositiveFloat,
     Strict,
@@ -105,7 +105,7 @@ class SimConfig(Strict):
         trained here acts on a real run of the same workload unchanged.
     """
 
-    calibration: Path | None = Field(
+    calibration: ExistingFile | None = Field(
         None,
         description="Calibration file (JSON) written by `grpo-power identify`; null = the "
         "sourced defaults of sim/calibration.py (docs/calibration.md ranges).",
