@@ -297,6 +297,90 @@ def test_a_report_of_another_config_states_what_the_stage_files_hold(
     assert f"this run's 7b cap {cap_w['7b']['cap_w']:g} W" in text  # the evaluation's, not 300
 
 
+def test_the_intervals_confidence_is_the_stage_files(report: dict, tmp_path: Path) -> None:
+    """A study evaluated at `evaluate.confidence: 0.9`: the report's evaluation, costs, live-arm
+    and study tables state the 90 % of the stage files (they said 95 % whatever the files
+    held), and the live arms' real-run column says its power is simulated."""
+    root = tmp_path / "results"
+    shutil.copytree(report["root"], root, ignore=shutil.ignore_patterns("report"))
+    for stage in ("evaluate/study", "economics"):
+        path = root / stage / "summary.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), "confidence": 0.9}))
+    config = report["config"].model_dump(mode="json")
+    config["results_dir"] = str(root)
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+    paths = report["paths"]
+    args = [
+        *(arg for folder in paths["runs"] for arg in ("--run", str(folder))),
+        *(arg for path in paths["exceedance"] for arg in ("--exceedance", str(path))),
+        *(arg for path in paths["controllers"] for arg in ("--controller", str(path))),
+    ]
+    done = CliRunner().invoke(
+        app, ["report", "--out", str(tmp_path / "report"), *args, "-c", str(config_file)]
+    )
+    assert done.exit_code == 0, done.output
+    page = (tmp_path / "report" / "index.html").read_text()
+    text = _text(page)
+    assert "95 %" not in text
+    assert "Arm evaluation per deployment (SIMULATED; 90 % intervals over seeds)" in text
+    assert "Energy, cost and carbon per arm (means over seeds, 90 % intervals)" in text
+    assert "rows: the evaluation's seeds, 90 % intervals;" in text
+    assert "intervals are 90 % over seeds" in text
+    live = _text(_table_html(page, "live-arms"))
+    assert re.search(r"run over cap, [\d.]+ s windows % \(SIMULATED\)", live)
+
+
+def test_an_arm_of_one_seed_gets_no_error_bar() -> None:
+    """The tiny runs have one seed each: no interval (NaN in arms.csv). The cost figure drew
+    them a zero-length error bar with caps, which reads as a very tight interval; now only the
+    arms with an interval get a bar."""
+    from matplotlib.container import ErrorbarContainer
+
+    from grpo_power.report import figures as fig
+
+    rows = []
+    for arm, interval in (("fixed", (0.8, 1.2)), ("ppo", (math.nan, math.nan))):
+        row = {"arm": arm, "deployment": "tiny", "source": "run", "data": "simulated"}
+        for metric, _ in fig.COST_METRICS:
+            row[metric] = 1.0
+            row[f"{metric}_ci_low"], row[f"{metric}_ci_high"] = interval
+        rows.append(row)
+    figure = fig.cost_carbon(pd.DataFrame(rows))
+    for ax in figure.axes:
+        bars = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+        assert [len(c.lines[2][0].get_segments()) for c in bars] == [1]  # fixed's alone
+
+
+def test_the_snakemake_reports_captions_state_the_configs_settings() -> None:
+    """Snakemake renders each caption with Jinja2 and the workflow's config (every setting:
+    workflow/rules/common.smk); a caption stating the confidence or the evaluation's window takes
+    it from there (a study at 0.9 had its 90 % table captioned "95 % confidence intervals")."""
+    import types
+
+    import jinja2
+
+    from grpo_power.config import Config
+
+    config = Config.model_validate(
+        {"evaluate": {"confidence": 0.9, "exceedance_window_s": 1.0}}
+    ).model_dump(mode="json")
+    snakemake = types.SimpleNamespace(config=config)
+    rendered = {
+        path.name: jinja2.Environment().from_string(path.read_text()).render(snakemake=snakemake)
+        for path in sorted((REPO / "workflow" / "report").glob("*.rst"))
+    }
+    assert not [name for name, text in rendered.items() if "95 %" in text]
+    assert "exceedance at 1 s" in rendered["evaluate.rst"]
+    for name in (
+        "evaluate.rst",
+        "economics_costs.rst",
+        "figure_cost_carbon.rst",
+        "figure_throughput_violations.rst",
+    ):
+        assert "90 % " in rendered[name], name
+
+
 def test_the_live_arm_table_sets_the_study_beside_the_files(report: dict) -> None:
     """The study's four live 7B arms with this run's: the evaluation's 7b arms (batch 4: the
     fixed-half arm), the real runs' tokens/s and share over the cap, or "not ..." where the

@@ -100,6 +100,9 @@ CFG = Config.model_validate(config)
 # nested values over as text ('60'), which pydantic reads as the field's type and JSON Schema
 # would refuse.
 validate(CFG.model_dump(mode="json"), "../schemas/config.schema.json", set_default=False)
+# Every setting, defaults included, as the report's captions read them (Jinja2:
+# `{{ snakemake.config.evaluate.confidence }}`), whatever the config files leave out.
+config.update(CFG.model_dump(mode="json"))
 RESULTS = Path(CFG.results_dir)
 # What the step simulator reads of the telemetry section (its readings' period, the simulated
 # power model): a param of every rule that simulates (identify, controller, evaluate), whose

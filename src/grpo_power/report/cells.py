@@ -193,6 +193,12 @@ def with_unit(num: Num, unit: str) -> list[Part]:
     return ["$", num] if unit == "$" else [num, f" {unit}"]
 
 
+def interval_pct(summary: JsonFile) -> str:
+    """The confidence of a stage's intervals as text (``"95 %"``), from its ``summary.json``'s
+    ``confidence`` (``evaluate.confidence`` when the stage ran), never assumed."""
+    return f"{100 * float(summary.get('confidence')):g} %"
+
+
 def data_label(data: Iterable[str]) -> str:
     """``SIMULATED`` when the data is (or has) simulated power, ``SIMULATED and measured: ...``
     when some is measured too, else the sources (e.g. ``measured: nvml``; ``measured`` where

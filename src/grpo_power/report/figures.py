@@ -386,11 +386,11 @@ def throughput_violations(summary: pd.DataFrame) -> Figure:
                 - row["violation_rate"]
             )
             yerr = np.abs(np.array([[row["throughput_ci_low"]], [row["throughput_ci_high"]]]) - y)
-            ax.errorbar(
+            ax.errorbar(  # no bar where there is no interval (one seed): not a zero-width one
                 x,
                 y,
-                xerr=np.nan_to_num(xerr),
-                yerr=np.nan_to_num(yerr),
+                xerr=xerr if np.isfinite(xerr).all() else None,
+                yerr=yerr if np.isfinite(yerr).all() else None,
                 fmt="o",
                 ms=4,
                 capsize=2,
@@ -428,11 +428,21 @@ def cost_carbon(arms: pd.DataFrame) -> Figure:
         palette = arm_palette(names)
         for i, (metric, label) in enumerate(COST_METRICS):
             ax = axes[i, j]
-            low = (sub[metric] - sub[f"{metric}_ci_low"]).clip(lower=0).fillna(0)
-            high = (sub[f"{metric}_ci_high"] - sub[metric]).clip(lower=0).fillna(0)
-            ax.bar(
-                names, sub[metric], color=[palette[a] for a in names], yerr=[low, high], capsize=2
-            )
+            low = (sub[metric] - sub[f"{metric}_ci_low"]).clip(lower=0)
+            high = (sub[f"{metric}_ci_high"] - sub[metric]).clip(lower=0)
+            ax.bar(names, sub[metric], color=[palette[a] for a in names])
+            # error bars where there is an interval only (an arm of one seed has none: a
+            # zero-width bar would read as a tight interval)
+            shown = (low.notna() & high.notna()).to_numpy()
+            if shown.any():
+                ax.errorbar(
+                    np.flatnonzero(shown),
+                    sub[metric].to_numpy()[shown],
+                    yerr=[low.to_numpy()[shown], high.to_numpy()[shown]],
+                    fmt="none",
+                    ecolor="black",
+                    capsize=2,
+                )
             ax.tick_params(axis="x", rotation=60)
             ax.set_ylabel(label if j == 0 else "")
             if i == 0:
@@ -470,8 +480,10 @@ CAPTIONS = {
     "same nominal episodes (dash-dot), the rollouts' throughput against the oracle's (dashed), "
     "and the snapshot validation chose (dotted).",
     "throughput_violations": "Throughput against violation rate per arm and deployment in the "
-    "simulator, means over seeds with confidence intervals (both axes).",
+    "simulator, means over seeds with confidence intervals (both axes; none where an arm has "
+    "one seed).",
     "cost_carbon": "Energy cost, location-based carbon and GPU-time cost per million completion "
-    "tokens per arm (means over seeds, confidence intervals), at the configured electricity "
+    "tokens per arm (means over seeds, confidence intervals where an arm has two seeds or more), "
+    "at the configured electricity "
     "price, PUE, carbon region and GPU-hour price.",
 }

@@ -85,6 +85,8 @@ def live_arm_table(
     concurrency: dict[str, int],
     window_s: float,
     gpu: str,
+    interval: str,
+    run_power: str,
 ) -> Table:
     """The study's live arms and this run's, one row per study arm.
 
@@ -97,7 +99,10 @@ def live_arm_table(
         cap_w: the simulated deployment's cap; concurrency: the static arms' concurrency
             (``fixed``, ``fixed-half``); window_s: the shortest window the windows stage
             computed (the share over the cap); gpu: the GPU the runs' traces name, whose
-            power the simulator models.
+            power the simulator models; interval: the evaluation's confidence as text
+            (``"95 %"``); run_power: the real runs' power's label (``"SIMULATED"``, or
+            ``"measured: nvml"``; :func:`~grpo_power.report.cells.data_label`), said beside
+            their share over the cap.
     """
     table = Table(
         "live-arms",
@@ -112,18 +117,18 @@ def live_arm_table(
             f"{deployment} tokens/s",
             f"{deployment} violations %",
             f"{size} run tokens/s",
-            f"{size} run over cap, {window_s:g} s windows %",
+            f"{size} run over cap, {window_s:g} s windows % ({run_power})",
             f"how {deployment} differs, and why",
         ],
         sources=[summary.path, run_arms.path, *sorted(set(exceedance.values()))],
         note=f"Study: {STUDY_LIVE_SOURCE}; its cap {STUDY_7B_CAP_W:g} W, this run's {deployment} "
         f"cap {cap_w:g} W. Study batch 8 is its largest generation batch: here the fixed arm's "
         f"concurrency {concurrency['fixed']}; batch 4 is half: the fixed-half arm's concurrency "
-        f"{concurrency['fixed-half']}. {deployment} rows: the evaluation's seeds, 95 % intervals; "
-        "the real run's share over the cap is its first seed's. The study measured a trained 7B "
-        f"model; here a simulated {gpu} and, for the real run, a small model with simulated "
-        "power, so tokens differ in scale: compare the arms' order and violation shares, not "
-        "absolute tokens.",
+        f"{concurrency['fixed-half']}. {deployment} rows: the evaluation's seeds, {interval} "
+        "intervals; the real run's share over the cap is its first seed's. The study measured a "
+        f"trained 7B model; here a simulated {gpu} and, for the real run, a small model (power: "
+        f"{run_power}), so tokens differ in scale: compare the arms' order and violation shares, "
+        "not absolute tokens.",
     )
     for study, (arm, why) in zip(STUDY_LIVE_ARMS, LIVE_ARMS, strict=True):
         row: list[Cell] = [study.arm, f"{study.tokens:,}", f"{study.violation_pct:g}"]
@@ -160,7 +165,7 @@ def _cap_compared(cap_w: float) -> str:
 
 
 def _with_ci(file: CsvFile, column: str, spec: str, scale: float, keys: dict[str, object]) -> Cell:
-    """A value of the evaluate summary with its 95 % interval."""
+    """A value of the evaluate summary with its interval."""
     return [
         file.num(column, spec, scale, **keys),
         " [",

@@ -370,6 +370,8 @@ def _live_arms(
         },
         min(config.windows.windows_s),
         gpu_names(infos),
+        cells.interval_pct(evaluate_json),
+        cells.data_label(i.metadata["source"] for i in infos),
     )
 
 
@@ -476,7 +478,8 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
     tables = [
         cells.csv_table(
             "evaluation",
-            "Arm evaluation per deployment (SIMULATED; 95 % intervals over seeds)",
+            "Arm evaluation per deployment (SIMULATED; "
+            f"{cells.interval_pct(evaluate_json)} intervals over seeds)",
             summary,
             tab.EVALUATION_COLS,
             ["deployment", "arm"],
@@ -518,7 +521,8 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
         tab.constants_table("constants", "Constants, with source and year", e["constants"]),
         cells.csv_table(
             "costs",
-            "Energy, cost and carbon per arm (means over seeds, 95 % intervals)",
+            "Energy, cost and carbon per arm (means over seeds, "
+            f"{cells.interval_pct(economics_json)} intervals)",
             e["arms"],
             tab.COST_COLS,
             ["source", "deployment", "arm"],

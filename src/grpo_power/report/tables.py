@@ -22,6 +22,7 @@ from grpo_power.report.cells import (
     Part,
     Table,
     data_label,
+    interval_pct,
     with_unit,
 )
 
@@ -145,8 +146,8 @@ def study_table(
         ["finding", "study", "study figure from", "this run", "note"],
         sources=[f.path for f in read if f is not None],
         note=f"Study: {STUDY_SOURCE}. 'Study figure from' says whether the paper's abstract or "
-        "the secondary summary gives it. Simulator rows are SIMULATED; intervals are 95 % over "
-        "seeds. Differences are kept, not tuned away.",
+        "the secondary summary gives it. Simulator rows are SIMULATED; intervals are "
+        f"{interval_pct(evaluation)} over seeds. Differences are kept, not tuned away.",
     )
     table.rows.append(
         [
