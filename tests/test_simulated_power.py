@@ -151,3 +151,30 @@ def test_a_1s_average_part_reads_the_last_seconds_power_at_any_period() -> None:
             readings_w.append(source.read(k * period_s)[0]["power_w"])
         expected_w = gpu.idle_w + (train_w - gpu.idle_w) * 0.05 / min(1.0, period_s)
         assert readings_w[1:] == pytest.approx([expected_w] * 3, abs=12.0), period_s
+
+
+def test_an_idle_gpu_reads_its_idle_power_not_the_clipped_noise_above_it(config: Config) -> None:
+    """Decode's 6.4 W of noise was added at idle too and clipped there: an idle GPU read 62.4 W
+    for 60 W (the public traces' idle readings spread by under 1 W), and a run of long pauses
+    read 2 W above its energy's mean power. Idle now reads idle; busy phases keep their noise,
+    and a run's mean reading is its mean power."""
+    from grpo_power.sim.calibration import default_calibration
+    from grpo_power.sim.grpo_sim import SimRun
+    from grpo_power.sim.step_model import StepModel, physics_for
+
+    source = SimulatedGpuSource(
+        config.gpu, config.telemetry.simulated, WorkloadSignal(), [0], seed=0
+    )
+    idle_w = [source.read(0.1 * i)[0]["power_w"] for i in range(200)]
+    assert np.mean(idle_w) == pytest.approx(config.gpu.idle_w, abs=0.1)
+    physics = physics_for(default_calibration(config), "7b", config)
+    w = config.workload
+    model = StepModel(physics, w, config.sim.prompt_tokens)
+    run = SimRun(model, w, 0.1, 10, 320.0, seed=1, record=True)
+    run.apply(pause_s=w.pause_s_bounds.max)
+    for _ in range(40):
+        run.step()
+    readings_w = np.concatenate([s.power_w[:, 0] for s in run.steps])
+    energy_mean_w = sum(s.energy_j for s in run.steps) / run.t_s
+    assert readings_w.mean() == pytest.approx(energy_mean_w, rel=0.005)
+    assert readings_w.std() > 50  # the busy phases stand out of the pauses, noise and all

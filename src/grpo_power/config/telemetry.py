@@ -144,7 +144,8 @@ class SimulatedPowerConfig(Strict):
     )
     noise_w: Annotated[float, Field(ge=0)] = Field(
         6.4,
-        description="Standard deviation of sample-to-sample measurement noise, W. "
+        description="Standard deviation of sample-to-sample measurement noise where the GPU "
+        "works, W; it shrinks to none at idle (idle readings spread under 1 W). "
         "docs/calibration.md 'measured decode, Qwen3-8B on vLLM': the robust spread of decode "
         "readings about the steady line, 6.41 W (the prior was an assumption of 4 W).",
     )

@@ -2,8 +2,9 @@
 like NVML, and the actuator sweeps of the authority stage.
 
 Telemetry: every ``period_s`` each GPU reports the mean true power over the last
-``sensor_window_s`` (A100 NVML: instantaneous, a 25 ms window) plus Gaussian noise. Everything
-this module produces is simulated.
+``sensor_window_s`` (A100 NVML: instantaneous, a 25 ms window) plus Gaussian noise, shrinking to
+none at idle (:func:`~grpo_power.sim.power_model.noise_sd_w`). Everything this module produces
+is simulated.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from grpo_power.config import (
     WorkloadConfig,
 )
 from grpo_power.sim.calibration import Calibration
+from grpo_power.sim.power_model import noise_sd_w
 from grpo_power.sim.schedule import Conditions, Schedule
 from grpo_power.sim.step_model import (
     ACTUATORS,
@@ -247,7 +249,8 @@ class SimRun:
         else:
             true_w = seg_power[np.searchsorted(seg_start, t_s, side="right") - 1]
         readings = self.rng.standard_normal((len(t_s), gpus), dtype=np.float32)
-        readings *= np.float32(physics.model.params.noise_w)
+        sd_w = noise_sd_w(true_w, physics.idle_w, physics.model.params.noise_w)
+        readings *= sd_w.astype(np.float32)[:, None]
         readings += true_w.astype(np.float32)[:, None]
         np.clip(readings, physics.idle_w, physics.model.peak_w, out=readings)
         return readings

@@ -13,7 +13,8 @@ memory-bound decode rises by ``decode_slope_per_doubling`` (the measured steady 
 compute-bound prefill by ``prefill_slope_per_doubling``, so a prefill draws more than the decode
 after it, up to ``1 + transient_peak_frac`` of nameplate (docs/calibration.md 'prefill' and
 'measured decode, Qwen3-8B on vLLM': readings to 1.28 x nameplate). Samples carry Gaussian
-measurement noise.
+measurement noise of ``noise_w`` where the GPU works, shrinking to none at idle
+(:func:`noise_sd_w`).
 Defaults and their sources are in :class:`grpo_power.config.SimulatedPowerConfig`.
 """
 
@@ -27,6 +28,19 @@ from typing import Literal
 import numpy as np
 
 from grpo_power.config import GpuSpec, SimulatedPowerConfig
+
+
+def noise_sd_w(true_w: np.ndarray | float, idle_w: float, noise_w: float) -> np.ndarray:
+    """The readings' noise (standard deviation, W) at a window's true power ``true_w``:
+    ``noise_w`` where it lies ``noise_w`` or more above idle, shrinking in proportion to none
+    at idle. The public traces' idle readings spread by 0.1-0.9 W, not the 6.4 W of decode; and
+    readings are clipped at idle, so full noise there read an idle GPU about 0.4 x noise_w
+    high (62.4 W for 60 W)."""
+    above_w = np.asarray(true_w, dtype=float) - idle_w
+    if noise_w <= 0:
+        return np.zeros_like(above_w)
+    return noise_w * np.clip(above_w / noise_w, 0.0, 1.0)
+
 
 Phase = Literal["idle", "prefill", "generate", "score", "train"]
 PHASES: tuple[Phase, ...] = ("idle", "prefill", "generate", "score", "train")
@@ -97,7 +111,8 @@ class GpuPowerModel:
         """
         total = sum(weight for _, weight in mix)
         power = sum(self.steady_power_w(a.phase, a.batch) * w for a, w in mix) / total
-        power += rng.normal(0.0, self.params.noise_w) if self.params.noise_w > 0 else 0.0
+        sd_w = float(noise_sd_w(power, self.gpu.idle_w, self.params.noise_w))
+        power += rng.normal(0.0, sd_w) if self.params.noise_w > 0 else 0.0
         return float(min(self.peak_w, max(self.gpu.idle_w, power)))
 
     def sm_util_pct(self, activity: GpuActivity) -> float:
