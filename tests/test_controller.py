@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -350,6 +351,58 @@ def test_missing_controller_names_the_file_and_the_command(tmp_path):
         PPOController.load(tmp_path / "controller" / "7b")
     message = str(error.value)
     assert "controller.json" in message and "grpo-power controller train --deployment 7b" in message
+
+
+def test_a_damaged_or_mixed_controller_folder_is_refused_naming_the_file(trained, tmp_path):
+    """A policy.npz of another training beside its controller.json, or statistics or an action
+    space damaged, loaded fine and failed at the first decision in numpy (a matmul of 10 and 9
+    values, zip() too short, KeyError, NaN to integer); each is refused at load, naming the file
+    and the field. A ppo+hwcap folder's hint names the arm."""
+    import json
+    import shutil
+
+    _, _, result = trained
+    controller = json.loads((result.folder / "controller.json").read_text())
+    arrays = dict(np.load(result.folder / "policy.npz"))
+
+    def folder(name, meta=None, npz=None):
+        path = tmp_path / name
+        shutil.copytree(result.folder, path)
+        if meta is not None:
+            (path / "controller.json").write_text(json.dumps(meta))
+        if npz is not None:
+            np.savez(path / "policy.npz", **npz)
+        return path
+
+    w0 = arrays["w0"]
+    cases = {
+        "wide": (None, {**arrays, "w0": np.zeros((w0.shape[0], w0.shape[1] + 1))}, "w0: expected"),
+        "no_b1": (None, {k: v for k, v in arrays.items() if k != "b1"}, "w1, b1: expected both"),
+        "var": (
+            {
+                **controller,
+                "observation": {**controller["observation"], "var": [-1.0] * w0.shape[1]},
+            },
+            None,
+            "observation.var: expected",
+        ),
+        "actuators": (
+            {**controller, "space": {**controller["space"], "actuators": ["concurrency"]}},
+            None,
+            "expected 1 outputs (one per driven actuator",
+        ),
+        "bounds": (
+            {**controller, "space": {**controller["space"], "bounds": {}}},
+            None,
+            "space.bounds: expected [min, max] of every driven actuator",
+        ),
+    }
+    for name, (meta, npz, expected) in cases.items():
+        with pytest.raises(ValueError, match=re.escape(expected)) as error:
+            PPOController.load(folder(name, meta, npz))
+        assert str(error.value).startswith(str(tmp_path / name)), name
+    with pytest.raises(FileNotFoundError, match=r"--deployment 7b --arm ppo\+hwcap --out"):
+        PPOController.load(tmp_path / "7b+hwcap")
 
 
 def test_sizes_map_to_deployments(config):

@@ -141,6 +141,24 @@ def controller_bounds(
     return bounds
 
 
+def _warn_above_settings(bounds: dict[str, ActuatorBounds], settings: dict[str, int]) -> None:
+    """Warn where a trained controller's bounds reach above the trainer's own setting (its
+    ``max_completion_length``, ...): it drives the trainer there, as trained, which the user's
+    setting may have been chosen to avoid (memory)."""
+    for name, value in settings.items():
+        held = bounds.get(name)
+        if held is not None and held.max > value:
+            logger.warning(
+                "PowerCapCallback: the trained controller sets %s up to %d (its bounds %d-%d), "
+                "above the trainer's own %d; give bounds= to keep it lower",
+                name,
+                held.max,
+                held.min,
+                held.max,
+                value,
+            )
+
+
 class PowerCapCallback(TrainerCallback):
     """Drive a trainer's actuators from a controller between steps (see the module docstring).
 
@@ -203,8 +221,19 @@ class PowerCapCallback(TrainerCallback):
         self._settings: weakref.WeakKeyDictionary[Any, dict[str, int]] = weakref.WeakKeyDictionary()
         self.window_s, self.staleness_s, self.pause_s = window_s, staleness_s, pause_s
         self.set_power_limit = set_power_limit
+        frac = getattr(self.controller, "power_limit_frac", None)
+        if frac is not None and not set_power_limit:
+            logger.warning(
+                "PowerCapCallback: the controller was trained under a GPU power limit of %g of "
+                "the cap (%.0f W at %g W), which set_power_limit=False leaves unset: it acts "
+                "without the hardware tier it learnt over",
+                frac,
+                frac * cap_w,
+                cap_w,
+            )
         self.actuators: Actuators | None = None
         self.last_tokens_per_s = 0.0
+        self._slept_s = 0.0  # the last step's pause as slept
         self.violations = RunViolations()  # the run's samples, and those above the cap
         self.counts = {"failsafe_steps": 0, "paused_s": 0.0}
         self.counts.update({f"{name}_unavailable_steps": 0 for name in ACTUATORS})
@@ -249,6 +278,8 @@ class PowerCapCallback(TrainerCallback):
         settings = self._settings.setdefault(self.trainer, trainer_settings(self.trainer))
         given, config = self._given_bounds, self._config
         self.bounds = given or controller_bounds(self.controller, config, settings)
+        if given is None and getattr(self.controller, "space", None) is not None:
+            _warn_above_settings(self.bounds, settings)
         self.actuators = Actuators(self.trainer, self.bounds)
         self.actuators.apply(Action(**settings))  # each train() starts from the user's settings
         self._step = None  # a new attempt (a second train()): no step of it seen yet
@@ -276,6 +307,13 @@ class PowerCapCallback(TrainerCallback):
             **{name: bounds.min for name, bounds in self.bounds.items() if name in ACTUATORS}
         )
 
+    @property
+    def power_limit_w(self) -> float:
+        """The GPU power limit ``set_power_limit`` sets, W: the cap, or for a controller trained
+        under a hardware tier (``ppo+hwcap``) its share of the cap (``power_limit_frac``), as
+        the project's runs set it (:func:`~grpo_power.config.arms.power_limit_w`)."""
+        return self.cap_w * (getattr(self.controller, "power_limit_frac", None) or 1.0)
+
     def _limit_power(self, monitor: PowerMonitor) -> None:
         setter = getattr(monitor.source, "set_power_limit_w", None)
         if setter is None:
@@ -285,7 +323,7 @@ class PowerCapCallback(TrainerCallback):
             )
             return
         try:
-            setter(self.cap_w)
+            setter(self.power_limit_w)
         except TelemetryUnavailable as error:
             logger.warning("PowerCapCallback: no power limit set: %s", error)
 
@@ -310,13 +348,24 @@ class PowerCapCallback(TrainerCallback):
         """The observation the controller gets of the job's per-GPU samples ``power_w`` (on the
         deciding rank)."""
         assert self.actuators is not None
-        values = self.actuators.values()  # an actuator the trainer lacks: at its upper bound
+        values = self.actuators.values()
+
+        def setting(name: str) -> int:
+            """An actuator's value; one the trainer lacks at its upper bound (0 unbounded)."""
+            if name in values:
+                return values[name]
+            return self.bounds[name].max if name in self.bounds else 0
+
+        # every setting, the micro-batch and pause too: a trained controller's observation
+        # is the simulator's (they read 0, about 2.5 standard deviations off its training)
         return Observation.from_power(
             power_w,
             self.cap_w,
-            values.get("concurrency", self.bounds["concurrency"].max),
-            values.get("max_new_tokens", self.bounds["max_new_tokens"].max),
+            setting("concurrency"),
+            setting("max_new_tokens"),
             self.last_tokens_per_s,
+            train_micro_batch=setting("train_micro_batch"),
+            pause_s=setting("pause_s"),
             run=self.violations,
         )
 
@@ -349,6 +398,7 @@ class PowerCapCallback(TrainerCallback):
         pause_s = float(applied.applied["pause_s"] or 0)  # the controller's pause, if any
         if self.pause_s > 0 and (stale or hot):
             pause_s = max(pause_s, self.pause_s)
+        self._slept_s = pause_s
         if pause_s > 0:
             if self.monitor is not None:
                 self.monitor.signal.set("idle")
@@ -424,6 +474,8 @@ class PowerCapCallback(TrainerCallback):
         if logs is None or self.actuators is None:
             return
         entries = {f"power_cap/{name}": float(v) for name, v in self.actuators.values().items()}
+        if "power_cap/pause_s" in entries or self.pause_s > 0:  # the pause slept, the
+            entries["power_cap/pause_s"] = self._slept_s  # callback's own after a hot window
         entries.update({f"power_cap/{name}": float(v) for name, v in self.counts.items()})
         entries["power_cap/cap_w"] = float(self.cap_w)
         entries["power_cap/step_tokens"] = self.last_step_tokens

@@ -118,6 +118,91 @@ def tracked_multiplier(tracking: Mapping[str, Any], observation: Observation) ->
     return min(tracking["multiplier_max"], max(tracking["multiplier_min"], moved))
 
 
+def _train_command(folder: Path, deployment: str | None) -> str:
+    """The command that trains the controller ``folder`` holds (a ``<deployment>+hwcap``
+    folder: the ``ppo+hwcap`` arm's), for messages."""
+    name = deployment or folder.name
+    base, plus, tier = name.partition("+")
+    arm = f" --arm ppo+{tier}" if plus else ""
+    return f"`grpo-power controller train --deployment {base}{arm} --out {folder}`"
+
+
+def _check_statistics(observation: Mapping[str, Any], size: int, path: Path) -> None:
+    """Refuse observation statistics a policy cannot normalise with: ``var`` of another length
+    than ``mean`` (``size``) or negative, a non-positive ``epsilon`` or ``clip``.
+
+    Raises:
+        ValueError: naming ``path``, the field and what was expected.
+    """
+    var = np.asarray(observation["var"], dtype=float)
+    if var.shape != (size,) or not (np.isfinite(var) & (var >= 0)).all():
+        raise ValueError(
+            f"{path}: observation.var: expected {size} finite values >= 0 (one per observation "
+            f"field, as mean), got {observation['var']!r}"
+        )
+    for name in ("epsilon", "clip"):
+        value = observation[name]
+        if not isinstance(value, int | float) or not value > 0:
+            raise ValueError(f"{path}: observation.{name}: expected a number > 0, got {value!r}")
+
+
+def _space(data: Any, path: Path) -> ControlSpace:
+    """The action space ``controller.json`` holds, every driven actuator with its bounds.
+
+    Raises:
+        ValueError: a field missing or malformed (naming ``path`` and the field).
+    """
+    try:
+        space = ControlSpace.from_dict(data)
+    except (KeyError, TypeError, ValueError, IndexError) as error:
+        raise ValueError(
+            f"{path}: space: expected deployment, actuators, bounds (name: [min, max]) and "
+            f"holds (name: level), got an unreadable space ({type(error).__name__}: {error})"
+        ) from None
+    reversed_ = {name: [lo, hi] for name, (lo, hi) in space.bounds.items() if lo > hi}
+    if reversed_:
+        raise ValueError(
+            f"{path}: space.bounds: expected [min, max] with min <= max, got {reversed_}"
+        )
+    unbounded = [name for name in space.actuators if name not in space.bounds]
+    if unbounded:
+        raise ValueError(
+            f"{path}: space.bounds: expected [min, max] of every driven actuator "
+            f"{list(space.actuators)}, got none for {unbounded}"
+        )
+    return space
+
+
+def _check_layers(
+    arrays: Mapping[str, np.ndarray], inputs: int, outputs: int, arrays_path: Path, path: Path
+) -> None:
+    """Refuse actor arrays that do not chain from the observation (``inputs`` values) to one
+    output per driven actuator (``outputs``): a ``policy.npz`` of another training than its
+    ``controller.json`` (they failed at the first decision, in numpy).
+
+    Raises:
+        ValueError: naming ``arrays_path``, the layer and the shapes.
+    """
+    layers = sum(1 for k in arrays if k.startswith("w"))
+    width = inputs
+    for i in range(layers):
+        w, b = arrays.get(f"w{i}"), arrays.get(f"b{i}")
+        if w is None or b is None:
+            raise ValueError(f"{arrays_path}: w{i}, b{i}: expected both of layer {i}")
+        if w.ndim != 2 or w.shape[1] != width or b.shape != (w.shape[0],):
+            raise ValueError(
+                f"{arrays_path}: w{i}: expected a layer taking {width} inputs (shape "
+                f"[n, {width}], b{i} [n]), got {list(w.shape)} and {list(b.shape)}: the "
+                f"actor does not match {path}"
+            )
+        width = w.shape[0]
+    if width != outputs:
+        raise ValueError(
+            f"{arrays_path}: w{layers - 1}: expected {outputs} outputs (one per driven actuator "
+            f"in {path}), got {width}: the actor does not match its controller.json"
+        )
+
+
 class PPOController:
     """A trained PPO meta-controller behind the controller protocol (see the module docstring).
 
@@ -156,9 +241,7 @@ class PPOController:
                 another deployment (the message names the file, the field and both values).
         """
         folder = Path(folder)
-        command = (
-            f"`grpo-power controller train --deployment {deployment or folder.name} --out {folder}`"
-        )
+        command = _train_command(folder, deployment)
         for name in (CONTROLLER.controller, CONTROLLER.policy_npz):
             if not (folder / name).exists():
                 raise FileNotFoundError(
@@ -187,7 +270,16 @@ class PPOController:
                 f"unreadable file ({type(error).__name__})"
             ) from None
         require_keys(arrays, ("w0", "b0", "activations"), str(arrays_path), "the actor's arrays")
-        size = len(meta["observation"].get("mean", []))
+        observation = meta["observation"]
+        if not isinstance(observation, dict):
+            raise ValueError(f"{path}: observation: expected a mapping, got {observation!r}")
+        require_keys(
+            observation,
+            ("mean", "var", "epsilon", "clip"),
+            f"{path}: observation",
+            "the policy's observation statistics",
+        )
+        size = len(observation["mean"])
         expected_size = observation_size(meta.get("budget_tracking") is not None)
         if size != expected_size:
             raise ValueError(
@@ -195,6 +287,9 @@ class PPOController:
                 f"of this version), got {size}: the controller predates an actuator; retrain it "
                 f"with {command}"
             )
+        _check_statistics(observation, size, path)
+        space = _space(meta["space"], path)
+        _check_layers(arrays, size, len(space.actuators), arrays_path, path)
         return cls(meta, arrays)
 
     @property
