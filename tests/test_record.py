@@ -130,6 +130,49 @@ def test_sigterm_or_sighup_is_passed_on_and_the_trace_closed(
     assert read_trace(out).complete and not journal_path(out).exists()
 
 
+def test_a_recording_is_never_written_over(tmp_path: Path) -> None:
+    """A killed recording leaves its journal (`k.parquet.partial`), which a second recording to
+    the same --out emptied: it now goes to `k-2.parquet`, saying so, and the first is read back
+    whole. A command that cannot start (a typo) left a one-sample trace over a good one, with
+    exit 2, "nothing written": now nothing is."""
+    out = tmp_path / "k.parquet"
+    record = [*CLI, "telemetry", "record", *CONFIG, "--period", "0.1", "--out", str(out), "--"]
+    killed = subprocess.Popen(
+        [*record, "sleep", "60"],
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (
+            not journal_path(out).exists() or journal_path(out).stat().st_size < 4_000
+        ):
+            time.sleep(0.2)  # until some flushed samples are in the journal
+    finally:
+        os.killpg(killed.pid, signal.SIGKILL)
+        killed.wait()
+    samples = len(read_trace(out).frame)
+    assert samples > 0
+    again = subprocess.run(
+        [*record, "sleep", "0.5"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert again.returncode == 0, again.stderr
+    assert f"note: {out} exists; this recording goes to {tmp_path / 'k-2.parquet'}" in again.stderr
+    assert len(read_trace(out).frame) == samples  # the killed recording, whole
+    assert read_trace(tmp_path / "k-2.parquet").complete
+    typo_out = ["--out", str(tmp_path / "t.parquet"), "--", "slep", "3"]
+    typo = subprocess.run(
+        [*CLI, "telemetry", "record", *CONFIG, *typo_out],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert typo.returncode == 2 and "slep" in typo.stderr
+    assert not list(tmp_path.glob("t*"))
+
+
 def test_record_without_a_command_or_with_bad_settings_fails_clearly(tmp_path: Path) -> None:
     none = subprocess.run(
         [*CLI, "telemetry", "record", *CONFIG, "--out", str(tmp_path / "x.parquet"), "--"],

@@ -3,6 +3,7 @@ logs, ``summary`` of a trace."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -40,7 +41,16 @@ def telemetry_record(
     period: Annotated[
         float | None, typer.Option("--period", help="Sampling period, s (default: config).")
     ] = None,
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Trace file (.parquet).")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Trace file (.parquet; where one, or a killed recording's journal, is there "
+            "the next free <stem>-2.parquet, -3, ... is taken; default "
+            "results/telemetry/record-<time>-<pid>.parquet).",
+        ),
+    ] = None,
     source: Annotated[
         TelemetrySource | None,
         typer.Option(
@@ -52,7 +62,7 @@ def telemetry_record(
 ) -> None:
     """Run a command while recording its GPUs' power; print energy, mean and peak power."""
     from grpo_power.telemetry.record import record_command
-    from grpo_power.telemetry.store import read_trace, trace_output_problem
+    from grpo_power.telemetry.store import free_trace_path, read_trace, trace_output_problem
     from grpo_power.telemetry.summary import summary_table
 
     check_numbers({"--period": period})
@@ -64,10 +74,15 @@ def telemetry_record(
             "--source": ("telemetry.source", source or "auto"),
         },
     )
-    out = out or cfg.results_dir / "telemetry" / f"record-{time.strftime('%Y%m%d-%H%M%S')}.parquet"
-    problem = trace_output_problem(out)
+    # the default name holds the process id: recordings started in the same second differ
+    stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    given = out or cfg.results_dir / "telemetry" / f"record-{stamp}.parquet"
+    problem = trace_output_problem(given)
     if problem:  # before the command runs, not after
         raise ValueError(problem)
+    out = free_trace_path(given)  # a recording, or a killed one's journal, is never written over
+    if out != given:
+        typer.echo(f"note: {given} exists; this recording goes to {out}", err=True)
 
     def say_source(opened: Any) -> None:
         if opened.kind == "nvml":

@@ -45,14 +45,13 @@ from pydantic import ValidationError
 
 from grpo_power.config import Config, TelemetrySource
 from grpo_power.config.base import check_arguments, validation_problems
-from grpo_power.journal import journal_path
 from grpo_power.sim.power_model import Phase
 from grpo_power.telemetry.factory import open_source
 from grpo_power.telemetry.record import trace_metadata
 from grpo_power.telemetry.sampler import PowerSampler, RecentPower
 from grpo_power.telemetry.signals import WorkloadSignal
 from grpo_power.telemetry.source import PowerSource, Row
-from grpo_power.telemetry.store import TraceWriter, trace_output_problem
+from grpo_power.telemetry.store import TraceWriter, free_trace_path, trace_output_problem
 from grpo_power.telemetry.summary import trapezoid_cumulative_j
 
 logger = logging.getLogger(__name__)
@@ -239,12 +238,10 @@ class PowerMonitor:
         problem = trace_output_problem(path)
         if problem:
             raise ValueError(f"PowerMonitor: trace: {problem}")
-        number = self._sessions
-        chosen = path if number == 1 else path.with_name(f"{path.stem}-{number}{path.suffix}")
-        while chosen.exists() or journal_path(chosen).exists():
-            number += 1
-            chosen = path.with_name(f"{path.stem}-{number}{path.suffix}")
-        if chosen != path and number != self._sessions:
+        n = self._sessions
+        planned = path if n == 1 else path.with_name(f"{path.stem}-{n}{path.suffix}")
+        chosen = free_trace_path(path, n)
+        if chosen != planned:
             logger.warning("PowerMonitor: %s exists; this recording goes to %s", path, chosen)
         run_id = f"monitor-{uuid.uuid4().hex[:8]}"
         capped = {} if self.cap_w is None else {"cap_w": self.cap_w}

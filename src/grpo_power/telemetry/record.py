@@ -111,8 +111,9 @@ def record_command(
         sampler.start()
         try:
             process = subprocess.Popen(command, env=env)
-        except OSError:
+        except OSError:  # nothing ran: no recording is left (exit 2, "nothing written")
             sampler.stop()
+            out.unlink(missing_ok=True)
             raise
 
         def forward(signum: int, frame: FrameType | None) -> None:

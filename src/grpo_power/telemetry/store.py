@@ -40,11 +40,23 @@ __all__ = [
     "Trace",
     "TraceDefaults",
     "TraceWriter",
+    "free_trace_path",
     "journal_path",
     "read_trace",
     "trace_output_problem",
     "write_trace",
 ]
+
+
+def free_trace_path(path: Path, number: int = 1) -> Path:
+    """Where a new recording for ``path`` goes: ``path`` for ``number`` 1, else
+    ``<stem>-<number><suffix>``, or the next number on where a trace or its journal (a killed
+    recording's) is there already: a recording is never written over."""
+    chosen = path if number == 1 else path.with_name(f"{path.stem}-{number}{path.suffix}")
+    while chosen.exists() or journal_path(chosen).exists():
+        number += 1
+        chosen = path.with_name(f"{path.stem}-{number}{path.suffix}")
+    return chosen
 
 
 def trace_output_problem(path: Path | str) -> str | None:
