@@ -740,6 +740,36 @@ def test_replanning_into_a_folder_keeps_only_its_traces_and_refuses_a_fleet_of_o
             assert "in OUT/traces (" in lines[0] and differ in lines[0], lines[0]
 
 
+def test_a_planner_run_stopped_part_way_leaves_no_stage_of_other_traces(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second `planner run` into the same OUT, stopped after its traces were imported, left
+    the first run's fleet, economics and report beside the new traces (3 GPUs and 6 traces
+    described beside 1): they are gone before any later stage is redone. The README's
+    `planner fleet OUT/windows/*` finds the windows of traces whose keys are paths
+    (`OUT/windows/<folder>/<name>`), which it refused as no bins.parquet."""
+    import grpo_power.planner.stage as stage
+
+    config = Config()
+    _trace_csv(tmp_path / "first" / "node" / "a.csv", {0: np.full(600, 300.0)}, 1.8e9)
+    _trace_csv(tmp_path / "first" / "node" / "b.csv", {0: np.full(600, 200.0)}, 1.8e9)
+    _trace_csv(tmp_path / "second" / "c.csv", {0: np.full(600, 250.0)}, 1.8e9)
+    out = tmp_path / "OUT"
+    run_planner(tmp_path / "first", out, config)
+    assert {p.name for p in out.iterdir()} >= {"fleet", "economics", "report"}
+    fleet = run_as_user(f"grpo-power planner fleet {out}/windows/* --out {tmp_path}/f", tmp_path)
+    assert "fleet of 2 GPUs" in fleet, fleet
+
+    def stopped(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt  # Ctrl-C while the fleet is drawn
+
+    monkeypatch.setattr(stage, "fleet_of_traces", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        run_planner(tmp_path / "second", out, config)
+    assert list(pd.read_csv(out / "traces" / "index.csv")["key"]) == ["c"]
+    assert not [name for name in ("fleet", "economics", "report") if (out / name).exists()]
+
+
 def test_traces_shorter_than_the_sizing_window_say_the_factor_repeats_them(
     tmp_path: Path,
 ) -> None:

@@ -264,3 +264,21 @@ def test_the_summary_total_is_the_gpus_summed(tmp_path: Path) -> None:
     total = summary_table(trace).set_index("gpu").loc["all"]
     assert total["peak_power_w"] == 580.0
     assert total["mean_power_w"] == pytest.approx(580.0, abs=0.1)
+
+
+def test_a_folder_written_whole_is_readable_as_a_plain_folder_is(tmp_path: Path) -> None:
+    """Folders built aside and renamed into place (a planner's traces and windows, the model
+    cache) kept mkdtemp's 0700: others on the node could not read them. They now get what a
+    plain mkdir gives under the umask."""
+    from grpo_power.atomic import replace_folder_atomic, write_folder_atomic
+
+    umask = os.umask(0o022)
+    try:
+        (tmp_path / "plain").mkdir()
+        replace_folder_atomic(tmp_path / "replaced", lambda folder: (folder / "a").write_text("x"))
+        write_folder_atomic(tmp_path / "written", lambda folder: (folder / "a").write_text("x"))
+    finally:
+        os.umask(umask)
+    modes = {name: (tmp_path / name).stat().st_mode & 0o777 for name in ("replaced", "written")}
+    assert modes == {"replaced": 0o755, "written": 0o755}
+    assert (tmp_path / "plain").stat().st_mode & 0o777 == 0o755

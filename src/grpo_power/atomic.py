@@ -33,12 +33,23 @@ def write_atomic(path: Path | str, write: Callable[[Path], Any]) -> Path:
     return path
 
 
+def _building_folder(folder: Path) -> Path:
+    """A new hidden folder beside ``folder`` to build it in, with the permissions a plain
+    ``mkdir`` gives under the process's umask (``mkdtemp``'s are 0700: the finished folder, a
+    planner's traces or the shared model cache, was unreadable to anyone else)."""
+    building = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    building.chmod(0o777 & ~umask)
+    return building
+
+
 def write_folder_atomic(folder: Path | str, build: Callable[[Path], Any]) -> Path:
     """Call ``build(tmp_folder)`` then rename it onto ``folder``; on failure remove it. When
     another process renamed its own build there first, that one stays and this one goes."""
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
-    building = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    building = _building_folder(folder)
     try:
         build(building)
         try:
@@ -59,7 +70,7 @@ def replace_folder_atomic(folder: Path | str, build: Callable[[Path], T]) -> T:
     folder = Path(folder)
     made = [p for p in (folder.parent, *folder.parent.parents) if not p.exists()]
     folder.parent.mkdir(parents=True, exist_ok=True)
-    building = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    building = _building_folder(folder)
     try:
         built = build(building)
     except BaseException:

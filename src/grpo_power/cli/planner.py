@@ -96,16 +96,20 @@ def planner_import(
 @user_errors
 def planner_fleet(
     window_outputs: Annotated[
-        list[Path], typer.Argument(help="The traces' `grpo-power windows` folders.")
+        list[Path],
+        typer.Argument(
+            help="The traces' `grpo-power windows` folders (a folder without bins.parquet: "
+            "every one beneath it)."
+        ),
     ],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")],
     config: ConfigOption = DEFAULT_CONFIG_PATH,
 ) -> None:
     """The fleet the traces make: wall-clock aligned where their clocks overlap, else Monte
     Carlo; plus the scaling study."""
-    from grpo_power.planner.fleet import fleet_notes, fleet_of_traces
+    from grpo_power.planner.fleet import fleet_notes, fleet_of_traces, window_folders
 
-    s = fleet_of_traces(window_outputs, out, config_from(config)).summary
+    s = fleet_of_traces(window_folders(window_outputs), out, config_from(config)).summary
     typer.echo(f"fleet of {s['n_gpus']} GPUs, {s['alignment']}: factor {s['factor']:.3g}x -> {out}")
     echo_notes(fleet_notes(s))
 

@@ -35,6 +35,20 @@ from grpo_power.stage_files import read_csv, read_json
 FLEET_FILE = "the planner's fleet summary.json, written by `grpo-power planner fleet`"
 
 
+def window_folders(paths: Sequence[Path | str]) -> list[Path]:
+    """The windows outputs ``paths`` name: a ``bins.parquet``, or a folder holding one, as
+    given; a folder without one stands for every folder beneath it that holds one (a trace's
+    key may be a path, ``OUT/windows/<folder>/<name>``, so the shell's ``OUT/windows/*`` gives
+    their parents). A folder with none beneath it is kept, for the fleet stage's error."""
+    found: list[Path] = []
+    for path in map(Path, paths):
+        inner: list[Path] = []
+        if path.is_dir() and not (path / "bins.parquet").exists():
+            inner = sorted(p.parent for p in path.rglob("bins.parquet"))
+        found += inner or [path]
+    return found
+
+
 def fleet_of_traces(
     window_outputs: Sequence[Path | str], out: Path | str, config: Config
 ) -> FleetResult:

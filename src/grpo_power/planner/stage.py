@@ -10,6 +10,7 @@ traces only.
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,11 @@ def run_planner(
     folders = PlannerFolders(layout.traces, layout.fleet, layout.economics)
     index = import_traces(folder, layout.traces, config, show_progress)
     keys = list(index.loc[index["status"] == "imported", "key"])
+    # the later stages of an earlier run describe other traces: gone before any is redone, so
+    # a run stopped part-way leaves no fleet, economics or report of another set of traces
+    for stale in (layout.windows_root, layout.fleet, layout.economics, layout.report):
+        if stale.is_dir():
+            shutil.rmtree(stale)
 
     def window(staging: Path) -> None:
         for key in tqdm(keys, desc="windows", unit="trace", disable=not show_progress):
