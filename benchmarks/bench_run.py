@@ -23,7 +23,7 @@ def main() -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run"
         started = time.perf_counter()
-        subprocess.run(
+        done = subprocess.run(
             [
                 sys.executable,
                 "-m",
@@ -36,10 +36,14 @@ def main() -> dict:
                 "--out",
                 str(out),
             ],
-            check=True,
             capture_output=True,
+            text=True,
         )
         wall_s = time.perf_counter() - started
+        if done.returncode != 0:  # the run's own one-line error, not a CalledProcessError
+            raise RuntimeError(
+                f"the benchmark's run exited {done.returncode}: {done.stderr.strip()[-2000:]}"
+            )
         steps = read_step_log(out / "steps.parquet")
     return save_result(
         "run",
