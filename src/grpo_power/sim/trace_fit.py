@@ -35,6 +35,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from grpo_power.config.telemetry import SimulatedPowerConfig
+
 CONFIDENCE = 0.95
 MIN_BIN_SAMPLES = 30  # bins with fewer samples are shown but not held to the targets
 # Decode samples a concurrency level needs to count as one of the (at least 2) levels the line
@@ -125,8 +127,6 @@ def schema_range(name: str, nameplate_w: float) -> tuple[float, float]:
     (low, high); an open bound is infinite."""
     if name == "idle_w":
         return 0.0, nameplate_w
-    from grpo_power.config.telemetry import SimulatedPowerConfig
-
     low, high = -math.inf, math.inf
     for bound in SimulatedPowerConfig.model_fields[name].metadata:
         low = max(low, float(getattr(bound, "ge", getattr(bound, "gt", low))))
