@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from grpo_power.config import ConfigError, deep_merge, load_config, validate_config
+from grpo_power.config import Config, ConfigError, deep_merge, load_config, validate_config
 from tests.conftest import REPO
 
 
@@ -220,3 +220,12 @@ def test_the_h100_overlay_sets_caps_that_bind_and_can_be_kept(base: list[str]) -
         )
         assert 1.08 <= cap_w / fixed.mean_power_w <= 1.15, deployment.name
         assert fixed.violation_rate > budget > low.violation_rate, deployment.name
+
+
+def test_the_schemas_defaults_are_the_embedded_default_config() -> None:
+    """config/README.md calls config/config.yaml the embedded default and the JSON schema where
+    every default can be read; a config file given alone is validated over the schema's
+    defaults, which differed in six fields (fleet.horizon_s null against 600 s, the launch job's
+    resources and poll, arms.run): a short config of one's own silently changed the fleet."""
+    embedded = load_config(REPO / "config" / "config.yaml").model_dump(mode="json")
+    assert Config().model_dump(mode="json") == embedded

@@ -106,7 +106,7 @@ class FleetConfig(Strict):
         "(1.0 = the worst draw).",
     )
     horizon_s: PositiveFloat | None = Field(
-        None,
+        600.0,
         description="Length of each simulated fleet's timeline, s; null = the shortest input "
         "run. Longer horizons repeat runs end to end (each run is treated as periodic).",
     )

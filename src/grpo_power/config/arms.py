@@ -87,7 +87,14 @@ class ArmsConfig(Strict):
     """Which arms the study runs, and their settings."""
 
     run: list[ArmName] = Field(
-        default_factory=lambda: ["uncontrolled", "fixed", "fixed-safe", "threshold"],
+        default_factory=lambda: [
+            "uncontrolled",
+            "fixed",
+            "fixed-half",
+            "fixed-safe",
+            "threshold",
+            "ppo",
+        ],
         min_length=1,
     )
     observation_window_s: PositiveFloat = Field(

@@ -91,7 +91,7 @@ class LaunchConfig(Strict):
         "identify, controller, evaluate, economics, report); null = the cluster's default.",
     )
     job: JobResources = Field(
-        default_factory=lambda: JobResources(cpus_per_task=8, mem_gb=64.0, timeout_min=240),
+        default_factory=lambda: JobResources(cpus_per_task=2, mem_gb=8.0, timeout_min=60),
         description="Resources of a GPU job, unless its run size overrides them.",
     )
     array_parallelism: Annotated[int, Field(ge=1)] = Field(
@@ -103,7 +103,7 @@ class LaunchConfig(Strict):
         "(Ctrl-C, SIGTERM): cancel its Slurm jobs (they checkpoint first), or keep them "
         "running; a restarted workflow reattaches to a job that is still alive either way.",
     )
-    poll_s: PositiveFloat = Field(10.0, description="How often a waiting job's state is read, s.")
+    poll_s: PositiveFloat = Field(2.0, description="How often a waiting job's state is read, s.")
     checkpoint_grace_s: PositiveFloat = Field(
         60.0,
         description="On preemption or timeout (USR2), how long the job waits for the run to "
