@@ -164,6 +164,20 @@ def test_help_lists_the_choices() -> None:
     assert "<simulated|nvml|auto>" in invoke("telemetry", "record", "--help").output
 
 
+def test_help_keeps_the_placeholders_of_default_paths() -> None:
+    """Help is rendered as Markdown, which took `<stem>` and `<deployment>` for HTML tags and
+    dropped them: "the next free -2.parquet", "default results/telemetry/record--.parquet".
+    Placeholders are capitals, as the README's OUT and KEY; defaults under the results folder
+    say so, whatever results_dir is."""
+    record = " ".join(invoke("telemetry", "record", "--help").output.split())
+    assert "STEM-2.parquet" in record and "RESULTS_DIR/telemetry/record-TIME-PID.parquet" in (
+        record.replace("│ ", "").replace(" │", "")
+    )
+    train = " ".join(invoke("controller", "train", "--help").output.split())
+    assert "RESULTS_DIR/controller/DEPLOYMENT" in train.replace("│ ", "")
+    assert "RESULTS_DIR/identify" in train.replace("│ ", "")
+
+
 def test_the_command_lists_wrap_each_summary_to_the_terminal() -> None:
     """A command's summary is its docstring's first paragraph, whose source lines are not the
     terminal's: on a wide terminal each summary is one line, not broken where the source is."""

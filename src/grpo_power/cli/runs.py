@@ -50,7 +50,7 @@ def _clear(folder: Path) -> None:
 
 
 def _submit(cfg: Config, specs: list[Any], jobs_folder: Path, what: str) -> list[dict[str, Any]]:
-    """Submit a batch of runs (one job array, named ``grpo-power-<size>-<what>``) and wait;
+    """Submit a batch of runs (one job array, named ``grpo-power-SIZE-WHAT``) and wait;
     an interrupt exits with code 75."""
     from grpo_power.launch.batch import RunsInterrupted, submit_batch
     from grpo_power.workload.resume import EXIT_INTERRUPTED

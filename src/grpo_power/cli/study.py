@@ -33,7 +33,7 @@ def controller_train(
         typer.Option(
             "--out",
             "-o",
-            help="Controller folder (default: <results_dir>/controller/<deployment>, "
+            help="Controller folder (default: RESULTS_DIR/controller/DEPLOYMENT, "
             "+hwcap for the ppo+hwcap arm).",
         ),
     ] = None,
@@ -42,7 +42,7 @@ def controller_train(
     ] = None,
     authority: Annotated[
         Path | None,
-        typer.Option("--authority", help="authority.json (default: results/identify)."),
+        typer.Option("--authority", help="authority.json (default: RESULTS_DIR/identify)."),
     ] = None,
     cap_w: Annotated[
         float | None, typer.Option("--cap-w", help="Cap to train for, W (default: config).")
@@ -93,7 +93,9 @@ def evaluate(
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")],
     controllers: Annotated[
         Path | None,
-        typer.Option("--controllers", help="Trained controllers (default: results/controller)."),
+        typer.Option(
+            "--controllers", help="Trained controllers (default: RESULTS_DIR/controller)."
+        ),
     ] = None,
     calibration: Annotated[
         Path | None, typer.Option("--calibration", help="Calibration file (default: config).")
@@ -114,7 +116,7 @@ def evaluate(
     ] = None,
     authority: Annotated[
         Path | None,
-        typer.Option("--authority", help="authority.json (default: results/identify)."),
+        typer.Option("--authority", help="authority.json (default: RESULTS_DIR/identify)."),
     ] = None,
     config: ConfigOption = DEFAULT_CONFIG_PATH,
 ) -> None:
@@ -174,12 +176,12 @@ def economics(
         Path | None,
         typer.Option(
             "--evaluate",
-            help="The evaluate stage's study folder (default: <results_dir>/evaluate/study).",
+            help="The evaluate stage's study folder (default: RESULTS_DIR/evaluate/study).",
         ),
     ] = None,
     fleet_dir: Annotated[
         Path | None,
-        typer.Option("--fleet", help="The fleet stage's folder (default: <results_dir>/fleet)."),
+        typer.Option("--fleet", help="The fleet stage's folder (default: RESULTS_DIR/fleet)."),
     ] = None,
     config: ConfigOption = DEFAULT_CONFIG_PATH,
 ) -> None:
@@ -228,7 +230,7 @@ def report(
     ] = None,
     fleet_dir: Annotated[
         Path | None,
-        typer.Option("--fleet", help="The fleet stage's folder (default: <results_dir>/fleet)."),
+        typer.Option("--fleet", help="The fleet stage's folder (default: RESULTS_DIR/fleet)."),
     ] = None,
     identify_dir: Annotated[
         Path | None, typer.Option("--identify", help="The identify stage's folder.")

@@ -47,8 +47,8 @@ def telemetry_record(
             "--out",
             "-o",
             help="Trace file (.parquet; where one, or a killed recording's journal, is there "
-            "the next free <stem>-2.parquet, -3, ... is taken; default "
-            "results/telemetry/record-<time>-<pid>.parquet).",
+            "the next free STEM-2.parquet, -3, ... is taken; default "
+            "RESULTS_DIR/telemetry/record-TIME-PID.parquet).",
         ),
     ] = None,
     source: Annotated[
