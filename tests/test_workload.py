@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -308,3 +309,85 @@ def test_the_training_chunk_leaves_the_gradient_unchanged(config: Config, tmp_pa
             assert chunks == expected_chunks
             assert float((grads - whole).norm() / whole.norm()) < 1e-5, (loss_type, chunk)
             assert loss == pytest.approx(whole_loss, rel=1e-5, abs=1e-7)
+
+
+def test_a_checkpoint_of_ones_own_is_checked_before_the_run_and_recorded(
+    tmp_path: Path,
+) -> None:
+    """`workload.model_path`: a seq2seq BART ran as a decoder-only model with new random
+    weights and "completed"; a folder without tokenizer files, a tokenizer without EOS, damaged
+    weights or a vocabulary larger than the model's failed mid-run with a traceback; a missing
+    folder was taken for a hub id; a checkpoint lacking weights ran them as new random ones.
+    Each is refused in one line naming workload.model_path, before any run folder is made. A
+    checkpoint that works is recorded in the manifest (the size preset was all it said), and
+    one replaced in the same folder is another run, not "completed" already."""
+    import shutil
+
+    import yaml
+    from safetensors.torch import load_file, save_file
+    from transformers import BartConfig, BartForConditionalGeneration
+
+    from grpo_power.workload.models import _own_checkpoint, check_checkpoint, tiny_model_dir
+
+    tiny = tiny_model_dir(tmp_path / "cache")
+    good = tmp_path / "mine"
+    shutil.copytree(tiny, good)
+
+    def variant(name: str) -> Path:
+        folder = tmp_path / name
+        shutil.copytree(good, folder)
+        return folder
+
+    bart = tmp_path / "bart"
+    BartForConditionalGeneration(
+        BartConfig(
+            vocab_size=512,
+            d_model=16,
+            encoder_layers=1,
+            decoder_layers=1,
+            encoder_attention_heads=2,
+            decoder_attention_heads=2,
+            encoder_ffn_dim=16,
+            decoder_ffn_dim=16,
+        )
+    ).save_pretrained(bart)
+    shutil.copy(good / "tokenizer.json", bart)
+    no_tokenizer = variant("no-tokenizer")
+    for file in no_tokenizer.glob("tokenizer*"):
+        file.unlink()
+    damaged = variant("damaged")
+    weights = damaged / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    small = variant("small-vocab")
+    config = json.loads((small / "config.json").read_text())
+    (small / "config.json").write_text(json.dumps({**config, "vocab_size": 100}))
+    cases = {
+        tmp_path / "nowhere": "expected a local checkpoint folder",
+        bart: "expected a causal (decoder-only) language model, got the encoder-decoder",
+        no_tokenizer: "got one without a vocabulary",
+        damaged: "model.safetensors: expected readable weights",
+        small: "expected the model's vocab_size to hold the tokenizer's",
+    }
+    for folder, expected in cases.items():
+        pattern = rf"^workload\.model_path: {re.escape(str(folder))}: .*{re.escape(expected)}"
+        with pytest.raises(ValueError, match=pattern):
+            check_checkpoint(str(folder))
+    lacking = variant("lacking")
+    tensors = load_file(lacking / "model.safetensors")
+    dropped = sorted(tensors)[-1]
+    save_file({k: v for k, v in tensors.items() if k != dropped}, lacking / "model.safetensors")
+    with pytest.raises(ValueError, match=rf"got a checkpoint without 1 of them \({dropped}\)"):
+        _own_checkpoint(str(lacking), torch.device("cpu"))
+
+    settings = {"model_path": str(good), "steps": 2, "cache_dir": str(tmp_path / "new-cache")}
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump({"workload": settings}))
+    run = [sys.executable, "-m", "grpo_power.cli", "run", "--arm", "fixed", "--out"]
+    run += [str(tmp_path / "run"), "--config", str(tmp_path / "mine.yaml")]
+    done = subprocess.run(run, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    model = json.loads((tmp_path / "run" / "manifest.json").read_text())["model"]
+    assert model["path"] == str(good) and model["architectures"] == ["Qwen2ForCausalLM"]
+    assert not (tmp_path / "new-cache").exists()  # no tiny preset built beside one's own
+    (good / "config.json").write_text(json.dumps({**config, "rms_norm_eps": 1e-5}))
+    again = subprocess.run(run, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 2 and "holds another run (model.config_sha256" in again.stderr

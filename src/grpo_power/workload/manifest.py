@@ -10,6 +10,7 @@ only when the run is whole (see :mod:`grpo_power.journal`). Everything written p
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -27,7 +28,35 @@ from grpo_power.workflow_params import RUN_SETTING_FIELDS, run_settings
 PACKAGES = ("grpo-power", "torch", "trl", "transformers", "accelerate", "deepspeed", "nvidia-ml-py")
 # What makes two runs the same run: a folder resumes only a run with the same values and the
 # same settings its results depend on (:meth:`RunManifest.run_settings`).
-IDENTITY_FIELDS = ("arm", "size", "seed", "steps_planned")
+IDENTITY_FIELDS = ("arm", "size", "model", "seed", "steps_planned")
+# A checkpoint's weight files, whose names and sizes stand for its weights in its identity.
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+
+
+def checkpoint_identity(model_path: str | None) -> dict[str, Any] | None:
+    """What a run's own checkpoint (``workload.model_path``) is, for its manifest and identity:
+    its folder, the architectures and a digest of its ``config.json``, and each weight file's
+    name and size (a file's bytes would take minutes to hash on a 72B checkpoint); None for a
+    preset. A checkpoint replaced in the same folder is another run (it was "completed")."""
+    if model_path is None:
+        return None
+    folder = Path(model_path).expanduser().absolute()
+    config_file = folder / "config.json"
+    text = config_file.read_text() if config_file.is_file() else "{}"
+    try:
+        architectures = json.loads(text).get("architectures")
+    except (json.JSONDecodeError, AttributeError):
+        architectures = None
+    return {
+        "path": str(folder),
+        "architectures": architectures,
+        "config_sha256": hashlib.sha256(text.encode()).hexdigest(),
+        "weights": {
+            p.name: p.stat().st_size
+            for p in sorted(folder.glob("*"))
+            if p.is_file() and p.suffix in WEIGHT_SUFFIXES
+        },
+    }
 
 
 def package_versions() -> dict[str, str | None]:
@@ -74,6 +103,7 @@ class RunManifest:
             "status": "running",
             "arm": arm,
             "size": config.workload.size,
+            "model": checkpoint_identity(config.workload.model_path),
             "seed": seed,
             "started_unix_s": time.time(),
             "packages": package_versions(),

@@ -12,8 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError, safe_open
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import (
+    AutoConfig,
     AutoModelForCausalLM,
     AutoTokenizer,
     PreTrainedModel,
@@ -128,12 +130,66 @@ def tiny_model_dir(cache_dir: Path) -> Path:
     return folder
 
 
-def check_runs_on(workload: WorkloadConfig, device: torch.device) -> None:
-    """Nothing when ``workload``'s model can run on ``device``.
+def check_checkpoint(model_path: str) -> None:
+    """Nothing when ``model_path`` is a local checkpoint a GRPO run can load and generate with:
+    a folder (nothing is downloaded) with ``config.json`` of a causal language model and a
+    tokenizer with a vocabulary, an end-of-sequence token and no more tokens than the model's
+    vocabulary.
 
     Raises:
-        ValueError: a random-weight Qwen2.5 preset (bf16) without a GPU.
+        ValueError: naming ``workload.model_path``, the folder and what is missing or wrong (a
+            seq2seq BART ran as a decoder-only model with new random weights; a folder without
+            tokenizer files, or a tokenizer without EOS, failed mid-run with a traceback).
     """
+    folder = Path(model_path).expanduser()
+    where = f"workload.model_path: {model_path}"
+    if not folder.is_dir():
+        found = "a file" if folder.exists() else "no such folder"
+        raise ValueError(
+            f"{where}: expected a local checkpoint folder (config.json, weights, tokenizer; "
+            f"nothing is downloaded from a hub), found {found}"
+        )
+    if not (folder / "config.json").is_file():
+        raise ValueError(f"{where}: expected a checkpoint folder with config.json, found none")
+    config = AutoConfig.from_pretrained(folder)
+    if getattr(config, "is_encoder_decoder", False):
+        raise ValueError(
+            f"{where}: expected a causal (decoder-only) language model, got the "
+            f"encoder-decoder {config.architectures or config.model_type}"
+        )
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    if len(tokenizer) < 2 or tokenizer.eos_token_id is None:
+        lacks = "a vocabulary (no tokenizer files)" if len(tokenizer) < 2 else "an eos_token"
+        raise ValueError(
+            f"{where}: expected a tokenizer with its vocabulary and an end-of-sequence token "
+            f"(tokenizer.json or vocabulary files, tokenizer_config.json), got one without {lacks}"
+        )
+    for weights in sorted(folder.glob("*.safetensors")):
+        try:  # the header only: a truncated or damaged file, before the run's folder is made
+            with safe_open(weights, framework="pt"):
+                pass
+        except (SafetensorError, OSError) as error:
+            raise ValueError(
+                f"{where}: {weights.name}: expected readable weights, got {error}"
+            ) from None
+    vocab = getattr(config, "vocab_size", None)
+    if isinstance(vocab, int) and vocab < len(tokenizer):
+        raise ValueError(
+            f"{where}: expected the model's vocab_size to hold the tokenizer's {len(tokenizer)} "
+            f"tokens, got {vocab}"
+        )
+
+
+def check_runs_on(workload: WorkloadConfig, device: torch.device) -> None:
+    """Nothing when ``workload``'s model can run on ``device`` (and its own checkpoint can be
+    loaded: :func:`check_checkpoint`).
+
+    Raises:
+        ValueError: a random-weight Qwen2.5 preset (bf16) without a GPU, or a checkpoint a run
+            cannot use.
+    """
+    if workload.model_path is not None:
+        check_checkpoint(workload.model_path)
     if workload.model_path is None and workload.size != "tiny" and device.type != "cuda":
         raise ValueError(
             f"workload.size: the random-weight {workload.size} preset runs on a GPU only "
@@ -150,13 +206,10 @@ def load_model(
         ValueError: a random-weight Qwen2.5 preset was asked for without a GPU
             (:func:`check_runs_on`).
     """
-    tiny = tiny_model_dir(workload.cache_dir)
     if workload.model_path is not None:
-        tokenizer = AutoTokenizer.from_pretrained(workload.model_path)
-        model = AutoModelForCausalLM.from_pretrained(
-            workload.model_path, dtype=torch.bfloat16 if device.type == "cuda" else torch.float32
-        )
-    elif workload.size == "tiny":
+        return _own_checkpoint(workload.model_path, device)
+    tiny = tiny_model_dir(workload.cache_dir)
+    if workload.size == "tiny":
         tokenizer = AutoTokenizer.from_pretrained(tiny)
         model = AutoModelForCausalLM.from_pretrained(tiny, dtype=torch.float32)
     else:
@@ -173,6 +226,40 @@ def load_model(
         )
         with torch.device(device):
             model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
+
+
+def _own_checkpoint(
+    model_path: str, device: torch.device
+) -> tuple[PreTrainedModel, PreTrainedTokenizerFast]:
+    """A user's checkpoint (:func:`check_checkpoint`) and its tokenizer, bf16 on a GPU.
+
+    Raises:
+        ValueError: the weights are unreadable, or lack some of the model's (another
+            architecture's checkpoint: the missing ones would run as new random weights).
+    """
+    check_checkpoint(model_path)
+    folder = Path(model_path).expanduser()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    try:
+        model, info = AutoModelForCausalLM.from_pretrained(
+            folder,
+            dtype=torch.bfloat16 if device.type == "cuda" else torch.float32,
+            output_loading_info=True,
+        )
+    except SafetensorError as error:
+        raise ValueError(
+            f"workload.model_path: {model_path}: expected readable weights, got {error}"
+        ) from None
+    missing = sorted(info.get("missing_keys") or [])
+    if missing:
+        raise ValueError(
+            f"workload.model_path: {model_path}: expected every weight of "
+            f"{type(model).__name__}, got a checkpoint without {len(missing)} of them "
+            f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''})"
+        )
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer
