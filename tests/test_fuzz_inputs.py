@@ -520,9 +520,10 @@ def test_a_full_disk_is_one_line_and_leaves_no_temporary(
     log = DATA / "nvidia-smi-a100.csv"
     path_in = log if name == "telemetry import" else _trace(tmp_path)
     monkeypatch.setattr(atomic.os, "replace", full)
-    command, _ = SUBCOMMANDS[name]
     before = _snapshot(tmp_path)
-    values = {"in": str(path_in), "out": str(tmp_path / "out"), "config": str(config)}
+    command, out_kind = SUBCOMMANDS[name]
+    out = tmp_path / ("out.parquet" if out_kind == "file" else "out")  # a trace is .parquet
+    values = {"in": str(path_in), "out": str(out), "config": str(config)}
     code, message = invoke([part.format(**values) for part in command])
     assert code == EXIT_DATA and "no space left on the device" in message, message
     assert ".tmp" not in message

@@ -273,20 +273,20 @@ class PPOController:
         observation = meta["observation"]
         if not isinstance(observation, dict):
             raise ValueError(f"{path}: observation: expected a mapping, got {observation!r}")
-        require_keys(
-            observation,
-            ("mean", "var", "epsilon", "clip"),
-            f"{path}: observation",
-            "the policy's observation statistics",
-        )
-        size = len(observation["mean"])
+        size = len(observation.get("mean", []))
         expected_size = observation_size(meta.get("budget_tracking") is not None)
-        if size != expected_size:
+        if size != expected_size:  # first: an older version's controller.json lacks more
             raise ValueError(
                 f"{path}: observation.mean: expected {expected_size} values (the observation "
                 f"of this version), got {size}: the controller predates an actuator; retrain it "
                 f"with {command}"
             )
+        require_keys(
+            observation,
+            ("var", "epsilon", "clip"),
+            f"{path}: observation",
+            "the policy's observation statistics",
+        )
         _check_statistics(observation, size, path)
         space = _space(meta["space"], path)
         _check_layers(arrays, size, len(space.actuators), arrays_path, path)
