@@ -203,9 +203,10 @@ def load_model(
     """The model and tokenizer of a workload config, on ``device``.
 
     Raises:
-        ValueError: a random-weight Qwen2.5 preset was asked for without a GPU
-            (:func:`check_runs_on`).
+        ValueError: a random-weight Qwen2.5 preset was asked for without a GPU, or a checkpoint
+            a run cannot use (:func:`check_runs_on`).
     """
+    check_runs_on(workload, device)
     if workload.model_path is not None:
         return _own_checkpoint(workload.model_path, device)
     tiny = tiny_model_dir(workload.cache_dir)
@@ -213,7 +214,6 @@ def load_model(
         tokenizer = AutoTokenizer.from_pretrained(tiny)
         model = AutoModelForCausalLM.from_pretrained(tiny, dtype=torch.float32)
     else:
-        check_runs_on(workload, device)
         tokenizer = AutoTokenizer.from_pretrained(tiny)
         config = Qwen2Config(
             max_position_embeddings=32768,
@@ -234,13 +234,13 @@ def load_model(
 def _own_checkpoint(
     model_path: str, device: torch.device
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerFast]:
-    """A user's checkpoint (:func:`check_checkpoint`) and its tokenizer, bf16 on a GPU.
+    """A user's checkpoint, checked already (:func:`check_checkpoint`), and its tokenizer,
+    bf16 on a GPU.
 
     Raises:
         ValueError: the weights are unreadable, or lack some of the model's (another
             architecture's checkpoint: the missing ones would run as new random weights).
     """
-    check_checkpoint(model_path)
     folder = Path(model_path).expanduser()
     tokenizer = AutoTokenizer.from_pretrained(folder)
     try:
