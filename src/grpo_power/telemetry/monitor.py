@@ -51,7 +51,12 @@ from grpo_power.telemetry.record import trace_metadata
 from grpo_power.telemetry.sampler import PowerSampler, RecentPower
 from grpo_power.telemetry.signals import WorkloadSignal
 from grpo_power.telemetry.source import PowerSource, Row
-from grpo_power.telemetry.store import TraceWriter, free_trace_path, trace_output_problem
+from grpo_power.telemetry.store import (
+    TraceWriter,
+    free_trace_path,
+    numbered_trace_path,
+    trace_output_problem,
+)
 from grpo_power.telemetry.summary import trapezoid_cumulative_j
 
 logger = logging.getLogger(__name__)
@@ -238,10 +243,8 @@ class PowerMonitor:
         problem = trace_output_problem(path)
         if problem:
             raise ValueError(f"PowerMonitor: trace: {problem}")
-        n = self._sessions
-        planned = path if n == 1 else path.with_name(f"{path.stem}-{n}{path.suffix}")
-        chosen = free_trace_path(path, n)
-        if chosen != planned:
+        chosen = free_trace_path(path, self._sessions)
+        if chosen != numbered_trace_path(path, self._sessions):
             logger.warning("PowerMonitor: %s exists; this recording goes to %s", path, chosen)
         run_id = f"monitor-{uuid.uuid4().hex[:8]}"
         capped = {} if self.cap_w is None else {"cap_w": self.cap_w}

@@ -42,20 +42,26 @@ __all__ = [
     "TraceWriter",
     "free_trace_path",
     "journal_path",
+    "numbered_trace_path",
     "read_trace",
     "trace_output_problem",
     "write_trace",
 ]
 
 
+def numbered_trace_path(path: Path, number: int) -> Path:
+    """``path`` for ``number`` 1, else ``<stem>-<number><suffix>`` beside it."""
+    return path if number == 1 else path.with_name(f"{path.stem}-{number}{path.suffix}")
+
+
 def free_trace_path(path: Path, number: int = 1) -> Path:
-    """Where a new recording for ``path`` goes: ``path`` for ``number`` 1, else
-    ``<stem>-<number><suffix>``, or the next number on where a trace or its journal (a killed
-    recording's) is there already: a recording is never written over."""
-    chosen = path if number == 1 else path.with_name(f"{path.stem}-{number}{path.suffix}")
+    """Where a new recording for ``path`` goes: :func:`numbered_trace_path` of ``number``, or
+    of the next number on where a trace or its journal (a killed recording's) is there
+    already: a recording is never written over."""
+    chosen = numbered_trace_path(path, number)
     while chosen.exists() or journal_path(chosen).exists():
         number += 1
-        chosen = path.with_name(f"{path.stem}-{number}{path.suffix}")
+        chosen = numbered_trace_path(path, number)
     return chosen
 
 
