@@ -64,6 +64,10 @@ def analyze_fleet(
             f"{files[-1]}: run_id: the same run is given twice ({dup!r}, also as "
             f"{', '.join(files[:-1])}); expected each run's windows output once"
         )
+    # the draws index the runs: in run_id order, the same inputs give the same fleet whatever
+    # order they are named in (a shell glob's, Snakemake's)
+    runs.sort(key=lambda r: r.run_id)
+    ids = [r.run_id for r in runs]
     if exceedance_files is None:
         exceedance_files = [
             part.path.with_name(WINDOWS.exceedance_parquet) for r in runs for part in r.files
