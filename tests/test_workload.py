@@ -361,17 +361,22 @@ def test_a_checkpoint_of_ones_own_is_checked_before_the_run_and_recorded(
     small = variant("small-vocab")
     config = json.loads((small / "config.json").read_text())
     (small / "config.json").write_text(json.dumps({**config, "vocab_size": 100}))
+    short = variant("short-context")  # learned positions of a context this short: IndexError
+    (short / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 40}))
     cases = {
         tmp_path / "nowhere": "expected a local checkpoint folder",
         bart: "expected a causal (decoder-only) language model, got the encoder-decoder",
         no_tokenizer: "got one without a vocabulary",
         damaged: "model.safetensors: expected readable weights",
         small: "expected the model's vocab_size to hold the tokenizer's",
+        short: "expected a context of at least 82 tokens (the task's longest prompt, 18, and "
+        "workload.max_new_tokens_bounds.max, 64), got 40; lower max_new_tokens_bounds.max to 22",
     }
     for folder, expected in cases.items():
         pattern = rf"^workload\.model_path: {re.escape(str(folder))}: .*{re.escape(expected)}"
         with pytest.raises(ValueError, match=pattern):
-            check_checkpoint(str(folder))
+            check_checkpoint(str(folder), 64)
+    check_checkpoint(str(short), 22)  # the context holds the longest prompt and 22 tokens
     lacking = variant("lacking")
     tensors = load_file(lacking / "model.safetensors")
     dropped = sorted(tensors)[-1]

@@ -26,7 +26,7 @@ from transformers import (
 
 from grpo_power.atomic import write_folder_atomic
 from grpo_power.config import WorkloadConfig
-from grpo_power.workload.task import corpus_for_tokenizer
+from grpo_power.workload.task import corpus_for_tokenizer, longest_prompt_tokens
 
 TINY_VERSION = "tiny-v1"
 SPECIAL_TOKENS = ["<|endoftext|>", "<|pad|>"]
@@ -130,16 +130,22 @@ def tiny_model_dir(cache_dir: Path) -> Path:
     return folder
 
 
-def check_checkpoint(model_path: str) -> None:
+# where a config.json states the longest sequence its model takes, by architecture
+CONTEXT_FIELDS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+
+
+def check_checkpoint(model_path: str, completion_tokens: int = 0) -> None:
     """Nothing when ``model_path`` is a local checkpoint a GRPO run can load and generate with:
-    a folder (nothing is downloaded) with ``config.json`` of a causal language model and a
+    a folder (nothing is downloaded) with ``config.json`` of a causal language model, a
     tokenizer with a vocabulary, an end-of-sequence token and no more tokens than the model's
-    vocabulary.
+    vocabulary, and a context that holds the task's longest prompt and ``completion_tokens``
+    (the most new tokens the run may generate: ``workload.max_new_tokens_bounds.max``).
 
     Raises:
         ValueError: naming ``workload.model_path``, the folder and what is missing or wrong (a
             seq2seq BART ran as a decoder-only model with new random weights; a folder without
-            tokenizer files, or a tokenizer without EOS, failed mid-run with a traceback).
+            tokenizer files, a tokenizer without EOS, or a context shorter than the prompt and
+            completion failed mid-run with a traceback).
     """
     folder = Path(model_path).expanduser()
     where = f"workload.model_path: {model_path}"
@@ -178,6 +184,15 @@ def check_checkpoint(model_path: str) -> None:
             f"{where}: expected the model's vocab_size to hold the tokenizer's {len(tokenizer)} "
             f"tokens, got {vocab}"
         )
+    context = next((getattr(config, f) for f in CONTEXT_FIELDS if hasattr(config, f)), None)
+    prompt = longest_prompt_tokens(tokenizer)
+    if isinstance(context, int) and context < prompt + completion_tokens:
+        raise ValueError(
+            f"{where}: expected a context of at least {prompt + completion_tokens} tokens (the "
+            f"task's longest prompt, {prompt}, and workload.max_new_tokens_bounds.max, "
+            f"{completion_tokens}), got {context}; lower max_new_tokens_bounds.max to "
+            f"{max(context - prompt, 0)} or below"
+        )
 
 
 def check_runs_on(workload: WorkloadConfig, device: torch.device) -> None:
@@ -189,7 +204,7 @@ def check_runs_on(workload: WorkloadConfig, device: torch.device) -> None:
             cannot use.
     """
     if workload.model_path is not None:
-        check_checkpoint(workload.model_path)
+        check_checkpoint(workload.model_path, workload.max_new_tokens_bounds.max)
     if workload.model_path is None and workload.size != "tiny" and device.type != "cuda":
         raise ValueError(
             f"workload.size: the random-weight {workload.size} preset runs on a GPU only "

@@ -11,15 +11,29 @@ import re
 from collections.abc import Iterator
 
 from datasets import Dataset
+from transformers import PreTrainedTokenizerBase
 
 ANSWER_PATTERN = re.compile(r"<answer>\s*(-?\d+)\s*</answer>")
 OPERATORS = ("+", "-", "*")
 
 
+def _problem_text(a: int, op: str, b: int) -> str:
+    return f"Compute {a} {op} {b}. Reply as <answer>N</answer>."
+
+
 def _problem(rng: random.Random) -> tuple[str, int]:
     a, b, op = rng.randint(0, 99), rng.randint(0, 99), rng.choice(OPERATORS)
     answer = a + b if op == "+" else a - b if op == "-" else a * b
-    return f"Compute {a} {op} {b}. Reply as <answer>N</answer>.", answer
+    return _problem_text(a, op, b), answer
+
+
+def longest_prompt_tokens(tokenizer: PreTrainedTokenizerBase) -> int:
+    """The most tokens ``tokenizer`` makes of a prompt the task draws (special tokens
+    included), which a model's context must hold with the completion: every operand in both
+    places with every operator (a tokenizer splits the prompt at its spaces, so an operand's
+    tokens do not depend on the other's)."""
+    prompts = [_problem_text(a, op, b) for a in range(100) for b in (a, 99 - a) for op in OPERATORS]
+    return max(len(ids) for ids in tokenizer(prompts)["input_ids"])
 
 
 def arithmetic_dataset(n_prompts: int, seed: int) -> Dataset:
