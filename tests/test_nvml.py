@@ -126,6 +126,12 @@ def test_the_simulated_gpus_are_numbered_as_nvml_would_number_them(
         PowerMonitor(gpus=[5], source="simulated")
     with pytest.raises(ValueError, match=r"^PowerMonitor: gpus: expected each GPU once"):
         PowerMonitor(gpus=[1, 1], source="simulated")
+    # a job given its GPUs by UUID: one simulated GPU each, by CUDA device number (it was one)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-3,GPU-1")
+    assert [g.index for g in PowerMonitor(source="simulated").source.gpus] == [0, 1]
+    assert [g.index for g in PowerMonitor(gpus=[1], source="simulated").source.gpus] == [1]
+    with pytest.raises(TelemetryUnavailable, match=r"^gpus: CUDA device 2 is not visible"):
+        PowerMonitor(gpus=[2], source="simulated")
 
 
 def test_missing_library_says_what_to_do() -> None:

@@ -27,9 +27,27 @@ def open_source(config: Config, signal: WorkloadSignal) -> PowerSource:
         except NoNvidiaGpu:
             if telemetry.source == "nvml":
                 raise
-    # the GPUs NVML would sample, by CUDA_VISIBLE_DEVICES (named by NVML index, UUIDs left out)
-    ids = nvml_gpu_ids(None if requested is None else [str(i) for i in requested])
-    indices = [int(v) for v in ids if v.isdigit()] if ids else [0]
     return SimulatedGpuSource(
-        config.gpu, telemetry.simulated, signal, indices or [0], seed=config.seed
+        config.gpu,
+        telemetry.simulated,
+        signal,
+        simulated_gpu_indices(None if requested is None else [str(i) for i in requested]),
+        seed=config.seed,
     )
+
+
+def simulated_gpu_indices(cuda_ids: list[str] | None) -> list[int]:
+    """The GPUs a simulated source stands in for: those NVML would sample for ``cuda_ids``
+    (:func:`nvml_gpu_ids`, through ``CUDA_VISIBLE_DEVICES``), named by their NVML index; where
+    ``CUDA_VISIBLE_DEVICES`` names them by UUID (no index to read without NVML), by their CUDA
+    device number, one GPU each (a job given two by UUID had simulated one). GPU 0 where
+    nothing is visible: a run forced onto the CPU (``CUDA_VISIBLE_DEVICES=""``) on a machine
+    without a GPU simulates the one GPU it stands in for.
+
+    Raises:
+        TelemetryUnavailable: a CUDA device beyond the visible ones.
+    """
+    ids = nvml_gpu_ids(cuda_ids) or ["0"]
+    if all(v.isdigit() for v in ids):
+        return [int(v) for v in ids]
+    return [int(i) for i in cuda_ids] if cuda_ids is not None else list(range(len(ids)))
