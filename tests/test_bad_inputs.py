@@ -632,6 +632,43 @@ CASES: list[Case] = [
         ["{name}", "rows[0]", "deployment", "expected an authority table"],
     ),
     Case(
+        "train-authority-other-config",
+        "authority.json of a config with other bounds (max new tokens held at 256)",
+        (
+            "text",
+            {
+                "name": "authority.json",
+                "text": json.dumps(
+                    {
+                        "rows": [
+                            {
+                                "deployment": "7b",
+                                "actuator": a,
+                                "data": "simulated",
+                                "authority": 0.3 if a == "concurrency" else 0.01,
+                                "selected": a == "concurrency",
+                                "hold_level": level,
+                            }
+                            for a, level in [
+                                ("concurrency", 8),
+                                ("max_new_tokens", 256),
+                                ("train_micro_batch", 4),
+                                ("pause_s", 0),
+                            ]
+                        ]
+                    }
+                ),
+            },
+        ),
+        [*TRAIN, "--authority", "{input}"],
+        [
+            "{name}",
+            "max_new_tokens on 7b",
+            "hold_level 256",
+            "workload.max_new_tokens_bounds [8, 64]",
+        ],
+    ),
+    Case(
         "train-calibration-other-gpu",
         "calibration of a 700 W GPU (config: 400 W A100)",
         ("calibration", {"edit": {"gpu.nameplate_w": 700, "gpu.name": "NVIDIA H100 SXM5"}}),

@@ -155,15 +155,21 @@ def train(
     """Train one deployment's PPO controller of ``arm`` (``ppo``, or ``ppo+hwcap`` under the
     tuned GPU power limit) into ``out`` (returns the ``TrainResult``)."""
     from grpo_power.analysis.authority import read_authority
+    from grpo_power.control.env import ControlSpace
     from grpo_power.control.ppo import train_controller
     from grpo_power.sim.calibration import calibration_for
 
     config.sim.deployment(deployment)  # a clear error for an unknown name
+    rows = read_authority(authority_path)
+    try:  # the table's space, before the hardware tier is tuned or anything is trained
+        ControlSpace.from_authority(rows, deployment, config.workload)
+    except ValueError as error:
+        raise ValueError(f"{authority_path}: {error}") from None
     return train_controller(
         config,
         calibration_for(config, calibration_path),
         deployment,
-        read_authority(authority_path),
+        rows,
         out,
         cap_w=cap_w,
         total_timesteps=timesteps,

@@ -124,7 +124,8 @@ class ControlSpace:
         once, from their measured sweep).
 
         Raises:
-            ValueError: the table has no simulated rows for the deployment.
+            ValueError: the table has no simulated rows for the deployment, or holds an
+                actuator outside the workload's bounds (a table of another config).
         """
         mine = [r for r in rows if r["deployment"] == deployment and r.get("data") == "simulated"]
         if not mine:
@@ -139,15 +140,19 @@ class ControlSpace:
             best = max(online, key=lambda r: abs(float(r["authority"])))
             driven = [best["actuator"]]
         ordered = tuple(a for a in ONLINE_ACTUATORS if a in driven)
-        return cls(
-            deployment=deployment,
-            actuators=ordered,
-            bounds={a: _bounds(workload, a) for a in ONLINE_ACTUATORS},
-            holds={
-                r["actuator"]: int(r["hold_level"]) for r in online if r["actuator"] not in ordered
-            },
-            fallback=fallback,
-        )
+        bounds = {a: _bounds(workload, a) for a in ONLINE_ACTUATORS}
+        holds = {
+            r["actuator"]: int(r["hold_level"]) for r in online if r["actuator"] not in ordered
+        }
+        for name, level in holds.items():
+            low, high = bounds[name]
+            if not low <= level <= high:
+                raise ValueError(
+                    f"rows: {name} on {deployment}: hold_level {level} is outside "
+                    f"workload.{name}_bounds [{low}, {high}]; expected a table measured with "
+                    "this config (rerun `grpo-power identify` with it)"
+                )
+        return cls(deployment, ordered, bounds, holds, fallback)
 
     def to_action(self, vector: np.ndarray) -> Action:
         """The action for a vector in [-1, 1]^k (clipped), linear onto each actuator's bounds
