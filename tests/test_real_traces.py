@@ -529,3 +529,34 @@ def test_labels_units_and_bins_of_the_trace_fit(shared: Path, tmp_path: Path):
     assert (decode["bin"] <= decode["concurrency"]).all()
     assert (decode["concurrency"] < 2 * decode["bin"]).all()
     assert np.isnan(trace_fit.concurrency_bin(np.array([0.0, np.nan]))).all()
+
+
+def test_engine_metrics_scraped_coarsely_are_named_in_the_fit(shared: Path, tmp_path: Path):
+    """vLLM's metrics scraped every 5 s (a Prometheus scrape; the public runs' are every
+    0.25 s) gave a steady line of +3.6 W per doubling against +7.25 at 0.25 s, printed and
+    written as a fit like any other. A power sample takes the concurrency of the nearest
+    scrape, so the fit now says which traces' concurrency is that coarse and what it does."""
+    from grpo_power.telemetry.store import write_trace
+
+    folder = shared / REAL_RUNS["bursty"]
+    engine = pd.read_csv(folder / "engine.csv")
+    coarse = tmp_path / "engine-5s.csv"
+    engine.iloc[::20].to_csv(coarse, index=False)
+    traces = {}
+    for name, log in (("fine", folder / "engine.csv"), ("coarse", coarse)):
+        frame, meta = import_log(folder / "power.csv", "nvidia-smi", nameplate_w=400.0)
+        frame, meta = add_engine_columns(frame, meta, read_engine_log(log))
+        data = {**meta.model_dump(), "gpu_name": "NVIDIA A100-SXM4-80GB", "run_id": name}
+        traces[name] = write_trace(tmp_path / f"{name}.parquet", frame, type(meta)(**data))
+    fits = {}
+    for name, trace in traces.items():
+        result = _identify("--trace", str(trace), "--out", str(tmp_path / f"fit-{name}"))
+        assert result.exit_code == 0, result.output
+        fits[name] = (json.loads((tmp_path / f"fit-{name}" / "trace_fit.json").read_text()), result)
+    slope = {n: f["steady_decode"]["slope_w_per_doubling"]["value"] for n, (f, _) in fits.items()}
+    assert slope["coarse"] < 0.75 * slope["fine"]  # the bias the note names
+    fine, coarse_fit = fits["fine"][0], fits["coarse"][0]
+    assert fine["notes"] == []
+    [note] = coarse_fit["notes"]
+    assert note.startswith(f"{traces['coarse']}: concurrency comes from engine metrics every 5.")
+    assert "flattened" in note and note in fits["coarse"][1].output

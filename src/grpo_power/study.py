@@ -318,6 +318,7 @@ def _trace_run(path: Path, config: Config) -> Any:
     else:
         label = "measured (public trace)" if extra.get("origin") else "measured"
     run = TraceRun(meta.run_id, frame, label)
+    engine = extra.get("engine_alignment") or {}
     return run, {
         "run_id": meta.run_id,
         "path": str(path),
@@ -325,7 +326,35 @@ def _trace_run(path: Path, config: Config) -> Any:
         "origin": extra.get("origin"),
         "gpu_name": meta.gpu_name,
         "samples": len(frame),
+        "sample_period_s": meta.sample_period_s,
+        # the engine metrics' period where concurrency came from them (their match tolerance)
+        "engine_period_s": engine.get("tolerance_s"),
     }
+
+
+# Engine metrics scraped less often than this give a fit that is biased without a sign of it
+COARSE_ENGINE_PERIOD_S = 1.0
+
+
+def _coarse_engine_notes(infos: list[dict[str, Any]]) -> list[str]:
+    """A note per trace whose concurrency came from engine metrics scraped more coarsely than
+    :data:`COARSE_ENGINE_PERIOD_S` and than twice its power samples' period (a Prometheus scrape
+    every 5-15 s): each power sample takes the concurrency of a scrape up to half a period
+    away, so the changes between scrapes are misattributed and the fitted lines flattened."""
+    notes = []
+    for info in infos:
+        engine_s, power_s = info["engine_period_s"], info["sample_period_s"]
+        if engine_s is None or engine_s <= max(COARSE_ENGINE_PERIOD_S, 2 * power_s):
+            continue
+        notes.append(
+            f"{info['path']}: concurrency comes from engine metrics every {engine_s:.3g} s, "
+            f"power every {power_s:.3g} s: a power sample takes the concurrency of a scrape up "
+            f"to {engine_s / 2:.3g} s away, so changes of concurrency between scrapes are "
+            "misattributed and the fitted lines are flattened (biased toward no slope); "
+            f"scrape the engine at {COARSE_ENGINE_PERIOD_S:g} s or less (its power log's "
+            "period is best) for a fit"
+        )
+    return notes
 
 
 def identify_traces(
@@ -396,6 +425,7 @@ def identify_traces(
     fit["held_out_error"] = held_out_error(table)
     fit["fit_runs"] = [info for _, info in fit_runs]
     fit["held_out_runs"] = [info for _, info in held_runs]
+    fit["notes"] = _coarse_engine_notes([info for _, info in fit_runs + held_runs])
     fit["gpu_name"] = config.gpu.name
     fit["data"] = ", ".join(sorted({info["label"] for _, info in fit_runs + held_runs}))
     run_labels = {info["run_id"]: info["label"] for _, info in fit_runs + held_runs}

@@ -272,7 +272,9 @@ def _parameter_text(p: dict[str, Any]) -> str:
 
 
 def _echo_trace_fit(cfg: Any, fit: dict[str, Any]) -> None:
-    """Print a decode power fit: its parameters beside the prior, and its held-out error."""
+    """Print a decode power fit: its notes (traces whose concurrency is coarse), its
+    parameters beside the prior, and its held-out error."""
+    echo_notes(fit.get("notes", []))
     typer.echo(
         f"decode power fit of {fit['decode_samples']} samples ({fit['data']}; effective "
         f"{fit['effective_samples']:.0f}), {cfg.gpu.name} at {cfg.gpu.nameplate_w:g} W:"
