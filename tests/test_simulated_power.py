@@ -178,3 +178,25 @@ def test_an_idle_gpu_reads_its_idle_power_not_the_clipped_noise_above_it(config:
     energy_mean_w = sum(s.energy_j for s in run.steps) / run.t_s
     assert readings_w.mean() == pytest.approx(energy_mean_w, rel=0.005)
     assert readings_w.std() > 50  # the busy phases stand out of the pauses, noise and all
+
+
+def test_the_decode_ranges_scale_with_the_part_as_its_default_does() -> None:
+    """The default decode curve is a share of (nameplate - idle), but its randomisation range
+    was in the A100's watts: on an H100 (700 W, idle 75 W) the default 475 W sat at the top of
+    222-475 W, so a domain-randomised controller trained almost only on less power than the
+    nominal part draws. The ranges are now shares too: the same place about the default on
+    every part, and the A100's watts unchanged."""
+    from grpo_power.config.loading import deep_merge, read_yaml, validate_config
+    from grpo_power.sim.defaults import default_power
+    from tests.conftest import REPO
+
+    a100 = read_yaml(REPO / "config" / "config.yaml")
+    h100 = deep_merge(a100, read_yaml(REPO / "config" / "h100.yaml"))
+    parts = [default_power(validate_config(data)) for data in (a100, h100)]
+    for name in ("decode_base_frac", "decode_slope_per_doubling"):
+        a, h = (p[name] for p in parts)
+        assert (h.value, h.low, h.high) == pytest.approx((a.value, a.low, a.high)), name
+        assert a.low < a.value < a.high, name
+    base = parts[0]["decode_base_frac"]
+    watts = [60.0 + 340.0 * share for share in (base.low, base.high)]
+    assert watts == pytest.approx([222.0, MEASURED_DECODE_AT_1_W[2]])

@@ -99,17 +99,29 @@ MEASURED_DECODE_SOURCE = (
 )
 
 
+# The part the decode figures below were measured on: a 400 W A100 idling at 60 W. They enter
+# the simulator as shares of its nameplate - idle, as the default decode curve does, so that on
+# another part (an H100) the randomisation range scales with the default, not around A100 watts.
+REFERENCE_IDLE_W = 60.0
+REFERENCE_SPAN_W = 400.0 - REFERENCE_IDLE_W
+
+
+def reference_frac(power_w: float) -> float:
+    """A decode power measured on the reference A100 (W) as a share of its nameplate - idle."""
+    return (power_w - REFERENCE_IDLE_W) / REFERENCE_SPAN_W
+
+
 def literature_decode_prior(config: Config) -> dict[str, dict[str, float]]:
     """The literature values of the decode parameters (docs/calibration.md '7-8B decode'), as
-    fractions of the config's ``nameplate_w - idle_w``: the prior a trace fit is shown beside.
+    shares of the reference A100's nameplate - idle (the default curve's unit: on another part
+    they scale with its span as the default does): the prior a trace fit is shown beside.
 
     Returns:
         name -> ``{"value", "low", "high"}`` for ``decode_base_frac``,
         ``decode_slope_per_doubling``, ``noise_w`` and ``transient_peak_frac``.
     """
-    span_w = config.gpu.nameplate_w - config.gpu.idle_w
-    at_1 = [(w - config.gpu.idle_w) / span_w for w in LITERATURE_DECODE_AT_1_W]
-    slope = [w / span_w for w in LITERATURE_DECODE_W_PER_DOUBLING]
+    at_1 = [reference_frac(w) for w in LITERATURE_DECODE_AT_1_W]
+    slope = [w / REFERENCE_SPAN_W for w in LITERATURE_DECODE_W_PER_DOUBLING]
     peak = LITERATURE_TRANSIENT_PEAK_FRAC
     return {
         name: dict(zip(("value", "low", "high"), values, strict=True))
@@ -128,7 +140,9 @@ def default_power(config: Config) -> dict[str, Parameter]:
 
     The decode curve's and the noise's ranges span both the measured fit's 95 % interval and the
     literature prior, so a domain-randomised controller trains on either. Fractions are shares
-    of ``nameplate_w - idle_w``.
+    of ``nameplate_w - idle_w``; the decode ranges are the reference A100's shares
+    (:func:`reference_frac`), as the default curve is, so on an H100 they surround its default
+    (they were A100 watts: 222-281 W about a default of 475 W, which sat at the range's top).
     """
     sim = config.telemetry.simulated
     span_w = config.gpu.nameplate_w - config.gpu.idle_w
@@ -147,12 +161,12 @@ def default_power(config: Config) -> dict[str, Parameter]:
         "decode_base_frac": measured_or_prior(
             "decode_base_frac",
             sim.decode_base_frac,
-            tuple((w - idle_w) / span_w for w in MEASURED_DECODE_AT_1_W[1:]),
+            tuple(reference_frac(w) for w in MEASURED_DECODE_AT_1_W[1:]),
         ),
         "decode_slope_per_doubling": measured_or_prior(
             "decode_slope_per_doubling",
             sim.decode_slope_per_doubling,
-            tuple(w / span_w for w in MEASURED_DECODE_W_PER_DOUBLING[1:]),
+            tuple(w / REFERENCE_SPAN_W for w in MEASURED_DECODE_W_PER_DOUBLING[1:]),
         ),
         "train_base_frac": _p(
             sim.train_base_frac,
