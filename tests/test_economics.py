@@ -228,6 +228,10 @@ def test_pilot_sizes_by_hand() -> None:
     assert plan["sized_by"] == "output_tokens"  # the only metric with a gain
     assert plan["seeds_per_arm"] == max(2, math.ceil((z * sd / 0.2) ** 2))
     assert plan["nodes"] == 2 and plan["gpus"] == 16  # the 16-GPU fleet on 8-GPU nodes
+    # the file says how the pilot was sized (the effect share, inflation and target were not in
+    # it, so a pilot.csv read alone could not be checked)
+    sized_by = ["min_effect_share", "sd_inflation", "min_seeds", "exceedance_target"]
+    assert plan[sized_by].tolist() == [1.0, 1.0, 2, pilot.exceedance_target]
     run_h = 500 * 10.0 / 3600  # 500 steps of 10 s
     runs_h = math.ceil(2 * plan["seeds_per_arm"] / 16) * run_h
     assert plan["hours"] == pytest.approx(max(runs_h, 2996 * 30 / 3600))

@@ -120,8 +120,13 @@ def pilot_plan(
                 "weeks": hours / 168.0,
                 "gpu_hours": gpu_hours,
                 "cost_usd": gpu_hours * gpu_hour_usd,
+                # the settings the pilot is sized by, so the file says how it was sized
                 "confidence": pilot.confidence,
                 "power": pilot.power,
+                "min_effect_share": pilot.min_effect_share,
+                "sd_inflation": pilot.sd_inflation,
+                "min_seeds": pilot.min_seeds,
+                "exceedance_target": pilot.exceedance_target,
                 "data": "simulated inputs",
             }
         )

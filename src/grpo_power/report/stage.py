@@ -391,22 +391,28 @@ def _fleet_year_note(constants: cells.CsvFile) -> cells.Cell:
 
 
 def _pilot_note(pilot: cells.CsvFile, economics: cells.JsonFile) -> cells.Cell:
-    """The pilot table's note from the economics stage's ``pilot.csv`` (confidence, power and
-    headroom windows, the same on every row) and ``summary.json`` (the fleet window the
-    headroom is counted in)."""
+    """The pilot table's note from the economics stage's ``pilot.csv`` (the settings it was
+    sized by and the headroom windows, the same on every row) and ``summary.json`` (the fleet
+    window the headroom is counted in)."""
     first = {"deployment": pilot.frame["deployment"].iloc[0]}
     return [
         "Confidence ",
         pilot.num("confidence", "g", **first),
         ", power ",
         pilot.num("power", "g", **first),
-        "; each deployment's pilot is sized to detect its detectable change (a share of the "
-        "simulated change) against the simulator's spread across seeds, inflated; headroom: no "
-        "exceedance in ",
+        "; each deployment's pilot is sized to detect its detectable change (",
+        pilot.num("min_effect_share", "g", **first),
+        " of the simulated change) against the simulator's spread across seeds, inflated ",
+        pilot.num("sd_inflation", "g", **first),
+        " x, at least ",
+        pilot.num("min_seeds", ".0f", **first),
+        " seeds per arm; headroom: no exceedance in ",
         pilot.num("headroom_windows", ",.0f", **first),
         " independent ",
         economics.num("oversubscription.window_s", "g"),
-        " s windows (the fleet's sizing window).",
+        " s windows (the fleet's sizing window), which bounds the exceedance rate below ",
+        pilot.num("exceedance_target", "g", **first),
+        ".",
     ]
 
 
