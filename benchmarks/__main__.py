@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+from grpo_power.signal_handlers import exiting_on_sigterm
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -52,4 +54,5 @@ def main(names: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    with exiting_on_sigterm():  # a stopped benchmark removes its temporary folder
+        main(sys.argv[1:])

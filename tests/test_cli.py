@@ -349,3 +349,52 @@ def test_nvml_without_devices_is_no_nvidia_gpu(monkeypatch: pytest.MonkeyPatch) 
         NvmlSource(nvml=fake_nvml([]))
     with pytest.raises(NoNvidiaGpu, match="not found"):
         NvmlSource(nvml=fake_nvml([], library_present=False))
+
+
+STOPPED_WHILE_BUILDING = """
+import time
+from pathlib import Path
+import typer
+from grpo_power.atomic import write_folder_atomic
+from grpo_power.cli.base import ExitCodeGroup
+
+app = typer.Typer(cls=ExitCodeGroup)
+
+
+@app.command()
+def build(folder: Path) -> None:
+    def slowly(building: Path) -> None:
+        (building / "part.txt").write_text("half")
+        print("building", flush=True)
+        time.sleep(60)
+
+    write_folder_atomic(folder, slowly)
+
+
+@app.command()
+def other() -> None:
+    pass
+
+
+app()
+"""
+
+
+def test_a_command_stopped_by_sigterm_removes_what_it_built_aside(tmp_path: Path) -> None:
+    """Slurm's scancel, or Snakemake stopping its jobs, sends SIGTERM: the default action ended
+    the process at once and left the folder being built (``.<name>-XXXX``) beside its final
+    name. A command of this command line now unwinds, removing it, and exits 143 (128 + 15)."""
+    import signal
+
+    script = tmp_path / "stop.py"
+    script.write_text(STOPPED_WHILE_BUILDING)
+    out = tmp_path / "out" / "windows"
+    out.parent.mkdir()
+    process = subprocess.Popen(
+        [sys.executable, str(script), "build", str(out)], stdout=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None and process.stdout.readline() == "building\n"
+    assert [p.name[:9] for p in out.parent.iterdir()] == [".windows-"]
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=30) == 128 + signal.SIGTERM
+    assert list(out.parent.iterdir()) == []

@@ -22,6 +22,7 @@ from grpo_power.config import (
     validate_option,
     validate_setting,
 )
+from grpo_power.signal_handlers import exiting_on_sigterm
 from grpo_power.version import __version__
 
 try:  # typer >= 0.2x carries its own copy of click
@@ -83,7 +84,8 @@ class ExitCodeGroup(TyperGroup):
             return super().main(args, prog_name, complete_var, False, **extra)
         try:
             # Returns the exit code of a typer.Exit (ctx.exit for --help / --version: 0).
-            result = super().main(args, prog_name, complete_var, False, **extra)
+            with exiting_on_sigterm():  # a stopped command removes what it built aside
+                result = super().main(args, prog_name, complete_var, False, **extra)
         except click_exceptions.UsageError as error:  # BadParameter, MissingParameter, ...
             error.show()
             sys.exit(EXIT_USAGE)
