@@ -560,3 +560,28 @@ def test_engine_metrics_scraped_coarsely_are_named_in_the_fit(shared: Path, tmp_
     [note] = coarse_fit["notes"]
     assert note.startswith(f"{traces['coarse']}: concurrency comes from engine metrics every 5.")
     assert "flattened" in note and note in fits["coarse"][1].output
+
+
+def test_the_steady_lines_intervals_hold_for_readings_averaged_over_a_second() -> None:
+    """An H100 reads 1 s averages; read every 0.25 s, each value comes four times. The steady
+    line's bootstrap drew single samples, so the copies counted as four times the data and
+    its intervals were about half as wide as those of the same readings taken once a second.
+    Blocks of consecutive samples now keep them as wide."""
+    rng = np.random.default_rng(3)
+    c = rng.choice([2.0, 4.0, 8.0, 16.0], 300)
+    once = 277.0 + 6.5 * np.log2(c) + rng.normal(0, 6, 300)
+    x_once = np.log2(c)
+    width = {}
+    for name, (x, y) in {
+        "once": (x_once, once),
+        "four times": (np.repeat(x_once, 4), np.repeat(once, 4)),
+    }.items():
+        steady = steady_decode(x, y)
+        width[name] = {
+            key: steady[key]["high"] - steady[key]["low"]
+            for key in ("power_at_1_w", "slope_w_per_doubling", "noise_w")
+        }
+        assert steady["power_at_1_w"]["low"] <= 277.0 <= steady["power_at_1_w"]["high"], name
+    for key, once_w in width["once"].items():
+        assert width["four times"][key] > 0.75 * once_w, key
+    assert steady["bootstrap_block"] > 1
