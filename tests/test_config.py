@@ -95,6 +95,11 @@ def test_a_config_naming_another_part_after_a_shipped_one_gets_that_parts_power(
             },
             "evaluate.scenarios.0.schedule: expected each segment's start_frac once",
         ),
+        (  # every actuator outside its bounds, a line each (only the first was named)
+            {"workload": {"concurrency": 99, "max_new_tokens": 1000}},
+            "my.yaml: workload.concurrency: 99 lies outside concurrency_bounds [1, 32]\n"
+            "my.yaml: workload.max_new_tokens: 1000 lies outside max_new_tokens_bounds [8, 64]",
+        ),
         (
             {"evaluate": {"scenarios": [{"name": "high", "cap_w": 900}]}},
             "evaluate.scenarios high: cap_w (900 W) must lie above gpu.idle_w (60 W) and at most "

@@ -68,18 +68,28 @@ def validation_problems(error: ValidationError) -> list[str]:
         message = item["msg"]
         if item["type"] == "extra_forbidden":
             message = "unknown key (check its spelling and section)"
-        if item["type"] == "value_error":  # a check of the schema's own: its words alone
-            message = message.removeprefix("Value error, ")
-            if not path:  # across sections: the message names its fields
-                problems.append(message)
-                continue
-            head, said, rest = message.partition(": ")
-            if said and FIELD_NAME.fullmatch(head):  # a section's check naming its field
-                path = head if head.startswith(f"{path}.") else f"{path}.{head}"
-                message = rest
         given = item.get("input")
         shown = "" if isinstance(given, dict) or item["type"] == "missing" else f" (got {given!r})"
+        if item["type"] == "value_error":  # a check of the schema's own: its words alone
+            lines = _own_check_problems(path, message.removeprefix("Value error, "))
+            problems += [f"{line}{shown}" for line in lines]
+            continue
         problems.append(f"{path or '(top level)'}: {message}{shown}")
+    return problems
+
+
+def _own_check_problems(path: str, message: str) -> list[str]:
+    """The lines of a schema check's own error at ``path``: one per bad field where the check
+    names several on lines of their own (``<field>: <reason>``), each under the section."""
+    if not path:  # across sections: the message names its fields
+        return message.split("\n")
+    problems = []
+    for line in message.split("\n"):
+        head, said, rest = line.partition(": ")
+        if said and FIELD_NAME.fullmatch(head):  # a section's check naming its field
+            problems.append(f"{head if head.startswith(f'{path}.') else f'{path}.{head}'}: {rest}")
+        else:
+            problems.append(f"{path}: {line}")
     return problems
 
 

@@ -123,18 +123,22 @@ class WorkloadConfig(Strict):
 
     @model_validator(mode="after")
     def _defaults_within_bounds(self) -> WorkloadConfig:
+        # every bad actuator, a line each (validation_problems reports each as its own field)
+        problems = []
         for name in ONLINE_ACTUATORS:
             value, bounds = getattr(self, name), getattr(self, f"{name}_bounds")
             if name != "pause_s" and bounds.min < 1:
-                raise ValueError(f"{name}_bounds.min ({bounds.min}) must be at least 1")
-            if not bounds.min <= value <= bounds.max:
-                raise ValueError(
-                    f"{name} ({value}) lies outside {name}_bounds [{bounds.min}, {bounds.max}]"
+                problems.append(f"{name}_bounds.min: {bounds.min} must be at least 1")
+            elif not bounds.min <= value <= bounds.max:
+                problems.append(
+                    f"{name}: {value} lies outside {name}_bounds [{bounds.min}, {bounds.max}]"
                 )
         if self.concurrency_bounds.max > self.sequences_per_step:
-            raise ValueError(
-                f"concurrency_bounds.max ({self.concurrency_bounds.max}) exceeds the sequences "
+            problems.append(
+                f"concurrency_bounds.max: {self.concurrency_bounds.max} exceeds the sequences "
                 "generated per step (prompts_per_step x num_generations = "
                 f"{self.sequences_per_step})"
             )
+        if problems:
+            raise ValueError("\n".join(problems))
         return self
