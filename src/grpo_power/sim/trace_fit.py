@@ -82,13 +82,20 @@ class DecodeCurve:
         return self.idle_w + span_w * (self.base_frac + self.slope_per_doubling * doublings)
 
 
+def _lag1_correlation(residuals: np.ndarray) -> float:
+    """The correlation of consecutive residuals (0 where there are under 3 or it is undefined)."""
+    if len(residuals) < 3:
+        return 0.0
+    rho = float(np.corrcoef(residuals[:-1], residuals[1:])[0, 1])
+    return rho if math.isfinite(rho) else 0.0
+
+
 def _effective_n(residuals: np.ndarray) -> float:
     """Samples' effective count under AR(1) correlation of consecutive residuals."""
     n = len(residuals)
     if n < 3:
         return float(n)
-    rho = float(np.corrcoef(residuals[:-1], residuals[1:])[0, 1])
-    rho = min(max(rho, 0.0), 0.99) if math.isfinite(rho) else 0.0
+    rho = min(max(_lag1_correlation(residuals), 0.0), 0.99)
     return max(3.0, n * (1 - rho) / (1 + rho))
 
 
@@ -417,10 +424,8 @@ def block_length(residuals: np.ndarray) -> int:
     0.25 s, repeat a value four times: resampled one by one, they looked like four times the
     samples and narrowed the intervals by half."""
     n = len(residuals)
-    if n < 3:
-        return 1
-    rho = float(np.corrcoef(residuals[:-1], residuals[1:])[0, 1])
-    if not math.isfinite(rho) or rho <= 1.96 / math.sqrt(n):
+    rho = _lag1_correlation(residuals)
+    if n < 3 or rho <= 1.96 / math.sqrt(n):
         return 1
     rho = min(rho, 0.99)
     return max(1, min(n // 2, math.ceil((1 + rho) / (1 - rho))))
