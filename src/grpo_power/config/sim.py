@@ -83,6 +83,7 @@ def _default_deployments() -> list[DeploymentConfig]:
             sizes=["qwen2.5-14b"],
             cap_w=240.0,
             budget_s=1800.0,
+            training_steps_factor=2.0,
         ),
         DeploymentConfig(
             name="72b",
