@@ -236,3 +236,45 @@ def test_a_controller_run_of_a_size_no_deployment_lists_stops_the_workflow(
         "controller of the sim.deployments entry that lists it in its sizes, and none of ['14b']"
     ) in output
     assert "Traceback" not in output and "InputFunctionException" not in output
+
+
+def _resources(dry_run: str) -> dict[str, dict[str, str]]:
+    """Each rule's resources as a dry run prints them (the last job of each rule)."""
+    resources: dict[str, dict[str, str]] = {}
+    rule = None
+    for line in dry_run.splitlines():
+        if line.startswith("rule ") and line.endswith(":"):
+            rule = line[5:-1]
+        elif rule and line.strip().startswith("resources: "):
+            pairs = line.strip().removeprefix("resources: ").split(", ")
+            resources[rule] = dict(pair.split("=", 1) for pair in pairs)
+    return resources
+
+
+def test_a_rules_resources_are_its_own_and_one_override_keeps_the_rest(tmp_path: Path) -> None:
+    """The analysis jobs' memory, time and CPUs were set by a workflow profile's
+    set-resources: ``controller_hwcap`` (made by ``use rule``) got none of them (1000 MB and
+    the partition's time), and ``--set-resources identify:mem_mb=100``, which the README
+    offers, replaced the whole table: identify lost its time and CPUs, every other rule all
+    three. They are now the rules' own."""
+    folder = _workflow_folder(tmp_path)
+    profile = str(REPO / "profiles" / "slurm")
+    config = str(REPO / "config" / "a100-slurm.yaml")
+    done = _snakemake(folder, "-n", "--profile", profile, "--configfile", config)
+    assert done.returncode == 0, done.stderr[-3000:]
+    plain = _resources(done.stdout)
+    for rule in ("controller", "controller_hwcap"):
+        assert plain[rule]["mem_mb"] == "2000" and plain[rule]["runtime"] == "120", rule
+    assert plain["fleet"]["mem_mb"] == "16000"
+    overridden = _snakemake(
+        folder, "-n", "--profile", profile, "--configfile", config,
+        "--set-resources", "identify:mem_mb=100",
+    )  # fmt: skip
+    assert overridden.returncode == 0, overridden.stderr[-3000:]
+    changed = _resources(overridden.stdout)
+    identify = changed["identify"]
+    assert identify["mem_mb"] == "100"
+    assert identify["runtime"] == "60" and identify["cpus_per_task"] == "2"
+    assert identify["slurm_partition"] == plain["identify"]["slurm_partition"]
+    for rule in ("controller", "controller_hwcap", "fleet", "report", "economics"):
+        assert changed[rule] == plain[rule], rule

@@ -115,11 +115,14 @@ LAYOUT = CFG.layout  # every folder and file name: src/grpo_power/layout.py
 RESOLVED_CONFIG = str(write_resolved_config(CFG, LAYOUT.configs))
 
 
-def analysis_resources():
-    """Slurm account and partition of an analysis (CPU-only) job, from the config's launch
-    section, where they are written once; the workflow profile (profiles/default) holds the
-    memory, time and CPUs of each rule."""
+def analysis_resources(**job):
+    """The resources of an analysis (CPU-only) job: what its rule needs (``mem_mb``, ``runtime``
+    in minutes, ``cpus_per_task``, given by the rule) and the Slurm account and partition from
+    the config's launch section, where they are written once. They are the rule's own, so
+    ``--set-resources RULE:mem_mb=N`` (command line or site profile) overrides that one value
+    of that rule and keeps the rest; a rule made by ``use rule`` inherits them."""
     resources = {
+        **job,
         "slurm_account": CFG.launch.slurm_account,
         "slurm_partition": CFG.launch.analysis_partition,
     }

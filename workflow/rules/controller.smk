@@ -32,7 +32,7 @@ rule controller:
         "../../envs/training.yaml"
     threads: 1
     resources:
-        **analysis_resources(),
+        **analysis_resources(mem_mb=2000, runtime=120, cpus_per_task=1),
     shell:
         "OMP_NUM_THREADS={threads} python -m grpo_power.cli controller train "
         "--deployment {wildcards.deployment:q} --arm {params.arm:q} --out {params.out:q} "

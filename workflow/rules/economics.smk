@@ -46,7 +46,7 @@ rule economics:
         "../../envs/analysis.yaml"
     threads: 1
     resources:
-        **analysis_resources(),
+        **analysis_resources(mem_mb=2000, runtime=30, cpus_per_task=1),
     shell:
         "python -m grpo_power.cli economics --out {params.out:q} {params.runs:q} "
         "--evaluate {params.evaluate:q} --fleet {params.fleet:q} --config {RESOLVED_CONFIG:q} > {log:q} 2>&1"

@@ -33,7 +33,7 @@ rule evaluate:
         "../../envs/training.yaml"
     threads: 1
     resources:
-        **analysis_resources(),
+        **analysis_resources(mem_mb=4000, runtime=120, cpus_per_task=1),
     shell:
         "OMP_NUM_THREADS={threads} python -m grpo_power.cli evaluate --out {params.out:q} "
         "--controllers {params.controllers:q} --calibration {input.calibration:q} "
@@ -76,7 +76,7 @@ rule evaluate_scenario:
         "../../envs/training.yaml"
     threads: 1
     resources:
-        **analysis_resources(),
+        **analysis_resources(mem_mb=4000, runtime=120, cpus_per_task=1),
     shell:
         "OMP_NUM_THREADS={threads} python -m grpo_power.cli evaluate --scenario {wildcards.scenario:q} "
         "--out {params.out:q} --controllers {params.controllers:q} "

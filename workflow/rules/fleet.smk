@@ -20,8 +20,8 @@ rule fleet:
     conda:
         "../../envs/analysis.yaml"
     threads: 1
-    resources:
-        **analysis_resources(),
+    resources:  # 16 GB: the Monte Carlo scaling study to 100,000 GPUs
+        **analysis_resources(mem_mb=16000, runtime=60, cpus_per_task=1),
     shell:
         "python -m grpo_power.cli fleet {input.bins:q} --out {params.out:q} --config {RESOLVED_CONFIG:q} > {log:q} 2>&1"
 
@@ -46,8 +46,8 @@ rule study_fleet:
     conda:
         "../../envs/analysis.yaml"
     threads: 1
-    resources:
-        **analysis_resources(),
+    resources:  # about 0.3 GB for the default study's 3 deployments x 9 arms x 5 seeds
+        **analysis_resources(mem_mb=2000, runtime=30, cpus_per_task=1),
     shell:
         "python -m grpo_power.cli study-fleet {params.folders:q} --out {params.out:q} "
         "--config {RESOLVED_CONFIG:q} > {log:q} 2>&1"

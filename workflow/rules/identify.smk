@@ -54,7 +54,7 @@ rule identify:
         "../../envs/training.yaml"
     threads: 2
     resources:
-        **analysis_resources(),
+        **analysis_resources(mem_mb=4000, runtime=60, cpus_per_task=2),
     shell:
         "OMP_NUM_THREADS={threads} python -m grpo_power.cli identify --out {params.out:q} "
         "{params.calibration:q} {params.sweep:q} --config {RESOLVED_CONFIG:q} > {log:q} 2>&1"

@@ -58,7 +58,7 @@ rule report:
         "../../envs/analysis.yaml"
     threads: 1
     resources:
-        **analysis_resources(),
+        **analysis_resources(mem_mb=4000, runtime=30, cpus_per_task=1),
     shell:
         "python -m grpo_power.cli report --out {params.out:q} {params.runs:q} {params.exceedance:q} "
         "{params.controllers:q} --fleet {params.fleet:q} --identify {params.identify:q} "
