@@ -85,3 +85,31 @@ def test_a_changed_config_is_measured_anew_even_uncollected(tmp_path: Path) -> N
     (again,) = start_batch(config, specs, tmp_path / "jobs", "grpo-power-test").values()
     assert isinstance(again, submitit.Job) and again.job_id != job.job_id
     again.cancel(check=False)
+
+
+def test_a_folder_holding_another_run_is_refused_or_replaced_before_any_job(
+    tmp_path: Path,
+) -> None:
+    """A completed 3-step run asked for again with 4 steps was "already completed" (the 3-step
+    manifest handed back as the 4-step run's). It is refused before anything is queued, as the
+    run itself refuses it; with ``replace_other`` (the workflow's run rule) it is discarded
+    with a note and the run submitted."""
+    from grpo_power.launch.submit import JobFailed
+
+    config, specs = _local_batch(tmp_path, steps=3)
+    jobs = tmp_path / "jobs"
+    (manifest,) = submit_batch(config, specs, jobs, "grpo-power-test", log=lambda _: None)
+    assert manifest["steps_planned"] == 3
+    other = run_spec(config, specs[0].config_file, "fixed", 0, specs[0].folder, 4)
+    lines: list[str] = []
+    with pytest.raises(JobFailed, match=r"holds another run \(steps_planned \(was 3, now 4\)\)"):
+        start_batch(config, [other], jobs, "grpo-power-test", log=lines.append)
+    assert lines == [] and (specs[0].folder / "manifest.json").exists()
+    replacing = run_spec(
+        config, specs[0].config_file, "fixed", 0, specs[0].folder, 4, replace_other=True
+    )
+    (job,) = start_batch(config, [replacing], jobs, "grpo-power-test", log=lines.append).values()
+    assert isinstance(job, submitit.Job)
+    job.cancel(check=False)
+    assert "held another run (steps_planned (was 3, now 4)); discarded it" in lines[0]
+    assert "--replace-other" in replacing.command

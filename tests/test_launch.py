@@ -149,3 +149,29 @@ def test_fresh_on_a_cluster_is_refused_while_an_attempt_writes_the_run(tmp_path:
     assert f"another attempt is writing this run (host {os.uname().nodename}" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert (out / "steps.parquet.partial").exists()
+
+
+def test_a_setup_line_that_fails_ends_the_job_naming_it(tmp_path: Path) -> None:
+    """``module load`` of a missing module and ``source`` of a missing file printed their
+    errors into the job's stderr, and the run went on without them. In the job script (the
+    lines before its command, run by bash as sbatch does) a failing line now ends the job with
+    a line naming it; the lines that work keep their effect (an exported variable)."""
+    import subprocess
+
+    setup = ["export GRPO_SETUP_TEST=kept", "source /nonexistent/bin/activate", "echo never"]
+    script = _sbatch(_a100(launch={"job": {"setup": setup}}), "qwen2.5-14b", tmp_path)
+    before_run = script[: script.index("python run.py")]
+    lines = before_run[before_run.index("{ export") :]
+    done = subprocess.run(
+        ["bash", "-c", f"{lines}\necho reached $GRPO_SETUP_TEST"], capture_output=True, text=True
+    )
+    assert done.returncode == 1 and "reached" not in done.stdout and "never" not in done.stdout
+    assert done.stderr.splitlines()[-1] == (
+        "error: launch.job.setup: `source /nonexistent/bin/activate` failed (exit 1)"
+    )
+    ok = subprocess.run(
+        ["bash", "-c", f"{lines.split('{ source')[0]}\necho reached $GRPO_SETUP_TEST"],
+        capture_output=True,
+        text=True,
+    )
+    assert ok.returncode == 0 and ok.stdout.strip() == "reached kept"

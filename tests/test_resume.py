@@ -113,6 +113,30 @@ def test_a_folder_of_another_run_is_refused_and_a_completed_run_kept(tmp_path: P
     assert start_or_resume(paths, first, fresh=False).completed
 
 
+def test_the_workflow_replaces_a_run_of_other_settings_and_resumes_its_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Snakemake's run rule could not pass --fresh: after a stopped run and a change of steps,
+    every rerun was refused ("holds another run ... pass --fresh") until the folder was removed
+    by hand. With ``replace_other`` (the rule's --replace-other) the other run is discarded
+    with a note; the same run still resumes and a completed one is kept."""
+    config = load_config(REPO / "config" / "config.yaml")
+    paths = RunPaths(tmp_path)
+    stopped = RunManifest.planned(paths.manifest, config, "fixed", 0, steps=250)
+    stopped.write()
+    (tmp_path / "resume.json").write_text("{}")
+    asked = RunManifest.planned(paths.manifest, config, "fixed", 0, steps=15)
+    start = start_or_resume(paths, asked, fresh=False, replace_other=True)
+    assert start.manifest is asked and not start.completed and start.resume is None
+    assert not (tmp_path / "resume.json").exists() and not paths.manifest.exists()
+    assert capsys.readouterr().err == (
+        f"note: {tmp_path}: held another run (steps_planned (was 250, now 15)); discarded it "
+        "(--replace-other)\n"
+    )
+    asked.finish("completed")
+    assert start_or_resume(paths, asked, fresh=False, replace_other=True).completed
+
+
 def test_credentials_are_filtered_by_name_and_by_shape() -> None:
     data = {
         "HF_TOKEN": "anything",

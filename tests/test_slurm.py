@@ -93,7 +93,11 @@ def test_a_failing_job_is_a_clear_failure_with_its_stderr(slurm: None, tmp_path:
         submit_batch(config, [spec], tmp_path / "jobs", "grpo-power-test", lambda _: None)
     message = str(error.value)
     assert "failed" in message and "tail of the job's stderr" in message
-    assert "arm 'hwcap' sets the GPU power limit through NVML" in message
+    # the first line says why, in the run's own words, and the state sacct has now (it said
+    # "failed (RUNNING): Job (task=0) failed during processing with trace:")
+    first = message.splitlines()[0]
+    assert "failed (FAILED): " in first, first
+    assert "arm 'hwcap' sets the GPU power limit through NVML" in first, first
 
 
 FAULT_STEPS = 16  # a tiny run of ~20 s of steps, checkpointed every 2
@@ -192,6 +196,92 @@ def test_plain_requeue_resumes_from_the_runs_own_checkpoint(slurm: None, tmp_pat
     assert attempts[0]["status"] in ("interrupted", "killed")
     assert attempts[1]["resumed_from_step"] >= 2
     assert "Calling checkpoint method" not in _submitit_log(out)
+
+
+def _squeue_state(job_id: str) -> str:
+    """A job's state as squeue has it now (empty once it has left the queue)."""
+    command = ["squeue", "-h", "-j", job_id, "-o", "%T"]
+    done = subprocess.run(command, capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+def test_a_suspended_job_is_waited_for_not_failed(slurm: None, tmp_path: Path) -> None:
+    """A site that preempts by suspending: submitit's ``done()`` counts SUSPENDED as done, so
+    the wait ended, ``result()`` failed ("job ... failed (SUSPENDED)") and the rule failed while
+    the job lived on, holding its run folder. The batch now waits through the suspension and
+    collects the run once it is resumed and completes."""
+    import threading
+
+    config, config_file = _slurm_config(tmp_path)
+    out = tmp_path / "run"
+    steps = FAULT_STEPS  # suspended as it starts (before its model is loaded)
+    specs = [run_spec(config, config_file, "threshold", 0, out, steps=steps)]
+    handles = start_batch(config, specs, out / "submitit", "grpo-power-tiny-threshold", print)
+    job = handles[0]
+    seen: list[str] = []
+
+    def suspend_then_resume() -> None:
+        deadline = time.monotonic() + 300
+        while _squeue_state(job.job_id) != "RUNNING" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        subprocess.run(["scontrol", "suspend", job.job_id], check=True)
+        try:
+            while job.state != "SUSPENDED" and time.monotonic() < deadline:
+                time.sleep(0.5)  # until the batch's own (submitit's) view says so
+            seen.append(job.state)
+            time.sleep(3.0)  # the batch polls it suspended (every launch.poll_s, 1 s)
+        finally:
+            subprocess.run(["scontrol", "resume", job.job_id], check=True)
+
+    thread = threading.Thread(target=suspend_then_resume)
+    thread.start()
+    lines: list[str] = []
+    try:
+        (manifest,) = wait_batch(config, specs, handles, lines.append)
+    finally:
+        thread.join()
+    assert seen == ["SUSPENDED"]
+    assert any(line.endswith(": SUSPENDED") for line in lines), lines
+    assert manifest["status"] == "completed" and manifest["steps_completed"] == steps
+
+
+def test_a_live_job_running_other_settings_is_refused_not_reattached(
+    slurm: None, tmp_path: Path
+) -> None:
+    """A job kept running (``launch.on_interrupt: keep``) with 250 steps was reattached to by
+    a restart asking for 15, and its 250-step run reported as the 15-step study's. A live job
+    whose command or settings differ is now refused, naming it and what differs."""
+    config, config_file = _slurm_config(tmp_path)
+    out = tmp_path / "run"
+    specs = [run_spec(config, config_file, "threshold", 0, out, steps=FAULT_STEPS)]
+    (job,) = start_batch(config, specs, out / "submitit", "grpo-power-tiny-threshold").values()
+    try:
+        deadline = time.monotonic() + 120
+        while _squeue_state(job.job_id) != "RUNNING" and time.monotonic() < deadline:
+            time.sleep(0.2)  # sacct knows it (a job submitted this second is UNKNOWN to it)
+        asked = [run_spec(config, config_file, "threshold", 0, out, steps=FAULT_STEPS + 1)]
+        with pytest.raises(JobFailed) as error:
+            start_batch(config, asked, out / "submitit", "grpo-power-tiny-threshold")
+        message = str(error.value)
+        assert f"job {job.job_id} (" in message and f"still runs {out} with" in message
+        assert f"--steps {FAULT_STEPS} (now {FAULT_STEPS + 1})" in message
+        assert f"scancel {job.job_id}" in message
+    finally:
+        job.cancel(check=False)
+
+
+def test_a_rejected_submission_names_what_was_asked_and_where(slurm: None, tmp_path: Path) -> None:
+    """sbatch's "Memory specification can not be satisfied" (or "Requested node configuration
+    is not available" for GPUs the cluster lacks) was passed on alone, naming no setting."""
+    config, config_file = _slurm_config(tmp_path)
+    config.launch.job.mem_gb = 5000
+    spec = run_spec(config, config_file, "fixed", 0, tmp_path / "run", steps=2)
+    with pytest.raises(JobFailed) as error:
+        start_batch(config, [spec], tmp_path / "jobs", "grpo-power-test", lambda _: None)
+    message = str(error.value)
+    assert message.startswith("could not submit 1 run(s): ") and "\n" not in message
+    assert f"asked for 1 GPU(s), 1 CPUs, 5000 GB, 15 min on partition {PARTITION}" in message
+    assert "(launch.job, run_sizes[tiny].job and launch.slurm_partition" in message
 
 
 # The README's commands for a longer run of one arm on the test cluster, with Ctrl-C's two modes.

@@ -1,6 +1,8 @@
 # Run: the GRPO runs of one size and arm, every seed (trace, step log, manifest per seed); on a
 # cluster one submitit job array over the seeds. The fixed-safe arm's static setting is
-# calibrated once per size before its runs, its candidates measured as one job array too.
+# calibrated once per size before its runs, its candidates measured as one job array too. A
+# run's folder is its output: a run of other settings found there (a stopped run, then a changed
+# config) is discarded with a note (--replace-other), where the same run resumes.
 # Both rules run GRPO on GPUs: they are local rules that submit GPU jobs and wait (Snakefile).
 
 
@@ -37,5 +39,5 @@ rule run:
     threads: submitter_threads()
     shell:
         "OMP_NUM_THREADS={threads} python -m grpo_power.cli run --size {wildcards.size:q} "
-        "--arm {wildcards.arm:q} {params.seeds:q} --out {params.out:q} "
+        "--arm {wildcards.arm:q} {params.seeds:q} --out {params.out:q} --replace-other "
         "--config {RESOLVED_CONFIG:q} > {log:q} 2>&1"

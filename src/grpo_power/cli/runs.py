@@ -131,6 +131,15 @@ def run(
             "--fresh", help="Discard an unfinished or other run in --out instead of resuming it."
         ),
     ] = False,
+    replace_other: Annotated[
+        bool,
+        typer.Option(
+            "--replace-other",
+            help="Discard a run of other settings in --out (a note says what differed) instead "
+            "of refusing it; the same run still resumes. The workflow's run rule passes it: its "
+            "folders are its outputs.",
+        ),
+    ] = False,
     config: ConfigOption = DEFAULT_CONFIG_PATH,
 ) -> None:
     """Stage 1: one GRPO run (size x arm x seed) with power telemetry, step log and manifest.
@@ -174,7 +183,10 @@ def run(
         if fresh:
             for folder in outs:
                 _clear(folder)
-        specs = [run_spec(cfg, config, arm, s, o) for s, o in zip(seeds, outs, strict=True)]
+        specs = [
+            run_spec(cfg, config, arm, s, o, replace_other=replace_other)
+            for s, o in zip(seeds, outs, strict=True)
+        ]
         # one run: its submitit folder is in the run folder; an array: beside the run folders
         jobs = outs[0] / "submitit" if len(outs) == 1 else outs[0].parent / f"submitit-{arm}"
         manifests = _submit(cfg, specs, jobs, arm)
@@ -187,7 +199,8 @@ def run(
         options = [str(arg) for name, v in given.items() if v is not None for arg in (name, v)]
         for s, folder in zip(seeds, outs, strict=True):
             command = [sys.executable, "-m", "grpo_power.cli", "run", "--arm", arm]
-            command += [*options, *(["--fresh"] if fresh else []), "--launcher", "direct"]
+            command += [*options, *(["--fresh"] if fresh else [])]
+            command += [*(["--replace-other"] if replace_other else []), "--launcher", "direct"]
             command += ["--seed", str(s), "--out", str(folder), "--config", str(config)]
             # a stop signal to this command reaches the seed running: it checkpoints, exits 75
             if (code := run_passing_stops(command)) != 0:
@@ -203,7 +216,14 @@ def run(
 
     controller = controller_for_arm(arm, cfg, cfg.layout.calibration(cfg.workload.size))
     result = run_grpo(
-        cfg, arm, seed, out, controller, show_progress=sys.stderr.isatty(), fresh=fresh
+        cfg,
+        arm,
+        seed,
+        out,
+        controller,
+        show_progress=sys.stderr.isatty(),
+        fresh=fresh,
+        replace_other=replace_other,
     )
     if process_ranks()[0] != 0:
         return

@@ -34,8 +34,10 @@ class JobResources(Strict):
     constraint: str | None = Field(None, description="Slurm node features (--constraint).")
     setup: list[str] | None = Field(
         None,
-        description="Shell lines run in the job before the run (module load, conda activate); "
-        "they replace, not extend, the level above.",
+        description="Shell lines run in the job before the run (module load, environment "
+        "variables); one that fails ends the job, naming it. The job runs the submitting "
+        "Python (submitit's), so activating another environment here does not change which "
+        "Python runs. They replace, not extend, the level above.",
     )
     additional_parameters: dict[str, str | int] | None = Field(
         None,

@@ -33,7 +33,7 @@ import hashlib
 import json
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -52,8 +52,10 @@ from grpo_power.launch.submit import (
     stderr_tail,
 )
 from grpo_power.signal_handlers import handling
-from grpo_power.workload.lock import lock_holder
-from grpo_power.workload.resume import RunPaths
+from grpo_power.workflow_params import RUN_SETTING_FIELDS, run_settings
+from grpo_power.workload.lock import RunLock, lock_holder
+from grpo_power.workload.manifest import RunManifest, first_difference
+from grpo_power.workload.resume import RunPaths, another_run
 
 JOB_RECORD = "job.json"
 # sacct/squeue states of a job that is queued or still running (it may still write its folder)
@@ -74,13 +76,17 @@ class RunsInterrupted(RuntimeError):
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One run of a batch: a label for the log, its ``grpo-power run`` command, its folder and
-    the config file the command reads."""
+    """One run of a batch: a label for the log, its ``grpo-power run`` command, its folder, the
+    config file the command reads and the settings its results depend on
+    (:func:`~grpo_power.workflow_params.run_settings`)."""
 
     label: str
     command: list[str]
     folder: Path
     config_file: Path
+    settings: str
+    planned: RunManifest  # the manifest the run starts with: what its folder's must match
+    replace_other: bool = False  # a run of other settings in the folder is discarded, not refused
 
 
 def run_spec(
@@ -91,12 +97,21 @@ def run_spec(
     out: Path,
     steps: int | None = None,
     label: str | None = None,
+    replace_other: bool = False,
 ) -> RunSpec:
     """The spec of one run of ``config.workload`` (its size, fixed setting, steps)."""
     out = Path(out).resolve()
     label = label or f"{config.workload.size}/{arm}/seed{seed}"
-    command = run_command(config, config_file, arm, seed, out, steps)
-    return RunSpec(label, command, out, Path(config_file).resolve())
+    command = run_command(config, config_file, arm, seed, out, steps, replace_other)
+    return RunSpec(
+        label,
+        command,
+        out,
+        Path(config_file).resolve(),
+        run_settings(config, arm),
+        RunManifest.planned(RunPaths(out).manifest, config, arm, seed, steps),
+        replace_other,
+    )
 
 
 def _job_record(folder: Path) -> dict[str, Any] | None:
@@ -122,6 +137,13 @@ def live_job(folder: Path) -> submitit.Job | None:
     return job if job.state in LIVE_STATES else None
 
 
+def _finished(job: submitit.Job) -> bool:
+    """Whether ``job`` has ended: submitit's ``done()`` counts a SUSPENDED job (or one held,
+    configuring, resizing, ...) as done, whose ``result()`` then failed while the job lived on
+    and held its run folder; such a job is waited for."""
+    return job.done() and job.state not in LIVE_STATES
+
+
 def _config_sha256(spec: RunSpec) -> str | None:
     try:
         return hashlib.sha256(spec.config_file.read_bytes()).hexdigest()
@@ -141,9 +163,35 @@ def _record(spec: RunSpec, job: submitit.Job, cluster: str, folder: Path) -> Non
             "label": spec.label,
             "command": spec.command,
             "config_sha256": _config_sha256(spec),
+            "settings": spec.settings,
             "collected": False,
         },
     )
+
+
+def other_work(spec: RunSpec) -> str | None:
+    """What differs between the run ``spec`` asks for and the one the job recorded in its folder
+    (``job.json``) was submitted for: the first argument of its command, else the first setting
+    its results depend on (a record without them: its config file's digest); None: the same."""
+    record = _job_record(spec.folder) or {}
+    command = record.get("command")
+    if isinstance(command, list) and command != spec.command:
+        for i, (was, now) in enumerate(zip(command, spec.command, strict=False)):
+            if was != now:
+                option = f"{command[i - 1]} " if i and command[i - 1].startswith("--") else ""
+                return f"{option}{was} (now {now})"
+        return f"the command {' '.join(command)} (now {' '.join(spec.command)})"
+    settings = record.get("settings")
+    if isinstance(settings, str):
+        was, now = json.loads(settings), json.loads(spec.settings)
+        for key in sorted(was.keys() | now.keys()):
+            where = f"config.{RUN_SETTING_FIELDS.get(key, key)}"
+            if found := first_difference(was.get(key), now.get(key), where):
+                return found
+        return None
+    if "config_sha256" in record and record["config_sha256"] != _config_sha256(spec):
+        return f"another config ({spec.config_file} has changed since)"
+    return None
 
 
 def _uncollected_record(spec: RunSpec) -> dict[str, Any] | None:
@@ -221,6 +269,62 @@ def _stop(signum: int, frame: FrameType | None) -> None:
     raise _Stop(signal.Signals(signum).name)
 
 
+def _asked(config: Config) -> str:
+    """What a GPU job of ``config.workload.size`` asks Slurm for, with the settings that say
+    so (a rejection by sbatch names none of them)."""
+    size = config.workload.size
+    job = config.job_resources(size)
+    gpus = f"{job.gpus} GPU(s)" + (f" of type {job.gpu_type}" if job.gpu_type else "")
+    parts = [gpus] + [
+        text
+        for value, text in (
+            (job.cpus_per_task, f"{job.cpus_per_task} CPUs"),
+            (job.mem_gb, f"{job.mem_gb:g} GB"),
+            (job.timeout_min, f"{job.timeout_min} min"),
+            (job.qos, f"qos {job.qos}"),
+            (job.constraint, f"constraint {job.constraint}"),
+        )
+        if value
+    ]
+    where = ", ".join(
+        f"{name} {value}"
+        for name, value in (
+            ("partition", config.launch.slurm_partition),
+            ("account", config.launch.slurm_account),
+        )
+        if value
+    )
+    return (
+        f"{', '.join(parts)}{f' on {where}' if where else ''} (launch.job, run_sizes[{size}].job "
+        "and launch.slurm_partition / slurm_account)"
+    )
+
+
+def _check_other_run(spec: RunSpec, log: Log) -> None:
+    """Before anything is queued: a folder holding another run (completed or not) is refused
+    as the run itself would refuse it, in one line naming what differs, or with
+    ``spec.replace_other`` cleared with a note (a completed run of other settings was taken
+    for this one, and an unfinished one was found only by the job, after its queue wait).
+
+    Raises:
+        JobFailed: the folder holds another run, or a manifest that cannot be read.
+    """
+    paths = RunPaths(spec.folder)
+    try:
+        old = RunManifest.read(paths.manifest)
+        difference = None if old is None else old.same_run(spec.planned)
+    except ValueError as error:  # an unreadable manifest or recorded config
+        raise JobFailed(f"{spec.label}: {error}") from None
+    if difference is None:
+        return
+    if not spec.replace_other:
+        raise JobFailed(another_run(spec.folder, difference))
+    log(f"{spec.label}: {spec.folder} held another run ({difference}); discarded it")
+    with RunLock(spec.folder):
+        paths.clear()
+    (spec.folder / JOB_RECORD).unlink(missing_ok=True)
+
+
 def start_batch(
     config: Config, specs: Sequence[RunSpec], submitit_folder: Path, name: str, log: Log = print
 ) -> dict[int, Any]:
@@ -232,11 +336,20 @@ def start_batch(
     handles: dict[int, Any] = {}
     pending: list[int] = []
     for index, spec in enumerate(specs):
+        job = live_job(spec.folder)
+        if job is not None and (other := other_work(spec)) is not None:
+            raise JobFailed(  # its run is not the one asked for, and it still writes the folder
+                f"{spec.label}: job {job.job_id} ({job.state}) still runs {spec.folder} with "
+                f"{other}; wait for it to end or cancel it (scancel {job.job_id}), then run "
+                "this again"
+            )
+        if job is None:
+            _check_other_run(spec, log)
         manifest = _restore_uncollected(spec, log)
         if manifest is not None:
             log(f"{spec.label}: already completed in {spec.folder}")
             handles[index] = manifest
-        elif (job := live_job(spec.folder)) is not None:
+        elif job is not None:
             log(f"{spec.label}: reattached to job {job.job_id} ({job.state})")
             handles[index] = job
         else:
@@ -262,7 +375,10 @@ def start_batch(
                 runner, [s.command for s in chosen], [s.folder for s in chosen]
             )
     except submitit.core.utils.FailedJobError as error:
-        raise JobFailed(f"could not submit {len(pending)} run(s): {error}") from None
+        raise JobFailed(
+            f"could not submit {len(pending)} run(s): {' '.join(str(error).split())}; "
+            f"asked for {_asked(config)}"
+        ) from None
     kind = "a job array" if len(jobs) > 1 else "a job"
     log(f"submitted {len(jobs)} run(s) as {kind} ({cluster})")
     for index, job in zip(pending, jobs, strict=True):
@@ -272,13 +388,64 @@ def start_batch(
     return handles
 
 
+def _refresh(jobs: Iterable[submitit.Job]) -> None:
+    """Ask the cluster for the jobs' states now, once for all (one ``sacct``): submitit's own
+    view is refreshed ever less often as its jobs age (every half their age, up to 10 min), so a
+    job that had ended was noticed minutes late. A job submitit has set aside as finished in a
+    state that is not (SUSPENDED: submitit 1.5.4 asks no more about it, so its resumption was
+    never seen) is asked about again. Where the cluster does not answer, the cached view
+    stands."""
+    watchers = {}
+    for job in jobs:
+        watcher = getattr(job, "watcher", None)
+        if watcher is None:
+            continue
+        watchers[id(watcher)] = watcher
+        if job.state in LIVE_STATES:
+            getattr(watcher, "_finished", set()).discard(job.job_id)
+    for watcher in watchers.values():
+        try:
+            watcher.update()
+        except Exception:  # a local job's watcher has none; sacct failing: the cached view
+            continue
+
+
+def _state_now(job: submitit.Job) -> str:
+    """``job``'s state asked of the cluster now (its ``state`` is submitit's cached view, which
+    said RUNNING for a job sacct had FAILED)."""
+    try:
+        return str(job.watcher.get_state(job.job_id, mode="force"))
+    except Exception:  # a local job's watcher, or the cluster not answering: the cached view
+        return job.state
+
+
+def _reason(error: Exception, stderr: str) -> str:
+    """Why a job failed, in one line: the run's own ``error: ...`` line on its stderr, else
+    submitit's account up to the error stream it quotes (``... has not produced any output
+    (state: FAILED)``; its first line named only the result file), else its last line (a
+    traceback's exception)."""
+    own = [line for line in stderr.splitlines() if line.startswith("error: ")]
+    if own:
+        return own[-1].removeprefix("error: ")
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    head = []
+    for line in lines:
+        if line.startswith(("Error stream", "----")):
+            break
+        head.append(line)
+    if len(head) > 1 or not lines:
+        return " ".join(head)
+    return lines[-1]
+
+
 def _outcome(job: submitit.Job) -> tuple[Any, str | None]:
     try:
         return job.result(), None
     except Exception as error:  # submitit raises FailedJobError / UncompletedJobError
+        tail = stderr_tail(job)
         return None, (
-            f"job {job.job_id} failed ({job.state}): {str(error).splitlines()[0]}\n"
-            f"--- tail of the job's stderr ---\n{stderr_tail(job)}"
+            f"job {job.job_id} failed ({_state_now(job)}): {_reason(error, tail)}\n"
+            f"--- tail of the job's stderr ---\n{tail}"
         )
 
 
@@ -296,12 +463,13 @@ def wait_batch(
     try:
         with handling((signal.SIGINT, signal.SIGTERM), _stop):
             while True:
+                _refresh(jobs.values())
                 for index, job in jobs.items():
                     state = job.state
                     if state != states.get(index):
                         log(f"{specs[index].label}: job {job.job_id}: {state}")
                         states[index] = state
-                if all(job.done() for job in jobs.values()):
+                if all(_finished(job) for job in jobs.values()):
                     break
                 time.sleep(config.launch.poll_s)
     except (_Stop, KeyboardInterrupt) as stop:
@@ -322,7 +490,7 @@ def _interrupted(
     config: Config, specs: Sequence[RunSpec], jobs: dict[int, submitit.Job], name: str, log: Log
 ) -> None:
     """Cancel (or keep) the batch's unfinished jobs, then raise :class:`RunsInterrupted`."""
-    live = {i: job for i, job in jobs.items() if not job.done()}
+    live = {i: job for i, job in jobs.items() if not _finished(job)}
     ids = ", ".join(job.job_id for job in live.values()) or "none"
     if config.launch.on_interrupt == "keep":
         raise RunsInterrupted(

@@ -15,6 +15,7 @@ last checkpoint (see :mod:`grpo_power.workload.resume`).
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import signal
 import subprocess
@@ -92,6 +93,14 @@ class RunJob(Checkpointable):
         return {"grace_s": self.grace_s, "_process": None}
 
 
+def checked_setup_line(line: str) -> str:
+    """A ``launch.job.setup`` line as the job script runs it: one that fails ends the job with
+    a line saying which (``module load`` of a missing module, a missing file to ``source``
+    were ignored, and the run went on in an environment without them)."""
+    quoted = shlex.quote(f"error: launch.job.setup: `{line}` failed")
+    return f'{{ {line}\n}} || {{ status=$?; echo {quoted}" (exit $status)" >&2; exit 1; }}'
+
+
 def resolve_cluster(launch: LaunchConfig) -> str:
     """``slurm`` when asked, or when ``auto`` finds ``sbatch``; else ``local`` (or ``debug``)."""
     if launch.cluster != "auto":
@@ -127,7 +136,7 @@ def make_executor(config: Config, folder: Path, name: str) -> submitit.AutoExecu
             "account": launch.slurm_account,
             "qos": resources.qos,
             "constraint": resources.constraint,
-            "setup": resources.setup,
+            "setup": [checked_setup_line(line) for line in resources.setup or ()] or None,
             "array_parallelism": launch.array_parallelism,
             # a requeued job appends to its logs, so every attempt's output is kept
             "additional_parameters": {
@@ -141,11 +150,18 @@ def make_executor(config: Config, folder: Path, name: str) -> submitit.AutoExecu
 
 
 def run_command(
-    config: Config, config_file: Path, arm: str, seed: int, out: Path, steps: int | None = None
+    config: Config,
+    config_file: Path,
+    arm: str,
+    seed: int,
+    out: Path,
+    steps: int | None = None,
+    replace_other: bool = False,
 ) -> list[str]:
     """The ``grpo-power run`` argument list a job executes (direct launcher inside the job).
 
-    The fixed arm's setting (``workload.concurrency`` and ``max_new_tokens``) travels with it.
+    The fixed arm's setting (``workload.concurrency`` and ``max_new_tokens``) travels with it,
+    and ``--replace-other`` where the run replaces a run of other settings in its folder.
     """
     return [
         sys.executable, "-m", "grpo_power.cli", "run",
@@ -154,6 +170,7 @@ def run_command(
         "--concurrency", str(config.workload.concurrency),
         "--max-new-tokens", str(config.workload.max_new_tokens),
         "--out", str(out), "--config", str(Path(config_file).resolve()), "--launcher", "direct",
+        *(["--replace-other"] if replace_other else []),
     ]  # fmt: skip
 
 

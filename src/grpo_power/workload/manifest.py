@@ -59,6 +59,11 @@ def checkpoint_identity(model_path: str | None) -> dict[str, Any] | None:
     }
 
 
+def run_id_of(config: Config, arm: str, seed: int) -> str:
+    """A run's id in its trace, step log and manifest: ``<size>-<arm>-seed<seed>``."""
+    return f"{config.workload.size}-{arm}-seed{seed}"
+
+
 def package_versions() -> dict[str, str | None]:
     """Installed versions of the packages a run depends on (None: not installed)."""
     versions: dict[str, str | None] = {}
@@ -75,11 +80,11 @@ def unfinished_path(path: Path) -> Path:
     return path.with_name(path.name + ".partial")
 
 
-def _first_difference(old: Any, new: Any, where: str) -> str | None:
+def first_difference(old: Any, new: Any, where: str) -> str | None:
     """The dotted path of the first value that differs between two JSON-like values."""
     if isinstance(old, dict) and isinstance(new, dict):
         for key in sorted(set(old) | set(new)):
-            found = _first_difference(old.get(key), new.get(key), f"{where}.{key}")
+            found = first_difference(old.get(key), new.get(key), f"{where}.{key}")
             if found:
                 return found
         return None
@@ -133,6 +138,21 @@ class RunManifest:
         data.setdefault("attempts", [])
         return cls(path, data)
 
+    @classmethod
+    def planned(
+        cls, path: Path, config: Config, arm: str, seed: int, steps: int | None = None
+    ) -> RunManifest:
+        """The manifest a run of ``arm`` and ``seed`` under ``config`` starts with (``steps``:
+        ``workload.steps`` when None): what a run folder's must match to be this run, on the
+        host that runs it or the one that submits it."""
+        simulated = config.telemetry.source == "simulated"
+        extra = {
+            "run_id": run_id_of(config, arm, seed),
+            "steps_planned": steps or config.workload.steps,
+            "power": "simulated" if simulated else "nvml",
+        }
+        return cls.create(path, config, arm, seed, extra)
+
     def run_settings(self) -> dict[str, Any]:
         """The settings this run's results depend on, from the config it records: the same
         :func:`~grpo_power.workflow_params.run_settings` as the run rule's params.
@@ -151,13 +171,13 @@ class RunManifest:
         result depends on (``report.dpi``, ``launch``, ``workload.checkpoint_every_steps``) may
         change between attempts."""
         for name in IDENTITY_FIELDS:
-            found = _first_difference(self.data.get(name), other.data.get(name), name)
+            found = first_difference(self.data.get(name), other.data.get(name), name)
             if found:
                 return found
         old, new = self.run_settings(), other.run_settings()
         for key in sorted(old.keys() | new.keys()):
             where = f"config.{RUN_SETTING_FIELDS.get(key, key)}"
-            found = _first_difference(old.get(key), new.get(key), where)
+            found = first_difference(old.get(key), new.get(key), where)
             if found:
                 return found
         return None

@@ -31,6 +31,7 @@ import json
 import os
 import shutil
 import signal
+import sys
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -240,27 +241,41 @@ def _trace_end(paths: RunPaths) -> tuple[float | None, dict[int, float]]:
     return float(samples["t"].max()), {int(gpu): float(j) for gpu, j in energy.items()}
 
 
-def start_or_resume(paths: RunPaths, new: RunManifest, fresh: bool) -> RunStart:
+def another_run(folder: Path, difference: str) -> str:
+    """The one-line refusal of a run folder that holds another run."""
+    return (
+        f"{folder}: holds another run ({difference}); pass --fresh to discard it or choose "
+        "another --out"
+    )
+
+
+def start_or_resume(
+    paths: RunPaths, new: RunManifest, fresh: bool, replace_other: bool = False
+) -> RunStart:
     """Prepare the run folder for an attempt of the run ``new`` describes.
 
     An empty folder, or ``fresh``, starts the run from scratch (earlier files are removed). A
     folder holding an unfinished attempt of the same run resumes it; one holding the same run,
-    completed, needs nothing.
+    completed, needs nothing; one holding another run is refused, or with ``replace_other``
+    (what the workflow's run rule asks: its folder is its output) discarded with a note.
 
     Raises:
         ValueError: the folder holds another run (the message names the first field that
             differs), or its manifest or resume point is unreadable.
     """
     old = None if fresh else RunManifest.read(paths.manifest)
-    if old is None:
+    difference = None if old is None else old.same_run(new)
+    if difference and replace_other:
+        print(
+            f"note: {paths.folder}: held another run ({difference}); discarded it "
+            "(--replace-other)",
+            file=sys.stderr,
+        )
+    elif difference:
+        raise ValueError(another_run(paths.folder, difference))
+    if old is None or difference:
         paths.clear()
         return RunStart(new, None, [], None, {}, completed=False)
-    difference = old.same_run(new)
-    if difference:
-        raise ValueError(
-            f"{paths.folder}: holds another run ({difference}); pass --fresh to discard it or "
-            "choose another --out"
-        )
     if old.data["status"] == "completed":
         paths.remove_checkpoints()  # in case the last attempt was killed before it did
         return RunStart(old, None, [], None, {}, completed=True)

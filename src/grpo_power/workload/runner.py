@@ -41,7 +41,7 @@ from grpo_power.workload.distributed import process_ranks
 from grpo_power.workload.failsafe import failsafe_action
 from grpo_power.workload.hook import ControllerCallback
 from grpo_power.workload.lock import RunLock
-from grpo_power.workload.manifest import RunManifest
+from grpo_power.workload.manifest import RunManifest, run_id_of
 from grpo_power.workload.models import check_runs_on, load_model
 from grpo_power.workload.resume import (
     ResumePoint,
@@ -128,11 +128,13 @@ def run_grpo(
     steps: int | None = None,
     show_progress: bool = True,
     fresh: bool = False,
+    replace_other: bool = False,
 ) -> RunResult:
     """Run GRPO under ``controller`` while sampling power; write trace, step log and manifest.
 
     A folder holding an unfinished attempt of the same run is resumed from its last checkpoint
-    (``fresh`` discards it instead); one holding the same run, completed, is left as it is. A
+    (``fresh`` discards it instead); one holding the same run, completed, is left as it is; one
+    holding another run is refused, or discarded with ``replace_other`` (the workflow's). A
     stop signal ends the run after the current step with a checkpoint (status ``interrupted``).
     The sampler runs on local rank 0 of each node, for that node's GPUs; the folder, step log
     and manifest are handled by the main process, which holds the folder's lock.
@@ -144,23 +146,13 @@ def run_grpo(
     paths = RunPaths(Path(out))
     paths.folder.mkdir(parents=True, exist_ok=True)
     steps = steps or config.workload.steps
-    run_id = f"{config.workload.size}-{arm}-seed{seed}"
+    run_id = run_id_of(config, arm, seed)
     simulated = config.telemetry.source == "simulated"
 
     start = elapsed_s = None
     if is_main:
-        new = RunManifest.create(
-            paths.manifest,
-            config,
-            arm,
-            seed,
-            {
-                "run_id": run_id,
-                "steps_planned": steps,
-                "power": "simulated" if simulated else "nvml",
-            },
-        )
-        start = start_or_resume(paths, new, fresh)
+        new = RunManifest.planned(paths.manifest, config, arm, seed, steps)
+        start = start_or_resume(paths, new, fresh, replace_other)
         if start.completed:
             return _result(paths, start.manifest)
         # The trace's clock runs on across attempts: t is seconds since the run first started,
