@@ -160,6 +160,7 @@ def train(
     from grpo_power.sim.calibration import calibration_for
 
     config.sim.deployment(deployment)  # a clear error for an unknown name
+    calibration = calibration_for(config, calibration_path)
     rows = read_authority(authority_path)
     try:  # the table's space, before the hardware tier is tuned or anything is trained
         ControlSpace.from_authority(rows, deployment, config.workload)
@@ -167,7 +168,7 @@ def train(
         raise ValueError(f"{authority_path}: {error}") from None
     return train_controller(
         config,
-        calibration_for(config, calibration_path),
+        calibration,
         deployment,
         rows,
         out,
