@@ -382,8 +382,9 @@ app()
 
 def test_a_command_stopped_by_sigterm_removes_what_it_built_aside(tmp_path: Path) -> None:
     """Slurm's scancel, or Snakemake stopping its jobs, sends SIGTERM: the default action ended
-    the process at once and left the folder being built (``.<name>-XXXX``) beside its final
-    name. A command of this command line now unwinds, removing it, and exits 143 (128 + 15)."""
+    the process at once and left the folder being built (``.<name>-<random suffix>``) beside
+    its final name. A command of this command line now unwinds, removing it, and exits 143
+    (128 + 15)."""
     import signal
 
     script = tmp_path / "stop.py"
