@@ -169,7 +169,7 @@ def _record(spec: RunSpec, job: submitit.Job, cluster: str, folder: Path) -> Non
     )
 
 
-def other_work(spec: RunSpec) -> str | None:
+def _other_work(spec: RunSpec) -> str | None:
     """What differs between the run ``spec`` asks for and the one the job recorded in its folder
     (``job.json``) was submitted for: the first argument of its command, else the first setting
     its results depend on (a record without them: its config file's digest); None: the same."""
@@ -337,7 +337,7 @@ def start_batch(
     pending: list[int] = []
     for index, spec in enumerate(specs):
         job = live_job(spec.folder)
-        if job is not None and (other := other_work(spec)) is not None:
+        if job is not None and (other := _other_work(spec)) is not None:
             raise JobFailed(  # its run is not the one asked for, and it still writes the folder
                 f"{spec.label}: job {job.job_id} ({job.state}) still runs {spec.folder} with "
                 f"{other}; wait for it to end or cancel it (scancel {job.job_id}), then run "
@@ -391,10 +391,11 @@ def start_batch(
 def _refresh(jobs: Iterable[submitit.Job]) -> None:
     """Ask the cluster for the jobs' states now, once for all (one ``sacct``): submitit's own
     view is refreshed ever less often as its jobs age (every half their age, up to 10 min), so a
-    job that had ended was noticed minutes late. A job submitit has set aside as finished in a
-    state that is not (SUSPENDED: submitit 1.5.4 asks no more about it, so its resumption was
-    never seen) is asked about again. Where the cluster does not answer, the cached view
-    stands."""
+    job that had ended was noticed minutes late, and a failure named a state sacct had left
+    ("failed (RUNNING)"); the outcome now reads this poll's state. A job submitit has set aside
+    as finished in a state that is not (SUSPENDED: submitit 1.5.4 asks no more about it, so its
+    resumption was never seen) is asked about again. Where the cluster does not answer, the
+    cached view stands."""
     watchers = {}
     for job in jobs:
         watcher = getattr(job, "watcher", None)
@@ -408,15 +409,6 @@ def _refresh(jobs: Iterable[submitit.Job]) -> None:
             watcher.update()
         except Exception:  # a local job's watcher has none; sacct failing: the cached view
             continue
-
-
-def _state_now(job: submitit.Job) -> str:
-    """``job``'s state asked of the cluster now (its ``state`` is submitit's cached view, which
-    said RUNNING for a job sacct had FAILED)."""
-    try:
-        return str(job.watcher.get_state(job.job_id, mode="force"))
-    except Exception:  # a local job's watcher, or the cluster not answering: the cached view
-        return job.state
 
 
 def _reason(error: Exception, stderr: str) -> str:
@@ -444,7 +436,7 @@ def _outcome(job: submitit.Job) -> tuple[Any, str | None]:
     except Exception as error:  # submitit raises FailedJobError / UncompletedJobError
         tail = stderr_tail(job)
         return None, (
-            f"job {job.job_id} failed ({_state_now(job)}): {_reason(error, tail)}\n"
+            f"job {job.job_id} failed ({job.state}): {_reason(error, tail)}\n"
             f"--- tail of the job's stderr ---\n{tail}"
         )
 

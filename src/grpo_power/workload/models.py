@@ -185,7 +185,7 @@ def check_checkpoint(model_path: str, completion_tokens: int = 0) -> None:
             f"tokens, got {vocab}"
         )
     context = next((getattr(config, f) for f in CONTEXT_FIELDS if hasattr(config, f)), None)
-    prompt = longest_prompt_tokens(tokenizer)
+    prompt = longest_prompt_tokens(tokenizer) if isinstance(context, int) else 0
     if isinstance(context, int) and context < prompt + completion_tokens:
         raise ValueError(
             f"{where}: expected a context of at least {prompt + completion_tokens} tokens (the "
