@@ -64,6 +64,7 @@ def read_targets(layout: ResultsLayout) -> dict[str, Any]:
             {
                 "scenario": name,
                 **row,
+                "reachable": row.get("reachable") is not False,  # missing: an older table
                 "within_budget": bool(within[row["deployment"], row["controller"]]),
             }
             for row in rows.to_dict(orient="records")
@@ -75,7 +76,20 @@ def read_targets(layout: ResultsLayout) -> dict[str, Any]:
         }
     out["targets_met"] = int(sum(bool(t["met"]) for t in out["targets"]))
     out["targets_total"] = len(out["targets"])
+    out["targets_beyond_oracle"] = int(
+        sum(not t["met"] and not t["reachable"] for t in out["targets"])
+    )
     return out
+
+
+def _beyond(target: dict[str, Any]) -> str:
+    """For a target its arm's oracle misses too, what the oracle makes; else nothing."""
+    if target["reachable"]:
+        return ""
+    return (
+        f"; its oracle makes {target['oracle_value']:.1f} % of {target['base']}: the target "
+        "lies beyond the limit itself"
+    )
 
 
 def missed_targets(targets: dict[str, Any]) -> list[str]:
@@ -83,7 +97,8 @@ def missed_targets(targets: dict[str, Any]) -> list[str]:
     return [
         f"{t['comparison']} ({t['target']}) on {t['scenario']}, {t['deployment']}, "
         f"{t['controller']}: {t['value']:.1f} % [{t['ci_low']:.1f}, {t['ci_high']:.1f}] of "
-        f"{t['base']}{'' if t['within_budget'] else ', controller over the budget'} (SIMULATED)"
+        f"{t['base']}{'' if t['within_budget'] else ', controller over the budget'}"
+        f"{_beyond(t)} (SIMULATED)"
         for t in targets.get("targets", [])
         if not t["met"]
     ]
@@ -104,3 +119,8 @@ def print_targets(targets: dict[str, Any]) -> None:
             f"{'met' if t['met'] else 'MISSED'}"
         )
     print(f"targets met: {targets['targets_met']} of {targets['targets_total']} (SIMULATED)")
+    if targets["targets_beyond_oracle"]:
+        print(
+            f"of the missed, {targets['targets_beyond_oracle']} lie beyond what the arm's oracle "
+            "reaches (SIMULATED)"
+        )

@@ -180,8 +180,55 @@ def test_budget_targets_rank_only_within_the_budget():
     assert t.loc[("ppo", "budget_share_of_oracle"), "met"]
     assert not t.loc[("ppo-loud", "budget_vs_best_peer"), "met"]  # outside the budget
     assert not t.loc[("ppo-loud", "budget_share_of_oracle"), "met"]
+    assert t.loc[("ppo", "budget_vs_best_peer"), "oracle_value"] == pytest.approx(110.0)
+    assert t.loc[("ppo", "budget_vs_best_peer"), "reachable"]
     changing = budget_targets(metrics, summary, infos, 0.95, ["ppo"], changing=True)
     assert not changing.set_index("comparison").loc["budget_vs_best_peer", "met"]  # < 110 %
+
+
+def test_a_target_beyond_the_oracle_is_said_so():
+    """In a changing-workload scenario the target is 110 % of the best peer within the budget;
+    where the oracle itself makes only 105 % of that peer, the row says the target lies beyond
+    the limit (`reachable` false, the oracle's share in the table), and a controller at 104 %
+    misses it; at 112 % of the peer the oracle leaves the target within reach."""
+    for oracle_out, reachable in ((105.0, False), (112.0, True)):
+        rows = [
+            {
+                "deployment": "72b",
+                "arm": arm,
+                "seed": seed,
+                "violation_rate": 0.01,
+                "breaker_excess_w": -5.0,
+                "output_tokens": out + 0.1 * seed,
+                **{m: 1.0 for m in ("exceedance", "breaker_exceedance", "throughput")},
+                **{m: 1.0 for m in ("tokens_per_mj", "mean_power_w")},
+                **{m: 1.0 for m in ("mean_concurrency", "mean_max_new_tokens")},
+            }
+            for seed in range(5)
+            for arm, out in (("fixed", 100.0), ("oracle", oracle_out), ("ppo", 104.0))
+        ]
+        metrics = pd.DataFrame(rows)
+        summary = summarize(metrics, 0.95, ObjectiveConfig())
+        infos = {
+            "72b": {
+                "gpus": 4,
+                "cap_w": 220.0,
+                "budget_s": 3600.0,
+                "seeds": list(range(5)),
+                "arms": {
+                    "fixed": {"concurrency": 32, "max_new_tokens": 32},
+                    "ppo": {"actuators": ["concurrency"]},
+                    "oracle": {"feasible": True, "concurrency": 32, "max_new_tokens": 40},
+                },
+            }
+        }
+        table = budget_targets(metrics, summary, infos, 0.95, ["ppo"], changing=True)
+        peer = table.set_index("comparison").loc["budget_vs_best_peer"]
+        assert peer["base"] == "fixed" and not peer["met"]
+        assert peer["oracle_value"] == pytest.approx(100 * (oracle_out + 0.2) / 100.2)
+        assert peer["reachable"] == reachable
+        text = markdown_table(summary, table, infos, 0.95, 0.5)
+        assert ("(its oracle: 105.0 %, short of the target too)" in text) == (not reachable)
 
 
 # --------------------------------------------------------------------------------------------

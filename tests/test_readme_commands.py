@@ -243,6 +243,10 @@ def test_readme_local_commands(tmp_path: Path) -> None:
     assert ("benchmark target(s) missed" in said) == (len(missed) > 0)
     for row in missed.itertuples():
         assert f"on {row.scenario}, {row.deployment}, {row.controller}: " in said
+    # a missed target its arm's oracle misses too is said to lie beyond the limit
+    beyond = missed[~missed["reachable"].astype(bool)]
+    assert said.count("the target lies beyond the limit itself") == len(beyond)
+    assert targets["oracle_value"].notna().any()
 
 
 def _sacct_rows(since: str) -> list[list[str]]:

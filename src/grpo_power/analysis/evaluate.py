@@ -304,9 +304,15 @@ def markdown_table(
                     if math.isfinite(over) and math.isfinite(of) and over < of
                     else ""
                 )
+                reach = r.get("oracle_value", math.nan)
+                beyond = (
+                    f" (its oracle: {_fmt(reach)} %, short of the target too)"
+                    if isinstance(reach, float) and math.isfinite(reach) and not r["reachable"]
+                    else ""
+                )
                 lines.append(
                     f"| {r['controller']} | {r['comparison']} | {_fmt(r['value'])} {r['unit']}"
-                    f"{fewer} | "
+                    f"{fewer}{beyond} | "
                     f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}] | {r['target']} | "
                     f"{'yes' if r['met'] else 'NO'} | {study} |"
                 )

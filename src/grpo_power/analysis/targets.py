@@ -10,7 +10,9 @@ ratio is paired) and gives each ratio with a two-sided Student-t interval over s
   (the joint target);
 - :func:`budget_targets`: the targets under the objective (``analysis/objective.py``): output
   against the arm's oracle and against the best classic peer (:data:`PEERS`) within the
-  violation budget, the controller within it too.
+  violation budget, the controller within it too. A row against the peer carries the oracle's
+  own share of that peer (``oracle_value``), the limit the arms are compared with: where it
+  misses the target too (``reachable`` false), the target lies beyond that limit.
 
 Rows go to ``ratios.csv``; every number is simulated and labelled so.
 """
@@ -232,7 +234,10 @@ def budget_targets(
     - ``budget_share_of_oracle``: output >= 95 % of its oracle's (``oracle``, or
       ``oracle+hwcap`` for an arm of the hardware tier), the controller within the budget;
     - ``budget_vs_best_peer``: output >= 100 % (110 % in a changing-workload or cap-schedule
-      scenario) of the best classic peer within the budget, the controller within it too.
+      scenario) of the best classic peer within the budget, the controller within it too; the
+      row's ``oracle_value`` is the controller's oracle's own share of that peer (mean over the
+      seeds, %) and ``reachable`` whether that share meets the target (where it does not, the
+      target lies beyond the limit the arms are compared with).
 
     A controller whose oracle found the cap infeasible gets no target rows (the table gives the
     verdict instead)."""
@@ -268,20 +273,24 @@ def budget_targets(
             within = bool(arms.loc[controller, "within_budget"])
             if own in arms.index:
                 v = mean_ci(_paired(group, controller, own, "output_tokens", "share"), confidence)
-                rows.append(
-                    _ratio_row(
-                        deployment,
-                        controller,
-                        oracle,
-                        v,
-                        within and math.isfinite(v[0]) and oracle.passes(v[0]),
-                        own,
-                    )
+                row = _ratio_row(
+                    deployment,
+                    controller,
+                    oracle,
+                    v,
+                    within and math.isfinite(v[0]) and oracle.passes(v[0]),
+                    own,
                 )
+                rows.append(row | {"oracle_value": 100.0, "reachable": True})
+            reach = float("nan")
             if best is not None:
                 v = mean_ci(_paired(group, controller, best, "output_tokens", "share"), confidence)
                 met = within and math.isfinite(v[0]) and peer.passes(v[0])
+                if own in arms.index:
+                    reach = float(np.mean(_paired(group, own, best, "output_tokens", "share")))
             else:
                 v, met = (float("nan"),) * 3, within
-            rows.append(_ratio_row(deployment, controller, peer, v, met, best or "none"))
+            row = _ratio_row(deployment, controller, peer, v, met, best or "none")
+            reachable = not math.isfinite(reach) or peer.passes(reach)
+            rows.append(row | {"oracle_value": reach, "reachable": reachable})
     return pd.DataFrame(rows)
