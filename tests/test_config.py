@@ -133,6 +133,21 @@ def test_unreadable_and_malformed_files_name_the_file(tmp_path: Path) -> None:
         load_config(listed)
 
 
+def test_an_exponent_yaml_reads_as_text_says_how_to_write_it(tmp_path: Path) -> None:
+    """YAML 1.1 (PyYAML, Snakemake's reader) takes `1e5` for text, which an integer field
+    refuses as "unable to parse string as an integer" though the user wrote a number; the
+    line now says so and how to write it. A float field takes the text as its number."""
+    path = tmp_path / "exp.yaml"
+    path.write_text("controller:\n  total_timesteps: 1e5\nsim:\n  sweep_s: 1e3\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(path)
+    (line,) = str(error.value).splitlines()
+    assert line.startswith(f"{path}: controller.total_timesteps: ")
+    assert "YAML reads 1e5 as text: write 100000" in line
+    path.write_text("sim:\n  sweep_s: 1e3\n")
+    assert load_config(path).sim.sweep_s == 1000.0
+
+
 def test_overrides_are_validated_too() -> None:
     with pytest.raises(ConfigError, match=r"telemetry\.period_s"):
         load_config(REPO / "config" / "config.yaml", {"telemetry": {"period_s": -0.5}})

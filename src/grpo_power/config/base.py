@@ -57,6 +57,9 @@ def is_multiple(value: float, step: float) -> bool:
 
 
 FIELD_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")  # a field's (dotted) name
+# a number in exponent form without a point (1e5): YAML 1.1, which PyYAML and Snakemake read,
+# takes it for text, and an integer field refuses the text
+YAML_TEXT_EXPONENT = re.compile(r"[+-]?\d+[eE][+-]?\d+")
 
 
 def validation_problems(error: ValidationError) -> list[str]:
@@ -74,6 +77,10 @@ def validation_problems(error: ValidationError) -> list[str]:
             lines = _own_check_problems(path, message.removeprefix("Value error, "))
             problems += [f"{line}{shown}" for line in lines]
             continue
+        if isinstance(given, str) and YAML_TEXT_EXPONENT.fullmatch(given.strip()):
+            number = float(given)
+            whole = f"{number:.0f}" if number.is_integer() and abs(number) < 1e16 else f"{number!r}"
+            message += f"; YAML reads {given} as text: write {whole}"
         problems.append(f"{path or '(top level)'}: {message}{shown}")
     return problems
 
