@@ -270,6 +270,43 @@ def test_a_live_job_running_other_settings_is_refused_not_reattached(
         job.cancel(check=False)
 
 
+def test_a_job_the_accounting_does_not_know_yet_is_reattached_not_submitted_again(
+    slurm: None, tmp_path: Path
+) -> None:
+    """sacct knows a job only once slurmdbd has recorded it (seconds after its submission, or
+    later while the accounting is down), and submitit reads such a job as UNKNOWN: a restart then
+    took its run folder for free, the calibration and sweep cleared it, and a second job was
+    submitted for the same folder. The controller's queue (squeue) has the job from its
+    submission on; with the accounting stopped the restart now reattaches to it."""
+    from grpo_power.launch.batch import live_job
+
+    config, config_file = _slurm_config(tmp_path)
+    out = tmp_path / "run"
+    specs = [run_spec(config, config_file, "threshold", 0, out, steps=FAULT_STEPS)]
+    pid = Path("/var/lib/grpo-power-slurm/slurmdbd.pid")
+    os.kill(int(pid.read_text()), signal.SIGTERM)  # the accounting down: sacct cannot answer
+    job = None
+    try:
+        deadline = time.monotonic() + 30
+        while subprocess.run(["sacct", "-n", "-X"], capture_output=True).returncode == 0:
+            assert time.monotonic() < deadline, "slurmdbd did not stop"
+            time.sleep(0.5)
+        (job,) = start_batch(config, specs, out / "submitit", "grpo-power-tiny-threshold").values()
+        assert job.state == "UNKNOWN"  # submitit's view: sacct has no such job
+        found = live_job(out)
+        assert found is not None and found.job_id == job.job_id
+        again = start_batch(config, specs, out / "submitit", "grpo-power-tiny-threshold")
+        assert again[0].job_id == job.job_id  # reattached: no second job for the folder
+    finally:
+        if job is not None:
+            job.cancel(check=False)
+        subprocess.run(["slurmdbd"], check=True)
+        deadline = time.monotonic() + 30
+        while subprocess.run(["sacct", "-n", "-X"], capture_output=True).returncode != 0:
+            assert time.monotonic() < deadline, "slurmdbd did not come back"
+            time.sleep(0.5)
+
+
 def test_a_rejected_submission_names_what_was_asked_and_where(slurm: None, tmp_path: Path) -> None:
     """sbatch's "Memory specification can not be satisfied" (or "Requested node configuration
     is not available" for GPUs the cluster lacks) was passed on alone, naming no setting."""

@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import signal
+import subprocess
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -123,8 +124,31 @@ def _job_record(folder: Path) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
+def _queue_state(job_id: str) -> str | None:
+    """The state ``squeue`` gives the job (an array task as ``<array>_<task>``): the controller's
+    own view, which has a job from its submission on; "" where it has no such job (never, or
+    ended long enough ago), None where squeue could not be asked."""
+    try:
+        out = subprocess.run(
+            ["squeue", "--noheader", "--array", "--jobs", job_id, "--format", "%T"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return "" if "invalid job id" in out.stderr.lower() else None
+    return out.stdout.split()[0] if out.stdout.split() else ""
+
+
 def live_job(folder: Path) -> submitit.Job | None:
-    """The Slurm job ``folder/job.json`` names, when Slurm still has it queued or running."""
+    """The Slurm job ``folder/job.json`` names, when Slurm still has it queued or running.
+
+    Its state is sacct's (submitit's view); a job sacct does not know (UNKNOWN: submitted in
+    the last seconds, which the accounting has not recorded yet, or the accounting down) is
+    looked up in the controller's queue, so a restart reattaches to a job it has just submitted
+    instead of clearing its folder and submitting a second one."""
     record = _job_record(folder)
     if record is None:
         return None
@@ -134,7 +158,10 @@ def live_job(folder: Path) -> submitit.Job | None:
         job = submitit.SlurmJob(Path(record["submitit_folder"]), str(record["job_id"]))
     except (KeyError, TypeError):
         return None
-    return job if job.state in LIVE_STATES else None
+    state = job.state
+    if state == "UNKNOWN":
+        state = _queue_state(str(job.job_id)) or state
+    return job if state in LIVE_STATES else None
 
 
 def _finished(job: submitit.Job) -> bool:
