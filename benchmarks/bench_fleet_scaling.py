@@ -142,11 +142,12 @@ def main(hours: float = 24.0) -> dict:
     # FFT and direct summation of the same 1,000-GPU draw.
     draws = []
     for limit in (10**9, 0):
-        monte_carlo.DIRECT_MAX_COPIES, saved = limit, monte_carlo.DIRECT_MAX_COPIES
+        saved = monte_carlo.DIRECT_MAX_COPIES, monte_carlo.DIRECT_WORK_PER_TRANSFORM
+        monte_carlo.DIRECT_MAX_COPIES, monte_carlo.DIRECT_WORK_PER_TRANSFORM = limit, float(limit)
         try:
             energy, _ = MonteCarloFleet(sources, None, np.random.default_rng(9)).fleet_energy(1000)
         finally:
-            monte_carlo.DIRECT_MAX_COPIES = saved
+            monte_carlo.DIRECT_MAX_COPIES, monte_carlo.DIRECT_WORK_PER_TRANSFORM = saved
         draws.append(energy)
     fft_vs_direct = float(np.max(np.abs(draws[0] - draws[1])) / np.max(np.abs(draws[0])))
 

@@ -157,6 +157,26 @@ def test_a_wall_clock_fleet_says_when_it_leaves_time_out():
     assert coverage_note({**summary, "common_bins": 0, "complete_bins": 0}) is None
 
 
+def test_a_gap_every_trace_shares_is_not_blamed_on_one():
+    """1,000 nodes' logs that all stop at the same time each of the day (170,405 bins each):
+    the note told the planner to leave out a trace that costs many, which fills nothing. Where
+    every trace misses (nearly) as many, it says the gap is shared."""
+    runs = [f"node{i}" for i in range(4)]
+    summary = {
+        "alignment": "wall_clock",
+        "bin_s": 0.5,
+        "common_bins": 1000,
+        "complete_bins": 900,
+        "run_ids": runs,
+        "bins_without_a_reading": dict(zip(runs, (100, 100, 95, 100), strict=True)),
+    }
+    note = coverage_note(summary)
+    assert "every trace has no reading in 95 to 100 of them, a gap they share" in note
+    assert "leave out a trace" not in note
+    one = {**summary, "bins_without_a_reading": {"node0": 100, "node1": 3}}
+    assert "node0 (100), node1 (3); leave out a trace that costs many" in coverage_note(one)
+
+
 def test_runs_that_did_not_overlap_are_drawn_by_monte_carlo(tmp_path):
     a = counter_run(tmp_path, "a", [(60.0, 300.0)])
     b = counter_run(tmp_path, "b", [(60.0, 300.0)], start=START + 10_000)
@@ -277,11 +297,31 @@ def test_fft_and_direct_sums_agree(monkeypatch):
     results = []
     for limit in (10**9, 0):
         monkeypatch.setattr(monte_carlo, "DIRECT_MAX_COPIES", limit)
+        monkeypatch.setattr(monte_carlo, "DIRECT_WORK_PER_TRANSFORM", float(limit))
         mc = MonteCarloFleet(sources, 60, np.random.default_rng(11))
         results.append([mc.fleet_energy(n) for n in (3, 40, 1001)])
     for (direct, np_a), (fft, np_b) in zip(*results, strict=True):
         np.testing.assert_allclose(direct, fft, rtol=1e-9)
         assert np_a == np_b
+
+
+def test_a_source_long_against_the_horizon_is_summed_copy_by_copy(monkeypatch):
+    """A week of 0.5 s bins is 1.2 M bins, of which a draw uses the horizon's 1,200: 100 copies
+    of it were convolved by a transform of the whole source (0.1 s each), where summed directly
+    they are 100 slices of 1,200 bins. Above the copies' limit a long source is still summed
+    directly, and the two sums agree."""
+    rng = np.random.default_rng(4)
+    long = _source(rng.uniform(0, 200, (1, 200_000)))
+    calls = []
+    real_rfft = np.fft.rfft
+    monkeypatch.setattr(np.fft, "rfft", lambda *a, **k: calls.append(1) or real_rfft(*a, **k))
+    direct, _ = MonteCarloFleet([long], 1200, np.random.default_rng(1)).fleet_energy(100)
+    assert not calls  # no transform for 100 copies of a long source
+    monkeypatch.setattr(monte_carlo, "DIRECT_MAX_COPIES", 0)
+    monkeypatch.setattr(monte_carlo, "DIRECT_WORK_PER_TRANSFORM", 0.0)
+    fft, _ = MonteCarloFleet([long], 1200, np.random.default_rng(1)).fleet_energy(100)
+    assert calls
+    np.testing.assert_allclose(direct, fft, rtol=1e-9)
 
 
 def test_fleet_energy_brute_force_single_source():

@@ -16,7 +16,10 @@ from grpo_power.analysis.windows import (
     window_bins_of,
 )
 
-DIRECT_MAX_COPIES = 8  # above this many copies of one job in a draw, convolve by FFT
+DIRECT_MAX_COPIES = 8  # up to this many copies of one job in a draw, summed copy by copy
+# above it, summed copy by copy still while copies x horizon <= this x length x log2(length)
+# (the transform's work over the whole source), else convolved by FFT
+DIRECT_WORK_PER_TRANSFORM = 0.125
 DRAW_CHUNK = 1 << 20  # jobs drawn per random-number chunk (bounds memory for huge fleets)
 
 
@@ -130,7 +133,10 @@ class MonteCarloFleet:
             source = self.sources[job]
             nameplate_w += int(copies) * source.n_gpus * source.nameplate_w
             length = source.length
-            if copies <= DIRECT_MAX_COPIES:
+            work = DIRECT_WORK_PER_TRANSFORM * length * np.log2(max(length, 2))
+            if copies <= DIRECT_MAX_COPIES or copies * horizon <= work:
+                # summed copy by copy over the horizon: cheaper than a transform of the whole
+                # source where it is long against the horizon (a week of 0.5 s bins: 1.2 M)
                 series = source.series()
                 for offset in self.rng.integers(0, length, size=int(copies)):
                     add_shifted(total, series, int(offset))
