@@ -63,6 +63,7 @@ def wall_clock_fleet(
 
 
 NOTED_LOSS = 0.01  # a wall-clock fleet that leaves out this share of its bins says so
+SHARED_GAP = 0.9  # every trace missing at least this share of the most any misses: a shared gap
 
 
 def coverage_note(summary: dict[str, Any]) -> str | None:
@@ -75,13 +76,24 @@ def coverage_note(summary: dict[str, Any]) -> str | None:
     if not wall_clock or common - complete < NOTED_LOSS * common:
         return None
     costly = sorted(summary["bins_without_a_reading"].items(), key=lambda item: -item[1])
-    named = ", ".join(f"{run} ({n:,})" for run, n in costly[:3])
-    more = f" and {len(costly) - 3} more" if len(costly) > 3 else ""
     bins = f"{common:,} {summary['bin_s']:g} s bins"
-    return (
+    counted = (
         f"the wall-clock fleet counts {complete:,} of the {bins} its traces share "
         f"({100 * complete / common:.1f} %): a bin counts only where every GPU has a reading; "
-        f"bins where a GPU of a trace has none (a gap, a logger restarted, a GPU lost): "
+    )
+    runs = len(summary.get("run_ids", []))
+    if runs > 1 and len(costly) == runs and costly[-1][1] >= SHARED_GAP * costly[0][1]:
+        # every trace misses (nearly) the same bins: a gap they share, which no trace left out
+        # would fill (every logger stopped at once, a nightly export window)
+        return (
+            f"{counted}every trace has no reading in {costly[-1][1]:,} to {costly[0][1]:,} of "
+            "them, a gap they share (their logs stop at the same times), which leaving a trace "
+            "out would not fill; set fleet.alignment: monte_carlo for a fleet of more of the time"
+        )
+    named = ", ".join(f"{run} ({n:,})" for run, n in costly[:3])
+    more = f" and {len(costly) - 3} more" if len(costly) > 3 else ""
+    return (
+        f"{counted}bins where a GPU of a trace has none (a gap, a logger restarted, a GPU lost): "
         f"{named}{more}; leave out a trace that costs many, or set fleet.alignment: "
         "monte_carlo, for a fleet of more of the time"
     )
