@@ -846,3 +846,56 @@ def test_the_planner_report_states_the_files_settings_and_captions_what_is_drawn
     assert not any("measured: measured" in text for texts in drawn.values() for text in texts)
     assert drawn["planner_traces"][0] == "time since the trace's first reading (s)"
     assert not any("step" in text for text in drawn["planner_traces"])
+
+
+def test_a_folder_of_many_traces_draws_the_first_ones_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A planner's folder of hundreds of logs drew a traces figure a panel per trace in one row
+    (1,900 inches wide for 1,000), whose shared axes cost matplotlib time growing with the
+    square of their number: 1,000 traces never finished. The figures draw the first
+    `DRAWN_TRACES` by label and their captions say so; every trace counts in the tables. The
+    steps after the windows show their progress too (minutes on weeks of logs)."""
+    from grpo_power.planner import report as planner_report
+
+    count = planner_report.DRAWN_TRACES + 3
+    folder, out = tmp_path / "traces", tmp_path / "out"
+    for i in range(count):
+        _trace_csv(folder / f"node{i:02d}.csv", {0: np.full(120, 150.0 + i)}, 1.8e9 + 86400 * i)
+    panels: dict[str, int] = {}
+    save = figures.save_figure
+
+    def counting_save(figure, where, name, dpi):
+        panels[name] = sum(ax.has_data() for ax in figure.axes)
+        return save(figure, where, name, dpi)
+
+    monkeypatch.setattr(figures, "save_figure", counting_save)
+    run_planner(folder, out, small_config(tmp_path), show_progress=True)
+    assert panels["planner_traces"] == planner_report.DRAWN_TRACES
+    page = html.unescape(re.sub(r"<[^>]+>", "", (out / "report" / "index.html").read_text()))
+    said = (
+        f"The first {planner_report.DRAWN_TRACES} of the {count} traces are drawn "
+        f"(T1-T{planner_report.DRAWN_TRACES}); every trace counts in the tables and the fleet."
+    )
+    assert " ".join(page.split()).count(said) == 2  # the traces and their distributions
+    assert f"T{count}" in page  # the last trace is in the traces table
+    progress = capsys.readouterr().err
+    assert "economics" in progress and "report" in progress
+
+
+def test_the_joined_logs_of_many_nodes_are_named_three_then_counted() -> None:
+    """A node's logs of every day are joined into one set of GPUs: 500 nodes printed 500 such
+    lines, where the other notes name three and count the rest."""
+    from grpo_power.planner.fleet import fleet_notes
+
+    joined = [{"gpus": 8, "logs": [f"n{i}/day1", f"n{i}/day2"]} for i in range(5)]
+    notes = fleet_notes({"joined": joined})
+    assert notes[:3] == [
+        f"logs of one set of 8 GPU(s), named by UUID, counted once: n{i}/day1 + n{i}/day2"
+        for i in range(3)
+    ]
+    assert notes[3] == (
+        "and 2 more sets of GPUs whose logs were joined (the fleet's summary.json, joined, "
+        "lists every one)"
+    )
+    assert len(notes) == 4

@@ -123,16 +123,25 @@ def _sizing_note(summary: dict[str, Any]) -> str | None:
     )
 
 
+JOINED_NAMED = 3  # sets of GPUs whose joined logs a note names; the rest are counted
+
+
 def fleet_notes(summary: dict[str, Any]) -> list[str]:
     """What ``planner run``, ``planner fleet`` and the report say of a planner fleet (its
     ``summary.json``): the logs of one set of GPUs it joined (and those of them that hold only
     some of its GPUs), the logs that share some GPUs but not all, the time a wall-clock
     fleet leaves out, and traces shorter than the sizing window."""
+    entries = summary.get("joined", [])  # none in a fleet written before joins
     joined = [
         f"logs of one set of {entry['gpus']} GPU(s), named by UUID, counted once: "
         + " + ".join(entry["logs"])
-        for entry in summary.get("joined", [])  # none in a fleet written before joins
+        for entry in entries[:JOINED_NAMED]
     ]
+    if len(entries) > JOINED_NAMED:  # a node's logs of every day: hundreds of lines otherwise
+        joined.append(
+            f"and {len(entries) - JOINED_NAMED} more sets of GPUs whose logs were joined "
+            "(the fleet's summary.json, joined, lists every one)"
+        )
     extra = [note for note in (coverage_note(summary), summary.get("sizing_note")) if note]
     return joined + summary.get("gpu_notes", []) + extra
 

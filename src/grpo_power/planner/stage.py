@@ -60,7 +60,14 @@ def run_planner(
 
     # the windows folder holds these traces' windows only, as the traces folder holds them
     replace_folder_atomic(layout.windows_root, window)
-    fleet = fleet_of_traces([layout.windows(key) for key in keys], layout.fleet, config)
-    economics = planner_economics(layout.traces, layout.fleet, layout.economics, config)
-    report = planner_report(folders, layout.report, config)
+    # the steps after the windows: minutes on weeks of logs (the fleet's scaling study most)
+    with tqdm(total=3, desc="fleet", unit="step", disable=not show_progress) as steps:
+        fleet = fleet_of_traces([layout.windows(key) for key in keys], layout.fleet, config)
+        steps.set_description("economics")
+        steps.update()
+        economics = planner_economics(layout.traces, layout.fleet, layout.economics, config)
+        steps.set_description("report")
+        steps.update()
+        report = planner_report(folders, layout.report, config)
+        steps.update()
     return PlannerResult(report, fleet, economics, len(keys), len(index) - len(keys))
