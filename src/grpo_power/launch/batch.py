@@ -53,9 +53,9 @@ from grpo_power.launch.submit import (
     stderr_tail,
 )
 from grpo_power.signal_handlers import handling
-from grpo_power.workflow_params import RUN_SETTING_FIELDS, run_settings
+from grpo_power.workflow_params import run_settings
 from grpo_power.workload.lock import RunLock, lock_holder
-from grpo_power.workload.manifest import RunManifest, first_difference
+from grpo_power.workload.manifest import RunManifest, settings_difference
 from grpo_power.workload.resume import RunPaths, another_run
 
 JOB_RECORD = "job.json"
@@ -210,12 +210,7 @@ def _other_work(spec: RunSpec) -> str | None:
         return f"the command {' '.join(command)} (now {' '.join(spec.command)})"
     settings = record.get("settings")
     if isinstance(settings, str):
-        was, now = json.loads(settings), json.loads(spec.settings)
-        for key in sorted(was.keys() | now.keys()):
-            where = f"config.{RUN_SETTING_FIELDS.get(key, key)}"
-            if found := first_difference(was.get(key), now.get(key), where):
-                return found
-        return None
+        return settings_difference(json.loads(settings), json.loads(spec.settings))
     if "config_sha256" in record and record["config_sha256"] != _config_sha256(spec):
         return f"another config ({spec.config_file} has changed since)"
     return None

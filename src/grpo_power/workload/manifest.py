@@ -64,6 +64,17 @@ def run_id_of(config: Config, arm: str, seed: int) -> str:
     return f"{config.workload.size}-{arm}-seed{seed}"
 
 
+def settings_difference(old: dict[str, Any], new: dict[str, Any]) -> str | None:
+    """The first setting a run's results depend on (:func:`~grpo_power.workflow_params.
+    run_settings`, as a mapping) that differs, named by its config path with both values
+    (``config.workload.steps (was 30, now 40)``); None: the same settings."""
+    for key in sorted(old.keys() | new.keys()):
+        where = f"config.{RUN_SETTING_FIELDS.get(key, key)}"
+        if found := _first_difference(old.get(key), new.get(key), where):
+            return found
+    return None
+
+
 def package_versions() -> dict[str, str | None]:
     """Installed versions of the packages a run depends on (None: not installed)."""
     versions: dict[str, str | None] = {}
@@ -80,11 +91,11 @@ def unfinished_path(path: Path) -> Path:
     return path.with_name(path.name + ".partial")
 
 
-def first_difference(old: Any, new: Any, where: str) -> str | None:
+def _first_difference(old: Any, new: Any, where: str) -> str | None:
     """The dotted path of the first value that differs between two JSON-like values."""
     if isinstance(old, dict) and isinstance(new, dict):
         for key in sorted(set(old) | set(new)):
-            found = first_difference(old.get(key), new.get(key), f"{where}.{key}")
+            found = _first_difference(old.get(key), new.get(key), f"{where}.{key}")
             if found:
                 return found
         return None
@@ -171,16 +182,10 @@ class RunManifest:
         result depends on (``report.dpi``, ``launch``, ``workload.checkpoint_every_steps``) may
         change between attempts."""
         for name in IDENTITY_FIELDS:
-            found = first_difference(self.data.get(name), other.data.get(name), name)
+            found = _first_difference(self.data.get(name), other.data.get(name), name)
             if found:
                 return found
-        old, new = self.run_settings(), other.run_settings()
-        for key in sorted(old.keys() | new.keys()):
-            where = f"config.{RUN_SETTING_FIELDS.get(key, key)}"
-            found = first_difference(old.get(key), new.get(key), where)
-            if found:
-                return found
-        return None
+        return settings_difference(self.run_settings(), other.run_settings())
 
     @property
     def attempts(self) -> list[dict[str, Any]]:
