@@ -4,7 +4,8 @@ Sources: 4 jobs of 4 GPUs, 24 h each at the 0.5 s bin width (the bins the window
 for a 16-GPU x 24 h x 2 Hz fleet). The study draws ``scaling_draws`` Monte Carlo fleets of each
 configured size at the 6 default windows, exactly as ``grpo-power fleet`` does. Also measured:
 that FFT and direct summation agree on a 1,000-GPU draw, and the wall-clock path streaming
-the same 16 GPUs from Parquet in time partitions (time and peak memory at two partition sizes).
+the same 16 GPUs from Parquet in time partitions (time and peak memory at two partition sizes),
+and the memory the jobs hold as sources read from those files.
 Run: ``python -m benchmarks.bench_fleet_scaling [HOURS]`` (default 24).
 """
 
@@ -27,6 +28,7 @@ from benchmarks.common import save_result
 from grpo_power.analysis.fleet import (
     JobSource,
     MonteCarloFleet,
+    load_job_source,
     monte_carlo,
     read_run_bins,
     wall_clock_fleet,
@@ -78,6 +80,24 @@ def _write_bins(folder: Path, job: int, per_gpu_j: np.ndarray, start_bin: int) -
     return path
 
 
+def _file_sources(paths: list[Path]) -> dict:
+    """The memory the jobs read from their bins files hold as Monte Carlo sources, against
+    their per-GPU bins, and the time to read one job again cut to fewer GPUs."""
+    runs = [read_run_bins(p) for p in paths]
+    load_job_source(runs[0])  # a first read also loads pyarrow's modules
+    tracemalloc.start()
+    sources = [load_job_source(r) for r in runs]
+    held, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    started = time.perf_counter()
+    sources[0].series(GPUS_PER_JOB - 1)
+    return {
+        "held_bytes": held,
+        "per_gpu_bins_bytes": sum(s.n_gpus * s.length * 8 for s in sources),
+        "cut_job_read_s": round(time.perf_counter() - started, 3),
+    }
+
+
 def _wall_clock(paths: list[Path], config: Config, partition_bins: int) -> dict:
     runs = [read_run_bins(p) for p in paths]
     args = (runs, config.windows.windows_s, BIN_S, config.cap_w * N_GPUS, partition_bins)
@@ -102,7 +122,7 @@ def main(hours: float = 24.0) -> dict:
     fc = config.fleet
     windows_s = config.windows.windows_s
     jobs = [job_bins(hours, seed) for seed in range(N_GPUS // GPUS_PER_JOB)]
-    sources = [JobSource(f"job{i}", 400.0, j, joins=0) for i, j in enumerate(jobs)]
+    sources = [JobSource.from_per_gpu(f"job{i}", 400.0, j) for i, j in enumerate(jobs)]
     bins_per_gpu = jobs[0].shape[1]
     print(
         f"{len(sources)} jobs x {GPUS_PER_JOB} GPUs x {bins_per_gpu:,} bins; sizes "
@@ -154,6 +174,7 @@ def main(hours: float = 24.0) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         paths = [_write_bins(Path(tmp), i, j, 3_400_000_000) for i, j in enumerate(jobs)]
         wall = [_wall_clock(paths, config, 65536), _wall_clock(paths, config, 8192)]
+        from_files = _file_sources(paths)
 
     result = {
         "sources": {
@@ -170,6 +191,7 @@ def main(hours: float = 24.0) -> dict:
         "largest_fleet_peak_bytes_tracemalloc": peak_largest,
         "fft_vs_direct_max_rel_diff": fft_vs_direct,
         "wall_clock_streaming": wall,
+        "sources_from_files": from_files,
         "process_max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "target_s": TARGET_S,
         "meets_target": total_s < TARGET_S and max(fc.scaling_sizes) >= 100_000,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import tracemalloc
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -19,10 +22,13 @@ from grpo_power.analysis.fleet import (
     wall_clock_fleet,
 )
 from grpo_power.analysis.fleet.factors import stats_table
+from grpo_power.analysis.fleet.inputs import load_job_source
 from grpo_power.analysis.fleet.monte_carlo import add_shifted
 from grpo_power.analysis.fleet.wall_clock import coverage_note
 from grpo_power.analysis.windows import run_windows
+from grpo_power.atomic import write_parquet_atomic
 from grpo_power.config import Config
+from grpo_power.layout import BINS_METADATA_KEY
 from grpo_power.telemetry.schema import TRACE_COLUMNS, TraceMetadata
 from grpo_power.telemetry.store import write_trace
 
@@ -250,7 +256,38 @@ def test_a_fleet_of_runs_shorter_than_the_sizing_window_says_it_repeats_them(tmp
 
 def _source(values, name="s", nameplate_w=400.0):
     per_gpu = np.atleast_2d(np.asarray(values, dtype=float))
-    return JobSource(name, nameplate_w, per_gpu, joins=0)
+    return JobSource.from_per_gpu(name, nameplate_w, per_gpu)
+
+
+def test_a_run_file_source_holds_its_sum_and_reads_a_cut_job_again(tmp_path):
+    """A source read from a run's bins keeps one summed series, not its GPUs x bins (a
+    node-week of 8 GPUs: 77 MB); a job cut to its first GPUs is read again from the file,
+    over the same bins where every GPU has data."""
+    ids, n = np.array([0, 2, 5, 6, 7, 9, 11, 12]), 50_000  # GPU numbers with holes
+    energy = (np.arange(1, 9)[:, None] * 100.0 + np.arange(n)[None, :] % 7) * 0.5
+    rows = pd.DataFrame(
+        {
+            "bin": np.tile(np.arange(n, dtype=np.int64) + 7_000, len(ids)),
+            "gpu": np.repeat(ids, n).astype(np.int32),
+            "energy_j": energy.ravel(),
+        }
+    )
+    rows = rows[~((rows["gpu"] == 5) & rows["bin"].between(7_100, 7_109))]  # a gap on one GPU
+    info = {"run_id": "node", "n_gpus": 8, "nameplate_w": 400.0, "bin_s": 0.5}
+    path = tmp_path / "bins.parquet"
+    write_parquet_atomic(path, rows, metadata={BINS_METADATA_KEY: json.dumps(info).encode()})
+    complete = ~np.isin(np.arange(n), np.arange(100, 110))
+
+    load_job_source(read_run_bins(path))  # a first read also loads pyarrow's modules
+    tracemalloc.start()
+    source = load_job_source(read_run_bins(path))
+    held_bytes, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert held_bytes < 2 * n * 8  # the sum (n float64) and little else; per-GPU bins: 8 n
+    assert (source.n_gpus, source.length, source.joins) == (8, n - 10, 1)
+    np.testing.assert_allclose(source.series(), energy[:, complete].sum(axis=0))
+    for gpus in (3, 1, 7):
+        np.testing.assert_allclose(source.series(gpus), energy[:gpus, complete].sum(axis=0))
 
 
 def test_add_shifted_matches_roll_and_tiling():

@@ -5,7 +5,7 @@ series of energy per bin where all its GPUs have data."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,39 +128,51 @@ def check_compatible(runs: Sequence[RunBins], bin_s: float) -> None:
 class JobSource:
     """One run as a Monte Carlo source: its GPUs' summed energy per bin, gaps removed.
 
-    ``per_gpu_j`` (GPUs x bins) is kept to build a job cut to fewer GPUs.
+    Only the sum over all its GPUs is held (a node-week of 8 GPUs at 0.5 s bins: 9.7 MB, not
+    the 77 MB of its per-GPU bins). A job cut to its first ``k`` GPUs, which a draw needs at
+    most once, asks ``first_gpus_j(k)``: a run's file is then read again.
     """
 
     run_id: str
     nameplate_w: float
-    per_gpu_j: np.ndarray
+    n_gpus: int
+    total_j: np.ndarray
     joins: int
-    _total_j: np.ndarray | None = None
+    first_gpus_j: Callable[[int], np.ndarray] = field(repr=False)
     _spectrum: np.ndarray | None = None
-    _partial: dict[int, np.ndarray] = field(default_factory=dict)
+    _cut: tuple[int, np.ndarray] | None = None
 
-    @property
-    def n_gpus(self) -> int:
-        return self.per_gpu_j.shape[0]
+    @classmethod
+    def from_per_gpu(
+        cls, run_id: str, nameplate_w: float, per_gpu_j: np.ndarray, joins: int = 0
+    ) -> JobSource:
+        """A source from its energy per GPU and bin held in memory (GPUs x bins, J)."""
+        return cls(
+            run_id,
+            nameplate_w,
+            per_gpu_j.shape[0],
+            per_gpu_j.sum(axis=0),
+            joins,
+            lambda gpus: per_gpu_j[:gpus].sum(axis=0),
+        )
 
     @property
     def length(self) -> int:
-        return self.per_gpu_j.shape[1]
+        return len(self.total_j)
 
     def series(self, gpus: int | None = None) -> np.ndarray:
-        """Summed energy per bin of all GPUs, or of the first ``gpus`` of them, J."""
+        """Summed energy per bin of all GPUs, or of the first ``gpus`` of them, J (the last
+        cut asked for is kept: a fleet of one size cuts the same source the same way)."""
         if gpus is None or gpus >= self.n_gpus:
-            if self._total_j is None:
-                self._total_j = self.per_gpu_j.sum(axis=0)
-            return self._total_j
-        if gpus not in self._partial:
-            self._partial[gpus] = self.per_gpu_j[:gpus].sum(axis=0)
-        return self._partial[gpus]
+            return self.total_j
+        if self._cut is None or self._cut[0] != gpus:
+            self._cut = (gpus, self.first_gpus_j(gpus))
+        return self._cut[1]
 
     def spectrum(self) -> np.ndarray:
         """Real FFT of the summed series (cached)."""
         if self._spectrum is None:
-            self._spectrum = np.fft.rfft(self.series())
+            self._spectrum = np.fft.rfft(self.total_j)
         return self._spectrum
 
 
@@ -187,16 +199,18 @@ def read_bins(
 
 
 def load_job_source(run: RunBins) -> JobSource:
-    """Read a run's bins and keep the bins where all its GPUs have data, in time order."""
-    rows = read_bins(run, ("bin", "gpu", "energy_j"))
-    return job_source_from_bins(
-        run.run_id,
-        run.nameplate_w,
-        rows["bin"],
-        rows["gpu"],
-        rows["energy_j"],
-        run.bin_s,
-        str(run.path),
+    """Read a run's bins and keep the sum over its GPUs of the bins where all of them have
+    data, in time order (a cut to fewer GPUs reads the file again)."""
+
+    def summed(gpus: int | None) -> tuple[np.ndarray, int, int]:
+        rows = read_bins(run, ("bin", "gpu", "energy_j"))
+        return complete_sum(
+            rows["bin"], rows["gpu"], rows["energy_j"], run.bin_s, str(run.path), gpus
+        )
+
+    total_j, n_gpus, joins = summed(None)
+    return JobSource(
+        run.run_id, run.nameplate_w, n_gpus, total_j, joins, lambda gpus: summed(gpus)[0]
     )
 
 
@@ -209,8 +223,31 @@ def job_source_from_bins(
     bin_s: float,
     where: str,
 ) -> JobSource:
-    """A run's (bin, gpu, energy_j) rows as a job source: the bins where all its GPUs have data,
-    in time order, gaps removed (``where`` names the file in errors)."""
+    """A run's (bin, gpu, energy_j) rows held in memory as a job source (:func:`complete_sum`;
+    ``where`` names the file in errors)."""
+    total_j, n_gpus, joins = complete_sum(index, gpu, energy, bin_s, where)
+    return JobSource(
+        run_id,
+        nameplate_w,
+        n_gpus,
+        total_j,
+        joins,
+        lambda gpus: complete_sum(index, gpu, energy, bin_s, where, gpus)[0],
+    )
+
+
+def complete_sum(
+    index: np.ndarray,
+    gpu: np.ndarray,
+    energy: np.ndarray,
+    bin_s: float,
+    where: str,
+    first_gpus: int | None = None,
+) -> tuple[np.ndarray, int, int]:
+    """(bin, gpu, energy_j) rows summed per bin over the bins where all the run's GPUs have
+    data, in time order, gaps removed; over all GPUs, or over the ``first_gpus`` of them in
+    GPU order. Returns (energy per bin J, the run's GPUs, joins at gaps); ``where`` names the
+    file in errors."""
     if len(index) == 0:
         raise ValueError(
             f"{where}: the run has no complete bins (trace shorter than one {bin_s} s bin "
@@ -224,12 +261,15 @@ def job_source_from_bins(
     complete = np.flatnonzero(present == len(gpus))
     if len(complete) == 0:
         raise ValueError(f"{where}: no bin where all {len(gpus)} GPUs have data")
-    per_gpu = np.zeros((len(gpus), len(complete)))
-    slot = np.searchsorted(gpus, gpu)
     position = np.full(size, -1, dtype=np.int64)
     position[complete] = np.arange(len(complete))
-    where = position[rel]
-    keep = where >= 0
-    per_gpu[slot[keep], where[keep]] = energy[keep]
+    at = position[rel]
+    del rel, position
+    keep = at >= 0
+    if first_gpus is not None:
+        keep &= gpu < gpus[first_gpus]
+    if not keep.all():  # else summed as read: no copy of the rows
+        at, energy = at[keep], energy[keep]
+    total_j = np.bincount(at, weights=energy, minlength=len(complete))
     joins = int(np.count_nonzero(np.diff(complete) > 1))
-    return JobSource(run_id, nameplate_w, per_gpu, joins)
+    return total_j, len(gpus), joins
