@@ -137,7 +137,30 @@ def test_cloud_region_and_unknown_region() -> None:
         ({"pue": {"value": 1.2}}, "economics.pue.source: Field required"),
         ({"gpu_hour": {"value": 4.1, "source": "", "year": 2024}}, "economics.gpu_hour.source"),
         ({"controller_arm": "fixed"}, "both 'fixed'"),
-        ({"sensitivity": {"pue": {"low": 2.0, "high": 1.2}}}, "must not exceed high"),
+        ({"sensitivity": {"pue": {"low": 2.0, "high": 1.2}}}, "must be below high"),
+        ({"sensitivity": {"pue": {"low": 1.58, "high": 1.58}}}, "must be below high"),
+        # a range that misses its base value: the price raised, the default range kept
+        (
+            {"electricity_price": {"value": 0.25, "source": "utility bill", "year": 2025}},
+            "sensitivity.electricity_usd_per_kwh: the range 0.0575-0.1864 $/kWh does not hold "
+            "electricity_price.value 0.25 $/kWh",
+        ),
+        ({"host_power": {"value": 0.4125, "source": "x", "year": 2020}}, "is it in kW?"),
+        ({"gpu_hour": {"value": 4.1, "source": "  ", "year": 2024}}, "economics.gpu_hour.source"),
+        ({"gpu_hour": {"value": 410, "source": "x", "year": 2024}}, "410 c is 4.1 $"),
+        (
+            {"carbon_intensity": {"value": 0.38, "source": "utility", "year": 2025}},
+            "is it in kg/kWh? 0.38 kg is 380 g",
+        ),
+        (
+            {
+                "carbon_region": "DEU",
+                "carbon_intensity": {"value": 380, "source": "utility", "year": 2025},
+            },
+            "both given: expected one of them",
+        ),
+        ({"carbon_region": "Germany"}, "closest: DEU (Germany)"),
+        ({"carbon_region": "aws:eu-central-1"}, "has no aws regions (its providers: gcp)"),
         ({"sensitivity": {"pue": {"low": 0.8, "high": 1.2}}}, "pue.low: PUE 0.8 is implausible"),
         # each end of a range is checked as its base value is (they were recomputed at)
         ({"sensitivity": {"pue": {"low": 1.1, "high": 20}}}, "pue.high: PUE 20 is implausible"),
@@ -254,6 +277,53 @@ def test_oversubscription_from_the_fleet_stage(study: tuple[Config, dict]) -> No
     )
     economics_fleet = table[table["scope"] == "economics fleet"].iloc[0]
     assert economics_fleet["n_gpus"] == 32 and economics_fleet["factor_from_gpus"] == 16
+
+
+def _fleet_outputs(folder: Path, fleet_gpus: int, factors: dict[int, float]) -> Path:
+    """A fleet stage's outputs at the 30 s window: its own fleet of ``fleet_gpus`` and a
+    scaling study, each size's factor as given (peak share = 1 / (factor x 1.1))."""
+
+    def rows(sizes: list[int]) -> pd.DataFrame:
+        return pd.DataFrame(
+            {
+                "n_gpus": sizes,
+                "window_s": 30.0,
+                "factor": [factors[n] for n in sizes],
+                "margin": 0.1,
+                "peak_quantile": 0.95,
+                "peak_share_sizing": [1 / (factors[n] * 1.1) for n in sizes],
+                "data": "measured",
+            }
+        )
+
+    folder.mkdir()
+    info = {"n_gpus": fleet_gpus, "window_s": 30.0, "nameplate_w_per_gpu": 400.0}
+    (folder / "summary.json").write_text(json.dumps(info))
+    rows([fleet_gpus]).to_csv(folder / "fleet_windows.csv", index=False)
+    rows(sorted(n for n in factors if n != fleet_gpus)).to_csv(folder / "scaling.csv", index=False)
+    return folder
+
+
+def test_the_economics_fleet_takes_the_largest_studied_fleet_not_larger(tmp_path: Path) -> None:
+    """The traced fleet itself is a studied size: a 24-GPU economics fleet of a 24-GPU trace
+    takes its factor, not the 16-GPU draws' below 1; a fleet smaller than any studied takes the
+    smallest's and says so; no headroom adds no GPU (it does not take capacity away)."""
+    fleet = _fleet_outputs(tmp_path / "fleet", 24, {24: 1.19, 16: 0.985, 64: 1.09})
+    table = oversubscription_table(fleet, 400.0, _assumptions(fleet_gpus=24))
+    economics_fleet = table[table["scope"] == "economics fleet"].iloc[0]
+    assert economics_fleet["factor_from_gpus"] == 24
+    assert economics_fleet["factor"] == pytest.approx(1.19)
+    assert economics_fleet["extra_gpus"] == math.floor(extra_gpus(24, 1.19, 400.0, 0.0)) == 4
+    sixteen = table[table["n_gpus"] == 16].iloc[0]
+    assert sixteen["extra_gpus"] == 0 and sixteen["capital_usd_avoided"] == 0
+    assert "no headroom" in sixteen["note"] and "101.5 % of nameplate" in sixteen["note"]
+
+    table = oversubscription_table(fleet, 400.0, _assumptions(fleet_gpus=8))
+    economics_fleet = table[table["scope"] == "economics fleet"].iloc[0]
+    assert economics_fleet["factor_from_gpus"] == 16
+    assert "no studied fleet is as small as 8 GPUs" in economics_fleet["note"]
+    table = oversubscription_table(fleet, 400.0, _assumptions(fleet_gpus=63))
+    assert table.iloc[-1]["factor_from_gpus"] == 24  # 64 is larger; 24 beats 16
 
 
 def test_economics_stage_on_small_inputs(study: tuple[Config, dict]) -> None:

@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from grpo_power.cli import app
-from grpo_power.config import Config, load_config
+from grpo_power.config import Config, load_config, validate_config
 from grpo_power.planner.stage import run_planner
 from grpo_power.report import figures
 from grpo_power.telemetry.record import trace_metadata
@@ -522,6 +522,61 @@ def test_a_fleet_of_two_parts_is_provisioned_at_their_mean_nameplate(tmp_path: P
     assert re.search(r"each GPU provisioned at <span[^>]*>550</span> W", page)
 
 
+def test_the_planner_prices_at_an_analysts_own_figures_and_varies_each(tmp_path: Path) -> None:
+    """An analyst's own price, PUE and grid intensity (a utility's figure, with its source)
+    price the traces, and the sensitivity recomputes the pooled figures and the capital value
+    at each end of the analyst's ranges (the planner validated ``economics.sensitivity`` and
+    wrote nothing of it, before)."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "node.csv").write_text(
+        _smi_log("power.draw [W]", lambda i, g: f"{200 + 60 * np.sin(i / 15 + g):.2f} W", 600)
+    )
+    economics = {
+        "electricity_price": {"value": 0.12, "source": "utility tariff", "year": 2025},
+        "pue": {"value": 1.3, "source": "site meter", "year": 2025},
+        "carbon_intensity": {"value": 250, "source": "utility disclosure", "year": 2024},
+        "sensitivity": {
+            "electricity_usd_per_kwh": {"low": 0.06, "high": 0.24},
+            "pue": {"low": 1.1, "high": 1.95},
+            "carbon_regions": ["FRA"],
+        },
+    }
+    config = validate_config({"economics": economics})
+    result = run_planner(folder, tmp_path / "out", config)
+    e = result.economics
+    assert e["carbon_region"] == "own figure" and e["carbon_g_per_kwh"] == 250
+    assert e["wall_kwh"] == pytest.approx(e["energy_j"] / 3.6e6 * 1.3)
+    assert e["carbon_kg"] == pytest.approx(e["wall_kwh"] * 0.250)
+    constants = pd.read_csv(tmp_path / "out" / "economics" / "constants.csv").set_index("name")
+    assert constants.loc["carbon_intensity", "source"] == "utility disclosure"
+    assert constants.loc["carbon_intensity", "year"] == 2024
+
+    table = pd.read_csv(tmp_path / "out" / "economics" / "sensitivity.csv")
+
+    def at(parameter: str, setting: str, quantity: str) -> float:
+        row = table[
+            (table["parameter"] == parameter)
+            & (table["setting"] == setting)
+            & (table["quantity"] == quantity)
+        ]
+        return float(row["value"].iloc[0])
+
+    assert at("base", "as configured", "energy cost") == pytest.approx(e["energy_usd"])
+    assert at("electricity price", "0.24 $/kWh", "energy cost") == pytest.approx(
+        e["wall_kwh"] * 0.24
+    )
+    assert at("PUE", "1.95", "GPU energy at the wall") == pytest.approx(e["wall_kwh"] * 1.5)
+    france = "FRA (56.039 g/kWh)"
+    assert at("carbon intensity", france, "carbon") == pytest.approx(e["wall_kwh"] * 0.056039)
+    capital = "capital avoided by oversubscription"
+    assert at("capacity cost", "15 M$/MW", capital) == pytest.approx(
+        e["oversubscription"]["capital_usd_avoided"] * 15.0 / 11.7
+    )
+    page = (tmp_path / "out" / "report" / "index.html").read_text()
+    assert "Sensitivity of the headline" in page and "utility disclosure" in page
+
+
 def test_a_gpu_lost_mid_log_is_read_and_the_fleet_says_what_it_left_out(tmp_path: Path) -> None:
     """One GPU of a node falls off the bus two minutes into a ten-minute log (nvidia-smi writes
     [GPU is lost] from then on): the log is read, the lost GPU noted; the wall-clock fleet counts
@@ -836,7 +891,7 @@ def test_the_planner_report_states_the_files_settings_and_captions_what_is_drawn
     page = " ".join(page.split())
     assert "at the 30 s window (sizing quantile 0.95)" in page
     assert "x with margin 0.1." in page
-    assert f"a fleet of {economics['fleet_gpus']:,} such GPUs for a year" in page
+    assert f"a fleet of {economics['fleet_gpus']:,} such GPUs running 8,760 h a year" in page
     assert f"a fleet of {fleet['n_gpus']} GPUs by monte_carlo" in page
     cap = f"dashed: the cap, {fleet['cap_w_per_gpu']:g} W per GPU"
     assert page.count(cap) == 2  # the traces and their distributions, not the fleet

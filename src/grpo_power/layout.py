@@ -231,6 +231,7 @@ class PlannerEconomicsFiles(_Files):
     constants: str = "constants.csv"
     traces: str = "traces.csv"
     oversubscription: str = "oversubscription.csv"
+    sensitivity: str = "sensitivity.csv"
     summary: str = "summary.json"
 
 

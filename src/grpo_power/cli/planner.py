@@ -64,10 +64,12 @@ def planner_run(
         f"fleet peak {100 * s['peak_share_sizing']:.1f} % of nameplate at {s['window_s']:g} s: "
         f"oversubscription factor {s['factor']:.3g}x (margin {s['margin']:g})"
     )
+    value = e["oversubscription"]
     typer.echo(
-        f"energy at the wall {e['wall_kwh']:.4g} kWh, ${e['energy_usd']:.4g}, "
-        f"{e['carbon_kg']:.4g} kg CO2eq; capital avoided for {e['fleet_gpus']:,} GPUs: "
-        f"${e['oversubscription']['capital_usd_avoided']:,.0f}"
+        f"GPU energy at the wall (x PUE {e['pue']:g}) {e['wall_kwh']:.4g} kWh, "
+        f"${e['energy_usd']:.4g}, {e['carbon_kg']:.4g} kg CO2eq; capital avoided for "
+        f"{e['fleet_gpus']:,} GPUs: ${value['capital_usd_avoided']:,.0f} (factor "
+        f"{value['factor']:.3g}x of the {value['factor_from_gpus']:,}-GPU fleet)"
     )
     typer.echo(f"report -> {result.report}")
     echo_notes(fleet_notes(s))
@@ -126,7 +128,10 @@ def planner_economics_command(
     from grpo_power.planner.economics import planner_economics
 
     s = planner_economics(traces, fleet, out, config_from(config))
-    typer.echo(f"energy at the wall {s['wall_kwh']:.4g} kWh, ${s['energy_usd']:.4g} -> {out}")
+    typer.echo(
+        f"GPU energy at the wall (x PUE {s['pue']:g}) {s['wall_kwh']:.4g} kWh, "
+        f"${s['energy_usd']:.4g} -> {out}"
+    )
 
 
 @planner_app.command("report")

@@ -91,7 +91,7 @@ def _regions() -> dict[str, CarbonIntensity]:
                 region=key,
                 name=f"{row['providerName']} {row['region']} ({where})",
                 g_per_kwh=float(row["impact"]),
-                source=f"{release} {CLOUD_FILE}: {row['source']}",
+                source=f"{release} {CLOUD_FILE}: {row['source']} (the table gives no year)",
                 year=None,
             )
     return regions
@@ -104,11 +104,27 @@ def carbon_intensity(region: str) -> CarbonIntensity:
         UnknownRegion: CodeCarbon has no such region; the message lists the closest valid ones.
     """
     regions = _regions()
-    found = regions.get(region.strip().casefold())
+    asked = region.strip().casefold()
+    found = regions.get(asked)
     if found is not None:
         return found
-    close = difflib.get_close_matches(region.strip().casefold(), list(regions), n=5, cutoff=0.5)
-    suggestions = ", ".join(regions[key].region for key in close) or "none close"
+    provider, _, _ = asked.rpartition(":")
+    providers = sorted({k.partition(":")[0] for k in regions if ":" in k})
+    if provider and provider not in providers:
+        raise UnknownRegion(
+            f"unknown carbon region {region!r}: CodeCarbon {_codecarbon_version()}'s cloud table "
+            f"has no {provider} regions (its providers: {', '.join(providers)}); use the country "
+            "code of where the region is (DEU for a Frankfurt region), or give the provider's "
+            "own figure as economics.carbon_intensity (value g/kWh, source, year)"
+        )
+    # a cloud region is matched among its provider's; a country by its code or by its name
+    keys = [k for k in regions if k.startswith(f"{provider}:")] if provider else list(regions)
+    names = {regions[k].name.casefold(): k for k in keys if ":" not in k}
+    close = difflib.get_close_matches(asked, keys, n=5, cutoff=0.5)
+    close += [names[n] for n in difflib.get_close_matches(asked, list(names), n=3, cutoff=0.6)]
+    shown = [f"{regions[k].region} ({regions[k].name})" if ":" not in k else regions[k].region
+             for k in dict.fromkeys(close)]  # fmt: skip
+    suggestions = ", ".join(shown) or "none close"
     raise UnknownRegion(
         f"unknown carbon region {region!r} (closest: {suggestions}). Use an ISO 3166 alpha-3 "
         f"country code such as USA or FRA, or a cloud region such as gcp:us-central1; CodeCarbon "

@@ -7,6 +7,7 @@ from typing import Annotated, ClassVar
 
 from pydantic import (
     Field,
+    StringConstraints,
     field_validator,
     model_validator,
 )
@@ -25,8 +26,15 @@ class SourcedValue(Strict):
     unit: ClassVar[str] = ""
     value: float
 
-    source: str = Field(min_length=1, description="Publication or table the value comes from.")
+    source: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)] = Field(
+        description="Publication or table the value comes from."
+    )
     year: Annotated[int, Field(ge=1990, le=2100)] = Field(description="Year the value describes.")
+
+
+HOST_MIN_W = 10.0  # a host share below this is kW written for W (a DGX A100's: 412.5 W)
+GPU_HOUR_MAX_USD = 100.0  # above this, a GPU-hour price is cents written for dollars
+CARBON_MAX_G_PER_KWH = 2000.0  # twice a coal-only grid's intensity
 
 
 def _price_usd_per_kwh(value: float) -> float:
@@ -97,13 +105,57 @@ class HostPower(SourcedValue):
 
     value: Annotated[float, Field(ge=0, le=5000)] = Field(description="W per GPU; 0 = GPUs only.")
 
+    @field_validator("value")
+    @classmethod
+    def _watts(cls, value: float) -> float:
+        if 0 < value < HOST_MIN_W:
+            raise ValueError(
+                f"{value:g} W per GPU is implausible (expected 0, GPUs only, or at least "
+                f"{HOST_MIN_W:g} W): is it in kW? {value:g} kW is {value * 1000:g} W"
+            )
+        return value
+
 
 class GpuHourPrice(SourcedValue):
     """Rental price of one GPU for one hour, $."""
 
     unit: ClassVar[str] = "$ per GPU-hour"
 
-    value: Annotated[float, Field(gt=0, le=100)] = Field(description="$ per GPU-hour.")
+    value: PositiveFloat = Field(description="$ per GPU-hour (4.10, not 410 cents).")
+
+    @field_validator("value")
+    @classmethod
+    def _not_cents(cls, value: float) -> float:
+        if value > GPU_HOUR_MAX_USD:
+            raise ValueError(
+                f"{value:g} $ per GPU-hour is implausible (expected at most "
+                f"{GPU_HOUR_MAX_USD:g} $): is it in cents? {value:g} c is {value / 100:g} $"
+            )
+        return value
+
+
+class OwnCarbonIntensity(SourcedValue):
+    """A grid carbon intensity of your own (a utility's or a contract's figure), gCO2eq/kWh,
+    used instead of the carbon region's."""
+
+    unit: ClassVar[str] = "gCO2eq/kWh"
+
+    value: Annotated[float, Field(ge=0)] = Field(description="gCO2eq per kWh (380, not 0.38 kg).")
+
+    @field_validator("value")
+    @classmethod
+    def _grams(cls, value: float) -> float:
+        if 0 < value < 2:
+            raise ValueError(
+                f"{value:g} gCO2eq/kWh is implausible for a grid (expected grams, 2 to "
+                f"{CARBON_MAX_G_PER_KWH:g}): is it in kg/kWh? {value:g} kg is {value * 1000:g} g"
+            )
+        if value > CARBON_MAX_G_PER_KWH:
+            raise ValueError(
+                f"{value:g} gCO2eq/kWh is implausible (the most carbon-intensive grids are "
+                f"about 1,000): expected at most {CARBON_MAX_G_PER_KWH:g}"
+            )
+        return value
 
 
 class Range(Strict):
@@ -114,8 +166,11 @@ class Range(Strict):
 
     @model_validator(mode="after")
     def _ordered(self) -> Range:
-        if self.low > self.high:
-            raise ValueError(f"low ({self.low}) must not exceed high ({self.high})")
+        if self.low >= self.high:
+            raise ValueError(
+                f"low ({self.low:g}) must be below high ({self.high:g}): a range recomputes the "
+                "headline at its two ends"
+            )
         return self
 
 
@@ -229,6 +284,11 @@ class EconomicsConfig(Strict):
         "'<provider>:<region>' for a cloud region (CodeCarbon's cloud/impact.csv, the "
         "provider's published figure), e.g. 'gcp:us-central1'. Location-based intensity.",
     )
+    carbon_intensity: OwnCarbonIntensity | None = Field(
+        None,
+        description="Your own grid intensity (value gCO2eq/kWh, source, year), used instead of "
+        "carbon_region's; give one of the two.",
+    )
     capacity_cost: CapacityCost = Field(
         default_factory=lambda: CapacityCost(
             value=11.7e6,
@@ -280,4 +340,33 @@ class EconomicsConfig(Strict):
                 f"controller_arm and baseline_arm are both {self.controller_arm!r}: the headline "
                 "compares two different arms"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _one_carbon_figure(self) -> EconomicsConfig:
+        if self.carbon_intensity is not None and "carbon_region" in self.model_fields_set:
+            raise ValueError(
+                f"carbon_region ({self.carbon_region}) and carbon_intensity "
+                f"({self.carbon_intensity.value:g} g/kWh) both given: expected one of them"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _ranges_hold_the_base(self) -> EconomicsConfig:
+        """Each sensitivity range holds its base value (a price raised above the default
+        range was recomputed at two lower prices, as its "low" and "high")."""
+        s = self.sensitivity
+        for base_name, base, range_name, bounds, unit in (
+            ("electricity_price", self.electricity_price.value, "electricity_usd_per_kwh",
+             s.electricity_usd_per_kwh, " $/kWh"),
+            ("pue", self.pue.value, "pue", s.pue, ""),
+            ("capacity_cost", self.capacity_cost.value, "capacity_usd_per_mw",
+             s.capacity_usd_per_mw, " $/MW"),
+        ):  # fmt: skip
+            if not bounds.low <= base <= bounds.high:
+                raise ValueError(
+                    f"sensitivity.{range_name}: the range {bounds.low:g}-{bounds.high:g}{unit} "
+                    f"does not hold {base_name}.value {base:g}{unit}: expected low <= "
+                    f"{base:g} <= high (set the range around the value)"
+                )
         return self

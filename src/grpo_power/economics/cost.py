@@ -68,13 +68,26 @@ class Assumptions:
         return cls(
             usd_per_kwh=economics.electricity_price.value,
             pue=economics.pue.value,
-            carbon=carbon_intensity(economics.carbon_region),
+            carbon=own_or_region_intensity(economics),
             gpu_hour_usd=economics.gpu_hour.value,
             usd_per_mw=economics.capacity_cost.value,
             host_w_per_gpu=economics.host_power.value,
             fleet_gpus=economics.fleet_gpus,
             fleet_hours=hours_in_year(economics.year) * economics.utilization,
         )
+
+
+def own_or_region_intensity(economics: EconomicsConfig) -> CarbonIntensity:
+    """The configured ``carbon_intensity`` (a figure of one's own, with its source), else the
+    ``carbon_region``'s looked up in CodeCarbon's data."""
+    own = economics.carbon_intensity
+    if own is None:
+        return carbon_intensity(economics.carbon_region)
+    name = "economics.carbon_intensity"
+    return CarbonIntensity(OWN_REGION, name, own.value, own.source, own.year)
+
+
+OWN_REGION = "own figure"
 
 
 def per_run(records: pd.DataFrame, a: Assumptions) -> pd.DataFrame:

@@ -10,7 +10,9 @@ that need not be built, priced at $ per MW of critical load. With ``H = 0`` the 
 
 The factor grows with fleet size (statistical multiplexing), so each fleet size of the scaling
 study gets its own row, and the economics fleet uses the factor of the largest studied fleet
-not larger than it (the conservative choice).
+(the fleet stage's own, or a scaling size) not larger than it (the conservative choice); one
+smaller than every studied fleet takes the smallest's, and its note says so. A factor below 1
+leaves no headroom: nothing is oversubscribed, so no GPU is added and no capital avoided.
 """
 
 from __future__ import annotations
@@ -33,10 +35,16 @@ def extra_gpus(n_gpus: int, factor: float, nameplate_w: float, host_w: float) ->
 
 
 def value_row(
-    scope: str, n_gpus: int, fleet_row: pd.Series, nameplate_w: float, a: Assumptions
+    scope: str,
+    n_gpus: int,
+    fleet_row: pd.Series,
+    nameplate_w: float,
+    a: Assumptions,
+    note: str = "",
 ) -> dict[str, object]:
     """One row of the value table for a fleet of ``n_gpus`` sized by ``fleet_row`` (a row of
-    the fleet stage's ``fleet_windows.csv`` or ``scaling.csv``)."""
+    the fleet stage's ``fleet_windows.csv`` or ``scaling.csv``, with its fleet's ``n_gpus``);
+    ``note`` says how that fleet was chosen, where it needs saying."""
     factor = float(fleet_row["factor"])
     row: dict[str, object] = {
         "scope": scope,
@@ -49,12 +57,19 @@ def value_row(
         "factor": factor,
         "data": fleet_row["data"],
     }
+    notes = [note] if note else []
     if not math.isfinite(factor):
         extra = float("nan")
-        row["note"] = "no factor: the fleet stage had no full window of this length"
+        notes.append("no factor: the fleet stage had no full window of this length")
+    elif factor < 1:
+        extra = 0
+        notes.append(
+            f"factor below 1: no headroom (the sizing peak with its margin is "
+            f"{100.0 / factor:.1f} % of nameplate), nothing to oversubscribe"
+        )
     else:
         extra = math.floor(extra_gpus(n_gpus, factor, nameplate_w, a.host_w_per_gpu))
-        row["note"] = "factor below 1: no headroom" if factor < 1 else ""
+    row["note"] = "; ".join(notes)
     row["extra_gpus"] = extra
     row["extra_share"] = extra / n_gpus
     row["capacity_mw_avoided"] = extra * (nameplate_w + a.host_w_per_gpu) / 1e6
@@ -104,12 +119,24 @@ def oversubscription_table(
     scaling = scaling.sort_values("n_gpus")
     if fleet.empty or scaling.empty:
         raise ValueError(f"{fleet_dir}: no fleet rows at the fleet window {window_s:g} s")
-    rows = [value_row("fleet stage", int(summary["n_gpus"]), fleet.iloc[0], nameplate_w, a)]
+    own = fleet.iloc[0]
+    rows = [value_row("fleet stage", int(summary["n_gpus"]), own, nameplate_w, a)]
     rows += [
         value_row("scaling study", int(r["n_gpus"]), r, nameplate_w, a)
         for _, r in scaling.iterrows()
     ]
-    fitting = scaling[scaling["n_gpus"] <= a.fleet_gpus]
-    basis = fitting.iloc[-1] if len(fitting) else scaling.iloc[0]
-    rows.append(value_row("economics fleet", a.fleet_gpus, basis, nameplate_w, a))
+    # the studied fleets by size, the fleet stage's own first among equal sizes
+    studied = pd.DataFrame([own, *(r for _, r in scaling.iterrows())])
+    studied = studied.sort_values("n_gpus", kind="stable")
+    fitting = studied[studied["n_gpus"] <= a.fleet_gpus]
+    note = ""
+    if len(fitting):
+        basis = fitting[fitting["n_gpus"] == fitting["n_gpus"].max()].iloc[0]
+    else:
+        basis = studied.iloc[0]
+        note = (
+            f"no studied fleet is as small as {a.fleet_gpus:,} GPUs: the factor of the smallest "
+            f"({int(basis['n_gpus']):,} GPUs), which can overstate a smaller fleet's"
+        )
+    rows.append(value_row("economics fleet", a.fleet_gpus, basis, nameplate_w, a, note))
     return pd.DataFrame(rows)

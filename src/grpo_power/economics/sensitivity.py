@@ -1,10 +1,12 @@
 """Headline economics, and how they move with price, PUE, carbon intensity and capacity cost.
 
-The headline, per source and deployment where both arms ran: the controller's and the
+The study's headline, per source and deployment where both arms ran: the controller's and the
 baseline's energy cost and carbon per million tokens, the fleet-year energy dollars, GPU dollars
 and tonnes of CO2eq the controller saves against the baseline, and the capital that
-oversubscription avoids for the economics fleet. The sensitivity recomputes it one assumption at
-a time at the low and high ends of the configured ranges (and at each listed carbon region).
+oversubscription avoids for the economics fleet (the planner's: its traces' own cost and
+carbon, :mod:`grpo_power.planner.economics`). The sensitivity recomputes a headline one
+assumption at a time at the low and high ends of the configured ranges (and at each listed
+carbon region).
 """
 
 from __future__ import annotations
@@ -53,19 +55,22 @@ def headline(
         add(f"energy $ saved per fleet-year, {versus}", "$", pair["energy_usd_saved_per_year"])
         add(f"GPU-time $ saved per fleet-year, {versus}", "$", pair["gpu_usd_saved_per_year"])
         add(f"carbon saved per fleet-year, {versus}", "tCO2eq", pair["carbon_t_saved_per_year"])
-    fleet = oversubscription(a)
-    fleet = fleet[fleet["scope"] == "economics fleet"].iloc[0]
-    rows.append(
-        {
-            "source": "fleet",
-            "deployment": f"{int(fleet['n_gpus']):,} GPUs",
-            "quantity": "capital avoided by oversubscription",
-            "unit": "$",
-            "value": fleet["capital_usd_avoided"],
-            "data": fleet["data"],
-        }
-    )
+    rows.append(capital_row(oversubscription(a)))
     return pd.DataFrame(rows, columns=list(HEADLINE_COLUMNS))
+
+
+def capital_row(oversubscription: pd.DataFrame) -> dict[str, object]:
+    """The headline row of the capital oversubscription avoids for the economics fleet, from
+    a value table of :func:`grpo_power.economics.oversubscription.oversubscription_table`."""
+    fleet = oversubscription[oversubscription["scope"] == "economics fleet"].iloc[0]
+    return {
+        "source": "fleet",
+        "deployment": f"{int(fleet['n_gpus']):,} GPUs",
+        "quantity": "capital avoided by oversubscription",
+        "unit": "$",
+        "value": fleet["capital_usd_avoided"],
+        "data": fleet["data"],
+    }
 
 
 def sensitivity_points(
@@ -88,19 +93,16 @@ def sensitivity_points(
 
 
 def sensitivity(
-    records: pd.DataFrame,
-    oversubscription: Callable[[Assumptions], pd.DataFrame],
+    headline_at: Callable[[Assumptions], pd.DataFrame],
     base: Assumptions,
     economics: EconomicsConfig,
 ) -> pd.DataFrame:
-    """The headline at every point of :func:`sensitivity_points`, with ``parameter`` and
-    ``setting`` columns, and ``change_pct`` against the base case."""
+    """The headline (``headline_at(assumptions)``: rows of :data:`HEADLINE_COLUMNS`; the
+    study's :func:`headline`, or the planner's) at every point of :func:`sensitivity_points`,
+    with ``parameter`` and ``setting`` columns, and ``change_pct`` against the base case."""
     frames = []
     for parameter, setting, a in sensitivity_points(base, economics):
-        frame = headline(
-            records, oversubscription, a, economics.controller_arm, economics.baseline_arm
-        )
-        frames.append(frame.assign(parameter=parameter, setting=setting))
+        frames.append(headline_at(a).assign(parameter=parameter, setting=setting))
     table = pd.concat(frames, ignore_index=True)
     keys = ["source", "deployment", "quantity"]
     base_values = table[table["parameter"] == "base"].set_index(keys)["value"]

@@ -28,7 +28,7 @@ from grpo_power.economics.cost import Assumptions, arm_costs, per_run, savings
 from grpo_power.economics.oversubscription import oversubscription_table, read_fleet_summary
 from grpo_power.economics.pilot import pilot_plan
 from grpo_power.economics.records import METRICS_FILE, all_records
-from grpo_power.economics.sensitivity import sensitivity
+from grpo_power.economics.sensitivity import headline, sensitivity
 from grpo_power.layout import ECONOMICS, EVALUATE
 from grpo_power.stage_files import read_csv
 
@@ -59,6 +59,7 @@ def constants_table(config: Config, a: Assumptions) -> pd.DataFrame:
         }
         for name in type(economics).model_fields
         if isinstance(value := getattr(economics, name), SourcedValue)
+        and name != "carbon_intensity"  # the intensity used, own or looked up, is the next row
     ]
     rows.append(
         {
@@ -123,7 +124,13 @@ def run_economics(
         economics.pilot,
     )
     smallest = pilot[pilot["smallest"]] if len(pilot) else pilot
-    table = sensitivity(records, value_of, a, economics)
+    table = sensitivity(
+        lambda at: headline(
+            records, value_of, at, economics.controller_arm, economics.baseline_arm
+        ),
+        a,
+        economics,
+    )
     base = table[table["parameter"] == "base"].drop(columns=["parameter", "setting", "change_pct"])
     summary = {
         "data": sorted(set(records["data"])),

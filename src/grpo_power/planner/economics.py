@@ -7,8 +7,11 @@ trace's mean power (:func:`grpo_power.economics.cost.per_run`, the economics sta
 arithmetic). Tokens are not needed; where a trace has some (``tokens`` in the import's index:
 from its step log, or from the engine metrics log aligned with it) the per-token figures are
 filled too. The value of oversubscription comes from the planner's fleet
-(:func:`grpo_power.economics.oversubscription.oversubscription_table`). Writes ``constants.csv``,
-``traces.csv``, ``oversubscription.csv`` and ``summary.json`` into ``out``, atomically.
+(:func:`grpo_power.economics.oversubscription.oversubscription_table`); the sensitivity
+recomputes the pooled figures and that value at each end of ``economics.sensitivity``'s ranges
+(:func:`grpo_power.economics.sensitivity.sensitivity`). Writes ``constants.csv``,
+``traces.csv``, ``oversubscription.csv``, ``sensitivity.csv`` and ``summary.json`` into
+``out``, atomically.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from grpo_power.config import Config
 from grpo_power.economics.cost import J_PER_KWH, Assumptions, per_run
 from grpo_power.economics.oversubscription import oversubscription_table
 from grpo_power.economics.records import RECORD_COLUMNS
+from grpo_power.economics.sensitivity import HEADLINE_COLUMNS, capital_row, sensitivity
 from grpo_power.economics.stage import constants_table
 from grpo_power.layout import PLANNER_ECONOMICS
 from grpo_power.planner.discover import INDEX, INDEX_FILE
@@ -108,6 +112,32 @@ def priced(records: pd.DataFrame, a: Assumptions) -> pd.DataFrame:
     return table
 
 
+def planner_headline(
+    records: pd.DataFrame, fleet_dir: Path, nameplate_w: float, a: Assumptions
+) -> pd.DataFrame:
+    """The planner's headline under ``a`` (rows of :data:`HEADLINE_COLUMNS`): the traces'
+    pooled GPU energy at the wall, its cost and carbon, a fleet-year's, and the capital that
+    oversubscription avoids for the economics fleet."""
+    pooled = priced(records, a).set_index("deployment").loc[POOLED]
+    key = {"source": "traces", "deployment": POOLED, "data": pooled["data"]}
+    rows = [
+        {**key, "quantity": quantity, "unit": unit, "value": float(pooled[column])}
+        for quantity, unit, column in HEADLINE_QUANTITIES
+    ]
+    rows.append(capital_row(oversubscription_table(fleet_dir, nameplate_w, a)))
+    return pd.DataFrame(rows, columns=list(HEADLINE_COLUMNS))
+
+
+# (quantity, unit, column of :func:`priced`) of the planner's headline
+HEADLINE_QUANTITIES = (
+    ("GPU energy at the wall", "kWh", "wall_kwh"),
+    ("energy cost", "$", "energy_usd"),
+    ("carbon", "kgCO2eq", "carbon_kg"),
+    ("energy cost per fleet-year", "$", "annual_energy_usd"),
+    ("carbon per fleet-year", "tCO2eq", "annual_carbon_t"),
+)
+
+
 def planner_economics(
     traces_dir: Path | str, fleet_dir: Path | str, out: Path | str, config: Config
 ) -> dict[str, Any]:
@@ -123,6 +153,9 @@ def planner_economics(
     table = priced(records, a)
     oversubscription = oversubscription_table(fleet_dir, nameplate_w, a)
     pooled = table[table["deployment"] == POOLED].iloc[0]
+    sensitivities = sensitivity(
+        lambda at: planner_headline(records, fleet_dir, nameplate_w, at), a, config.economics
+    )
     economics_fleet = oversubscription[oversubscription["scope"] == "economics fleet"].iloc[0]
     summary = {
         "data": sorted(set(table["data"])),
@@ -134,9 +167,11 @@ def planner_economics(
         "energy_usd": float(pooled["energy_usd"]),
         "carbon_kg": float(pooled["carbon_kg"]),
         "mean_power_w_per_gpu": float(pooled["power_w_per_gpu"]),
+        "pue": a.pue,
         "carbon_region": a.carbon.region,
         "carbon_g_per_kwh": a.carbon.g_per_kwh,
         "fleet_gpus": a.fleet_gpus,
+        "fleet_hours": a.fleet_hours,  # hours a year the fleet runs (the year x utilization)
         "annual_mwh": float(pooled["annual_mwh"]),
         "annual_energy_usd": float(pooled["annual_energy_usd"]),
         "annual_carbon_t": float(pooled["annual_carbon_t"]),
@@ -148,5 +183,6 @@ def planner_economics(
     write_csv_atomic(out / PLANNER_ECONOMICS.constants, constants_table(config, a))
     write_csv_atomic(out / PLANNER_ECONOMICS.traces, table)
     write_csv_atomic(out / PLANNER_ECONOMICS.oversubscription, oversubscription)
+    write_csv_atomic(out / PLANNER_ECONOMICS.sensitivity, sensitivities)
     write_json_atomic(out / PLANNER_ECONOMICS.summary, summary)
     return summary

@@ -145,6 +145,7 @@ def planner_report(folders: PlannerFolders, out: Path | str, config: Config) -> 
     oversub = cells.CsvFile(folders.economics / PLANNER_ECONOMICS.oversubscription)
     constants = cells.CsvFile(folders.economics / PLANNER_ECONOMICS.constants)
     summary = cells.JsonFile(folders.economics / PLANNER_ECONOMICS.summary)
+    sensitivities = cells.CsvFile(folders.economics / PLANNER_ECONOMICS.sensitivity)
     index_file = cells.CsvFile(folders.traces / INDEX)
     labelled = index_file.frame.merge(imported[["key", "label"]], on="key", how="left")
     index_file.frame = labelled[labelled["status"] == "imported"]
@@ -197,7 +198,9 @@ def planner_report(folders: PlannerFolders, out: Path | str, config: Config) -> 
             ".",
         ],
         [
-            "Energy at the wall ",
+            "GPU energy at the wall (x PUE ",
+            summary.num("pue", "g"),
+            "; the hosts' CPUs, memory and network are not in the traces, not counted) ",
             summary.num("wall_kwh", ",.4f"),
             " kWh, costing $",
             summary.num("energy_usd", ",.4f"),
@@ -205,11 +208,17 @@ def planner_report(folders: PlannerFolders, out: Path | str, config: Config) -> 
             summary.num("carbon_kg", ",.4f"),
             f" kg CO2eq ({summary.get('carbon_region')}); a fleet of ",
             *_gpus(summary.num("fleet_gpus", ",.0f"), " such GPU"),
-            " for a year: $",
+            " running ",
+            summary.num("fleet_hours", ",.0f"),
+            " h a year: $",
             summary.num("annual_energy_usd", ",.0f"),
             "; oversubscription avoids $",
             summary.num("oversubscription.capital_usd_avoided", ",.0f"),
-            " of capacity, each GPU provisioned at ",
+            " of capacity at the factor of the ",
+            summary.num("oversubscription.factor_from_gpus", ",.0f"),
+            "-GPU fleet (",
+            summary.num("oversubscription.factor", ".3f"),
+            " x), each GPU provisioned at ",
             summary.num("nameplate_w", ",.0f"),
             " W (the traced GPUs' mean board power) plus its host's share.",
         ],
@@ -279,6 +288,7 @@ def planner_report(folders: PlannerFolders, out: Path | str, config: Config) -> 
                 ),
                 out,
             ),
+            html.table_html(tab.sensitivity_table(sensitivities), out),
             html.table_html(tab.constants_table("constants", "Constants", constants), out),
             key="economics",
         ),

@@ -374,7 +374,7 @@ OVERSUBSCRIPTION_COLS = (
     Col("peak share %", "peak_share", ".1f", 100.0),
     Col("factor (x)", "factor", ".3f"),
     Col("extra GPUs", "extra_gpus", ",.0f"),
-    Col("capacity avoided (MW)", "capacity_mw_avoided", ",.3f"),
+    Col("capacity avoided (MW)", "capacity_mw_avoided", ",.4f"),
     Col("capital avoided ($)", "capital_usd_avoided", ",.0f"),
     Col("data", "data"),
     Col("note", "note"),
@@ -434,7 +434,7 @@ def sensitivity_table(source: CsvFile) -> Table:
     )
     for _, q in quantities.iterrows():
         keys = {"source": q["source"], "deployment": q["deployment"], "quantity": q["quantity"]}
-        spec = ",.4f" if "per Mtok" in q["quantity"] else ",.0f"
+        spec = ",.4f" if "per Mtok" in q["quantity"] or abs(q["value"]) < 1000 else ",.0f"
         row: list[Cell] = [q["source"], q["deployment"], q["quantity"], q["unit"], q["data"]]
         for parameter, setting in settings:
             found = source.select(parameter=parameter, setting=setting, **keys)
