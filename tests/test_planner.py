@@ -575,6 +575,9 @@ def test_the_planner_prices_at_an_analysts_own_figures_and_varies_each(tmp_path:
     )
     page = (tmp_path / "out" / "report" / "index.html").read_text()
     assert "Sensitivity of the headline" in page and "utility disclosure" in page
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", "", page)).split())
+    assert "wall kWh: GPU energy x PUE 1.3 (the hosts' not counted)" in text
+    assert "Fleet-year: 10,000 GPUs running 8,760 h a year" in text
 
 
 def test_a_gpu_lost_mid_log_is_read_and_the_fleet_says_what_it_left_out(tmp_path: Path) -> None:

@@ -274,7 +274,21 @@ def planner_report(folders: PlannerFolders, out: Path | str, config: Config) -> 
             "Economics",
             html.table_html(
                 cells.csv_table(
-                    "energy", "Energy, cost and carbon", energy, ENERGY_COLS, ["deployment"]
+                    "energy",
+                    "Energy, cost and carbon",
+                    energy,
+                    ENERGY_COLS,
+                    ["deployment"],
+                    note=[
+                        "wall kWh: GPU energy x PUE ",
+                        summary.num("pue", "g"),
+                        " (the hosts' not counted). Fleet-year: ",
+                        *_gpus(summary.num("fleet_gpus", ",.0f")),
+                        " running ",
+                        summary.num("fleet_hours", ",.0f"),
+                        " h a year (the year's hours x economics.utilization), each at the "
+                        "trace's mean W per GPU.",
+                    ],
                 ),
                 out,
             ),
