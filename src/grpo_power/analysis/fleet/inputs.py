@@ -138,7 +138,7 @@ class JobSource:
     n_gpus: int
     total_j: np.ndarray
     joins: int
-    first_gpus_j: Callable[[int], np.ndarray] = field(repr=False)
+    first_gpus_j: Callable[[int], np.ndarray] = field(repr=False)  # energy of the first k GPUs
     _spectrum: np.ndarray | None = None
     _cut: tuple[int, np.ndarray] | None = None
 
@@ -202,38 +202,28 @@ def load_job_source(run: RunBins) -> JobSource:
     """Read a run's bins and keep the sum over its GPUs of the bins where all of them have
     data, in time order (a cut to fewer GPUs reads the file again)."""
 
+    def rows() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        read = read_bins(run, ("bin", "gpu", "energy_j"))
+        return read["bin"], read["gpu"], read["energy_j"]
+
+    return job_source_from_rows(run.run_id, run.nameplate_w, rows, run.bin_s, str(run.path))
+
+
+Rows = tuple[np.ndarray, np.ndarray, np.ndarray]  # a run's (bin, gpu, energy_j) columns
+
+
+def job_source_from_rows(
+    run_id: str, nameplate_w: float, rows: Callable[[], Rows], bin_s: float, where: str
+) -> JobSource:
+    """A job source of the run whose (bin, gpu, energy_j) rows ``rows()`` returns (asked again
+    for a job cut to fewer GPUs, so that they need not be held): :func:`complete_sum`;
+    ``where`` names the file in errors."""
+
     def summed(gpus: int | None) -> tuple[np.ndarray, int, int]:
-        rows = read_bins(run, ("bin", "gpu", "energy_j"))
-        return complete_sum(
-            rows["bin"], rows["gpu"], rows["energy_j"], run.bin_s, str(run.path), gpus
-        )
+        return complete_sum(*rows(), bin_s, where, gpus)
 
     total_j, n_gpus, joins = summed(None)
-    return JobSource(
-        run.run_id, run.nameplate_w, n_gpus, total_j, joins, lambda gpus: summed(gpus)[0]
-    )
-
-
-def job_source_from_bins(
-    run_id: str,
-    nameplate_w: float,
-    index: np.ndarray,
-    gpu: np.ndarray,
-    energy: np.ndarray,
-    bin_s: float,
-    where: str,
-) -> JobSource:
-    """A run's (bin, gpu, energy_j) rows held in memory as a job source (:func:`complete_sum`;
-    ``where`` names the file in errors)."""
-    total_j, n_gpus, joins = complete_sum(index, gpu, energy, bin_s, where)
-    return JobSource(
-        run_id,
-        nameplate_w,
-        n_gpus,
-        total_j,
-        joins,
-        lambda gpus: complete_sum(index, gpu, energy, bin_s, where, gpus)[0],
-    )
+    return JobSource(run_id, nameplate_w, n_gpus, total_j, joins, lambda gpus: summed(gpus)[0])
 
 
 def complete_sum(

@@ -17,6 +17,7 @@ longer, its 30 s peak in kW and as a share of nameplate, and the factor with its
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ import pyarrow.parquet as pq
 from grpo_power.analysis import reference
 from grpo_power.analysis.fleet.comparison import comparison_markdown
 from grpo_power.analysis.fleet.factors import stats_table
-from grpo_power.analysis.fleet.inputs import JobSource, job_source_from_bins
+from grpo_power.analysis.fleet.inputs import JobSource, Rows, job_source_from_rows
 from grpo_power.analysis.fleet.monte_carlo import MonteCarloFleet, window_draws
 from grpo_power.analysis.windows.simulated import study_windows_s
 from grpo_power.config import Config
@@ -68,17 +69,20 @@ class SimDeployment:
                 f"only {sorted(self.bins['arm'].unique())}"
             )
         return [
-            job_source_from_bins(
+            job_source_from_rows(
                 f"sim-{self.name}-{arm}-seed{seed}",
                 float(self.summary["nameplate_w"]),
-                at["bin"].to_numpy(),
-                at["gpu"].to_numpy(),
-                at["energy_j"].to_numpy(),
+                functools.partial(self._rows, arm, seed),
                 float(self.summary["bin_s"]),
                 str(self.folder / SIM_WINDOWS.bins),
             )
-            for seed, at in rows.groupby("seed", sort=True)
+            for seed in sorted(rows["seed"].unique())
         ]
+
+    def _rows(self, arm: str, seed: int) -> Rows:
+        """The (bin, gpu, energy_j) rows of one seed of ``arm``."""
+        at = self.bins[(self.bins["arm"] == arm) & (self.bins["seed"] == seed)]
+        return at["bin"].to_numpy(), at["gpu"].to_numpy(), at["energy_j"].to_numpy()
 
 
 def read_sim_deployment(folder: Path | str, config: Config) -> SimDeployment:
