@@ -671,6 +671,43 @@ def test_planner_on_the_public_real_traces(tmp_path: Path) -> None:
     assert len(list((planner / "report" / "figures").glob("*.png"))) == 3
 
 
+@pytest.mark.slow
+def test_the_workflow_imports_again_when_results_hold_another_folders_traces(
+    tmp_path: Path,
+) -> None:
+    """The README's two planner forms on two folders whose logs have the same names: after
+    `planner run A`, the Snakemake target for B imports B (it said "Nothing to be done" and
+    kept A's fleet and report: the outputs were there, and the CLI records no provenance), and
+    does so again after another `planner run A`; asked for B twice, it does nothing."""
+    checkout = checkout_copy(tmp_path / "checkout")
+    folders = {}
+    for name, level_w in (("A", 150.0), ("B", 300.0)):
+        folders[name] = tmp_path / name
+        folders[name].mkdir()
+        (folders[name] / "node.csv").write_text(
+            _smi_log(
+                "power.draw [W]", lambda i, g, w=level_w: f"{w + 20 * np.sin(i / 9 + g):.2f} W", 400
+            )
+        )
+    cli_a = f".venv/bin/grpo-power planner run {folders['A']} --out results/planner"
+    snakemake_b = f"snakemake --cores 2 planner --config planner='{{traces: {folders['B']}}}'"
+    summary = checkout / "results" / "planner" / "economics" / "summary.json"
+
+    def power_w() -> float:
+        return json.loads(summary.read_text())["mean_power_w_per_gpu"]
+
+    run_as_user(cli_a, checkout)
+    assert power_w() == pytest.approx(150.0, rel=0.02)
+    run_as_user(snakemake_b, checkout)
+    assert power_w() == pytest.approx(300.0, rel=0.02)
+    assert "Nothing to be done" in run_as_user(snakemake_b, checkout)
+    run_as_user(cli_a, checkout)
+    run_as_user(snakemake_b, checkout)
+    assert power_w() == pytest.approx(300.0, rel=0.02)
+    index = pd.read_csv(checkout / "results" / "planner" / "traces" / "index.csv")
+    assert index["source_path"].tolist() == [str(folders["B"] / "node.csv")]
+
+
 def _trace_csv(path: Path, power_w: dict[int, np.ndarray], start_unix_s: float) -> None:
     """A trace CSV (t, gpu, power_w) of GPUs sampled every second from ``start_unix_s``:
     ``power_w[gpu]`` each GPU's readings (a GPU whose readings stop has fewer)."""

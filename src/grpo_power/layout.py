@@ -29,6 +29,7 @@ Imports nothing of grpo-power: every layer may use it.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -219,9 +220,18 @@ class EconomicsFiles(_Files):
 @dataclass(frozen=True)
 class PlannerTraceFiles(_Files):
     """Planner mode's imported traces (``planner/traces/``): the index, beside
-    ``<key>.parquet`` for each trace found."""
+    ``<key>.parquet`` for each trace found, and the folder they were read from
+    (:meth:`folder_stamp`)."""
 
     index: str = "index.csv"
+
+    @staticmethod
+    def folder_stamp(folder: Path | str) -> str:
+        """The name of the file an import writes beside its index, holding the folder it read
+        (``folder-<hash of its absolute path>.txt``): the workflow asking for another folder
+        finds its stamp missing and imports again, whoever wrote the traces there."""
+        resolved = str(Path(folder).resolve())
+        return f"folder-{hashlib.sha256(resolved.encode()).hexdigest()[:12]}.txt"
 
 
 @dataclass(frozen=True)

@@ -2,23 +2,49 @@
 # traces, mixed) imported, windowed, made into a fleet, priced and reported, with no GRPO run and
 # no simulator: `snakemake --cores 2 planner --config planner='{traces: DIR}'`. The same commands
 # as `grpo-power planner run DIR --out results/planner`, one job each (a window job per trace).
+import functools
+
 from grpo_power.layout import PLANNER_ECONOMICS, PLANNER_TRACES
 from grpo_power.planner.discover import find_traces
 
 PLANNER = LAYOUT.planner
 
 
+@functools.cache
+def planner_found():
+    """The files under planner.traces: (traces, skipped), found when the workflow is planned."""
+    if CFG.planner.traces is None:
+        return [], []
+    return find_traces(CFG.planner.traces)
+
+
 def planner_keys():
-    """The names of the traces under planner.traces (found when the workflow is planned)."""
+    """The names of the traces under planner.traces."""
+    return [found.key for found in planner_found()[0]]
+
+
+def planner_files():
+    """Every file under planner.traces the import reads (a rotated log's parts, an engine log
+    beside a power log), so that a log written since the import is imported again."""
+    traces, skipped = planner_found()
+    return sorted({str(p) for f in traces + skipped for p in (f.path, *f.parts)})
+
+
+def planner_stamp():
+    """The import's record of the folder it read: missing when results/planner holds the
+    traces of another folder (imported by `grpo-power planner run`, or another config)."""
     if CFG.planner.traces is None:
         return []
-    return [found.key for found in find_traces(CFG.planner.traces)[0]]
+    return [PLANNER.traces / PLANNER_TRACES.folder_stamp(CFG.planner.traces)]
 
 
 rule planner_import:
+    input:
+        planner_files(),
     output:
         index=PLANNER.traces / PLANNER_TRACES.index,
         traces=[PLANNER.trace(key) for key in planner_keys()],
+        folder=planner_stamp(),
     log:
         LAYOUT.logs / "planner" / "import.log",
     params:
@@ -132,3 +158,6 @@ rule planner_report:
 rule planner:
     input:
         PLANNER.report / REPORT.page,
+        # the traces are of the folder asked for: a stamp missing (results/planner holds another
+        # folder's) makes the import run again, and every step after it
+        planner_stamp(),

@@ -234,16 +234,23 @@ def import_traces(
     nameplate takes ``config.gpu.nameplate_w`` (noted). Tokens come from a trace's step log, or
     from the inference engine's metrics log beside a power log (:func:`engines_beside`), aligned
     with it as ``telemetry import --engine`` does: the tokens the engine generated over the log's
-    span. Returns the index.
+    span. Beside the index, ``out/folder-<hash>.txt`` names the folder read
+    (:meth:`~grpo_power.layout.PlannerTraceFiles.folder_stamp`). Returns the index.
 
     Raises:
         ValueError: a trace that cannot be read (the message names the file and the field).
     """
     folder = Path(folder)
     traces, skipped = find_traces(folder)
-    return replace_folder_atomic(  # a refused trace leaves no traces behind, nor old ones
-        out, lambda staging: _import_into(staging, traces, skipped, config, show_progress)
-    )
+
+    def write(staging: Path) -> pd.DataFrame:
+        index = _import_into(staging, traces, skipped, config, show_progress)
+        stamp = staging / PLANNER_TRACES.folder_stamp(folder)
+        stamp.write_text(f"{folder.resolve()}\n")
+        return index
+
+    # a refused trace leaves no traces behind, nor old ones
+    return replace_folder_atomic(out, write)
 
 
 def _import_into(
