@@ -60,7 +60,7 @@ class Assumptions:
     usd_per_mw: float
     host_w_per_gpu: float
     fleet_gpus: int
-    fleet_hours: float  # hours a year the fleet runs GRPO
+    fleet_hours: float  # hours a year the fleet runs (GRPO, in the study)
 
     @classmethod
     def from_config(cls, economics: EconomicsConfig) -> Assumptions:

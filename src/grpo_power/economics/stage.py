@@ -73,8 +73,8 @@ def constants_table(config: Config, a: Assumptions) -> pd.DataFrame:
     settings = (
         ("fleet_gpus", economics.fleet_gpus, "GPUs"),
         ("year", economics.year, "calendar year of the annual figures"),
-        ("utilization", economics.utilization, "share of the year running GRPO"),
-        ("fleet_hours", a.fleet_hours, "hours a year the fleet runs GRPO"),
+        ("utilization", economics.utilization, "share of the year the fleet runs"),
+        ("fleet_hours", a.fleet_hours, "hours a year the fleet runs"),
     )
     for name, value, unit in settings:
         rows.append({"name": name, "value": value, "unit": unit, "source": "config", "year": None})
