@@ -551,6 +551,9 @@ def test_the_planner_prices_at_an_analysts_own_figures_and_varies_each(tmp_path:
     constants = pd.read_csv(tmp_path / "out" / "economics" / "constants.csv").set_index("name")
     assert constants.loc["carbon_intensity", "source"] == "utility disclosure"
     assert constants.loc["carbon_intensity", "year"] == 2024
+    assert constants.loc["sensitivity pue high", "value"] == 1.95  # each end, with its source
+    assert constants.loc["sensitivity pue high", "source"] == "not given in the config"
+    assert constants.loc["sensitivity capacity_usd_per_mw low", "source"].startswith("Cushman")
 
     table = pd.read_csv(tmp_path / "out" / "economics" / "sensitivity.csv")
 

@@ -159,10 +159,12 @@ class OwnCarbonIntensity(SourcedValue):
 
 
 class Range(Strict):
-    """A low and a high value a headline number is recomputed at (sensitivity)."""
+    """A low and a high value a headline number is recomputed at (sensitivity), and where
+    they come from (the constants table cites it)."""
 
     low: float
     high: float
+    source: str = Field("", description="Where the two ends come from (empty: not given).")
 
     @model_validator(mode="after")
     def _ordered(self) -> Range:
@@ -178,21 +180,33 @@ class SensitivityConfig(Strict):
     """One-at-a-time sensitivity of the headline economics to price, PUE and carbon intensity."""
 
     electricity_usd_per_kwh: Range = Field(
-        default_factory=lambda: Range(low=0.0575, high=0.1864),
-        description="$/kWh. US EIA, Electric Power Annual 2023 (released 2024), average revenue "
-        "per kWh from industrial customers by state: lowest New Mexico 5.75 c, California "
-        "18.64 c (2023).",
+        default_factory=lambda: Range(
+            low=0.0575,
+            high=0.1864,
+            source="US EIA, Electric Power Annual 2023 (released 2024), average revenue per kWh "
+            "from industrial customers by state: lowest New Mexico 5.75 c, California 18.64 c "
+            "(2023)",
+        ),
+        description="$/kWh, the lowest and highest price the fleet could pay.",
     )
     pue: Range = Field(
-        default_factory=lambda: Range(low=1.10, high=2.0),
-        description="PUE. Low: Google's fleet-wide trailing-twelve-month PUE, about 1.10 "
-        "(Google 2024 Environmental Report, 2023 data); high: an assumption for older "
-        "air-cooled enterprise rooms.",
+        default_factory=lambda: Range(
+            low=1.10,
+            high=2.0,
+            source="Low: Google's fleet-wide trailing-twelve-month PUE, about 1.10 (Google 2024 "
+            "Environmental Report, 2023 data); high: an assumption for older air-cooled "
+            "enterprise rooms",
+        ),
+        description="PUE, the most and least efficient facility considered.",
     )
     capacity_usd_per_mw: Range = Field(
-        default_factory=lambda: Range(low=9.3e6, high=15.0e6),
-        description="$/MW. Cushman & Wakefield, Data Center Development Cost Guide 2025 (2024 "
-        "data): the cheapest (San Antonio) and dearest (Reno) of 19 US markets.",
+        default_factory=lambda: Range(
+            low=9.3e6,
+            high=15.0e6,
+            source="Cushman & Wakefield, Data Center Development Cost Guide 2025 (2024 data): "
+            "the cheapest (San Antonio) and dearest (Reno) of 19 US markets",
+        ),
+        description="$/MW of critical load, the cheapest and dearest site considered.",
     )
     carbon_regions: list[CarbonRegion] = Field(
         default_factory=lambda: ["FRA", "IND"],

@@ -47,7 +47,8 @@ class EconomicsResult:
 
 def constants_table(config: Config, a: Assumptions) -> pd.DataFrame:
     """Every constant of the economics section with its unit, source and year, the carbon
-    intensity looked up for the configured region, and the fleet-year settings."""
+    intensity used (looked up for the configured region, or one's own), each end of the
+    sensitivity's ranges with its source, and the fleet-year settings."""
     economics = config.economics
     rows = [
         {
@@ -70,6 +71,21 @@ def constants_table(config: Config, a: Assumptions) -> pd.DataFrame:
             "year": a.carbon.year,
         }
     )
+    for name, bounds, unit in (
+        ("electricity_usd_per_kwh", economics.sensitivity.electricity_usd_per_kwh, "$/kWh"),
+        ("pue", economics.sensitivity.pue, "facility / IT energy"),
+        ("capacity_usd_per_mw", economics.sensitivity.capacity_usd_per_mw, "$/MW"),
+    ):
+        for end in ("low", "high"):
+            rows.append(
+                {
+                    "name": f"sensitivity {name} {end}",
+                    "value": getattr(bounds, end),
+                    "unit": unit,
+                    "source": bounds.source or "not given in the config",
+                    "year": None,
+                }
+            )
     settings = (
         ("fleet_gpus", economics.fleet_gpus, "GPUs"),
         ("year", economics.year, "calendar year of the annual figures"),
