@@ -347,6 +347,7 @@ def write_run(folder: Path, config: Config, arm: str, high_w: float, tokens: int
         gpu_name="NVIDIA A100-SXM4-40GB",
         nameplate_w=400.0,
         sample_period_s=period_s,
+        simulated=True,  # as a tiny run's: simulated power, this machine's timing
         model_size="tiny",
     )
     write_trace(folder / "trace.parquet", frame, metadata)

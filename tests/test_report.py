@@ -118,6 +118,7 @@ def test_every_figure_is_written_as_pdf_and_png(report: dict) -> None:
         pdf, png = figures / f"{name}.pdf", figures / f"{name}.png"
         assert pdf.read_bytes()[:5] == b"%PDF-" and pdf.stat().st_size > 5_000, name
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5_000, name
+        assert b"/CreationDate" not in pdf.read_bytes(), name  # a rerun writes the same file
     assert f"{len(REPORT_FIGURES)} figures" in report["output"]
 
 
@@ -543,6 +544,9 @@ def test_the_page_reads_top_to_bottom_and_labels_simulation(report: dict) -> Non
     assert text.count("SIMULATED") > 20
     for caution in ("POLCA", "Thunderbolt", "Flex", "NVML_FI_DEV_POWER_INSTANT", "0.2-3 Hz"):
         assert caution in text
+    # the tiny runs' numbers follow this machine's timing; the simulator's do not
+    runs = len(list((report["root"] / "runs").rglob("manifest.json")))
+    assert f"Reruns: the {runs} real run(s) here ran a model on this machine" in text
     assert "2.13.0+cpu" in text and "test-platform" in text  # versions and hardware
     assert "No measured runs configured: set real_traces.folder" in text  # the default config
 

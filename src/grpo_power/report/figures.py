@@ -77,7 +77,14 @@ def save_figure(fig: Figure, folder: Path, name: str, dpi: int) -> list[Path]:
     paths = []
     for fmt in FORMATS:
         path = folder / f"{name}.{fmt}"
-        write_atomic(path, lambda tmp, fmt=fmt: fig.savefig(tmp, format=fmt, dpi=dpi))
+        # no creation date in a PDF: the same figure is the same file on a rerun
+        metadata = {"CreationDate": None} if fmt == "pdf" else None
+        write_atomic(
+            path,
+            lambda tmp, fmt=fmt, metadata=metadata: fig.savefig(
+                tmp, format=fmt, dpi=dpi, metadata=metadata
+            ),
+        )
         paths.append(path)
     plt.close(fig)
     return paths

@@ -333,6 +333,17 @@ def _cautions(
         "(docs/calibration.md) and are refitted from the tiny CPU runs; confirm on GPUs (see the "
         "pilot) before acting on them.",
     ]
+    timed = [i for i in infos if i.metadata.get("simulated")]
+    if timed:
+        items.append(
+            f"Reruns: the {len(timed)} real run(s) here ran a model on this machine with "
+            "simulated power, so each phase lasts as long as it took on this machine: their "
+            "traces, tokens/s and what is computed from them (the identify fit, the fleet of "
+            "their traces, the economics rows of source run) come out otherwise on a rerun, "
+            "more so on a busier machine. The simulator's evaluations (the SIMULATED arms of "
+            "each deployment, their windows and fleet mix) are the same numbers for the same "
+            "seeds."
+        )
     return html.section("Cautions", html.bullet_list(items, out, "caution"), key="cautions")
 
 
