@@ -324,6 +324,10 @@ def test_the_economics_fleet_takes_the_largest_studied_fleet_not_larger(tmp_path
     assert "no studied fleet is as small as 8 GPUs" in economics_fleet["note"]
     table = oversubscription_table(fleet, 400.0, _assumptions(fleet_gpus=63))
     assert table.iloc[-1]["factor_from_gpus"] == 24  # 64 is larger; 24 beats 16
+    # a traced fleet with no full window of the sizing length has no factor: not a basis
+    unsized = _fleet_outputs(tmp_path / "unsized", 24, {24: float("nan"), 16: 1.1, 64: 1.2})
+    table = oversubscription_table(unsized, 400.0, _assumptions(fleet_gpus=30))
+    assert table.iloc[-1]["factor_from_gpus"] == 16 and table.iloc[-1]["factor"] == 1.1
 
 
 def test_economics_stage_on_small_inputs(study: tuple[Config, dict]) -> None:

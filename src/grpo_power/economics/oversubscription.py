@@ -21,6 +21,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from grpo_power.economics.cost import Assumptions
@@ -125,9 +126,12 @@ def oversubscription_table(
         value_row("scaling study", int(r["n_gpus"]), r, nameplate_w, a)
         for _, r in scaling.iterrows()
     ]
-    # the studied fleets by size, the fleet stage's own first among equal sizes
+    # the studied fleets by size, the fleet stage's own first among equal sizes; one without a
+    # factor (no full window of the sizing length) is no basis while another has one
     studied = pd.DataFrame([own, *(r for _, r in scaling.iterrows())])
     studied = studied.sort_values("n_gpus", kind="stable")
+    with_factor = studied[np.isfinite(studied["factor"].astype(float))]
+    studied = with_factor if len(with_factor) else studied
     fitting = studied[studied["n_gpus"] <= a.fleet_gpus]
     note = ""
     if len(fitting):
