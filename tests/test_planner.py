@@ -9,6 +9,7 @@ import html
 import json
 import re
 import shutil
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from tests.conftest import (
     real_traces,
     run_as_user,
     small_config,
+    user_env,
 )
 
 POWER = "DCGM_FI_DEV_POWER_USAGE"
@@ -692,6 +694,18 @@ def test_the_workflow_imports_again_when_results_hold_another_folders_traces(
                 "power.draw [W]", lambda i, g, w=level_w: f"{w + 20 * np.sin(i / 9 + g):.2f} W", 400
             )
         )
+    # the target without a folder stops before any job (it imported a folder named "None")
+    unset = subprocess.run(
+        ["bash", "-c", "snakemake --cores 2 planner"],
+        cwd=checkout,
+        env=user_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert unset.returncode == 1
+    assert "planner.traces: no folder of traces configured" in unset.stdout + unset.stderr
+    assert not (checkout / "results" / "planner").exists()
     cli_a = f".venv/bin/grpo-power planner run {folders['A']} --out results/planner"
     snakemake_b = f"snakemake --cores 2 planner --config planner='{{traces: {folders['B']}}}'"
     summary = checkout / "results" / "planner" / "economics" / "summary.json"

@@ -155,9 +155,18 @@ rule planner_report:
         "--economics {params.economics:q} --out {params.out:q} --config {RESOLVED_CONFIG:q} > {log:q} 2>&1"
 
 
+def planner_target(wildcards):
+    """The planner's report and the import's stamp of the configured folder (a stamp missing:
+    results/planner holds another folder's traces, so the import runs again, and every step
+    after it); without a folder, a WorkflowError before any job runs (it imported "None")."""
+    if CFG.planner.traces is None:
+        raise WorkflowError(
+            "planner.traces: no folder of traces configured; expected one, as in `snakemake "
+            "--cores 2 planner --config planner='{traces: DIR}'`"
+        )
+    return [PLANNER.report / REPORT.page, *planner_stamp()]
+
+
 rule planner:
     input:
-        PLANNER.report / REPORT.page,
-        # the traces are of the folder asked for: a stamp missing (results/planner holds another
-        # folder's) makes the import run again, and every step after it
-        planner_stamp(),
+        planner_target,
