@@ -62,8 +62,9 @@ class SimDeployment:
 
     def sources(self, arm: str) -> list[JobSource]:
         """Each seed of ``arm`` as a job source (its GPUs' energy per bin, J)."""
-        rows = self.bins[self.bins["arm"] == arm]
-        if rows.empty:
+        runs = self.runs
+        seeds = sorted(seed for run_arm, seed in runs if run_arm == arm)
+        if not seeds:
             raise ValueError(
                 f"{self.folder / SIM_WINDOWS.bins}: arm: expected bins of arm {arm!r}, found "
                 f"only {sorted(self.bins['arm'].unique())}"
@@ -72,17 +73,21 @@ class SimDeployment:
             job_source_from_rows(
                 f"sim-{self.name}-{arm}-seed{seed}",
                 float(self.summary["nameplate_w"]),
-                functools.partial(self._rows, arm, seed),
+                functools.partial(self._rows, runs[arm, seed]),
                 float(self.summary["bin_s"]),
                 str(self.folder / SIM_WINDOWS.bins),
             )
-            for seed in sorted(rows["seed"].unique())
+            for seed in seeds
         ]
 
-    def _rows(self, arm: str, seed: int) -> Rows:
-        """The (bin, gpu, energy_j) rows of one seed of ``arm``."""
-        at = self.bins[(self.bins["arm"] == arm) & (self.bins["seed"] == seed)]
-        return at["bin"].to_numpy(), at["gpu"].to_numpy(), at["energy_j"].to_numpy()
+    @functools.cached_property
+    def runs(self) -> dict[tuple[str, int], np.ndarray]:
+        """The positions in ``bins`` of each (arm, seed)'s rows, in file order."""
+        return self.bins.groupby(["arm", "seed"], sort=False).indices
+
+    def _rows(self, positions: np.ndarray) -> Rows:
+        """The (bin, gpu, energy_j) rows at ``positions`` of ``bins``."""
+        return tuple(self.bins[name].to_numpy()[positions] for name in ("bin", "gpu", "energy_j"))
 
 
 def read_sim_deployment(folder: Path | str, config: Config) -> SimDeployment:
