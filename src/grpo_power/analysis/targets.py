@@ -2,7 +2,11 @@
 
 ``analysis/evaluate.py`` computes each simulated run's metrics; this module compares a
 controller arm's with another arm's on the same seeds (seeds are common to all arms, so every
-ratio is paired) and gives each ratio with a two-sided Student-t interval over seeds:
+ratio is paired) and gives each ratio with a two-sided Student-t interval over seeds, cut to
+the values the ratio can take. A ratio is the mean over seeds of the per-seed ratios (so a share
+of the oracle here and in the evaluation's arm table is one number), and a target is met when
+that mean meets it: the interval is reported beside it, not judged (five seeds cannot narrow it
+to a target's margin):
 
 - :data:`COMPARISONS`: the ratios the study reports (against ``fixed``, ``fixed-safe``,
   ``uncontrolled``, the oracle and the threshold peer), next to the study's figures and the
@@ -10,7 +14,9 @@ ratio is paired) and gives each ratio with a two-sided Student-t interval over s
   (the joint target);
 - :func:`budget_targets`: the targets under the objective (``analysis/objective.py``): output
   against the arm's oracle and against the best classic peer (:data:`PEERS`) within the
-  violation budget, the controller within it too. A row against the peer carries the oracle's
+  violation budget, the controller within it too (where no classic peer keeps the budget, the
+  row has no value, base ``none``, and is met by the controller keeping it). A row against the
+  peer carries the oracle's
   own share of that peer (``oracle_value``), the limit the arms are compared with: where it
   misses the target too (``reachable`` false), the target lies beyond that limit.
 
@@ -147,6 +153,22 @@ COMPARISONS: tuple[Comparison, ...] = (
 )
 
 
+# the values each kind of ratio can take (its interval is cut to them): a change of a
+# non-negative metric is at least -100 %, a share at least 0, a difference of two shares of
+# samples within +-100 points
+SUPPORT = {"change": (-100.0, math.inf), "share": (0.0, math.inf), "points": (-100.0, 100.0)}
+
+
+def paired_mean_ci(
+    metrics: pd.DataFrame, arm: str, base: str, metric: str, kind: str, confidence: float
+) -> tuple[np.ndarray, tuple[float, float, float]]:
+    """The per-seed ratios of ``arm`` against ``base`` (:func:`_paired`) and their mean and
+    Student-t interval at ``confidence`` over the seeds where the ratio is defined, cut to
+    what the ratio can take (:data:`SUPPORT`)."""
+    paired = _paired(metrics, arm, base, metric, kind)
+    return paired, mean_ci(paired, confidence, SUPPORT[kind])
+
+
 def _paired(metrics: pd.DataFrame, arm: str, base: str, metric: str, kind: str) -> np.ndarray:
     a = metrics[metrics["arm"] == arm].set_index("seed")[metric]
     b = metrics[metrics["arm"] == base].set_index("seed")[metric]
@@ -178,8 +200,9 @@ def comparisons(
                     continue
                 if base not in arms:
                     continue
-                paired = _paired(group, controller, base, c.metric, c.kind)
-                values[c.key] = mean_ci(paired, confidence)
+                paired, values[c.key] = paired_mean_ci(
+                    group, controller, base, c.metric, c.kind, confidence
+                )
                 bases[c.key] = base
                 seeds[c.key] = (int(np.isfinite(paired).sum()), len(paired))
             by_key = {c.key: c for c in COMPARISONS}
@@ -190,7 +213,9 @@ def comparisons(
                 if c.joint is not None:
                     other = values.get(c.joint, (float("nan"),) * 3)[0]
                     met = met and math.isfinite(other) and by_key[c.joint].passes(other)
-                row = _ratio_row(deployment, controller, c, (mean, low, high), met, bases[key])
+                row = _ratio_row(
+                    deployment, controller, c, (mean, low, high), met, confidence, bases[key]
+                )
                 row["seeds"], row["seeds_paired"] = seeds[key]
                 rows.append(row)
     return pd.DataFrame(rows)
@@ -202,6 +227,7 @@ def _ratio_row(
     c: Comparison,
     value: tuple[float, float, float],
     met: bool,
+    confidence: float,
     base: str | None = None,
 ) -> dict[str, Any]:
     return {
@@ -217,6 +243,7 @@ def _ratio_row(
         "target": c.target,
         "met": met,
         "study": c.study,
+        "confidence": confidence,
         "data": "simulated",
     }
 
@@ -271,26 +298,21 @@ def budget_targets(
             if controller not in arms.index or not feasible:
                 continue
             within = bool(arms.loc[controller, "within_budget"])
+            share = "output_tokens", "share", confidence
             if own in arms.index:
-                v = mean_ci(_paired(group, controller, own, "output_tokens", "share"), confidence)
-                row = _ratio_row(
-                    deployment,
-                    controller,
-                    oracle,
-                    v,
-                    within and math.isfinite(v[0]) and oracle.passes(v[0]),
-                    own,
-                )
+                _, v = paired_mean_ci(group, controller, own, *share)
+                met = within and math.isfinite(v[0]) and oracle.passes(v[0])
+                row = _ratio_row(deployment, controller, oracle, v, met, confidence, own)
                 rows.append(row | {"oracle_value": 100.0, "reachable": True})
             reach = float("nan")
             if best is not None:
-                v = mean_ci(_paired(group, controller, best, "output_tokens", "share"), confidence)
+                _, v = paired_mean_ci(group, controller, best, *share)
                 met = within and math.isfinite(v[0]) and peer.passes(v[0])
                 if own in arms.index:
-                    reach = float(np.mean(_paired(group, own, best, "output_tokens", "share")))
-            else:
+                    reach = paired_mean_ci(group, own, best, *share)[1][0]
+            else:  # no classic peer keeps the budget: the controller that keeps it beats them all
                 v, met = (float("nan"),) * 3, within
-            row = _ratio_row(deployment, controller, peer, v, met, best or "none")
+            row = _ratio_row(deployment, controller, peer, v, met, confidence, best or "none")
             reachable = not math.isfinite(reach) or peer.passes(reach)
             rows.append(row | {"oracle_value": reach, "reachable": reachable})
     return pd.DataFrame(rows)
