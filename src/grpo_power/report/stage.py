@@ -411,7 +411,8 @@ def _pilot_note(pilot: cells.CsvFile, economics: cells.JsonFile) -> cells.Cell:
         pilot.num("confidence", "g", **first),
         ", power ",
         pilot.num("power", "g", **first),
-        "; each deployment's pilot is sized to detect its detectable change (",
+        "; each deployment's pilot is sized for a two-sided paired t-test to detect its "
+        "detectable change (",
         pilot.num("min_effect_share", "g", **first),
         " of the simulated change) against the simulator's spread across seeds, inflated ",
         pilot.num("sd_inflation", "g", **first),
