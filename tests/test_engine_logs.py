@@ -154,6 +154,23 @@ def test_a_weak_correlation_is_said_and_a_short_runs_chance_peak_not_taken() -> 
         assert info["skew_search_s"] == 1.0
 
 
+@pytest.mark.slow
+def test_unrelated_logs_that_change_in_steps_are_not_aligned_by_the_wide_search() -> None:
+    """An hour of power and of concurrency that each change once a minute, independently: their
+    i.i.d. p-value counted 3,600 samples where the steps hold 60, so the wide search took a
+    chance correlation of 0.3 at an offset of minutes for an alignment (6 runs of 20)."""
+    taken = []
+    for seed in (0, 1, 5):  # 0 and 5 were taken (offsets of 240 s and -360 s)
+        rng = np.random.default_rng(seed)
+        t_s = 1.7e9 + np.arange(3600, dtype=float)
+        concurrency = np.repeat(rng.integers(1, 17, size=61), 60)[:3600].astype(float)
+        power_w = np.repeat(rng.normal(250, 40, size=61), 60)[:3600] + rng.normal(0, 5, 3600)
+        log = EngineLog(t_s.copy(), concurrency, np.full(3600, 100.0), "vllm", Path("e.csv"), 1.0)
+        _, info, _ = align_engine(t_s, power_w, log)
+        taken += [info["offset_s"]] if info["skew_search_s"] > 1.0 else []
+    assert not taken, taken
+
+
 def test_missing_engine_cells_stay_missing(tmp_path: Path) -> None:
     """An empty or [N/A] concurrency cell is no sample (it was 0: a false idle point), and a
     missing counter cell's interval is the counter's rise across the gap (it zeroed two)."""

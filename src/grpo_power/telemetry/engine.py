@@ -62,7 +62,8 @@ WIDE_SKEW_LIMIT_S = QUARTER_HOUR_S / 2  # ... and, where that finds nothing, thi
 MIN_COVERED = 0.5  # the share of the shorter log's samples an offset must put inside the other
 MIN_CORRELATION = 0.3  # power follows concurrency: a weaker correlation tells no offset
 # The wide skew search's best is taken where so many tries would give its correlation by chance
-# less often than this (one-sided, Bonferroni over the offsets tried): a short run's noise isn't.
+# less often than this (one-sided, Bonferroni over the offsets tried, the sample size what series
+# correlated in time hold: _chance): a short run's noise isn't, nor two unrelated logs' steps.
 WIDE_SEARCH_ALPHA = 0.01
 DRIFT_SEGMENTS = 6  # the run's parts whose skews give the drift: at least six,
 DRIFT_SEGMENT_S = 20.0  # and as many more as make them this long at most
@@ -278,6 +279,35 @@ def _correlation(power_w: np.ndarray, merged: pd.DataFrame) -> float:
     return float("nan") if pairs is None else float(np.corrcoef(*pairs)[0, 1])
 
 
+def _chance(power_unix_s: np.ndarray, power_w: np.ndarray, merged: pd.DataFrame) -> float:
+    """How often power would follow the matched concurrency (``merged``, :func:`_merged`) as
+    closely as it does by chance: the one-sided p-value of their correlation, over the power
+    log's sampling times (the GPUs sampled at one time averaged: one sample of the run), with
+    the sample size cut to what two series correlated in time hold (Bartlett's effective size,
+    ``n (1 - r1 r2) / (1 + r1 r2)`` with ``r1``, ``r2`` their lag-1 autocorrelations): a power
+    log and an engine log that change in steps of a minute hold a sample a minute, not a
+    second, and the i.i.d. p-value took unrelated logs for aligned. 1 where nothing varies."""
+    ok = merged["concurrency"].notna().to_numpy()
+    frame = pd.DataFrame(
+        {
+            "unix_s": power_unix_s[ok],
+            "power_w": power_w[ok],
+            "concurrency": merged["concurrency"].to_numpy(float)[ok],
+        }
+    )
+    series = frame.groupby("unix_s").mean()  # in time order
+    if len(series) < 4 or (series.std() == 0).any():
+        return 1.0
+    r = float(series["power_w"].corr(series["concurrency"]))
+    lag1 = series["power_w"].autocorr(1) * series["concurrency"].autocorr(1)
+    lag1 = 0.0 if not np.isfinite(lag1) else float(lag1)
+    n_eff = float(np.clip(len(series) * (1.0 - lag1) / (1.0 + lag1), 3.0, len(series)))
+    if not np.isfinite(r) or r >= 1.0:
+        return 0.0 if r >= 1.0 else 1.0
+    t = r * np.sqrt((n_eff - 2.0) / (1.0 - r * r))
+    return float(stats.t.sf(t, n_eff - 2.0))
+
+
 def _fits(r: float) -> bool:
     """Whether power follows concurrency with correlation ``r`` (NaN: never varies) enough to
     place one log against the other."""
@@ -333,9 +363,8 @@ def _offset(
         near_s, _ = _skew(power_unix_s, power_w, log, 0.0, offsets_s)
         wide_skew_s, wide_r = _skew(power_unix_s, power_w, log, near_s, fine_s)
         total_s = near_s + wide_skew_s
-        pairs = _pairs(power_w, _merged(power_unix_s, log, total_s, log.period_s))
+        chance = _chance(power_unix_s, power_w, _merged(power_unix_s, log, total_s, log.period_s))
         tries = len(offsets_s) + len(fine_s)
-        chance = 1.0 if pairs is None else stats.pearsonr(*pairs, alternative="greater").pvalue
         better = wide_r > r or not np.isfinite(r)
         if _fits(wide_r) and better and chance * tries < WIDE_SEARCH_ALPHA:
             zone_s = float(np.round(total_s / QUARTER_HOUR_S) * QUARTER_HOUR_S)
