@@ -14,8 +14,10 @@ interval) where the traces have fewer than two; ``noise_w`` the residuals' stand
 ``transient_peak_frac`` the highest reading over nameplate, minus 1. A fitted value outside the
 config schema's range for its parameter is written as not identifiable (``value`` None, the
 ``estimate`` and the ``reason`` beside it), never clamped. Consecutive 250 ms
-samples are correlated, so every interval uses the effective sample size of AR(1) residuals,
-``n (1 - rho) / (1 + rho)``. The residuals' empirical distribution (prefill bursts make it
+samples are correlated, so the line's intervals use the effective sample size of AR(1)
+residuals, ``n (1 - rho) / (1 + rho)``, and the idle median's and the noise's are bootstraps of
+blocks of that many consecutive samples (the noise's not chi-square: the residuals are
+skewed). The residuals' empirical distribution (prefill bursts make it
 skewed, not Gaussian) gives the fitted model's p95 and maximum per concurrency bin.
 
 The least-squares line is the mean of decode samples with the engine's prefill bursts in them
@@ -38,6 +40,7 @@ import pandas as pd
 from scipy import stats
 
 from grpo_power.config.telemetry import SimulatedPowerConfig
+from grpo_power.stats import effective_sample_size, lag1_correlation
 
 CONFIDENCE = 0.95
 MIN_BIN_SAMPLES = 30  # bins with fewer samples are shown but not held to the targets
@@ -80,23 +83,6 @@ class DecodeCurve:
         span_w = self.nameplate_w - self.idle_w
         doublings = np.log2(np.maximum(np.asarray(concurrency, dtype=float), 1.0))
         return self.idle_w + span_w * (self.base_frac + self.slope_per_doubling * doublings)
-
-
-def _lag1_correlation(residuals: np.ndarray) -> float:
-    """The correlation of consecutive residuals (0 where there are under 3 or it is undefined)."""
-    if len(residuals) < 3:
-        return 0.0
-    rho = float(np.corrcoef(residuals[:-1], residuals[1:])[0, 1])
-    return rho if math.isfinite(rho) else 0.0
-
-
-def _effective_n(residuals: np.ndarray) -> float:
-    """Samples' effective count under AR(1) correlation of consecutive residuals."""
-    n = len(residuals)
-    if n < 3:
-        return float(n)
-    rho = min(max(_lag1_correlation(residuals), 0.0), 0.99)
-    return max(3.0, n * (1 - rho) / (1 + rho))
 
 
 def _decode_samples(runs: list[TraceRun]) -> pd.DataFrame:
@@ -203,29 +189,20 @@ def fit_decode_power(
         idle_w, idle_lo, idle_hi = prior["idle_w"]["value"], None, None
     else:
         idle_w = float(np.median(idle_values))
-        boot = stats.bootstrap(
-            (idle_values,),
-            np.median,
-            n_resamples=999,
-            confidence_level=CONFIDENCE,
-            method="percentile",
-            random_state=np.random.default_rng(0),
-        )
-        idle_lo, idle_hi = (
-            float(boot.confidence_interval.low),
-            float(boot.confidence_interval.high),
-        )
+        idle_lo, idle_hi = block_bootstrap_interval(idle_values - idle_w, idle_values, np.median)
     x = np.log2(decode["concurrency"].to_numpy(float))
     y = decode["power_w"].to_numpy(float)
     line = stats.linregress(x, y)
     residuals = y - (line.intercept + line.slope * x)
-    n_eff = _effective_n(residuals)
+    n_eff = effective_sample_size(residuals)
     inflate = math.sqrt(len(y) / n_eff)
     t = float(stats.t.ppf(0.5 + CONFIDENCE / 2, max(n_eff - 2, 1)))
     span_w = nameplate_w - idle_w
     noise_w = float(np.std(residuals, ddof=2))
-    chi = stats.chi2.ppf([0.5 + CONFIDENCE / 2, 0.5 - CONFIDENCE / 2], max(n_eff - 2, 1))
-    noise_lo, noise_hi = (noise_w * math.sqrt((n_eff - 2) / c) for c in chi)
+    # the residuals are skewed (prefill bursts): a chi-square interval assumes them normal
+    noise_lo, noise_hi = block_bootstrap_interval(
+        residuals, residuals, lambda r, axis=-1: np.std(r, ddof=2, axis=axis)
+    )
     highest_w = float(data["power_w"].max())
     peak_frac = highest_w / nameplate_w - 1.0
     base_half = t * line.intercept_stderr * inflate / span_w
@@ -312,8 +289,9 @@ def fit_decode_power(
         "residual_quantiles_w": _residual_quantiles(
             decode["concurrency"].to_numpy(float), residuals
         ),
-        "interval_note": "t and chi-square intervals on the AR(1) effective sample size; idle: "
-        "bootstrap of the median",
+        "interval_note": "the line: t intervals on the AR(1) effective sample size; idle (the "
+        "median) and noise (the residuals' standard deviation): percentile bootstrap, of blocks "
+        "of consecutive samples where they are correlated",
         "steady_decode": steady,
     }
 
@@ -416,15 +394,40 @@ def steady_decode(doublings: np.ndarray, power_w: np.ndarray) -> dict[str, Any]:
     }
 
 
+def block_bootstrap_interval(
+    residuals: np.ndarray, values: np.ndarray, statistic: Any
+) -> tuple[float, float]:
+    """The percentile bootstrap interval (``CONFIDENCE``, 999 resamples, seed 0) of
+    ``statistic(values)``, resampled in blocks of consecutive samples as long as
+    :func:`block_length` of ``residuals`` (the values about their fit) asks; scipy's bootstrap
+    where the samples are uncorrelated. ``statistic`` takes an ``axis`` argument."""
+    rng = np.random.default_rng(0)
+    block = block_length(residuals)
+    if block == 1:
+        interval = stats.bootstrap(
+            (values,),
+            statistic,
+            n_resamples=999,
+            confidence_level=CONFIDENCE,
+            method="percentile",
+            random_state=rng,
+        ).confidence_interval
+        return float(interval.low), float(interval.high)
+    draws = [statistic(values[block_resample(rng, len(values), block)]) for _ in range(999)]
+    tail = (1 - CONFIDENCE) / 2
+    low, high = np.quantile(draws, [tail, 1 - tail])
+    return float(low), float(high)
+
+
 def block_length(residuals: np.ndarray) -> int:
     """Samples per bootstrap block: ``ceil((1 + rho) / (1 - rho))`` for the lag-1 correlation
     ``rho`` of consecutive residuals (at most 0.99), the number of correlated samples that
-    count as one (:func:`_effective_n`'s ratio); 1 where ``rho`` is within what uncorrelated
-    samples give by chance (``1.96 / sqrt(n)``). Readings a part averages over 1 s, read every
-    0.25 s, repeat a value four times: resampled one by one, they looked like four times the
-    samples and narrowed the intervals by half."""
+    count as one (:func:`~grpo_power.stats.effective_sample_size`'s ratio); 1 where ``rho`` is
+    within what uncorrelated samples give by chance (``1.96 / sqrt(n)``). Readings a part
+    averages over 1 s, read every 0.25 s, repeat a value four times: resampled one by one, they
+    looked like four times the samples and narrowed the intervals by half."""
     n = len(residuals)
-    rho = _lag1_correlation(residuals)
+    rho = lag1_correlation(residuals)
     if n < 3 or rho <= 1.96 / math.sqrt(n):
         return 1
     rho = min(rho, 0.99)

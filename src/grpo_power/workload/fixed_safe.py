@@ -5,8 +5,11 @@ Candidates are powers of two between the concurrency bounds (and the upper bound
 from the highest down; the first whose per-GPU p-th percentile power (over the steps, start-up
 excluded) is below the cap wins. The percentile is judged by its distribution-free upper
 confidence bound (an order statistic, ``confidence`` 95 % by default): a short calibration cannot
-claim a setting safe that a longer run would show is not. With too few samples for that bound
-(fewer than about 300 for p99) the bound is the largest sample. Every candidate measured is saved
+claim a setting safe that a longer run would show is not. Consecutive readings are correlated,
+so the bound counts the samples' effective number (each GPU's series under AR(1) correlation,
+:func:`~grpo_power.stats.effective_sample_size`), not every reading as independent. With too
+few for that bound (fewer than about 300 effective samples for p99) the bound is the largest
+sample. Every candidate measured is saved
 with the choice, and the file is reused while the settings that determine it are unchanged.
 """
 
@@ -18,12 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from grpo_power.atomic import write_json_atomic
 from grpo_power.config import Config
 from grpo_power.control.controllers import FixedController
 from grpo_power.layout import FIXED_SAFE, RUN
-from grpo_power.stats import percentile_upper_bound
+from grpo_power.stats import effective_sample_size, percentile_upper_bound
 from grpo_power.telemetry.steplog import read_step_log
 from grpo_power.telemetry.store import read_trace
 from grpo_power.workload.failsafe import calibration_key
@@ -31,12 +35,26 @@ from grpo_power.workload.resume import RunPaths
 from grpo_power.workload.runner import completed, run_grpo
 
 
-def steps_power_w(run_folder: Path) -> np.ndarray:
-    """Per-GPU power samples over a run's steps (samples before the first step excluded), W."""
+def steps_trace(run_folder: Path) -> pd.DataFrame:
+    """A run's trace rows over its steps (samples before the first step excluded)."""
     steps = read_step_log(run_folder / RUN.steps)
     frame = read_trace(run_folder / RUN.trace).frame
     in_steps = (frame["t"] >= steps["start_s"].min()) & (frame["t"] <= steps["end_s"].max())
-    return frame.loc[in_steps, "power_w"].to_numpy()
+    return frame.loc[in_steps]
+
+
+def steps_power_w(run_folder: Path) -> np.ndarray:
+    """Per-GPU power samples over a run's steps (samples before the first step excluded), W."""
+    return steps_trace(run_folder)["power_w"].to_numpy()
+
+
+def effective_samples(frame: pd.DataFrame) -> float:
+    """The effective number of a trace's power samples: the sum over GPUs of each GPU's
+    series' effective size under AR(1) correlation (consecutive readings are correlated)."""
+    frame = frame.sort_values(["gpu", "t"], kind="stable")
+    return float(
+        sum(effective_sample_size(g.to_numpy()) for _, g in frame.groupby("gpu")["power_w"])
+    )
 
 
 CandidatesRunner = Callable[[list[tuple[int, Path]]], None]
@@ -92,12 +110,17 @@ def calibrate_fixed_safe(
         if run_candidates is None:
             RunPaths(run_folder).clear()  # measured anew whenever the calibration is
             run_here(concurrency, run_folder)
-        power_w = steps_power_w(run_folder)
-        bound_w = percentile_upper_bound(power_w, settings.percentile, settings.confidence)
+        frame = steps_trace(run_folder)
+        power_w = frame["power_w"].to_numpy()
+        effective = effective_samples(frame)
+        bound_w = percentile_upper_bound(
+            power_w, settings.percentile, settings.confidence, effective
+        )
         measured.append(
             {
                 "concurrency": concurrency,
                 "samples": len(power_w),
+                "effective_samples": effective,
                 f"p{settings.percentile:g}_power_w": float(
                     np.percentile(power_w, settings.percentile)
                 ),
