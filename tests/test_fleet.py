@@ -204,6 +204,12 @@ def test_runs_that_did_not_overlap_are_drawn_by_monte_carlo(tmp_path):
     # Constant 300 W everywhere: every draw peaks at 300/400 of nameplate, never over 300 W.
     np.testing.assert_allclose(result.fleet["peak_share_max"], 0.75)
     assert (result.fleet["exceedance_max"] == 0).all()
+    # the sized factor says over how long each draw's peak is taken (a longer timeline has a
+    # higher peak, so a lower factor): the fleet's timeline, fleet.horizon_s here
+    sized = result.comparison[result.comparison["reference"] == "polca"].iloc[0]["note"]
+    assert cfg.fleet.horizon_s == result.summary["horizon_s"] == 600.0
+    said = "peak (each draw's highest window over its 600 s: the factor holds per that long)"
+    assert said in sized
     forced = analyze_fleet([a, b], config(alignment="wall_clock"))
     assert forced.summary["common_bins"] == 0
     assert np.isnan(forced.fleet["peak_share_mean"]).all()

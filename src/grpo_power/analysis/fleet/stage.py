@@ -132,7 +132,9 @@ def analyze_fleet(
     )
     fleet_table = stats_table(stats, n_gpus, alignment, config, label)
     scaling = scaling_study(runs, config, label, rng, sources)
-    comparison = comparison_table(fleet_table, runs, exceedance_files, config, label, repeated)
+    comparison = comparison_table(
+        fleet_table, runs, exceedance_files, config, label, repeated, summary.get("horizon_s")
+    )
     chosen = fleet_table[np.isclose(fleet_table["window_s"], fc.window_s)].iloc[0]
     summary.update(
         {

@@ -298,8 +298,9 @@ def _fleet_rows(
             reference.STUDY_OVERSUBSCRIPTION,
             arm,
             float(at["factor"]),
-            f"{evidence}; {window}; peak at the {fc.peak_quantile:g} quantile of draws, margin "
-            f"{fc.margin:g}; {why}",
+            f"{evidence}; {window}; peak (each draw's highest window over its "
+            f"{first['horizon_s']:g} s: the factor holds per that long) at the "
+            f"{fc.peak_quantile:g} quantile of draws, margin {fc.margin:g}; {why}",
         ),
     ]
     rows[-1]["key"] = "oversubscription_factor_sized"
