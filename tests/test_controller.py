@@ -297,9 +297,17 @@ def test_the_saved_policy_is_the_validated_choice(trained):
     assert 2 <= len(candidates) <= config.controller.validation_snapshots + 1
     assert selection["seeds"] == config.evaluate.tuning_seeds
     assert not set(selection["seeds"]) & set(config.evaluate.seeds)  # never the evaluation's
-    chosen = candidates[selection["chosen"]]
     assert candidates[-1]["final"] and not any(c["final"] for c in candidates[:-1])
-    controller = PPOController.load(result.folder)
+    assert {c["seed"] for c in candidates} == {config.seed}  # one training by default
+    _assert_saved_is_chosen(config, calibration, result.folder, selection)
+
+
+def _assert_saved_is_chosen(config, calibration, folder, selection) -> None:
+    """The controller saved in ``folder``, run again on the validation's seeds, is the chosen
+    snapshot's validation, and no snapshot within the budget made more tokens."""
+    candidates = selection["candidates"]
+    chosen = candidates[selection["chosen"]]
+    controller = PPOController.load(folder)
     physics = physics_for(calibration, "7b", config)
     budget_s = selection["budget_s"]
     schedule = Schedule.constant(budget_s, config.sim.completion_tokens)
@@ -322,6 +330,35 @@ def test_the_saved_policy_is_the_validated_choice(trained):
         assert chosen["tokens_per_s"] == max(c["tokens_per_s"] for c in within)
     else:
         assert chosen["violation_rate"] == min(c["violation_rate"] for c in candidates)
+
+
+def test_several_trainings_are_validated_together(tmp_path):
+    """With ``controller.training_seeds`` above 1 each seed trains its own policy, every
+    training's snapshots are validated alike, and the saved controller is the one the objective
+    prefers among them all, whichever training it came from (its seed in controller.json)."""
+    config = fast_config(tmp_path)
+    config.controller.total_timesteps = 1024
+    config.controller.validation_snapshots = 2
+    config.controller.training_seeds = 2
+    config.sim.deployment("7b").budget_tracking = False
+    config.sim.deployment("7b").training_steps_factor = 1.0
+    calibration = default_calibration(config)
+    folder = tmp_path / "controller"
+    train_controller(config, calibration, "7b", authority_rows("7b", True, True), folder)
+    meta = json.loads((folder / "controller.json").read_text())
+    selection = meta["selection"]
+    candidates = selection["candidates"]
+    seeds = [config.seed, config.seed + 1]
+    assert meta["training"]["seeds"] == seeds
+    assert [c["seed"] for c in candidates] == sorted(c["seed"] for c in candidates)
+    assert {c["seed"] for c in candidates} == set(seeds)
+    for seed in seeds:  # each training's last snapshot is its final policy
+        own = [c for c in candidates if c["seed"] == seed]
+        assert [c["final"] for c in own] == [False] * (len(own) - 1) + [True]
+    # the trainings differ: they are not one policy validated twice
+    assert len({(c["tokens_per_s"], c["violation_rate"]) for c in candidates}) > len(seeds)
+    assert meta["training"]["seed"] == candidates[selection["chosen"]]["seed"]
+    _assert_saved_is_chosen(config, calibration, folder, selection)
 
 
 def test_saved_controller_matches_sb3(trained):

@@ -179,6 +179,12 @@ class ControllerConfig(Strict):
         "and the final policy, is validated on the nominal physics over evaluate.tuning_seeds "
         "and the objective picks the one saved.",
     )
+    training_seeds: Annotated[int, Field(ge=1)] = Field(
+        1,
+        description="PPO trainings of each controller, from seeds seed, seed+1, ...; the "
+        "validation picks the saved policy among every training's snapshots (the study trained "
+        "three seeds and kept the one that passed validation).",
+    )
     torch_threads: Annotated[int, Field(ge=1)] = 1
     progress_bar: bool = Field(
         True, description="Show SB3's training progress bar (tqdm and rich) on the terminal."

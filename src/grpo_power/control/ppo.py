@@ -41,7 +41,10 @@ The dual update meets the budget on average over the randomised physics, and its
 oscillates about it, so the policy is snapshotted ``controller.validation_snapshots`` times over
 the second half of training (and at its end) and the saved one is chosen by validation on the
 tuning seeds (``control/validation.py``). ``controller.json`` lists every snapshot's validation
-and the index of the one saved (``selection``: ``candidates``, ``chosen``).
+and the index of the one saved (``selection``: ``candidates``, ``chosen``). With
+``controller.training_seeds`` above 1, PPO trains once per seed (``seed``, ``seed + 1``, ...) and
+the validation chooses among every training's snapshots, as the study kept one of its three PPO
+seeds; the learning curve saved is the chosen training's (``training.seed``).
 
 With budget tracking (``controller.budget_tracking``) the policy takes the log of the multiplier
 as its last input, trained over a spread of prices about the dual update's
@@ -125,11 +128,6 @@ def train_controller(
     """
     import pandas as pd
     import torch
-    from stable_baselines3 import PPO
-    from stable_baselines3.common.callbacks import BaseCallback
-    from stable_baselines3.common.logger import Logger
-    from stable_baselines3.common.monitor import Monitor
-    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
     settings = config.controller
     torch.set_num_threads(settings.torch_threads)
@@ -141,6 +139,127 @@ def train_controller(
     timesteps = int((total_timesteps or settings.total_timesteps) * factor)
     tier = _tune_hardware_tier(config, calibration, deployment, cap_w) if hardware_tier else None
     power_limit_frac = None if tier is None else tier["power_limit_frac"]
+
+    trainings = [
+        _train_seed(config, calibration, deployment, space, cap_w, timesteps, power_limit_frac, s)
+        for s in range(seed, seed + settings.training_seeds)
+    ]
+    snapshots = [snapshot for training in trainings for snapshot in training.snapshots]
+    limit_w = None if power_limit_frac is None else power_limit_frac * cap_w
+    first = trainings[0]
+    selection = select_snapshot(
+        snapshots, first.model, first.venv, config, calibration, deployment, space, cap_w, limit_w
+    )
+    chosen = snapshots[selection["chosen"]]
+    training = next(t for t in trainings if t.seed == chosen.seed)
+    model, venv, curve = training.model, training.venv, training.curve
+    model.policy.load_state_dict(chosen.policy)
+    venv.obs_rms = chosen.obs_rms
+    tracking = tracking_meta(config, deployment, chosen.multiplier)
+    train_s = sum(t.train_s for t in trainings)
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    arrays = actor_arrays(model)
+
+    def save_model(tmp: Path) -> None:
+        with tmp.open("wb") as handle:
+            model.save(handle)
+
+    def save_arrays(tmp: Path) -> None:
+        with tmp.open("wb") as handle:
+            np.savez(handle, **arrays)
+
+    write_atomic(out / CONTROLLER.policy_zip, save_model)
+    write_atomic(out / CONTROLLER.normalization, venv.save)
+    write_atomic(out / CONTROLLER.policy_npz, save_arrays)
+    write_atomic(
+        out / CONTROLLER.learning_curve,
+        lambda tmp: (
+            pd.DataFrame(curve, columns=CURVE_COLUMNS)
+            .assign(data="simulated")
+            .to_csv(tmp, index=False)
+        ),
+    )
+    oracle = oracle_reference(config, calibration, deployment, cap_w, hardware_tier)
+    meta = {
+        "kind": CONTROLLER_KIND,
+        "simulated": True,
+        "deployment": deployment,
+        "cap_w": cap_w,
+        "arm": "ppo+hwcap" if hardware_tier else "ppo",
+        "power_limit_frac": power_limit_frac,
+        "power_limit_w": limit_w,
+        "hardware_tier": tier,
+        "space": space.to_dict(),
+        "observation": observation_meta(venv, tracking is not None),
+        "budget_tracking": tracking,
+        "authority": [r for r in rows if r["deployment"] == deployment],
+        "calibration_digest": calibration.digest(),
+        "calibration_origin": calibration.origin,
+        "reward": settings.reward.model_dump(),
+        "objective": config.objective.model_dump(),
+        "oracle": oracle,
+        "selection": selection,
+        "training": {
+            **settings.model_dump(exclude={"reward"}),
+            "timesteps": timesteps,
+            "seed": chosen.seed,  # the training the validated snapshot came from
+            "seeds": [t.seed for t in trainings],
+            "train_s": train_s,
+        },
+    }
+    write_text_atomic(out / CONTROLLER.controller, json.dumps(meta, indent=2))
+    controller = PPOController.load(out)
+    evaluation = nominal_returns(
+        config,
+        calibration,
+        deployment,
+        space,
+        cap_w,
+        controller,
+        eval_episodes,
+        seed,
+        power_limit_frac,
+        oracle,
+    )
+    meta["evaluation"] = evaluation
+    write_text_atomic(out / CONTROLLER.controller, json.dumps(meta, indent=2))
+    return TrainResult(out, space, timesteps, train_s, evaluation, limit_w)
+
+
+@dataclass
+class _Training:
+    """One PPO training of :func:`train_controller`: its model and normalised environments (left
+    at the end of training), its snapshots, learning curve and wall time."""
+
+    seed: int
+    model: Any
+    venv: Any
+    snapshots: list[Snapshot]
+    curve: list[dict[str, float]]
+    train_s: float
+
+
+def _train_seed(
+    config: Config,
+    calibration: Calibration,
+    deployment: str,
+    space: ControlSpace,
+    cap_w: float,
+    timesteps: int,
+    power_limit_frac: float | None,
+    seed: int,
+) -> _Training:
+    """Train PPO once from ``seed`` (see :func:`train_controller`) and snapshot it
+    ``controller.validation_snapshots`` times over the second half of training and at its end."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.logger import Logger
+    from stable_baselines3.common.monitor import Monitor
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+    settings = config.controller
 
     def make(rank: int) -> Any:
         def build() -> Any:
@@ -230,6 +349,7 @@ def train_controller(
                         copy.deepcopy(self.model.policy.state_dict()),
                         copy.deepcopy(venv.obs_rms),
                         self.multiplier,
+                        seed,
                     )
                 )
             episodes = self.model.ep_info_buffer
@@ -255,81 +375,10 @@ def train_controller(
             copy.deepcopy(model.policy.state_dict()),
             copy.deepcopy(venv.obs_rms),
             dual.multiplier,
+            seed,
         )
     )
-    limit_w = None if power_limit_frac is None else power_limit_frac * cap_w
-    selection = select_snapshot(
-        snapshots, model, venv, config, calibration, deployment, space, cap_w, limit_w
-    )
-    tracking = tracking_meta(config, deployment, snapshots[selection["chosen"]].multiplier)
-
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    arrays = actor_arrays(model)
-
-    def save_model(tmp: Path) -> None:
-        with tmp.open("wb") as handle:
-            model.save(handle)
-
-    def save_arrays(tmp: Path) -> None:
-        with tmp.open("wb") as handle:
-            np.savez(handle, **arrays)
-
-    write_atomic(out / CONTROLLER.policy_zip, save_model)
-    write_atomic(out / CONTROLLER.normalization, venv.save)
-    write_atomic(out / CONTROLLER.policy_npz, save_arrays)
-    write_atomic(
-        out / CONTROLLER.learning_curve,
-        lambda tmp: (
-            pd.DataFrame(curve, columns=CURVE_COLUMNS)
-            .assign(data="simulated")
-            .to_csv(tmp, index=False)
-        ),
-    )
-    oracle = oracle_reference(config, calibration, deployment, cap_w, hardware_tier)
-    meta = {
-        "kind": CONTROLLER_KIND,
-        "simulated": True,
-        "deployment": deployment,
-        "cap_w": cap_w,
-        "arm": "ppo+hwcap" if hardware_tier else "ppo",
-        "power_limit_frac": power_limit_frac,
-        "power_limit_w": limit_w,
-        "hardware_tier": tier,
-        "space": space.to_dict(),
-        "observation": observation_meta(venv, tracking is not None),
-        "budget_tracking": tracking,
-        "authority": [r for r in rows if r["deployment"] == deployment],
-        "calibration_digest": calibration.digest(),
-        "calibration_origin": calibration.origin,
-        "reward": settings.reward.model_dump(),
-        "objective": config.objective.model_dump(),
-        "oracle": oracle,
-        "selection": selection,
-        "training": {
-            **settings.model_dump(exclude={"reward"}),
-            "timesteps": timesteps,
-            "seed": seed,
-            "train_s": train_s,
-        },
-    }
-    write_text_atomic(out / CONTROLLER.controller, json.dumps(meta, indent=2))
-    controller = PPOController.load(out)
-    evaluation = nominal_returns(
-        config,
-        calibration,
-        deployment,
-        space,
-        cap_w,
-        controller,
-        eval_episodes,
-        seed,
-        power_limit_frac,
-        oracle,
-    )
-    meta["evaluation"] = evaluation
-    write_text_atomic(out / CONTROLLER.controller, json.dumps(meta, indent=2))
-    return TrainResult(out, space, timesteps, train_s, evaluation, limit_w)
+    return _Training(seed, model, venv, snapshots, curve, train_s)
 
 
 def _tune_hardware_tier(

@@ -32,12 +32,14 @@ from grpo_power.sim.step_model import ONLINE_ACTUATORS
 @dataclass(frozen=True)
 class Snapshot:
     """A policy saved during training: after ``timesteps`` steps, its weights, observation
-    statistics and the dual update's multiplier then."""
+    statistics and the dual update's multiplier then, and the seed of the training it came
+    from (``controller.training_seeds``)."""
 
     timesteps: int
     policy: dict[str, Any]
     obs_rms: Any
     multiplier: float
+    seed: int
 
 
 def select_snapshot(
@@ -52,8 +54,9 @@ def select_snapshot(
     power_limit_w: float | None,
 ) -> dict[str, Any]:
     """Validate each policy snapshot (see the module docstring; under the GPU power limit
-    ``power_limit_w``, None: none), load the chosen one into ``model`` and ``venv``, and return
-    the validation of every snapshot and the choice."""
+    ``power_limit_w``, None: none) and return the validation of every snapshot and the index of
+    the chosen one (``chosen``). Each snapshot is run by loading it into ``model`` and ``venv``
+    (a model of the same architecture; they are left holding the last snapshot)."""
     from grpo_power.analysis.objective import meets_budget, pooled, rank_key
     from grpo_power.control.simulate import run_outcome, simulate
     from grpo_power.sim.schedule import Schedule
@@ -64,7 +67,7 @@ def select_snapshot(
     schedule = Schedule.constant(budget_s, config.sim.completion_tokens)
     seeds = config.evaluate.tuning_seeds
     candidates, keys = [], []
-    for snapshot in snapshots:
+    for i, snapshot in enumerate(snapshots):
         model.policy.load_state_dict(snapshot.policy)
         venv.obs_rms = snapshot.obs_rms
         tracking = tracking_meta(config, deployment, snapshot.multiplier)
@@ -90,17 +93,17 @@ def select_snapshot(
         within = meets_budget(outcome.violation_rate, outcome.breaker_excess_w, config.objective)
         candidates.append(
             {
+                "seed": snapshot.seed,
                 "timesteps": int(snapshot.timesteps),
-                "final": len(candidates) == len(snapshots) - 1,
+                "final": i == len(snapshots) - 1 or snapshots[i + 1].seed != snapshot.seed,
                 "tokens_per_s": outcome.tokens / budget_s,
                 "violation_rate": outcome.violation_rate,
                 "breaker_excess_w": outcome.breaker_excess_w,
                 "within_budget": within,
             }
         )
-    best = max(range(len(snapshots)), key=lambda i: (keys[i], i))  # ties: the later snapshot
-    model.policy.load_state_dict(snapshots[best].policy)
-    venv.obs_rms = snapshots[best].obs_rms
+    # ties: the later snapshot (of the first training, where trainings tie)
+    best = max(range(len(snapshots)), key=lambda i: (keys[i], -snapshots[i].seed, i))
     return {
         "simulated": True,
         "seeds": list(seeds),

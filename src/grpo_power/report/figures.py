@@ -331,7 +331,8 @@ def ppo_learning(controllers: dict[str, dict], curves: dict[str, pd.DataFrame | 
     controller; where the curve has the rollouts'
     throughput and ``controller.json`` the oracle's, the throughput against the oracle's on a
     second axis (the returns' multiplier changes during training; the throughput does not); a
-    dotted vertical line at the snapshot validation chose (``controller.json: selection``)."""
+    dotted vertical line at the snapshot validation chose (``controller.json: selection``), in
+    the training it came from (``training.seed``, named in the title where several trained)."""
     names = list(controllers)
     fig, axes = _grid(len(names), 3, 3.4, 2.6)
     for ax, name in zip(axes, names, strict=False):
@@ -371,7 +372,11 @@ def ppo_learning(controllers: dict[str, dict], curves: dict[str, pd.DataFrame | 
             twin.set_ylabel("tokens/s (rollouts; oracle dashed)", fontsize=7)
             twin.legend(frameon=False, fontsize=6, loc="lower right")
         meta = controllers[name]
-        ax.set_title(f"{meta.get('deployment', name)}: {meta.get('arm', 'ppo')} (SIMULATED)")
+        seeds = meta.get("training", {}).get("seeds", [])
+        chosen_of = f", seed {meta['training']['seed']} of {len(seeds)}" if len(seeds) > 1 else ""
+        ax.set_title(
+            f"{meta.get('deployment', name)}: {meta.get('arm', 'ppo')}{chosen_of} (SIMULATED)"
+        )
         ax.set_xlabel("environment steps (GRPO steps)")
         ax.set_ylabel("episode return")
         ax.legend(frameon=False, fontsize=6, loc="upper left")
@@ -485,7 +490,9 @@ CAPTIONS = {
     "the simulator: episode return against environment steps where the controller stage logged "
     "it, the returns of the trained policy, a random policy and the oracle's setting on the "
     "same nominal episodes (dash-dot), the rollouts' throughput against the oracle's (dashed), "
-    "and the snapshot validation chose (dotted).",
+    "and the snapshot validation chose (dotted); where a controller trained from several seeds "
+    "(controller.training_seeds), the curve of the training validation chose from (its title "
+    "names the seed).",
     "throughput_violations": "Throughput against violation rate per arm and deployment in the "
     "simulator, means over seeds with confidence intervals (both axes; none where an arm has "
     "one seed).",
