@@ -361,19 +361,8 @@ def steady_decode(doublings: np.ndarray, power_w: np.ndarray) -> dict[str, Any]:
         return stats.median_abs_deviation(values, scale="normal", axis=axis)
 
     noise_w = float(spread(residuals))
-    if block == 1:
-        noise = stats.bootstrap(
-            (residuals,),
-            spread,
-            n_resamples=999,
-            confidence_level=CONFIDENCE,
-            method="percentile",
-            random_state=rng,
-        ).confidence_interval
-        noise_lo, noise_hi = float(noise.low), float(noise.high)
-    else:  # blocks of consecutive residuals, as the line's resamples
-        spreads = [spread(residuals[block_resample(rng, n, block)]) for _ in range(999)]
-        noise_lo, noise_hi = (float(q) for q in np.quantile(spreads, [tail, 1 - tail]))
+    # blocks of consecutive residuals, as the line's resamples
+    noise_lo, noise_hi = block_bootstrap_interval(residuals, residuals, spread, rng)
     return {
         "power_at_1_w": {"value": intercept, "low": float(at_1_lo), "high": float(at_1_hi)},
         "slope_w_per_doubling": {
@@ -395,13 +384,16 @@ def steady_decode(doublings: np.ndarray, power_w: np.ndarray) -> dict[str, Any]:
 
 
 def block_bootstrap_interval(
-    residuals: np.ndarray, values: np.ndarray, statistic: Any
+    residuals: np.ndarray,
+    values: np.ndarray,
+    statistic: Any,
+    rng: np.random.Generator | None = None,
 ) -> tuple[float, float]:
-    """The percentile bootstrap interval (``CONFIDENCE``, 999 resamples, seed 0) of
-    ``statistic(values)``, resampled in blocks of consecutive samples as long as
-    :func:`block_length` of ``residuals`` (the values about their fit) asks; scipy's bootstrap
-    where the samples are uncorrelated. ``statistic`` takes an ``axis`` argument."""
-    rng = np.random.default_rng(0)
+    """The percentile bootstrap interval (``CONFIDENCE``, 999 resamples drawn from ``rng``, by
+    default seeded 0) of ``statistic(values)``, resampled in blocks of consecutive samples as
+    long as :func:`block_length` of ``residuals`` (the values about their fit) asks; scipy's
+    bootstrap where the samples are uncorrelated. ``statistic`` takes an ``axis`` argument."""
+    rng = np.random.default_rng(0) if rng is None else rng
     block = block_length(residuals)
     if block == 1:
         interval = stats.bootstrap(
