@@ -193,6 +193,13 @@ def test_a_few_numbers_against_their_source_files(report: dict) -> None:
     )
     violations = 100 * summary.loc[("72b", "ppo"), "violation_rate"]
     assert f"{violations:.2f}" in shown("summary.csv", "violation_rate", deployment="72b")
+    # each arm's share of its oracle, and a target's oracle's share of the best peer, shown
+    # (the share was in the evaluation's Markdown only, the oracle's share in ratios.csv only);
+    # this study has no oracle arm, so both read n/a, traced to their files
+    assert shown("summary.csv", "share_of_oracle", deployment="7b", arm="ppo") == ["n/a"]
+    assert shown("ratios.csv", "oracle_value", comparison="budget_vs_best_peer") == ["n/a"] * 2
+    html = (root / "report" / "index.html").read_text()
+    assert "share of its oracle %" in html and "oracle&#x27;s share of the base %" in html
     arms = pd.read_csv(root / "economics" / "arms.csv")
     fixed = arms[(arms["source"] == "run") & (arms["arm"] == "fixed")].iloc[0]
     cost = shown("arms.csv", "energy_usd_per_mtok", source="run", arm="fixed")

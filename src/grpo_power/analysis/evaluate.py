@@ -374,6 +374,9 @@ def evaluate_folder(
         ],
         ignore_index=True,
     )
+    for column in ("oracle_value", "reachable"):  # the target rows' (none where no target)
+        if column not in ratios:
+            ratios[column] = np.nan
     markdown = markdown_table(summary, ratios, infos, confidence, window_s)
     write_csv_atomic(folder / EVALUATE.metrics, metrics)
     write_csv_atomic(folder / EVALUATE.summary_csv, summary)

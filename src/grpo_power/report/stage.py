@@ -508,6 +508,11 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
             ratios,
             tab.RATIO_COLS,
             ["deployment", "controller", "comparison"],
+            note="Each value is the mean over seeds of the per-seed ratios, with its interval; "
+            "a target is met when that mean meets it (the interval is shown, not judged). Its "
+            "oracle's share: the arm's oracle's share of the same base, where a target is "
+            "against the best classic peer; a target the oracle misses too lies beyond the "
+            "limit the arms are compared with.",
         ),
         cells.csv_table(
             "authority",

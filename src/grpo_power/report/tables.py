@@ -292,15 +292,18 @@ EVALUATION_COLS = (
     Col("output (tokens)", "output_tokens", ",.0f", ci=True),
     Col("throughput (tokens/s)", "throughput", ",.1f", ci=True),
     Col("tokens per MJ", "tokens_per_mj", ",.0f", ci=True),
+    Col("share of its oracle %", "share_of_oracle", ".1f"),
 )
 RATIO_COLS = (
     Col("deployment", "deployment"),
     Col("controller", "controller"),
     Col("comparison", "comparison"),
+    Col("base", "base"),
     Col("value", "value", "+,.1f", ci=True, ci_prefix=""),
     Col("unit", "unit"),
     Col("target", "target"),
     Col("met", "met"),
+    Col("its oracle's share of the base %", "oracle_value", ".1f"),
     Col("study", "study", "+,.1f"),
 )
 COMPARISON_COLS = (
