@@ -23,7 +23,11 @@ from grpo_power.config import Config, ConfigError, PilotConfig, validate_config
 from grpo_power.config.carbon_region import UnknownRegion, carbon_intensity
 from grpo_power.economics.carbon import carbon_kg
 from grpo_power.economics.cost import Assumptions, arm_costs, hours_in_year, per_run, savings
-from grpo_power.economics.oversubscription import extra_gpus, oversubscription_table
+from grpo_power.economics.oversubscription import (
+    FleetRows,
+    extra_gpus,
+    oversubscription_table,
+)
 from grpo_power.economics.pilot import headroom_windows, pilot_plan
 from grpo_power.economics.records import run_record
 from grpo_power.economics.stage import run_economics
@@ -280,7 +284,9 @@ def test_pilot_sizes_by_hand() -> None:
 def test_oversubscription_from_the_fleet_stage(study: tuple[Config, dict]) -> None:
     config, paths = study
     a = Assumptions.from_config(config.economics)
-    table = oversubscription_table(paths["root"] / "fleet", config.gpu.nameplate_w, a)
+    table = oversubscription_table(
+        FleetRows.read(paths["root"] / "fleet"), config.gpu.nameplate_w, a
+    )
     fleet = pd.read_csv(paths["root"] / "fleet" / "fleet_windows.csv")
     chosen = fleet[fleet["window_s"] == config.fleet.window_s].iloc[0]
     stage = table[table["scope"] == "fleet stage"].iloc[0]
@@ -324,7 +330,7 @@ def test_the_economics_fleet_takes_the_largest_studied_fleet_not_larger(tmp_path
     """The traced fleet itself is a studied size: a 24-GPU economics fleet of a 24-GPU trace
     takes its factor, not the 16-GPU draws' below 1; a fleet smaller than any studied takes the
     smallest's and says so; no headroom adds no GPU (it does not take capacity away)."""
-    fleet = _fleet_outputs(tmp_path / "fleet", 24, {24: 1.19, 16: 0.985, 64: 1.09})
+    fleet = FleetRows.read(_fleet_outputs(tmp_path / "fleet", 24, {24: 1.19, 16: 0.985, 64: 1.09}))
     table = oversubscription_table(fleet, 400.0, _assumptions(fleet_gpus=24))
     economics_fleet = table[table["scope"] == "economics fleet"].iloc[0]
     assert economics_fleet["factor_from_gpus"] == 24
@@ -341,7 +347,9 @@ def test_the_economics_fleet_takes_the_largest_studied_fleet_not_larger(tmp_path
     table = oversubscription_table(fleet, 400.0, _assumptions(fleet_gpus=63))
     assert table.iloc[-1]["factor_from_gpus"] == 24  # 64 is larger; 24 beats 16
     # a traced fleet with no full window of the sizing length has no factor: not a basis
-    unsized = _fleet_outputs(tmp_path / "unsized", 24, {24: float("nan"), 16: 1.1, 64: 1.2})
+    unsized = FleetRows.read(
+        _fleet_outputs(tmp_path / "unsized", 24, {24: float("nan"), 16: 1.1, 64: 1.2})
+    )
     table = oversubscription_table(unsized, 400.0, _assumptions(fleet_gpus=30))
     assert table.iloc[-1]["factor_from_gpus"] == 16 and table.iloc[-1]["factor"] == 1.1
 

@@ -18,6 +18,7 @@ leaves no headroom: nothing is oversubscribed, so no GPU is added and no capital
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -103,25 +104,38 @@ def _at_window(table: pd.DataFrame, window_s: float) -> pd.DataFrame:
     return table[(table["window_s"] - window_s).abs() <= 1e-9 * window_s]
 
 
-def oversubscription_table(
-    fleet_dir: Path | str, nameplate_w: float, a: Assumptions
-) -> pd.DataFrame:
-    """The value of oversubscription at the fleet stage's window and margin, from its outputs
-    (``summary.json``, ``fleet_windows.csv``, ``scaling.csv``): the fleet stage's fleet, every
-    fleet size of the scaling study, and the economics fleet (``fleet_gpus``).
+@dataclass(frozen=True)
+class FleetRows:
+    """The fleet stage's rows at its sizing window that the value table reads: its own fleet's
+    (``own``, of ``n_gpus`` GPUs) and the scaling study's (``scaling``, by fleet size)."""
+
+    n_gpus: int
+    own: pd.Series
+    scaling: pd.DataFrame
+
+    @classmethod
+    def read(cls, fleet_dir: Path | str) -> FleetRows:
+        """Read from the fleet stage's outputs (``summary.json``, ``fleet_windows.csv``,
+        ``scaling.csv``) in ``fleet_dir``; read once where several assumptions are valued."""
+        fleet_dir = Path(fleet_dir)
+        summary = read_fleet_summary(fleet_dir)
+        window_s = float(summary["window_s"])
+        columns = FLEET_ROW_COLUMNS
+        fleet = _at_window(read_csv(fleet_dir / FLEET.fleet_csv, FLEET_FILE, columns), window_s)
+        scaling = _at_window(read_csv(fleet_dir / FLEET.scaling_csv, FLEET_FILE, columns), window_s)
+        if fleet.empty or scaling.empty:
+            raise ValueError(f"{fleet_dir}: no fleet rows at the fleet window {window_s:g} s")
+        return cls(int(summary["n_gpus"]), fleet.iloc[0], scaling.sort_values("n_gpus"))
+
+
+def oversubscription_table(fleet: FleetRows, nameplate_w: float, a: Assumptions) -> pd.DataFrame:
+    """The value of oversubscription at the fleet stage's window and margin (``fleet``:
+    :meth:`FleetRows.read`): the fleet stage's fleet, every fleet size of the scaling study, and
+    the economics fleet (``fleet_gpus``).
 
     ``nameplate_w``: the GPU's board power, W (the power each GPU is provisioned at)."""
-    fleet_dir = Path(fleet_dir)
-    summary = read_fleet_summary(fleet_dir)
-    window_s = float(summary["window_s"])
-    columns = FLEET_ROW_COLUMNS
-    fleet = _at_window(read_csv(fleet_dir / FLEET.fleet_csv, FLEET_FILE, columns), window_s)
-    scaling = _at_window(read_csv(fleet_dir / FLEET.scaling_csv, FLEET_FILE, columns), window_s)
-    scaling = scaling.sort_values("n_gpus")
-    if fleet.empty or scaling.empty:
-        raise ValueError(f"{fleet_dir}: no fleet rows at the fleet window {window_s:g} s")
-    own = fleet.iloc[0]
-    rows = [value_row("fleet stage", int(summary["n_gpus"]), own, nameplate_w, a)]
+    own, scaling = fleet.own, fleet.scaling
+    rows = [value_row("fleet stage", fleet.n_gpus, own, nameplate_w, a)]
     rows += [
         value_row("scaling study", int(r["n_gpus"]), r, nameplate_w, a)
         for _, r in scaling.iterrows()

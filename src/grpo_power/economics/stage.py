@@ -25,7 +25,11 @@ import pandas as pd
 from grpo_power.atomic import write_csv_atomic, write_json_atomic
 from grpo_power.config import Config, SourcedValue
 from grpo_power.economics.cost import Assumptions, arm_costs, per_run, savings
-from grpo_power.economics.oversubscription import oversubscription_table, read_fleet_summary
+from grpo_power.economics.oversubscription import (
+    FleetRows,
+    oversubscription_table,
+    read_fleet_summary,
+)
 from grpo_power.economics.pilot import pilot_plan
 from grpo_power.economics.records import METRICS_FILE, all_records
 from grpo_power.economics.sensitivity import headline, sensitivity
@@ -126,8 +130,10 @@ def run_economics(
     fleet_summary = read_fleet_summary(fleet_dir)
     nameplate_w = float(fleet_summary["nameplate_w_per_gpu"])  # the fleet's GPUs', not the config's
 
+    fleet = FleetRows.read(fleet_dir)
+
     def value_of(assumptions: Assumptions) -> pd.DataFrame:
-        return oversubscription_table(fleet_dir, nameplate_w, assumptions)
+        return oversubscription_table(fleet, nameplate_w, assumptions)
 
     oversubscription = value_of(a)
     pilot = pilot_plan(

@@ -25,7 +25,7 @@ import pandas as pd
 from grpo_power.atomic import write_csv_atomic, write_json_atomic
 from grpo_power.config import Config
 from grpo_power.economics.cost import J_PER_KWH, Assumptions, per_run
-from grpo_power.economics.oversubscription import oversubscription_table
+from grpo_power.economics.oversubscription import FleetRows, oversubscription_table
 from grpo_power.economics.records import RECORD_COLUMNS
 from grpo_power.economics.sensitivity import HEADLINE_COLUMNS, capital_row, sensitivity
 from grpo_power.economics.stage import constants_table
@@ -113,7 +113,7 @@ def priced(records: pd.DataFrame, a: Assumptions) -> pd.DataFrame:
 
 
 def planner_headline(
-    records: pd.DataFrame, fleet_dir: Path, nameplate_w: float, a: Assumptions
+    records: pd.DataFrame, fleet: FleetRows, nameplate_w: float, a: Assumptions
 ) -> pd.DataFrame:
     """The planner's headline under ``a`` (rows of :data:`HEADLINE_COLUMNS`): the traces'
     pooled GPU energy at the wall, its cost and carbon, a fleet-year's, and the capital that
@@ -124,7 +124,7 @@ def planner_headline(
         {**key, "quantity": quantity, "unit": unit, "value": float(pooled[column])}
         for quantity, unit, column in HEADLINE_QUANTITIES
     ]
-    rows.append(capital_row(oversubscription_table(fleet_dir, nameplate_w, a)))
+    rows.append(capital_row(oversubscription_table(fleet, nameplate_w, a)))
     return pd.DataFrame(rows, columns=list(HEADLINE_COLUMNS))
 
 
@@ -151,10 +151,11 @@ def planner_economics(
     a = Assumptions.from_config(config.economics)
     records, nameplate_w, left_out = trace_records(traces_dir)
     table = priced(records, a)
-    oversubscription = oversubscription_table(fleet_dir, nameplate_w, a)
+    fleet = FleetRows.read(fleet_dir)  # once: the sensitivity values it at every point
+    oversubscription = oversubscription_table(fleet, nameplate_w, a)
     pooled = table[table["deployment"] == POOLED].iloc[0]
     sensitivities = sensitivity(
-        lambda at: planner_headline(records, fleet_dir, nameplate_w, at), a, config.economics
+        lambda at: planner_headline(records, fleet, nameplate_w, at), a, config.economics
     )
     economics_fleet = oversubscription[oversubscription["scope"] == "economics fleet"].iloc[0]
     summary = {
