@@ -186,6 +186,22 @@ def test_budget_targets_rank_only_within_the_budget():
     assert not changing.set_index("comparison").loc["budget_vs_best_peer", "met"]  # < 110 %
 
 
+def _info(gpus: int, cap_w: float, budget_s: float) -> dict:
+    """A deployment's evaluation info (five seeds; fixed, ppo and a feasible oracle) for the
+    Markdown table."""
+    return {
+        "gpus": gpus,
+        "cap_w": cap_w,
+        "budget_s": budget_s,
+        "seeds": list(range(5)),
+        "arms": {
+            "fixed": {"concurrency": 32, "max_new_tokens": 32},
+            "ppo": {"actuators": ["concurrency"]},
+            "oracle": {"feasible": True, "concurrency": 32, "max_new_tokens": 40},
+        },
+    }
+
+
 def test_a_target_beyond_the_oracle_is_said_so():
     """In a changing-workload scenario the target is 110 % of the best peer within the budget;
     where the oracle itself makes only 105 % of that peer, the row says the target lies beyond
@@ -209,19 +225,7 @@ def test_a_target_beyond_the_oracle_is_said_so():
         ]
         metrics = pd.DataFrame(rows)
         summary = summarize(metrics, 0.95, ObjectiveConfig())
-        infos = {
-            "72b": {
-                "gpus": 4,
-                "cap_w": 220.0,
-                "budget_s": 3600.0,
-                "seeds": list(range(5)),
-                "arms": {
-                    "fixed": {"concurrency": 32, "max_new_tokens": 32},
-                    "ppo": {"actuators": ["concurrency"]},
-                    "oracle": {"feasible": True, "concurrency": 32, "max_new_tokens": 40},
-                },
-            }
-        }
+        infos = {"72b": _info(4, 220.0, 3600.0)}
         table = budget_targets(metrics, summary, infos, 0.95, ["ppo"], changing=True)
         peer = table.set_index("comparison").loc["budget_vs_best_peer"]
         assert peer["base"] == "fixed" and not peer["met"]
@@ -264,19 +268,7 @@ def test_the_share_of_the_oracle_is_one_number_in_the_arm_table_and_the_targets(
     arms = summary.set_index("arm")
     assert arms.loc["ppo", "share_of_oracle"] == pytest.approx(per_seed)
     assert arms.loc["oracle", "share_of_oracle"] == pytest.approx(100.0)
-    infos = {
-        "7b": {
-            "gpus": 1,
-            "cap_w": 320.0,
-            "budget_s": 900.0,
-            "seeds": list(range(5)),
-            "arms": {
-                "fixed": {"concurrency": 32, "max_new_tokens": 32},
-                "ppo": {"actuators": ["concurrency"]},
-                "oracle": {"feasible": True, "concurrency": 32, "max_new_tokens": 40},
-            },
-        }
-    }
+    infos = {"7b": _info(1, 320.0, 900.0)}
     table = budget_targets(metrics, summary, infos, 0.95, ["ppo"], changing=False)
     target = table.set_index("comparison").loc["budget_share_of_oracle"]
     assert target["value"] == pytest.approx(per_seed) and target["met"]
