@@ -16,9 +16,9 @@ to a target's margin):
   against the arm's oracle and against the best classic peer (:data:`PEERS`) within the
   violation budget, the controller within it too (where no classic peer keeps the budget, the
   row has no value, base ``none``, and is met by the controller keeping it). A row against the
-  peer carries the oracle's
-  own share of that peer (``oracle_value``), the limit the arms are compared with: where it
-  misses the target too (``reachable`` false), the target lies beyond that limit.
+  peer carries the oracle's own share of that peer (``oracle_value``), the limit the arms are
+  compared with: where it misses the target too (``reachable`` false), the target lies beyond
+  that limit.
 
 Rows go to ``ratios.csv``; every number is simulated and labelled so.
 """
