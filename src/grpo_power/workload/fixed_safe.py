@@ -9,8 +9,8 @@ claim a setting safe that a longer run would show is not. Consecutive readings a
 so the bound counts the samples' effective number (each GPU's series under AR(1) correlation,
 :func:`~grpo_power.stats.effective_sample_size`), not every reading as independent. With too
 few for that bound (fewer than about 300 effective samples for p99) the bound is the largest
-sample. Every candidate measured is saved
-with the choice, and the file is reused while the settings that determine it are unchanged.
+sample. Every candidate measured is saved with the choice, and the file is reused while the
+settings that determine it are unchanged.
 """
 
 from __future__ import annotations
