@@ -219,11 +219,17 @@ def test_readme_local_commands(tmp_path: Path) -> None:
             "arrival_pattern_qwen3-8b_a100_bursty",
             "arrival_pattern_qwen3-8b_a100_smooth",
         }
-    # the controller-targets study planned on top of the laptop study: its new scenarios only
+    # the controller-targets study planned on top of the laptop study: its new scenarios
     plan = outputs[TARGETS_DRY]
     for scenario in ("demand-response", "length-drift", "derating", "7b-cap-0.6"):
         assert f"results/evaluate/scenarios/{scenario}/table.md" in plan, scenario
-    assert "rule run:" not in plan and "rule sweep:" not in plan
+    assert "rule sweep:" not in plan
+    # it trains each controller from three seeds (controller.training_seeds: 3), so the one
+    # real run a controller drives, the ppo arm's, is planned again; no other run is
+    planned_runs = re.findall(r"rule run:\n(?:    .*\n)*?    wildcards: ([^\n]*)", plan)
+    ppo_only = [re.search(r"\barm=ppo(,|$)", w) for w in planned_runs]
+    assert planned_runs and all(ppo_only), planned_runs
+    assert "rule controller:" in plan
     # the H100 overlay: a valid config, every stage planned again for the new part and caps
     h100 = outputs[H100_DRY]
     assert "results/evaluate/scenarios/7b-cap-500w/table.md" in h100
