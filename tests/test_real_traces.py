@@ -600,14 +600,14 @@ def test_the_idle_and_noise_intervals_hold_for_correlated_or_skewed_readings() -
         idle[0] = rng.normal(0.0, 1.0)
         for k in range(1, 400):  # stationary AR(1): sd 1 about 82.5 W, median 82.5 W
             idle[k] = 0.95 * idle[k - 1] + rng.normal(0.0, np.sqrt(1 - 0.95**2))
-        low, high = block_bootstrap_interval(idle, idle + 82.5, np.median)
+        low, high = block_bootstrap_interval(idle + 82.5, np.median)
         held["idle"] += low <= 82.5 <= high
         # residuals: 6 W of noise, a burst of +120 W in 5 % of the samples (sd of the mixture)
         bursts = rng.random(1000) < 0.05
         residuals = rng.normal(0.0, 6.0, 1000) + 120.0 * bursts
         true_sd = np.sqrt(36.0 + 120.0**2 * 0.05 * 0.95)
         low, high = block_bootstrap_interval(
-            residuals, residuals, lambda r, axis=-1: np.std(r, ddof=2, axis=axis)
+            residuals, lambda r, axis=-1: np.std(r, ddof=2, axis=axis)
         )
         held["noise"] += low <= true_sd <= high
     assert held["idle"] >= 34 and held["noise"] >= 34, held

@@ -189,7 +189,7 @@ def fit_decode_power(
         idle_w, idle_lo, idle_hi = prior["idle_w"]["value"], None, None
     else:
         idle_w = float(np.median(idle_values))
-        idle_lo, idle_hi = block_bootstrap_interval(idle_values - idle_w, idle_values, np.median)
+        idle_lo, idle_hi = block_bootstrap_interval(idle_values, np.median)
     x = np.log2(decode["concurrency"].to_numpy(float))
     y = decode["power_w"].to_numpy(float)
     line = stats.linregress(x, y)
@@ -201,7 +201,7 @@ def fit_decode_power(
     noise_w = float(np.std(residuals, ddof=2))
     # the residuals are skewed (prefill bursts): a chi-square interval assumes them normal
     noise_lo, noise_hi = block_bootstrap_interval(
-        residuals, residuals, lambda r, axis=-1: np.std(r, ddof=2, axis=axis)
+        residuals, lambda r, axis=-1: np.std(r, ddof=2, axis=axis)
     )
     highest_w = float(data["power_w"].max())
     peak_frac = highest_w / nameplate_w - 1.0
@@ -362,7 +362,7 @@ def steady_decode(doublings: np.ndarray, power_w: np.ndarray) -> dict[str, Any]:
 
     noise_w = float(spread(residuals))
     # blocks of consecutive residuals, as the line's resamples
-    noise_lo, noise_hi = block_bootstrap_interval(residuals, residuals, spread, rng)
+    noise_lo, noise_hi = block_bootstrap_interval(residuals, spread, rng)
     return {
         "power_at_1_w": {"value": intercept, "low": float(at_1_lo), "high": float(at_1_hi)},
         "slope_w_per_doubling": {
@@ -384,17 +384,17 @@ def steady_decode(doublings: np.ndarray, power_w: np.ndarray) -> dict[str, Any]:
 
 
 def block_bootstrap_interval(
-    residuals: np.ndarray,
     values: np.ndarray,
     statistic: Any,
     rng: np.random.Generator | None = None,
 ) -> tuple[float, float]:
     """The percentile bootstrap interval (``CONFIDENCE``, 999 resamples drawn from ``rng``, by
     default seeded 0) of ``statistic(values)``, resampled in blocks of consecutive samples as
-    long as :func:`block_length` of ``residuals`` (the values about their fit) asks; scipy's
-    bootstrap where the samples are uncorrelated. ``statistic`` takes an ``axis`` argument."""
+    long as :func:`block_length` of ``values`` asks (their lag-1 correlation, the same about any
+    level); scipy's bootstrap where the samples are uncorrelated. ``statistic`` takes an
+    ``axis`` argument."""
     rng = np.random.default_rng(0) if rng is None else rng
-    block = block_length(residuals)
+    block = block_length(values)
     if block == 1:
         interval = stats.bootstrap(
             (values,),

@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from grpo_power.stats import lag1_correlation
 from grpo_power.telemetry.checks import time_unit
 from grpo_power.telemetry.logrows import (
     ImportError_,
@@ -299,8 +300,9 @@ def _chance(power_unix_s: np.ndarray, power_w: np.ndarray, merged: pd.DataFrame)
     if len(series) < 4 or (series.std() == 0).any():
         return 1.0
     r = float(series["power_w"].corr(series["concurrency"]))
-    lag1 = series["power_w"].autocorr(1) * series["concurrency"].autocorr(1)
-    lag1 = 0.0 if not np.isfinite(lag1) else float(lag1)
+    lag1 = lag1_correlation(series["power_w"].to_numpy()) * lag1_correlation(
+        series["concurrency"].to_numpy()
+    )
     n_eff = float(np.clip(len(series) * (1.0 - lag1) / (1.0 + lag1), 3.0, len(series)))
     if not np.isfinite(r) or r >= 1.0:
         return 0.0 if r >= 1.0 else 1.0
