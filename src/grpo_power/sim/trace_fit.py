@@ -303,6 +303,10 @@ MAX_PAIRS = 250_000  # pairwise slopes a Theil-Sen line takes at most (all of 70
 # them), left out and counted; past it the rest are a conditioned, narrower set than the 95 %
 # interval says, and the line is refused.
 MAX_LEFT_OUT_SHARE = 1 - CONFIDENCE
+# values one vectorised call of scipy's bootstrap resamples at most (its ``batch`` x the sample
+# count): 32 MB of float64, where 999 resamples of a day's 1 s readings at once, and the
+# median's copy of them, took 1.4 GB
+BOOTSTRAP_BATCH_VALUES = 4_000_000
 
 
 def steady_decode(doublings: np.ndarray, power_w: np.ndarray) -> dict[str, Any]:
@@ -391,8 +395,8 @@ def block_bootstrap_interval(
     """The percentile bootstrap interval (``CONFIDENCE``, 999 resamples drawn from ``rng``, by
     default seeded 0) of ``statistic(values)``, resampled in blocks of consecutive samples as
     long as :func:`block_length` of ``values`` asks (their lag-1 correlation, the same about any
-    level); scipy's bootstrap where the samples are uncorrelated. ``statistic`` takes an
-    ``axis`` argument."""
+    level); scipy's bootstrap where the samples are uncorrelated, in batches of at most
+    :data:`BOOTSTRAP_BATCH_VALUES` resampled values. ``statistic`` takes an ``axis`` argument."""
     rng = np.random.default_rng(0) if rng is None else rng
     block = block_length(values)
     if block == 1:
@@ -400,6 +404,7 @@ def block_bootstrap_interval(
             (values,),
             statistic,
             n_resamples=999,
+            batch=max(1, BOOTSTRAP_BATCH_VALUES // len(values)),
             confidence_level=CONFIDENCE,
             method="percentile",
             random_state=rng,
