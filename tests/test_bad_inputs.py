@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import yaml
@@ -531,6 +532,27 @@ CASES: list[Case] = [
         ("bins", {"drop_key": "bin_s"}),
         FLEET,
         ["bins.parquet", "bin_s", "expected the bins.parquet written by `grpo-power windows`"],
+    ),
+    Case(
+        "fleet-bins-without-provenance",
+        "bins.parquet whose metadata does not say whether its power is simulated",
+        ("bins", {"drop_key": "simulated"}),
+        FLEET,
+        ["bins.parquet", "simulated", "expected the bins.parquet written by `grpo-power windows`"],
+    ),
+    Case(
+        "fleet-bins-provenance-not-a-flag",
+        "bins.parquet whose metadata says simulated: 'no'",
+        ("bins", {"set_key": {"simulated": "no"}}),
+        FLEET,
+        ["bins.parquet", "simulated: expected true or false", "got 'no'"],
+    ),
+    Case(
+        "fleet-bins-negative-energy",
+        "bins.parquet whose energies are negated",
+        ("bins", {"energy_scale": -1.0}),
+        FLEET,
+        ["bins.parquet", "energy_j: expected a finite energy >= 0 J in every bin"],
     ),
     Case(
         "fleet-bin-width-mismatch",
@@ -1493,18 +1515,24 @@ def build_bins(
     drop_key: str | None = None,
     set_key: dict[str, Any] | None = None,
     trace: dict[str, Any] | None = None,
+    energy_scale: float | None = None,
 ) -> Path:
     """A real windows-stage output folder (``windows-a/bins.parquet``) of a trace built with
-    ``trace`` (see :func:`build_trace`), then damaged."""
+    ``trace`` (see :func:`build_trace`), then damaged (``energy_scale``: every bin's energy
+    times it)."""
     trace_path = build_trace(ctx, name="run-a.parquet", **(trace or {}))
     folder = ctx.dir / "windows-a"
     run_windows(trace_path, folder, load_config(ctx.config))
     bins = folder / "bins.parquet"
-    if drop_key or set_key:
+    if drop_key or set_key or energy_scale is not None:
         table = pq.read_table(bins)
         info = json.loads(table.schema.metadata[BINS_METADATA_KEY])
         info.pop(drop_key, None)
         info.update(set_key or {})
+        if energy_scale is not None:
+            at = table.schema.get_field_index("energy_j")
+            energy_j = pc.multiply(table.column(at), energy_scale)
+            table = table.set_column(at, "energy_j", energy_j)
         table = table.replace_schema_metadata({BINS_METADATA_KEY: json.dumps(info).encode()})
         pq.write_table(table, bins)
     if cut is not None:

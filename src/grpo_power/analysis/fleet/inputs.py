@@ -46,7 +46,7 @@ class RunBins:
 
     @property
     def simulated(self) -> bool:
-        return bool(self.info.get("simulated"))
+        return bool(self.info["simulated"])
 
     @property
     def bin_s(self) -> float:
@@ -104,8 +104,13 @@ def read_run_bins(path: Path | str) -> RunBins:
         ) from None
     if not isinstance(info, dict):
         raise ValueError(f"{path}: {BINS_METADATA_KEY.decode()} metadata: expected a JSON object")
-    required = ("run_id", "n_gpus", "nameplate_w", "bin_s")
+    required = ("run_id", "n_gpus", "nameplate_w", "bin_s", "simulated")
     require_keys(info, required, f"{path}: {BINS_METADATA_KEY.decode()} metadata", expected)
+    if not isinstance(info["simulated"], bool):  # unlabelled power is never taken as measured
+        raise ValueError(
+            f"{path}: {BINS_METADATA_KEY.decode()} metadata: simulated: expected true or false "
+            f"(whether the power is simulated), got {info['simulated']!r}"
+        )
     missing = [n for n in ("bin", "gpu", "energy_j") if n not in schema.names]
     if missing:
         raise ValueError(f"{path}: missing column(s) {missing}; expected bin, gpu, energy_j")
@@ -191,11 +196,23 @@ def read_bins(
                 for gpu, uuid in zip(part.info["gpus"], part.info["gpu_uuids"], strict=True):
                     slot[gpu] = run.info["gpu_uuids"].index(uuid)
                 values = slot[values]
+            if name == "energy_j":
+                _check_energy(values, part.path)
             read[name].append(values)
     return {  # one file's columns as they are read: no copy
         name: arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
         for name, arrays in read.items()
     }
+
+
+def _check_energy(energy_j: np.ndarray, path: Path) -> None:
+    """Raise a ValueError naming ``path`` unless every bin's energy is finite and >= 0 J."""
+    bad = ~(np.isfinite(energy_j) & (energy_j >= 0))
+    if bad.any():
+        raise ValueError(
+            f"{path}: energy_j: expected a finite energy >= 0 J in every bin, got "
+            f"{energy_j[bad][0]!r} in {int(bad.sum()):,} of {len(energy_j):,} rows"
+        )
 
 
 def load_job_source(run: RunBins) -> JobSource:

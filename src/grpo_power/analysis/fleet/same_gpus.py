@@ -105,7 +105,8 @@ def _joined(group: Sequence[RunBins]) -> RunBins:
     first = parts[0]
     uuids = sorted(frozenset().union(*(gpu_set(p) or () for p in parts)))
     info = {
-        **{k: first.info.get(k) for k in ("source", "simulated", "data", "gpu_name", "bin_s")},
+        **{k: first.info.get(k) for k in ("source", "data", "gpu_name", "bin_s")},
+        "simulated": any(p.simulated for p in parts),
         "run_id": " + ".join(p.run_id for p in parts),
         "gpus": list(range(len(uuids))),
         "gpu_uuids": uuids,
