@@ -120,7 +120,7 @@ def evaluate(
     ] = None,
     config: ConfigOption = DEFAULT_CONFIG_PATH,
 ) -> None:
-    """Stage 4: every arm on every deployment over seeds, 95 % CIs and ratios (SIMULATED).
+    """Stage 4: every arm on every deployment over seeds, intervals and ratios (SIMULATED).
 
     With --calibration F and/or --cap-w W (or --scenario NAME) the study's controllers are
     evaluated as they are and after retraining in that scenario.

@@ -240,6 +240,9 @@ def fit_from_runs(
             "train_s_fit": train.predicted,
             "score_s": score.measured,
             "score_s_fit": score.predicted,
+            # the phase times are the runs' own step logs, timed where they ran, whatever
+            # their power's source
+            "data": "measured (phase times from the runs' step logs)",
         }
     )
     summaries = {

@@ -86,6 +86,7 @@ GAP_COLUMNS = [
     "removed_s",
     "lost_window_ends",
     "samples_unused",
+    "data",
 ]
 
 
@@ -225,7 +226,9 @@ def analyze_trace(
         for row in _gpu_rows(series, windows_s, cap_w, step_s, meta.nameplate_w)
     ]
     gap_rows = [
-        row for series in all_series for row in _gap_rows(meta.run_id, series, windows_s, step_s)
+        {**row, "data": label}
+        for series in all_series
+        for row in _gap_rows(meta.run_id, series, windows_s, step_s)
     ]
     bins = _bins(all_series, meta.start_unix_s, cfg.bin_s)
     n_gpus = len(all_series)
