@@ -332,11 +332,86 @@ def test_the_intervals_confidence_is_the_stage_files(report: dict, tmp_path: Pat
     text = _text(page)
     assert "95 %" not in text
     assert "Arm evaluation per deployment (SIMULATED; 90 % intervals over seeds)" in text
-    assert "Energy, cost and carbon per arm (means over seeds, 90 % intervals)" in text
+    assert "Energy, cost and carbon per arm (SIMULATED; means over seeds, 90 % intervals)" in text
     assert "rows: the evaluation's seeds, 90 % intervals;" in text
     assert "intervals are 90 % over seeds" in text
     live = _text(_table_html(page, "live-arms"))
     assert re.search(r"run over cap, [\d.]+ s windows % \(SIMULATED\)", live)
+
+
+def _set_cell(path: Path, column: str, value: str) -> None:
+    frame = pd.read_csv(path, dtype=str)
+    frame.loc[0, column] = value
+    frame.to_csv(path, index=False)
+
+
+def _drop_column(path: Path, column: str) -> None:
+    pd.read_csv(path).drop(columns=[column]).to_csv(path, index=False)
+
+
+def _drop_key(path: Path, key: str) -> None:
+    data = json.loads(path.read_text())
+    del data[key]
+    path.write_text(json.dumps(data))
+
+
+DAMAGED = {
+    "a word for a number": (
+        lambda root: _set_cell(root / "economics" / "arms.csv", "kwh_per_mtok", "abc"),
+        ["arms.csv: kwh_per_mtok (row source=", "expected a number, got 'abc'"],
+    ),
+    "a column the tables read": (
+        lambda root: _drop_column(root / "evaluate" / "study" / "summary.csv", "violation_rate"),
+        ["summary.csv: violation_rate: expected"],
+    ),
+    "a column a figure reads": (
+        lambda root: _drop_column(root / "identify" / "authority.csv", "threshold"),
+        ["authority.csv: threshold: expected"],
+    ),
+    "the controller's data label": (
+        lambda root: _drop_key(root / "controller" / "7b" / "controller.json", "simulated"),
+        ["controller.json: simulated: expected"],
+    ),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGED, ids=list(DAMAGED))
+def test_a_bad_stage_file_is_named_and_leaves_the_last_report_as_it_was(
+    report: dict, tmp_path: Path, damage: str
+) -> None:
+    """A number that is a word, a missing column (read by a table or by a figure) and a
+    controller without its data label: each was a bare ``could not convert``, a traceback, a
+    report half redrawn (three figures new beside the old page) or a figure captioned
+    "measured". Each must be one line naming the file and the field, and leave the last
+    report's files as they were, with nothing beside them."""
+    root = tmp_path / "results"
+    shutil.copytree(report["root"], root)
+    damage_files, expected = DAMAGED[damage]
+    damage_files(root)
+    config = report["config"].model_dump(mode="json")
+    config["results_dir"] = str(root)
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+    paths = report["paths"]
+    moved = [str(p).replace(str(report["root"]), str(root)) for p in paths["controllers"]]
+    args = [
+        *(arg for folder in paths["runs"] for arg in ("--run", str(folder))),
+        *(arg for path in paths["exceedance"] for arg in ("--exceedance", str(path))),
+        *(arg for path in moved for arg in ("--controller", path)),
+    ]
+    before = {p: p.read_bytes() for p in (root / "report").rglob("*") if p.is_file()}
+    siblings = sorted(p.name for p in root.iterdir())
+    done = CliRunner().invoke(
+        app, ["report", "--out", str(root / "report"), *args, "-c", str(config_file)]
+    )
+    assert done.exit_code == 2, done.output
+    lines = done.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.output
+    for fragment in expected:
+        assert fragment in lines[0], lines[0]
+    after = {p: p.read_bytes() for p in (root / "report").rglob("*") if p.is_file()}
+    assert after == before
+    assert sorted(p.name for p in root.iterdir()) == siblings  # no build folder left
 
 
 def test_an_arm_of_one_seed_gets_no_error_bar() -> None:
@@ -532,6 +607,14 @@ def test_the_study_ratio_rows_say_what_sets_the_difference(report: dict) -> None
     here = 100 * authority.loc[("simulated", "72b", "concurrency"), "authority"]
     assert f"{here:.1f} % (group size as concurrency" in concurrency_row
     assert "smaller than the study's" in concurrency_row  # the synthetic 72b: 6.2 % of 17-22 %
+    for finding in (  # the simulator's rows, beside the study's measured figures
+        "cap violations, ppo vs fixed (7b)",
+        "tokens, ppo vs fixed (7b)",
+        "tokens per MJ, ppo vs fixed (7b)",
+        "output, ppo vs fixed-safe (72b)",
+        "violations, ppo vs uncontrolled (72b)",
+    ):
+        assert "SIMULATED; target" in next(r for r in rows if r.startswith(finding)), finding
 
 
 def test_the_page_reads_top_to_bottom_and_labels_simulation(report: dict) -> None:

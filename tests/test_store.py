@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
+from unittest import mock
 
 import numpy as np
 import pandas as pd
@@ -282,3 +284,50 @@ def test_a_folder_written_whole_is_readable_as_a_plain_folder_is(tmp_path: Path)
     modes = {name: (tmp_path / name).stat().st_mode & 0o777 for name in ("replaced", "written")}
     assert modes == {"replaced": 0o755, "written": 0o755}
     assert (tmp_path / "plain").stat().st_mode & 0o777 == 0o755
+
+
+def test_a_merged_folder_takes_all_the_builds_files_or_none(tmp_path: Path) -> None:
+    """A report's figures were saved one by one into its folder, so that a bad input found at
+    the fourth left three new figures beside the old page. A build merged into a folder puts
+    every file it wrote in place (the page last) or, failing, none; the folder's other files
+    stay."""
+    from grpo_power.atomic import merge_folder_atomic
+
+    out = tmp_path / "report"
+    (out / "figures").mkdir(parents=True)
+    (out / "index.html").write_text("old page")
+    (out / "figures" / "a.png").write_text("old a")
+    (out / "notes.txt").write_text("the user's")
+
+    def failing(folder: Path) -> None:
+        (folder / "figures").mkdir()
+        (folder / "figures" / "a.png").write_text("new a")
+        raise ValueError("a bad input")
+
+    with pytest.raises(ValueError, match="a bad input"):
+        merge_folder_atomic(out, failing)
+    assert (out / "figures" / "a.png").read_text() == "old a"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]
+
+    order: list[str] = []
+
+    def building(folder: Path) -> int:
+        (folder / "figures").mkdir()
+        (folder / "index.html").write_text("new page")
+        (folder / "figures" / "a.png").write_text("new a")
+        (folder / "figures" / "b.png").write_text("new b")
+        return 3
+
+    real_replace = os.replace
+
+    def replace(src: Any, dst: Any) -> None:
+        order.append(Path(dst).name)
+        real_replace(src, dst)
+
+    with mock.patch("grpo_power.atomic.os.replace", replace):
+        assert merge_folder_atomic(out, building) == 3
+    assert order == ["a.png", "b.png", "index.html"]  # the page after what it shows
+    assert (out / "index.html").read_text() == "new page"
+    assert (out / "figures" / "b.png").read_text() == "new b"
+    assert (out / "notes.txt").read_text() == "the user's"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]

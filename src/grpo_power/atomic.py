@@ -87,6 +87,26 @@ def replace_folder_atomic(folder: Path | str, build: Callable[[Path], T]) -> T:
     return built
 
 
+def merge_folder_atomic(folder: Path | str, build: Callable[[Path], T]) -> T:
+    """Call ``build(tmp_folder)`` then move every file it wrote to the same place under
+    ``folder``, those in subfolders first (a page at the top is replaced after what it shows);
+    the files of ``folder`` that ``build`` did not write stay. On failure remove the build, so
+    that nothing of it reaches ``folder``. Returns what ``build`` returned."""
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    building = _building_folder(folder)
+    try:
+        built = build(building)
+        files = [p for p in building.rglob("*") if p.is_file()]
+        for path in sorted(files, key=lambda p: (-len(p.relative_to(building).parts), str(p))):
+            target = folder / path.relative_to(building)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, target)
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+    return built
+
+
 def write_text_atomic(path: Path | str, text: str) -> Path:
     """Write ``text`` to ``path`` atomically."""
     return write_atomic(path, lambda tmp: tmp.write_text(text))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from grpo_power.atomic import write_text_atomic
+from grpo_power.atomic import merge_folder_atomic, write_text_atomic
 from grpo_power.config import Config
 from grpo_power.layout import FLEET, PLANNER_ECONOMICS, REPORT
 from grpo_power.planner.discover import INDEX
@@ -41,8 +41,8 @@ CAPTIONS = {
     "the observed range; lines: quartiles); dashed: the cap, {cap_w:g} W per GPU.",
     "planner_fleet": "Fleet peak demand as a share of nameplate against the averaging window "
     "(left) and the fleet size (middle), and the oversubscription factor nameplate / (peak x "
-    "(1 + margin)) against the fleet size (right); grey band: the study's 50-56 %; dashed: the "
-    "study's about 2x; shaded bands and lines: the published POLCA, Thunderbolt and Flex results.",
+    "(1 + margin)) against the fleet size (right); grey band: the study's {study_peak}; dashed: "
+    "the study's {study_factor}; shaded bands and lines: the published {published} results.",
 }
 # Traces drawn in the figures: one panel (a violin) each, so a folder of hundreds of logs drew a
 # figure hundreds of panels wide, whose shared axes cost matplotlib time growing with their square
@@ -129,18 +129,29 @@ def _power_frames(
 
 
 def planner_report(folders: PlannerFolders, out: Path | str, config: Config) -> Path:
-    """Draw the figures and write ``out/index.html``; returns its path.
+    """Draw the figures and write ``out/index.html``, built in a folder beside ``out`` whose
+    files take their places only when all are written (a bad input leaves ``out`` as it was);
+    returns the page's path.
 
     Raises:
         ValueError: ``folders.fleet`` is not the fleet of ``folders.traces``
-            (:func:`~grpo_power.planner.fleet.refuse_other_fleet`).
+            (:func:`~grpo_power.planner.fleet.refuse_other_fleet`), or an input lacks what the
+            report reads (the message names the file).
     """
     out = Path(out)
+    page = merge_folder_atomic(out, lambda folder: _write_report(folders, folder, config))
+    return out / page
+
+
+def _write_report(folders: PlannerFolders, out: Path, config: Config) -> Path:
+    """Write the report into ``out``; the page's path relative to ``out``."""
     refuse_other_fleet(folders.traces, folders.fleet)
     imported = _labelled_index(folders)
     fleet_json = cells.JsonFile(folders.fleet / FLEET.summary)
-    fleet_windows = cells.CsvFile(folders.fleet / FLEET.fleet_csv)
-    scaling = cells.CsvFile(folders.fleet / FLEET.scaling_csv)
+    fleet_windows = cells.CsvFile(
+        folders.fleet / FLEET.fleet_csv, columns=fig.FLEET_WINDOWS_COLUMNS
+    )
+    scaling = cells.CsvFile(folders.fleet / FLEET.scaling_csv, columns=fig.SCALING_COLUMNS)
     energy = cells.CsvFile(folders.economics / PLANNER_ECONOMICS.traces)
     oversub = cells.CsvFile(folders.economics / PLANNER_ECONOMICS.oversubscription)
     constants = cells.CsvFile(folders.economics / PLANNER_ECONOMICS.constants)
@@ -174,7 +185,9 @@ def planner_report(folders: PlannerFolders, out: Path | str, config: Config) -> 
     for name, title in FIGURES:
         figure, data = drawn[name]
         pdf, png = fig.save_figure(figure, out / "figures", name, config.report.dpi)
-        caption = CAPTIONS[name].format(cap_w=cap_w, trace_s=config.report.trace_s)
+        caption = CAPTIONS[name].format(
+            cap_w=cap_w, trace_s=config.report.trace_s, **fig.CAPTION_FIGURES
+        )
         if name != "planner_fleet":
             caption += drawn_note
         made.append(html.figure_html(title, f"{fig.data_label(data)}. {caption}", png, pdf, out))
@@ -319,7 +332,7 @@ def planner_report(folders: PlannerFolders, out: Path | str, config: Config) -> 
         )
     )
     page = html.page("Power traces: fleet provisioning and economics", subtitle, sections)
-    return write_text_atomic(out / REPORT.page, page)
+    return write_text_atomic(out / REPORT.page, page).relative_to(out)
 
 
 def _gpus(count: cells.Num, noun: str = " GPU") -> list[cells.Part]:

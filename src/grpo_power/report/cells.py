@@ -66,24 +66,50 @@ def _row_key(row: pd.Series, keys: Sequence[str]) -> tuple[tuple[str, str], ...]
     return tuple((k, str(row[k])) for k in keys)
 
 
+def number(value: Any, src: Path, column: str, row: tuple[tuple[str, str], ...] = ()) -> float:
+    """``value``, read from ``column`` of ``src`` (in the row ``row`` selects), as a float; None
+    and blank cells are NaN (shown ``n/a``).
+
+    Raises:
+        ValueError: not a number (the message names the file, the column, the row and the value).
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return math.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        where = f" (row {', '.join(f'{k}={v}' for k, v in row)})" if row else ""
+        raise ValueError(f"{src}: {column}{where}: expected a number, got {value!r}") from None
+
+
 class CsvFile:
     """A CSV a stage wrote, read once; hands out :class:`Num` cells of its rows."""
 
-    def __init__(self, path: Path | str, expected: str | None = None) -> None:
+    def __init__(
+        self, path: Path | str, expected: str | None = None, columns: Sequence[str] = ()
+    ) -> None:
+        """Read ``path`` (``expected``: what it should be, for messages; ``columns``: those it
+        must have)."""
         self.path = Path(path)
-        self.frame = read_csv(self.path, expected or f"an earlier stage's {self.path.name}")
+        self.frame = read_csv(
+            self.path, expected or f"an earlier stage's {self.path.name}", columns
+        )
 
     def select(self, **keys: Any) -> pd.DataFrame:
         """The rows whose key columns equal ``keys`` (compared as text)."""
         mask = pd.Series(True, index=self.frame.index)
         for column, value in keys.items():
-            if column not in self.frame.columns:
-                raise ValueError(
-                    f"{self.path}: {column}: expected a column of this name, got "
-                    f"{list(self.frame.columns)[:12]}"
-                )
+            self.require(column)
             mask &= self.frame[column].astype(str) == str(value)
         return self.frame[mask]
+
+    def require(self, column: str) -> None:
+        """Raise a ValueError naming the file and ``column`` where the file lacks it."""
+        if column not in self.frame.columns:
+            raise ValueError(
+                f"{self.path}: {column}: expected a column of this name, got "
+                f"{list(self.frame.columns)[:12]}"
+            )
 
     def num(self, column: str, spec: str = ",.1f", scale: float = 1.0, **keys: Any) -> Num:
         """The number in ``column`` of the one row matching ``keys``.
@@ -91,11 +117,15 @@ class CsvFile:
         Raises:
             ValueError: no row, or several rows, match.
         """
+        self.require(column)
         rows = self.select(**keys)
         if len(rows) != 1:
             raise ValueError(f"{self.path}: {len(rows)} rows match {keys}, expected one")
         row = rows.iloc[0]
-        return Num(float(row[column]), self.path, column, _row_key(row, list(keys)), spec, scale)
+        ident = _row_key(row, list(keys))
+        return Num(
+            number(row[column], self.path, column, ident), self.path, column, ident, spec, scale
+        )
 
 
 class JsonFile:
@@ -128,8 +158,7 @@ class JsonFile:
         return True
 
     def num(self, key: str, spec: str = ",.1f", scale: float = 1.0) -> Num:
-        value = self.get(key)
-        return Num(float("nan") if value is None else float(value), self.path, key, (), spec, scale)
+        return Num(number(self.get(key), self.path, key), self.path, key, (), spec, scale)
 
 
 @dataclass(frozen=True)
@@ -179,7 +208,10 @@ def csv_table(
                 continue
             prefix = f"{c.column}_" if c.ci_prefix is None else c.ci_prefix
             names = (c.column, f"{prefix}ci_low", f"{prefix}ci_high") if c.ci else (c.column,)
-            nums = [Num(float(row[n]), source.path, n, ident, c.spec, c.scale) for n in names]
+            nums = [
+                Num(number(row[n], source.path, n, ident), source.path, n, ident, c.spec, c.scale)
+                for n in names
+            ]
             cells.append([nums[0], " [", nums[1], ", ", nums[2], "]"] if c.ci else nums[0])
         table.rows.append(cells)
     return table

@@ -22,6 +22,7 @@ import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from grpo_power.analysis.authority import STUDY_CONCURRENCY_AUTHORITY_72B
 from grpo_power.analysis.reference import (
     PUBLISHED_OVERSUBSCRIPTION,
     STUDY_EXCEEDANCE_72B,
@@ -302,13 +303,14 @@ def fleet(fleet_windows: pd.DataFrame, scaling: pd.DataFrame, window_s: float) -
             STUDY_FLEET_PEAK.high,
             color="0.8",
             zorder=0,
-            label="study: 16 GPUs, 50-56 %",
+            label=f"study: 16 GPUs, {STUDY_FLEET_PEAK.shown()}",
         )
         ax.set_ylabel("peak demand (% of nameplate)")
     a.legend(frameon=False)
     sizing = f"margin {scaling['margin'].iloc[0]:g}, quantile {scaling['peak_quantile'].iloc[0]:g}"
     c.plot(at["n_gpus"], at["factor"], marker="o", ms=3, color="C2", label=f"this run ({sizing})")
-    c.axhline(STUDY_OVERSUBSCRIPTION.low, **CAP_STYLE, label="study: about 2x")
+    study_label = f"study: {STUDY_OVERSUBSCRIPTION_TEXT}"
+    c.axhline(STUDY_OVERSUBSCRIPTION.low, **CAP_STYLE, label=study_label)
     for figure, color in zip(PUBLISHED_OVERSUBSCRIPTION, ("C3", "C4", "C5"), strict=True):
         name = figure.quantity.split(":")[0]
         if figure.is_range:
@@ -318,7 +320,7 @@ def fleet(fleet_windows: pd.DataFrame, scaling: pd.DataFrame, window_s: float) -
     _log_x(c, at["n_gpus"])
     c.set_xlabel("fleet size (GPUs)")
     c.set_ylabel("oversubscription factor (x)")
-    c.set_title(f"factor at the {window_s:g} s window")
+    c.set_title(f"factor at the {window_s:g} s window ({data_label(scaling['data'])})")
     c.legend(frameon=False, fontsize=6)
     fig.tight_layout()
     return fig
@@ -424,6 +426,42 @@ COST_METRICS = (
     ("gpu_usd_per_mtok", "GPU time ($ / M tokens)"),
 )
 
+# The columns the figures read of each stage file (the report stage asks for them when it reads
+# the file, so that a file without one is refused by name before anything is drawn).
+_WITH_CI = ("throughput", "violation_rate", *(metric for metric, _ in COST_METRICS))
+SUMMARY_COLUMNS = (
+    "deployment",
+    "arm",
+    "data",
+    "exceedance",
+    *(f"{name}{end}" for name in _WITH_CI[:2] for end in ("", "_ci_low", "_ci_high")),
+)
+FLEET_WINDOWS_COLUMNS = (
+    "window_s",
+    "n_gpus",
+    "exceedance_mean",
+    "peak_share_mean",
+    "peak_share_p5",
+    "peak_share_p95",
+    "data",
+)
+SCALING_COLUMNS = (*FLEET_WINDOWS_COLUMNS, "factor", "margin", "peak_quantile")
+AUTHORITY_COLUMNS = (
+    "deployment",
+    "data",
+    "actuator",
+    "authority",
+    "retained_authority",
+    "threshold",
+)
+ARMS_COLUMNS = (
+    "source",
+    "deployment",
+    "arm",
+    "data",
+    *(f"{name}{end}" for name in _WITH_CI[2:] for end in ("", "_ci_low", "_ci_high")),
+)
+
 
 def cost_carbon(arms: pd.DataFrame) -> Figure:
     """Energy cost, carbon and GPU-time cost per million tokens per arm, with intervals; one
@@ -464,6 +502,16 @@ def cost_carbon(arms: pd.DataFrame) -> Figure:
 
 
 # Each figure's caption; ``{gpu}``: the GPU the real runs' traces name (their metadata).
+# the study's "about 2x" (its abstract's words), as the fleet figure's line and caption say it
+STUDY_OVERSUBSCRIPTION_TEXT = f"about {STUDY_OVERSUBSCRIPTION.low:g}x"
+# the reference figures the captions name, from analysis/reference.py and analysis/authority.py
+CAPTION_FIGURES = {
+    "study_low": STUDY_CONCURRENCY_AUTHORITY_72B[0],
+    "study_high": STUDY_CONCURRENCY_AUTHORITY_72B[1],
+    "study_peak": STUDY_FLEET_PEAK.shown(),
+    "study_factor": STUDY_OVERSUBSCRIPTION_TEXT,
+    "published": ", ".join(f.quantity.split(":")[0] for f in PUBLISHED_OVERSUBSCRIPTION),
+}
 CAPTIONS = {
     "power_traces": "Power of GPU 0 over time for each arm (columns) of each real run and "
     "simulated deployment (rows), from the first training step; the dashed line is the per-GPU "
@@ -481,11 +529,11 @@ CAPTIONS = {
     "authority": "Actuator authority per deployment: the change of mean per-GPU power between an "
     "actuator's lowest and highest level, as a share of nameplate minus idle (left), and the "
     "share of the single-GPU deployment's authority a sharded deployment retains (right); the grey "
-    "band is the study's 17-22 % authority of concurrency on 72B.",
+    "band is the study's {study_low:g}-{study_high:g} % authority of concurrency on 72B.",
     "fleet": "Fleet peak demand as a share of nameplate against the averaging window (left) and "
     "the fleet size (middle), and the oversubscription factor nameplate / (peak x (1 + margin)) "
-    "against the fleet size (right), beside the study's 50-56 % and about 2x and the published "
-    "POLCA, Thunderbolt and Flex results.",
+    "against the fleet size (right), beside the study's {study_peak} and {study_factor} and the "
+    "published {published} results.",
     "ppo_learning": "Training of the PPO meta-controllers (ppo and ppo+hwcap per deployment) in "
     "the simulator: episode return against environment steps where the controller stage logged "
     "it, the returns of the trained policy, a random policy and the oracle's setting on the "

@@ -165,7 +165,20 @@ def learning_curve(folder: Path) -> pd.DataFrame | None:
 
 
 def controller_info(folder: Path) -> dict[str, Any]:
-    """A controller folder's ``controller.json``."""
-    return read_json(
-        folder / CONTROLLER.controller, written_by("controller", CONTROLLER.controller)
+    """A controller folder's ``controller.json``, with the keys the report reads (its data
+    label ``simulated`` among them: a missing one is never shown as measured).
+
+    Raises:
+        ValueError: a key is missing, or ``simulated`` is not true or false (the message names
+            the file).
+    """
+    path = folder / CONTROLLER.controller
+    info = read_json(
+        path, written_by("controller", CONTROLLER.controller), ("simulated", "evaluation")
     )
+    if not isinstance(info["simulated"], bool):
+        raise ValueError(
+            f"{path}: simulated: expected true or false (whether the controller was trained in "
+            f"the simulator), got {info['simulated']!r}"
+        )
+    return info

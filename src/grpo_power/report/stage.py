@@ -15,7 +15,8 @@ from pathlib import Path
 import pandas as pd
 
 from grpo_power.analysis.authority import STUDY_CONCURRENCY_AUTHORITY_72B
-from grpo_power.atomic import write_text_atomic
+from grpo_power.analysis.reference import PUBLISHED_OVERSUBSCRIPTION, STUDY_SAMPLE_PERIOD_S
+from grpo_power.atomic import merge_folder_atomic, write_text_atomic
 from grpo_power.config import Config, static_setting
 from grpo_power.layout import (
     ECONOMICS,
@@ -112,20 +113,34 @@ def make_figures(
     run_traces, run_samples = run_power(inputs.runs, r.trace_s, r.max_points)
     sim_traces, sim_samples = sim_power(inputs.evaluate, r.trace_s, r.max_points)
     summary = read_csv(
-        inputs.evaluate / EVALUATE.summary_csv, written_by("evaluate", EVALUATE.summary_csv)
+        inputs.evaluate / EVALUATE.summary_csv,
+        written_by("evaluate", EVALUATE.summary_csv),
+        fig.SUMMARY_COLUMNS,
     )
-    fleet_windows = read_csv(inputs.fleet / FLEET.fleet_csv, written_by("fleet", FLEET.fleet_csv))
+    fleet_windows = read_csv(
+        inputs.fleet / FLEET.fleet_csv,
+        written_by("fleet", FLEET.fleet_csv),
+        fig.FLEET_WINDOWS_COLUMNS,
+    )
     fleet_window_s = float(fleet_json.get("window_s"))
     authority = read_csv(
-        inputs.identify / IDENTIFY.authority_csv, written_by("identify", IDENTIFY.authority_csv)
+        inputs.identify / IDENTIFY.authority_csv,
+        written_by("identify", IDENTIFY.authority_csv),
+        fig.AUTHORITY_COLUMNS,
     )
     controllers = {f.name: controller_info(f) for f in inputs.controllers}
     curves = {f.name: learning_curve(f) for f in inputs.controllers}
     exceedance = _exceedance_rows(inputs.exceedance, infos)
     traces = pd.concat([run_traces, sim_traces])
     samples = pd.concat([run_samples, sim_samples])
-    arms = read_csv(inputs.economics / ECONOMICS.arms, written_by("economics", ECONOMICS.arms))
-    scaling = read_csv(inputs.fleet / FLEET.scaling_csv, written_by("fleet", FLEET.scaling_csv))
+    arms = read_csv(
+        inputs.economics / ECONOMICS.arms, written_by("economics", ECONOMICS.arms), fig.ARMS_COLUMNS
+    )
+    scaling = read_csv(
+        inputs.fleet / FLEET.scaling_csv,
+        written_by("fleet", FLEET.scaling_csv),
+        fig.SCALING_COLUMNS,
+    )
     sim_72b = None
     if inputs.study_fleet is not None:
         rows = read_csv(
@@ -166,7 +181,7 @@ def make_figures(
         ),
         "ppo_learning": (
             lambda: fig.ppo_learning(controllers, curves),
-            ["simulated" if c.get("simulated") else "measured" for c in controllers.values()],
+            ["simulated" if c["simulated"] else "measured" for c in controllers.values()],
         ),
         "throughput_violations": (lambda: fig.throughput_violations(summary), summary["data"]),
         "cost_carbon": (lambda: fig.cost_carbon(arms), arms["data"]),
@@ -175,7 +190,7 @@ def make_figures(
     for name, title in REPORT_FIGURES.items():
         draw, data = drawn[name]
         pdf, png = fig.save_figure(draw(), out / "figures", name, r.dpi)
-        caption = fig.CAPTIONS[name].format(gpu=gpu_names(infos))
+        caption = fig.CAPTIONS[name].format(gpu=gpu_names(infos), **fig.CAPTION_FIGURES)
         made.append((name, title, f"{fig.data_label(data)}. {caption}", png, pdf))
     return made
 
@@ -304,9 +319,10 @@ def _cautions(
     periods = sorted({i.metadata["sample_period_s"] for i in infos})
     items: list[cells.Cell] = [
         [
-            "Published oversubscription results are far lower than about 2x: POLCA +30 % servers "
-            "(inference), Google Thunderbolt 9-25 %, Microsoft Flex up to 33 %. This run's "
-            "evidence: a fleet of ",
+            f"Published oversubscription results are far lower than the study's "
+            f"{fig.STUDY_OVERSUBSCRIPTION_TEXT}: "
+            f"{'; '.join(f.quantity for f in PUBLISHED_OVERSUBSCRIPTION)}. This run's evidence: "
+            "a fleet of ",
             oversub.num("n_gpus", ",.0f", scope="fleet stage"),
             " GPUs at the ",
             oversub.num("window_s", "g", scope="fleet stage"),
@@ -326,7 +342,8 @@ def _cautions(
         "for each explicitly. NVML samples only part of the runtime, so window means here come "
         "from the total-energy counter (nvmlDeviceGetTotalEnergyConsumption) where the trace "
         "has one, else from integrated power.",
-        f"Sampling: 0.5 s cannot see the 0.2-3 Hz swings of synchronous training; this run "
+        f"Sampling: the study's {STUDY_SAMPLE_PERIOD_S:g} s cannot see the 0.2-3 Hz swings of "
+        "synchronous training; this run "
         f"sampled every {', '.join(f'{p:g}' for p in periods) or 'n/a'} s.",
         "Simulated is not measured: every number labelled SIMULATED comes from the power model "
         "or the GRPO step simulator, whose parameters start from sourced ranges "
@@ -429,8 +446,16 @@ def _pilot_note(pilot: cells.CsvFile, economics: cells.JsonFile) -> cells.Cell:
 
 
 def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportResult:
-    """Draw the figures and write ``out/index.html`` (and ``out/figures/*.pdf|png``)."""
+    """Draw the figures and write ``out/index.html`` (and ``out/figures/*.pdf|png``), built in
+    a folder beside ``out`` whose files take their places only when all are written: a bad
+    input found while drawing leaves ``out`` as it was."""
     out = Path(out)
+    built = merge_folder_atomic(out, lambda folder: _write_report(config, inputs, folder))
+    return ReportResult(out / built.index, [out / p for p in built.figures], built.numbers)
+
+
+def _write_report(config: Config, inputs: ReportInputs, out: Path) -> ReportResult:
+    """Write the report into ``out``; its paths relative to ``out``."""
     infos = run_infos(inputs.runs)
     ratios = cells.CsvFile(
         inputs.evaluate / EVALUATE.ratios, written_by("evaluate", EVALUATE.ratios)
@@ -524,7 +549,8 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
         *filter(None, [study_authority_table(authority, config)]),
         cells.csv_table(
             "fleet",
-            "Fleet and windowed exceedance: reference figures vs this run",
+            "Fleet and windowed exceedance: reference figures vs this run "
+            f"({fig.data_label(comparison.frame['data'])})",
             comparison,
             tab.COMPARISON_COLS,
             ["reference", "quantity", "note"],
@@ -544,8 +570,8 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
         tab.constants_table("constants", "Constants, with source and year", e["constants"]),
         cells.csv_table(
             "costs",
-            "Energy, cost and carbon per arm (means over seeds, "
-            f"{cells.interval_pct(economics_json)} intervals)",
+            f"Energy, cost and carbon per arm ({fig.data_label(e['arms'].frame['data'])}; "
+            f"means over seeds, {cells.interval_pct(economics_json)} intervals)",
             e["arms"],
             tab.COST_COLS,
             ["source", "deployment", "arm"],
@@ -553,7 +579,8 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
         ),
         cells.csv_table(
             "savings",
-            f"Savings of {controller_arm} against every other arm",
+            f"Savings of {controller_arm} against every other arm "
+            f"({fig.data_label(controller_savings['data'])})",
             e["savings"],
             tab.SAVINGS_COLS,
             ["source", "deployment", "arm", "versus"],
@@ -562,7 +589,8 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
         ),
         cells.csv_table(
             "oversubscription",
-            "Oversubscription value: extra GPUs and capital avoided",
+            "Oversubscription value: extra GPUs and capital avoided "
+            f"({fig.data_label(e['oversubscription'].frame['data'])})",
             e["oversubscription"],
             tab.OVERSUBSCRIPTION_COLS,
             ["scope", "n_gpus"],
@@ -580,8 +608,6 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
             note=_pilot_note(e["pilot"], economics_json),
         ),
     ]
-    # Every input is read and every table built before the first file is written: a bad input
-    # fails here and leaves no figures behind.
     measured = real_traces_section(inputs.real_traces, out, config.report.dpi)
     made = make_figures(config, inputs, infos, out, evaluate_json, fleet_json, controller_arm)
     sections = [
@@ -614,4 +640,5 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
         for cell in row
         for part in (cell if isinstance(cell, list) else [cell])
     )
-    return ReportResult(index, [p for *_, png, pdf in made for p in (pdf, png)], numbers)
+    figures = [p.relative_to(out) for *_, png, pdf in made for p in (pdf, png)]
+    return ReportResult(index.relative_to(out), figures, numbers)

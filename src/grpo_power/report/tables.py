@@ -45,7 +45,7 @@ def _pct_change(
         with_unit(study, row["unit"]),
         ABSTRACT,
         [*with_unit(value, row["unit"]), " [", low, ", ", high, "]"],
-        [f"target {row['target']}: {met}; ", *why],
+        [f"{data_label([row['data']])}; target {row['target']}: {met}; ", *why],
     ]
 
 
