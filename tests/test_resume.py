@@ -6,11 +6,13 @@ process of its own, interrupt it, and run the same command again.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,9 +36,16 @@ from grpo_power.journal import (
 from grpo_power.redact import REDACTED, redact, redact_text
 from grpo_power.telemetry.steplog import read_step_log, trim_step_log
 from grpo_power.telemetry.store import read_trace
+from grpo_power.workload.distributed import run_passing_stops
 from grpo_power.workload.manifest import RunManifest
-from grpo_power.workload.resume import EXIT_INTERRUPTED, RunPaths, start_or_resume
-from grpo_power.workload.runner import run_grpo
+from grpo_power.workload.resume import (
+    EXIT_INTERRUPTED,
+    RunPaths,
+    RunStopped,
+    StopSignals,
+    start_or_resume,
+)
+from grpo_power.workload.runner import RunResult, completed, run_grpo
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow  # real runs stopped, killed and resumed
@@ -300,6 +309,30 @@ def test_sigterm_stops_a_calibration_before_it_reads_the_unfinished_candidate(
     stderr = run.finish(EXIT_INTERRUPTED)
     assert "fixed-safe calibration of tiny, concurrency 32: stopped by SIGTERM" in stderr
     assert not (first.parent / "fixed_safe.json").exists()
+
+
+def test_a_stop_signal_as_a_run_completes_stops_the_command_before_its_next_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SIGTERM in a calibration's or a sweep's run that came during its last step was taken by
+    the run, which completed, and the command went on to its next run as if none had come (a
+    calibration exited 0 after a scancel, one CI run in several); one between two runs, or to
+    `run` of several seeds while a seed completed, was not seen either. Each now stops the
+    command before the next run, naming the signal and what the same command does."""
+    done = RunResult(RunPaths(tmp_path / "run"), "completed", 4, 100, 1.0, "SIGTERM")
+    with pytest.raises(RunStopped, match=r"run A: stopped by SIGTERM as it completed its last"):
+        completed(done, "run A")
+    assert completed(dataclasses.replace(done, stopped_by=None), "run A") is not None
+    with StopSignals() as stop:
+        stop.check("run B")  # nothing came
+        os.kill(os.getpid(), signal.SIGUSR1)
+        with pytest.raises(RunStopped, match="run B: stopped by SIGUSR1 before it started"):
+            stop.check("run B")
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    ignores = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(3)"
+    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM)).start()
+    child = run_passing_stops([sys.executable, "-c", ignores])
+    assert (child.returncode, child.stopped_by) == (0, "SIGTERM")
 
 
 def test_sigkill_keeps_what_was_written_and_resumes_from_the_last_checkpoint(

@@ -197,14 +197,24 @@ def run(
         given = {"--size": size, "--steps": steps, "--concurrency": concurrency}
         given["--max-new-tokens"] = max_new_tokens
         options = [str(arg) for name, v in given.items() if v is not None for arg in (name, v)]
-        for s, folder in zip(seeds, outs, strict=True):
+        for k, (s, folder) in enumerate(zip(seeds, outs, strict=True)):
             command = [sys.executable, "-m", "grpo_power.cli", "run", "--arm", arm]
             command += [*options, *(["--fresh"] if fresh else [])]
             command += [*(["--replace-other"] if replace_other else []), "--launcher", "direct"]
             command += ["--seed", str(s), "--out", str(folder), "--config", str(config)]
             # a stop signal to this command reaches the seed running: it checkpoints, exits 75
-            if (code := run_passing_stops(command)) != 0:
-                raise typer.Exit(code)
+            child = run_passing_stops(command)
+            if child.returncode != 0:
+                raise typer.Exit(child.returncode)
+            if child.stopped_by is not None and k + 1 < len(seeds):  # it came as seed s ended
+                from grpo_power.workload.resume import EXIT_INTERRUPTED
+
+                typer.echo(
+                    f"run {cfg.workload.size}/{arm}: stopped by {child.stopped_by} as seed {s} "
+                    f"completed; run the same command to go on with seed {seeds[k + 1]}",
+                    err=True,
+                )
+                raise typer.Exit(EXIT_INTERRUPTED)
         return
     seed, out = seeds[0], outs[0]
     run_size = cfg.run_size(cfg.workload.size)

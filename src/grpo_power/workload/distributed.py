@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
@@ -110,27 +111,39 @@ def accelerate_command(run_size: RunSize, cli_args: list[str]) -> list[str]:
     return [*command, "-m", "grpo_power.cli", *cli_args]
 
 
-def run_passing_stops(command: list[str], as_signal: int | None = None) -> int:
-    """Run ``command`` as a child process to its end and return its exit code. A stop signal
-    this process gets (SIGTERM, SIGUSR1, SIGUSR2) is passed on to the child (as ``as_signal``
-    where given), so that it checkpoints and stops as a run of its own does; under Slurm every
-    process of the job gets the signal itself, so none is passed on."""
+@dataclass(frozen=True)
+class ChildRun:
+    """How a child process of :func:`run_passing_stops` ended."""
+
+    returncode: int
+    stopped_by: str | None  # the first stop signal this process got while the child ran
+
+
+def run_passing_stops(command: list[str], as_signal: int | None = None) -> ChildRun:
+    """Run ``command`` as a child process to its end. A stop signal this process gets (SIGTERM,
+    SIGUSR1, SIGUSR2) is passed on to the child (as ``as_signal`` where given), so that it
+    checkpoints and stops as a run of its own does, and is recorded (a child that completed as
+    it came exits 0: the caller stops before its next child); under Slurm every process of the
+    job gets the signal itself, so none is passed on."""
     process = subprocess.Popen(command)
+    received: list[str] = []
 
     def forward(signum: int, frame: FrameType | None) -> None:
+        received.append(signal.Signals(signum).name)
         if "SLURM_JOB_ID" not in os.environ and process.poll() is None:
             process.send_signal(as_signal or signum)
 
     with handling(StopSignals.SIGNALS, forward):
         while (returncode := process.poll()) is None:  # poll: handlers run between polls
             time.sleep(0.5)
-    return returncode
+    return ChildRun(returncode, received[0] if received else None)
 
 
 def relaunch_with_accelerate(run_size: RunSize, cli_args: list[str], run_folder: Path) -> int:
     """Run the command under accelerate and return its exit code (see the module's note on
     stop signals: the launcher is passed any of them as SIGTERM)."""
-    returncode = run_passing_stops(accelerate_command(run_size, cli_args), signal.SIGTERM)
+    launch = run_passing_stops(accelerate_command(run_size, cli_args), signal.SIGTERM)
+    returncode = launch.returncode
     manifest = RunManifest.read(run_folder / RUN.manifest)
     if returncode != 0 and manifest is not None and manifest.data["status"] == "interrupted":
         return EXIT_INTERRUPTED

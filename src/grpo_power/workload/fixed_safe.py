@@ -31,7 +31,7 @@ from grpo_power.stats import effective_sample_size, percentile_upper_bound
 from grpo_power.telemetry.steplog import read_step_log
 from grpo_power.telemetry.store import read_trace
 from grpo_power.workload.failsafe import calibration_key
-from grpo_power.workload.resume import RunPaths
+from grpo_power.workload.resume import RunPaths, StopSignals
 from grpo_power.workload.runner import completed, run_grpo
 
 
@@ -89,9 +89,10 @@ def calibrate_fixed_safe(
         )
         # a stopped candidate's power is not a measurement: the calibration stops with it (the
         # same command measures it anew)
-        completed(
-            result, f"fixed-safe calibration of {config.workload.size}, concurrency {concurrency}"
-        )
+        completed(result, label(concurrency))
+
+    def label(concurrency: int) -> str:
+        return f"fixed-safe calibration of {config.workload.size}, concurrency {concurrency}"
 
     result_path = folder / FIXED_SAFE.setting
     key = calibration_key(config)
@@ -106,30 +107,32 @@ def calibrate_fixed_safe(
     candidates = [(c, folder / f"concurrency-{c}") for c in reversed(bounds.levels())]
     if run_candidates is not None:
         run_candidates(candidates)
-    for concurrency, run_folder in candidates:
-        if run_candidates is None:
-            RunPaths(run_folder).clear()  # measured anew whenever the calibration is
-            run_here(concurrency, run_folder)
-        frame = steps_trace(run_folder)
-        power_w = frame["power_w"].to_numpy()
-        effective = effective_samples(frame)
-        bound_w = percentile_upper_bound(
-            power_w, settings.percentile, settings.confidence, effective
-        )
-        measured.append(
-            {
-                "concurrency": concurrency,
-                "samples": len(power_w),
-                "effective_samples": effective,
-                f"p{settings.percentile:g}_power_w": float(
-                    np.percentile(power_w, settings.percentile)
-                ),
-                f"p{settings.percentile:g}_upper_bound_w": bound_w,
-            }
-        )
-        if bound_w < config.cap_w:
-            chosen = concurrency
-            break
+    with StopSignals() as stop:
+        for concurrency, run_folder in candidates:
+            if run_candidates is None:
+                stop.check(label(concurrency))  # a signal between two candidates
+                RunPaths(run_folder).clear()  # measured anew whenever the calibration is
+                run_here(concurrency, run_folder)
+            frame = steps_trace(run_folder)
+            power_w = frame["power_w"].to_numpy()
+            effective = effective_samples(frame)
+            bound_w = percentile_upper_bound(
+                power_w, settings.percentile, settings.confidence, effective
+            )
+            measured.append(
+                {
+                    "concurrency": concurrency,
+                    "samples": len(power_w),
+                    "effective_samples": effective,
+                    f"p{settings.percentile:g}_power_w": float(
+                        np.percentile(power_w, settings.percentile)
+                    ),
+                    f"p{settings.percentile:g}_upper_bound_w": bound_w,
+                }
+            )
+            if bound_w < config.cap_w:
+                chosen = concurrency
+                break
     result = {
         "key": key,
         "cap_w": config.cap_w,

@@ -215,6 +215,16 @@ class StopSignals:
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.received = self.received or signal.Signals(signum).name
 
+    def check(self, label: str) -> None:
+        """Between the runs of a command that runs several in its own process: raise
+        :class:`RunStopped`, naming ``label`` (the run not started), once a signal came (one
+        that came during a run reaches that run's own handlers and result instead)."""
+        if self.received is not None:
+            raise RunStopped(
+                f"{label}: stopped by {self.received} before it started; run the same command "
+                "to go on"
+            )
+
 
 @dataclass(frozen=True)
 class RunStart:

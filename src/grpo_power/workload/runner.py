@@ -63,7 +63,9 @@ class RunResult:
     steps: int  # steps completed
     completion_tokens: int
     wall_s: float  # time the attempts ran, without the gaps between them
-    stopped_by: str | None = None  # the signal an interrupted run stopped for
+    # the signal an interrupted run stopped for, or one that came as it completed its last step
+    # (a command of several runs stops with it: :func:`completed`)
+    stopped_by: str | None = None
 
 
 def _grpo_args(
@@ -313,16 +315,23 @@ def run_grpo(
     _leave_together(trainer)
     if manifest is None:
         return RunResult(paths, status, steps_done, callback.completion_tokens, 0.0)
-    return _result(paths, manifest)
+    return _result(paths, manifest, stop.received)
 
 
 def completed(result: RunResult, label: str) -> RunResult:
-    """``result`` of a run that completed; :class:`~grpo_power.workload.resume.RunStopped`,
-    naming ``label`` and what the same command does, for one a stop signal interrupted."""
+    """``result`` of a run that completed with no stop signal;
+    :class:`~grpo_power.workload.resume.RunStopped`, naming ``label`` and what the same command
+    does, for one a stop signal interrupted, or one that completed as the signal came (in its
+    last step: the command of several runs stops after it, not at the end of the next)."""
     if result.status == "interrupted":
         raise RunStopped(
             f"{label}: stopped by {result.stopped_by} after step {result.steps}, checkpoint saved; "
             f"run the same command to go on -> {result.paths.folder}"
+        )
+    if result.stopped_by is not None:
+        raise RunStopped(
+            f"{label}: stopped by {result.stopped_by} as it completed its last step "
+            f"({result.steps}); run the same command to go on -> {result.paths.folder}"
         )
     return result
 
@@ -353,7 +362,8 @@ def _total(attempts: list[dict[str, Any]], name: str) -> int | None:
     return sum(values) if values else None
 
 
-def _result(paths: RunPaths, manifest: RunManifest) -> RunResult:
+def _result(paths: RunPaths, manifest: RunManifest, received: str | None = None) -> RunResult:
+    """The run's totals from its manifest; ``received``: a stop signal this attempt got."""
     data = manifest.data
     return RunResult(
         paths,
@@ -361,5 +371,5 @@ def _result(paths: RunPaths, manifest: RunManifest) -> RunResult:
         data["steps_completed"],
         data["completion_tokens"],
         data["wall_s"],
-        data.get("stop_signal"),
+        data.get("stop_signal") or received,
     )

@@ -80,20 +80,23 @@ def run_sweep(
     if run_all is not None:
         run_all(runs)
     else:
+        from grpo_power.workload.resume import StopSignals
         from grpo_power.workload.runner import completed, run_grpo
 
-        for actuator, level, run_config, folder in runs:
-            w = run_config.workload
-            result = run_grpo(
-                run_config,
-                f"sweep-{actuator}-{level}",
-                seed,
-                folder,
-                FixedController(w.concurrency, w.max_new_tokens),
-                steps=steps,
-                show_progress=False,
-            )
-            completed(result, f"sweep run {actuator}-{level}")  # no index of unfinished runs
+        with StopSignals() as stop:
+            for actuator, level, run_config, folder in runs:
+                stop.check(f"sweep run {actuator}-{level}")  # a signal between two runs
+                w = run_config.workload
+                result = run_grpo(
+                    run_config,
+                    f"sweep-{actuator}-{level}",
+                    seed,
+                    folder,
+                    FixedController(w.concurrency, w.max_new_tokens),
+                    steps=steps,
+                    show_progress=False,
+                )
+                completed(result, f"sweep run {actuator}-{level}")  # no index of unfinished runs
     index = [{"actuator": a, "level": lv, "folder": f.name} for a, lv, _, f in runs]
     write_json_atomic(Path(out) / SWEEP_INDEX, {"steps": steps, "seed": seed, "runs": index})
     return [folder for *_, folder in runs]
