@@ -638,6 +638,9 @@ def test_the_page_reads_top_to_bottom_and_labels_simulation(report: dict) -> Non
     runs = len(list((report["root"] / "runs").rglob("manifest.json")))
     assert f"Reruns: the {runs} real run(s) here ran a model on this machine" in text
     assert "2.13.0+cpu" in text and "test-platform" in text  # versions and hardware
+    # the GPU a simulated run's trace names is the simulated one (the runs had no CUDA device)
+    hardware = _text(_table_html(text, "hardware"))
+    assert "none" in hardware and " (SIMULATED)" in hardware
     assert "No measured runs configured: set real_traces.folder" in text  # the default config
 
 

@@ -229,7 +229,8 @@ def _setup(
                 hw.get("platform", ""),
                 str(hw.get("cpu_count", "")),
                 ", ".join(hw.get("cuda_devices", [])) or "none",
-                i.metadata["gpu_name"],
+                i.metadata["gpu_name"]
+                + (" (SIMULATED)" if i.metadata["source"] == "simulated" else ""),
                 "SIMULATED" if i.metadata["source"] == "simulated" else i.metadata["source"],
                 f"{i.metadata['sample_period_s']:g}",
                 f"{i.samples:,}",

@@ -44,6 +44,8 @@ from grpo_power.stats import effective_sample_size, lag1_correlation
 
 CONFIDENCE = 0.95
 MIN_BIN_SAMPLES = 30  # bins with fewer samples are shown but not held to the targets
+# the targets of a held-out bin's error, % of nameplate: of its mean power and of its p95
+HELD_OUT_TARGETS_PCT = {"mean": 5.0, "p95": 10.0}
 # Decode samples a concurrency level needs to count as one of the (at least 2) levels the line
 # is fitted through: fewer are a handful of readings, one prefill burst among them moves their
 # mean by tens of watts (11.6 % of the public traces' decode samples are bursts), and a bootstrap
