@@ -1628,7 +1628,7 @@ def build_metrics(ctx: Context, drop: str | None = None) -> Path:
             "seed": seed,
             "gpus": 1,
             "output_tokens": 1.0e5 + 1000 * seed + (5000 if arm == "ppo" else 0),
-            "energy_mj": 0.2,
+            "energy_j": 200_000.0,
             "budget_s": 900.0,
             "violation_rate": 0.01,
             "exceedance": 0.0,

@@ -45,8 +45,9 @@ def test_run_metrics_on_a_hand_computed_run():
     assert metrics["exceedance"] == pytest.approx(47 / 95)
     assert metrics["output_tokens"] == pytest.approx(600 + 600 * 4 / 6)  # last step pro rata
     assert metrics["throughput"] == pytest.approx(100.0)
-    energy_mj = (49 * 34.0 + 29.5 + 49 * 25.0) / 1e6  # trapezoid
-    assert metrics["tokens_per_mj"] == pytest.approx(1000 / energy_mj)
+    energy_j = 49 * 34.0 + 29.5 + 49 * 25.0  # trapezoid; J as every file has it (it was MJ)
+    assert metrics["energy_j"] == pytest.approx(energy_j) and "energy_mj" not in metrics
+    assert metrics["tokens_per_mj"] == pytest.approx(1000 / (energy_j / 1e6))
     assert metrics["mean_concurrency"] == pytest.approx((6 * 32 + 4 * 16) / 10)
     # the cap drops to 240 W at 5 s (a schedule): every sample is above the cap at its time,
     # so is every window (its exceedance ignored the schedule: the 250 W half read as under)

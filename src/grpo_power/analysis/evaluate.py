@@ -115,7 +115,7 @@ def run_metrics(
         "output_tokens": tokens,
         "throughput": tokens / budget_s,
         "tokens_per_mj": tokens / (energy_j / 1e6) if energy_j > 0 else float("nan"),
-        "energy_mj": energy_j / 1e6,
+        "energy_j": energy_j,
         "mean_power_w": float(power_all.mean()),
         "mean_concurrency": float(np.average(steps["concurrency"], weights=weights)),
         "mean_max_new_tokens": float(np.average(steps["max_new_tokens"], weights=weights)),

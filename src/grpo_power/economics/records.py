@@ -86,7 +86,7 @@ def _between_attempts_s(manifest: dict[str, Any]) -> float:
 
 def simulator_records(metrics_csv: Path | str) -> pd.DataFrame:
     """Records of the evaluate stage's simulated runs (its per-run ``metrics.csv``)."""
-    needed = ["deployment", "arm", "seed", "gpus", "output_tokens", "energy_mj", "budget_s"]
+    needed = ["deployment", "arm", "seed", "gpus", "output_tokens", "energy_j", "budget_s"]
     metrics = read_csv(metrics_csv, METRICS_FILE, needed)
     return pd.DataFrame(
         {
@@ -96,7 +96,7 @@ def simulator_records(metrics_csv: Path | str) -> pd.DataFrame:
             "seed": metrics["seed"].astype(int),
             "gpus": metrics["gpus"].astype(int),
             "tokens": metrics["output_tokens"].astype(float),
-            "energy_j": metrics["energy_mj"].astype(float) * 1e6,
+            "energy_j": metrics["energy_j"].astype(float),
             "wall_s": metrics["budget_s"].astype(float),
             "data": "simulated",
         }

@@ -166,6 +166,7 @@ def _arm_pooled_rows(runs: pd.DataFrame) -> pd.DataFrame:
                 "deployment": first["deployment"],
                 "arm": arm,
                 "seed": -1,
+                "gpu": -1,  # every GPU pooled, as the run_pooled rows mark it
                 "seeds": len(at),
                 "run_id": f"sim-{first['deployment']}-{arm}",
                 "window_s": window_s,
@@ -233,7 +234,10 @@ def analyze_sim_deployment(sample_files: Sequence[Path | str], config: Config) -
         "inputs": [str(p) for p in sample_files],
     }
     columns = ["arm", "seed", "bin", "gpu", "energy_j"]
-    return SimWindowsResult(exceedance, pd.concat(bins, ignore_index=True)[columns], summary)
+    # integer keys as every other file has them (the samples' int32 seed did not join)
+    keys = {"seed": "int64", "gpu": "int64"}
+    bins_frame = pd.concat(bins, ignore_index=True)[columns].astype(keys)
+    return SimWindowsResult(exceedance, bins_frame, summary)
 
 
 def evaluated_arms(evaluation: Path | str, deployment: str) -> list[str]:
