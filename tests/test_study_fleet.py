@@ -97,10 +97,10 @@ def test_simulated_runs_are_windowed_as_hand_computed(tmp_path):
         assert row["exceedance_seed_max"] == 1.0
     assert pooled.loc[300.0, "windows"] == 0 and np.isnan(pooled.loc[300.0, "exceedance"])
     # keys an engineer joins on keep one integer dtype: a pooled row's GPU is -1, as the runs'
-    # pooled rows have it (it was NaN, which made the column float), and the bins' seed and GPU
-    # are int64 as every other file's (the int32 seed did not join)
+    # pooled rows have it (it was NaN, which made the column float), the bins' seed is int64 as
+    # the metrics' (an int32 seed did not join) and their GPU int32 as the traces'
     assert table["gpu"].dtype == np.int64 and (pooled["gpu"] == -1).all()
-    assert result.bins["seed"].dtype == result.bins["gpu"].dtype == np.int64
+    assert (result.bins["seed"].dtype, result.bins["gpu"].dtype) == (np.int64, np.int32)
     assert "no full 300 s window" in pooled.loc[300.0, "note"]
     # Each 0.5 s bin of the ramp holds its trapezoid energy: 0.5 x (150 + 2 x mid-time) J.
     bins = result.bins

@@ -216,7 +216,8 @@ def analyze_sim_deployment(sample_files: Sequence[Path | str], config: Config) -
             result = analyze_trace(trace, config, seed_cap_w(samples, seed), windows_s)
             labels = {"deployment": deployment, "arm": samples.arm, "seed": seed}
             frames.append(result.exceedance.assign(**labels))
-            bins.append(result.bins.assign(arm=samples.arm, seed=np.int32(seed)))
+            # the seed as every other file has it (an int32 seed did not join the metrics')
+            bins.append(result.bins.assign(arm=samples.arm, seed=np.int64(seed)))
     runs = pd.concat(frames, ignore_index=True)
     exceedance = pd.concat([runs, _arm_pooled_rows(runs)], ignore_index=True)
     summary = {
@@ -234,10 +235,7 @@ def analyze_sim_deployment(sample_files: Sequence[Path | str], config: Config) -
         "inputs": [str(p) for p in sample_files],
     }
     columns = ["arm", "seed", "bin", "gpu", "energy_j"]
-    # integer keys as every other file has them (the samples' int32 seed did not join)
-    keys = {"seed": "int64", "gpu": "int64"}
-    bins_frame = pd.concat(bins, ignore_index=True)[columns].astype(keys)
-    return SimWindowsResult(exceedance, bins_frame, summary)
+    return SimWindowsResult(exceedance, pd.concat(bins, ignore_index=True)[columns], summary)
 
 
 def evaluated_arms(evaluation: Path | str, deployment: str) -> list[str]:
