@@ -236,6 +236,9 @@ def test_real_traces_stage_and_its_report_section(shared: Path, tmp_path: Path) 
     page = real_traces_section(out, tmp_path / "report", 60)
     assert page.count("measured (public trace)") >= 3 and "SIMULATED" not in page
     assert page.count('data-src="') > 50  # every number carries its file
+    # the validation's targets too, read from the fit the stage wrote (they were typed in)
+    assert fit["held_out_error"]["targets_pct_nameplate"] == {"mean": 5.0, "p95": 10.0}
+    assert 'data-col="held_out_error.targets_pct_nameplate.p95"' in page
     assert (tmp_path / "report" / "figures" / "real_traces.png").stat().st_size > 10_000
     with pytest.raises(ValueError, match=r"real_traces\.held_out: expected some of the runs"):
         run_real_traces(

@@ -18,7 +18,6 @@ from matplotlib.figure import Figure
 from grpo_power.layout import REAL_TRACES, TRACE_FIT
 from grpo_power.report import cells, html
 from grpo_power.report import figures as fig
-from grpo_power.sim.trace_fit import HELD_OUT_TARGETS_PCT, MIN_BIN_SAMPLES
 from grpo_power.stage_files import read_csv
 
 TITLE = "Simulator against real traces"
@@ -204,9 +203,15 @@ def real_traces_section(folder: Path | None, out: Path, dpi: int) -> str:
             VALIDATION_COLS,
             ["split", "run_id", "concurrency_bin"],
             held,
-            note=f"Bins of {MIN_BIN_SAMPLES} samples or more are held to the targets: the error "
-            f"of the mean under {HELD_OUT_TARGETS_PCT['mean']:g} % of nameplate, of the p95 under "
-            f"{HELD_OUT_TARGETS_PCT['p95']:g} %.",
+            note=[
+                "Bins of ",
+                fit.num("held_out_error.min_bin_samples", ".0f"),
+                " samples or more are held to the targets: the error of the mean under ",
+                fit.num("held_out_error.targets_pct_nameplate.mean", "g"),
+                " % of nameplate, of the p95 under ",
+                fit.num("held_out_error.targets_pct_nameplate.p95", "g"),
+                " %.",
+            ],
         ),
         cells.csv_table(
             "real_traces_exceedance",

@@ -574,7 +574,9 @@ def held_out_error(table: pd.DataFrame) -> dict[str, Any]:
     """The largest absolute error over bins with at least :data:`MIN_BIN_SAMPLES` samples, % of
     nameplate (fitted and prior), of the held-out runs together and of each (``runs``), with
     ``held_out_samples`` (the held-out runs' decode samples, 0 where none was given) and
-    ``largest_bin_samples`` (the held-out runs' fullest bin together, 0 where none)."""
+    ``largest_bin_samples`` (the held-out runs' fullest bin together, 0 where none), and the
+    targets they are held to (``targets_pct_nameplate``: of a bin's mean and p95,
+    ``min_bin_samples``: the bins held to them)."""
 
     def worst(rows: pd.DataFrame) -> dict[str, Any]:
         out: dict[str, Any] = {"bins": len(rows)}
@@ -591,4 +593,6 @@ def held_out_error(table: pd.DataFrame) -> dict[str, Any]:
         "held_out_samples": int(every["samples"].sum()),
         "largest_bin_samples": int(every["samples"].max()) if len(every) else 0,
         "runs": {r: worst(part) for r, part in held[held["run_id"] != "all"].groupby("run_id")},
+        "targets_pct_nameplate": HELD_OUT_TARGETS_PCT,
+        "min_bin_samples": MIN_BIN_SAMPLES,
     }
