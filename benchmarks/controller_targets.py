@@ -30,7 +30,7 @@ SUMMARY_COLUMNS = [
     "violation_rate",
     "breaker_exceedance",
     "within_budget",
-    "throughput",
+    "tokens_per_s",
     "tokens_per_mj",
     "output_tokens",
 ]

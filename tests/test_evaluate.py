@@ -44,7 +44,7 @@ def test_run_metrics_on_a_hand_computed_run():
     # windows end every 0.1 s from 0.5 s; over: every end up to 4.9 s, plus 5.0 and 5.1 s
     assert metrics["exceedance"] == pytest.approx(47 / 95)
     assert metrics["output_tokens"] == pytest.approx(600 + 600 * 4 / 6)  # last step pro rata
-    assert metrics["throughput"] == pytest.approx(100.0)
+    assert metrics["tokens_per_s"] == pytest.approx(100.0)
     energy_j = 49 * 34.0 + 29.5 + 49 * 25.0  # trapezoid; J as every file has it (it was MJ)
     assert metrics["energy_j"] == pytest.approx(energy_j) and "energy_mj" not in metrics
     assert metrics["tokens_per_mj"] == pytest.approx(1000 / (energy_j / 1e6))
@@ -160,7 +160,7 @@ def test_budget_targets_rank_only_within_the_budget():
                         "violation_rate": viol,
                         "breaker_excess_w": -5.0,
                         "output_tokens": out,
-                        **{m: 1.0 for m in ("exceedance", "breaker_exceedance", "throughput")},
+                        **{m: 1.0 for m in ("exceedance", "breaker_exceedance", "tokens_per_s")},
                         **{m: 1.0 for m in ("tokens_per_mj", "mean_power_w")},
                         **{m: 1.0 for m in ("mean_concurrency", "mean_max_new_tokens")},
                     }
@@ -217,7 +217,7 @@ def test_a_target_beyond_the_oracle_is_said_so():
                 "violation_rate": 0.01,
                 "breaker_excess_w": -5.0,
                 "output_tokens": out + 0.1 * seed,
-                **{m: 1.0 for m in ("exceedance", "breaker_exceedance", "throughput")},
+                **{m: 1.0 for m in ("exceedance", "breaker_exceedance", "tokens_per_s")},
                 **{m: 1.0 for m in ("tokens_per_mj", "mean_power_w")},
                 **{m: 1.0 for m in ("mean_concurrency", "mean_max_new_tokens")},
             }
@@ -247,7 +247,7 @@ def _runs(outputs: dict[str, list[float]], violation_rate: float = 0.01) -> pd.D
                 "violation_rate": violation_rate,
                 "breaker_excess_w": -5.0,
                 "output_tokens": out,
-                **{m: 1.0 for m in ("exceedance", "breaker_exceedance", "throughput")},
+                **{m: 1.0 for m in ("exceedance", "breaker_exceedance", "tokens_per_s")},
                 **{m: 1.0 for m in ("tokens_per_mj", "mean_power_w")},
                 **{m: 1.0 for m in ("mean_concurrency", "mean_max_new_tokens")},
             }

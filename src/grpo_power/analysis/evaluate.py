@@ -8,7 +8,8 @@ metrics of docs/design.md section 7:
 - exceedance at ``evaluate.exceedance_window_s`` (0.5 s): share of sliding windows whose mean
   power is above the cap, by :mod:`grpo_power.analysis.windows` (windows pooled over GPUs);
 - output: completion tokens in the deployment's time budget (the last step pro rata);
-- throughput: output / budget; tokens per MJ: output / GPU energy (integrated samples);
+- tokens per second (``tokens_per_s``): output / budget; tokens per MJ: output / GPU energy
+  (integrated samples);
 - the study's objective (``analysis/objective.py``): breaker-window exceedance (share of
   ``objective.breaker_window_s`` windows above the cap), the worst breaker window, and whether
   the run is within the violation budget.
@@ -52,7 +53,7 @@ METRICS = (
     "exceedance",
     "breaker_exceedance",
     "output_tokens",
-    "throughput",
+    "tokens_per_s",
     "tokens_per_mj",
 )
 SHARES = ("violation_rate", "exceedance", "breaker_exceedance")  # of samples or windows: 0 to 1
@@ -113,7 +114,7 @@ def run_metrics(
         "breaker_exceedance": outcome.breaker_exceedance,
         "breaker_excess_w": outcome.breaker_excess_w,
         "output_tokens": tokens,
-        "throughput": tokens / budget_s,
+        "tokens_per_s": tokens / budget_s,
         "tokens_per_mj": tokens / (energy_j / 1e6) if energy_j > 0 else float("nan"),
         "energy_j": energy_j,
         "mean_power_w": float(power_all.mean()),
@@ -286,7 +287,7 @@ def markdown_table(
                 ("exceedance", 100.0, 2),
                 ("breaker_exceedance", 100.0, 2),
                 ("output_tokens", 1.0, 0),
-                ("throughput", 1.0, 1),
+                ("tokens_per_s", 1.0, 1),
                 ("tokens_per_mj", 1.0, 0),
             ):
                 cells.append(

@@ -394,12 +394,13 @@ def throughput_violations(summary: pd.DataFrame) -> Figure:
     for ax, deployment in zip(axes, deployments, strict=False):
         sub = summary[summary["deployment"] == deployment]
         for _, row in sub.iterrows():
-            x, y = 100 * row["violation_rate"], row["throughput"]
+            x, y = 100 * row["violation_rate"], row["tokens_per_s"]
             xerr = 100 * np.abs(
                 np.array([[row["violation_rate_ci_low"]], [row["violation_rate_ci_high"]]])
                 - row["violation_rate"]
             )
-            yerr = np.abs(np.array([[row["throughput_ci_low"]], [row["throughput_ci_high"]]]) - y)
+            ends = [[row["tokens_per_s_ci_low"]], [row["tokens_per_s_ci_high"]]]
+            yerr = np.abs(np.array(ends) - y)
             ax.errorbar(  # no bar where there is no interval (one seed): not a zero-width one
                 x,
                 y,
@@ -428,7 +429,7 @@ COST_METRICS = (
 
 # The columns the figures read of each stage file (the report stage asks for them when it reads
 # the file, so that a file without one is refused by name before anything is drawn).
-_WITH_CI = ("throughput", "violation_rate", *(metric for metric, _ in COST_METRICS))
+_WITH_CI = ("tokens_per_s", "violation_rate", *(metric for metric, _ in COST_METRICS))
 SUMMARY_COLUMNS = (
     "deployment",
     "arm",

@@ -146,7 +146,7 @@ def live_arm_table(
             row += [
                 shown,
                 _with_ci(summary, "output_tokens", ",.0f", 1.0, keys),
-                _with_ci(summary, "throughput", ",.1f", 1.0, keys),
+                _with_ci(summary, "tokens_per_s", ",.1f", 1.0, keys),
                 _with_ci(summary, "violation_rate", ".2f", 100.0, keys),
                 *_real(run_arms, exceedance.get(arm), size, arm, window_s),
                 f"{against_study(violation_pct, pct, pct, 1.0, VIOLATIONS_AGAINST)}: "

@@ -290,7 +290,7 @@ EVALUATION_COLS = (
     Col("breaker-window exceedance %", "breaker_exceedance", ".2f", 100.0, ci=True),
     Col("within budget", "within_budget"),
     Col("output (tokens)", "output_tokens", ",.0f", ci=True),
-    Col("throughput (tokens/s)", "throughput", ",.1f", ci=True),
+    Col("throughput (tokens/s)", "tokens_per_s", ",.1f", ci=True),
     Col("tokens per MJ", "tokens_per_mj", ",.0f", ci=True),
     Col("share of its oracle %", "share_of_oracle", ".1f"),
 )
