@@ -66,7 +66,7 @@ def _write_bins(folder: Path, job: int, per_gpu_j: np.ndarray, start_bin: int) -
         "data": "simulated",
         "model_size": None,
         "gpu_name": "A100",
-        "gpus": list(range(GPUS_PER_JOB)),
+        "gpu_indices": list(range(GPUS_PER_JOB)),
         "n_gpus": GPUS_PER_JOB,
         "nameplate_w": 400.0,
         "cap_w": 300.0,

@@ -548,6 +548,13 @@ CASES: list[Case] = [
         ["bins.parquet", "simulated: expected true or false", "got 'no'"],
     ),
     Case(
+        "fleet-bins-without-gpu-indices",
+        "bins.parquet whose metadata lacks the trace's GPU numbers (an older windows output)",
+        ("bins", {"drop_key": "gpu_indices"}),
+        FLEET,
+        ["bins.parquet", "gpu_indices", "expected the bins.parquet written by"],
+    ),
+    Case(
         "fleet-bins-negative-energy",
         "bins.parquet whose energies are negated",
         ("bins", {"energy_scale": -1.0}),

@@ -280,6 +280,7 @@ def test_a_run_file_source_holds_its_sum_and_reads_a_cut_job_again(tmp_path):
     )
     rows = rows[~((rows["gpu"] == 5) & rows["bin"].between(7_100, 7_109))]  # a gap on one GPU
     info = {"run_id": "node", "n_gpus": 8, "nameplate_w": 400.0, "bin_s": 0.5, "simulated": False}
+    info["gpu_indices"] = list(range(8))
     path = tmp_path / "bins.parquet"
     write_parquet_atomic(path, rows, metadata={BINS_METADATA_KEY: json.dumps(info).encode()})
     complete = ~np.isin(np.arange(n), np.arange(100, 110))

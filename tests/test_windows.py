@@ -396,6 +396,10 @@ def test_analyze_trace_run_rows_and_files(tmp_path):
     assert total.loc[10.0, "cap_w"] == 640.0
     assert total.loc[10.0, "peak_mean_w"] == pytest.approx(525.0, rel=2e-3)
     assert result.summary["model_size"] == "72B" and result.summary["simulated"]
+    # the trace's GPU numbers, a list, named apart from the GPU counts every other file's
+    # `gpus` holds (it was `gpus` here too); the gaps say the trace's data label
+    assert result.summary["gpu_indices"] == [0, 1] and "gpus" not in result.summary
+    assert (result.gaps["data"] == "simulated").all()
     for name in (
         "exceedance.csv",
         "exceedance.parquet",

@@ -104,7 +104,7 @@ def read_run_bins(path: Path | str) -> RunBins:
         ) from None
     if not isinstance(info, dict):
         raise ValueError(f"{path}: {BINS_METADATA_KEY.decode()} metadata: expected a JSON object")
-    required = ("run_id", "n_gpus", "nameplate_w", "bin_s", "simulated")
+    required = ("run_id", "n_gpus", "nameplate_w", "bin_s", "simulated", "gpu_indices")
     require_keys(info, required, f"{path}: {BINS_METADATA_KEY.decode()} metadata", expected)
     if not isinstance(info["simulated"], bool):  # unlabelled power is never taken as measured
         raise ValueError(
@@ -192,8 +192,8 @@ def read_bins(
         for name in columns:
             values = table.column(name).to_numpy()
             if name == "gpu" and run.parts:
-                slot = np.full(max(part.info["gpus"]) + 1, -1, dtype=np.int64)
-                for gpu, uuid in zip(part.info["gpus"], part.info["gpu_uuids"], strict=True):
+                slot = np.full(max(part.info["gpu_indices"]) + 1, -1, dtype=np.int64)
+                for gpu, uuid in zip(part.info["gpu_indices"], part.info["gpu_uuids"], strict=True):
                     slot[gpu] = run.info["gpu_uuids"].index(uuid)
                 values = slot[values]
             if name == "energy_j":

@@ -108,7 +108,7 @@ def _joined(group: Sequence[RunBins]) -> RunBins:
         **{k: first.info.get(k) for k in ("source", "data", "gpu_name", "bin_s")},
         "simulated": any(p.simulated for p in parts),
         "run_id": " + ".join(p.run_id for p in parts),
-        "gpus": list(range(len(uuids))),
+        "gpu_indices": list(range(len(uuids))),
         "gpu_uuids": uuids,
         "n_gpus": len(uuids),
         "nameplate_w": max(p.nameplate_w for p in parts),
@@ -177,7 +177,7 @@ def _bin_spans(runs: Sequence[RunBins]) -> Iterator[GpuSpan]:
             continue
         where = str(run.info.get("trace", run.path))
         rows = read_bins(run, ("bin", "gpu"))
-        for gpu, uuid in zip(run.info["gpus"], run.info["gpu_uuids"], strict=True):
+        for gpu, uuid in zip(run.info["gpu_indices"], run.info["gpu_uuids"], strict=True):
             if not uuid:
                 continue
             for lo, hi in busy_spans(rows["bin"][rows["gpu"] == gpu], gap=1):

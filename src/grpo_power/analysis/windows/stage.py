@@ -262,7 +262,7 @@ def analyze_trace(
         "data": label,
         "model_size": model_size_of(meta),
         "gpu_name": meta.gpu_name,
-        "gpus": [s.gpu for s in all_series],
+        "gpu_indices": [s.gpu for s in all_series],  # the trace's GPU numbers
         "gpu_uuids": [meta.gpu_uuids.get(str(s.gpu)) for s in all_series],
         "n_gpus": n_gpus,
         "nameplate_w": meta.nameplate_w,
@@ -295,7 +295,7 @@ def bins_metadata(result: WindowsResult) -> dict[bytes, bytes]:
         "data",
         "model_size",
         "gpu_name",
-        "gpus",
+        "gpu_indices",
         "gpu_uuids",
         "n_gpus",
         "nameplate_w",
