@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 import torch
 
@@ -64,6 +65,12 @@ def test_actuators_change_the_next_generation_and_are_clamped(
         config, "scripted", 0, tmp_path, controller, steps=4, show_progress=False
     )
     steps = read_step_log(result.paths.steps)
+    # the trace's t and the steps' start_s count from one stated wall-clock origin, the
+    # manifest's start (the trace's was taken a few ms later; the steps' was not stated)
+    started_unix_s = json.loads(result.paths.manifest.read_text())["started_unix_s"]
+    assert read_trace(result.paths.trace).metadata.start_unix_s == started_unix_s
+    step_meta = pq.read_schema(result.paths.steps).metadata
+    assert float(step_meta[b"start_unix_s"]) == started_unix_s
     # 32 sequences per step: concurrency 4 -> 8 generate calls, 16 -> 2, 32 -> 1.
     assert steps["generate_calls"].tolist() == [8, 2, 1, 1]
     assert steps["sequences"].tolist() == [32, 32, 32, 32]

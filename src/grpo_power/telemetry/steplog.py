@@ -79,8 +79,18 @@ class StepLogWriter(ParquetJournal):
     is not written twice.
     """
 
-    def __init__(self, path: Path | str, run_id: str, simulated_power: bool) -> None:
+    def __init__(
+        self,
+        path: Path | str,
+        run_id: str,
+        simulated_power: bool,
+        start_unix_s: float | None = None,
+    ) -> None:
+        """``start_unix_s``: the wall clock at the run's t = 0, which ``start_s`` and ``end_s``
+        count from (the trace's ``start_unix_s``); kept in the metadata where given."""
         metadata = {b"run_id": run_id.encode(), b"simulated_power": str(simulated_power).encode()}
+        if start_unix_s is not None:
+            metadata[b"start_unix_s"] = repr(float(start_unix_s)).encode()
         super().__init__(path, STEP_LOG_SCHEMA.with_metadata(metadata), append_key="step")
 
 

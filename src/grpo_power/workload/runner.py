@@ -164,6 +164,9 @@ def run_grpo(
             elapsed_s = max(elapsed_s, start.trace_end_s + config.telemetry.period_s)
     origin_s = time.monotonic() - (elapsed_s or 0.0)
 
+    # the wall clock at the run's t = 0, which the trace and the step log count from (a node
+    # other than the main one starts its own trace's clock now)
+    start_unix_s = start.manifest.data["started_unix_s"] if start is not None else time.time()
     signal = WorkloadSignal()
     sampler: PowerSampler | None = None
     monitor: PowerMonitor | None = None
@@ -180,6 +183,7 @@ def run_grpo(
             model_size=config.workload.size,
             seed=seed,
             cap_w=config.cap_w,
+            start_unix_s=start_unix_s,
         )
         monitor = PowerMonitor(
             source=source,
@@ -198,7 +202,7 @@ def run_grpo(
             resumed_from_step=start.resume.step if start.resume else 0,
             steps_redone=start.steps_redone,
         )
-        step_log = StepLogWriter(paths.steps, run_id, simulated_power=simulated)
+        step_log = StepLogWriter(paths.steps, run_id, simulated, start_unix_s)
     started_s = time.monotonic()
     complete = False  # the trace and step log become whole files only when the run completes
     with StopSignals() as stop:
