@@ -451,8 +451,9 @@ def test_measured_inputs_are_not_labelled_simulated(tmp_path):
     a = counter_run(tmp_path, "a", [(60.0, 300.0)], simulated=False)
     b = counter_run(tmp_path, "b", [(60.0, 200.0)], simulated=False)
     result = analyze_fleet([a, b], config())
-    assert (result.comparison["data"] == "measured").all()
-    assert not result.summary["simulated"]
+    # and they say where their power comes from: the traces' source (it read "measured")
+    assert (result.comparison["data"] == "measured (nvml)").all()
+    assert result.summary["data"] == "measured (nvml)" and not result.summary["simulated"]
 
 
 def test_input_errors(tmp_path):

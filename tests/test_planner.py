@@ -650,7 +650,7 @@ def test_planner_on_the_public_real_traces(tmp_path: Path) -> None:
     # six recordings of three A100s: each log names its GPU by UUID, and some GPUs ran several
     assert by_cli["n_gpus"] == by_snakemake["n_gpus"] == 3
     assert sorted(len(j["logs"]) for j in by_cli["joined"]) == [2, 3]
-    assert by_cli["data"] == "measured"
+    assert by_cli["data"] == "measured (imported)"
     for key in ("alignment", "factor", "peak_share_sizing"):
         assert by_cli[key] == pytest.approx(by_snakemake[key]), key  # the same computation
     assert 1.0 < by_cli["factor"] < 2.0

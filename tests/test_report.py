@@ -212,6 +212,9 @@ def test_data_labels_and_dollars_read_as_written() -> None:
     assert data_label(["measured"]) == "measured"
     assert data_label(["measured", "simulated"]) == "SIMULATED and measured"
     assert data_label(["nvml, imported"]) == "measured: imported, nvml"
+    # a windows or fleet label names its source: it reads once, not "measured: measured (nvml)"
+    assert data_label(["measured (nvml), measured (imported)"]) == "measured: imported, nvml"
+    assert data_label(["measured (simulated power)"]) == "SIMULATED"
     usd = Num(0.0053, Path("summary.json"), "energy_usd", spec=",.4f")
     assert with_unit(usd, "$") == ["$", usd]
     assert with_unit(usd, "kWh") == [usd, " kWh"]

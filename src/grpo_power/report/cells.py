@@ -231,11 +231,19 @@ def interval_pct(summary: JsonFile) -> str:
     return f"{100 * float(summary.get('confidence')):g} %"
 
 
+def _source(label: str) -> str:
+    """A data label's source: ``nvml`` of ``measured (nvml)``, else the label itself."""
+    label = label.strip()
+    if label.startswith("measured (") and label.endswith(")") and "simulated" not in label:
+        return label[len("measured (") : -1]
+    return label
+
+
 def data_label(data: Iterable[str]) -> str:
     """``SIMULATED`` when the data is (or has) simulated power, ``SIMULATED and measured: ...``
     when some is measured too, else the sources (e.g. ``measured: nvml``; ``measured`` where
     that is the only label); items may list several sources separated by commas."""
-    sources = {source.strip() for item in data for source in str(item).split(",")}
+    sources = {_source(source) for item in data for source in str(item).split(",")}
     measured = sorted(source for source in sources if "simulated" not in source)
     named = [source for source in measured if source != "measured"]
     shown = "measured" + (": " + ", ".join(named) if named else "")

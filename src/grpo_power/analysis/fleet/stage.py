@@ -75,7 +75,9 @@ def analyze_fleet(
     fc = config.fleet
     bin_s = config.windows.bin_s
     windows_s = list(config.windows.windows_s)
-    label = "simulated" if any(r.simulated for r in runs) else "measured"
+    # simulated where any run is; else where the runs' power comes from (their windows' labels)
+    measured = sorted({str(r.info.get("data") or "measured") for r in runs})
+    label = "simulated" if any(r.simulated for r in runs) else ", ".join(measured)
     seed = config.seed if fc.seed is None else fc.seed
     rng = np.random.default_rng(seed)
     alignment, drawn_because = choose_alignment(runs, config)

@@ -31,8 +31,10 @@ class WindowsResult:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
-def _data_label(simulated: bool) -> str:
-    return "simulated" if simulated else "measured"
+def _data_label(simulated: bool, source: str) -> str:
+    """``simulated``, or ``measured (SOURCE)``: where a real trace's power comes from (``nvml``,
+    ``imported``)."""
+    return "simulated" if simulated else f"measured ({source})"
 
 
 def model_size_of(metadata: Any) -> str | None:
@@ -217,7 +219,7 @@ def analyze_trace(
     cap_w = config.cap_w if cap_w is None else float(cap_w)
     windows_s = list(cfg.windows_s if windows_s is None else windows_s)
     all_series = series_from_frame(trace.frame, cfg.gap_periods, period_s, where, meta.nameplate_w)
-    label = _data_label(meta.simulated or meta.source == "simulated")
+    label = _data_label(meta.simulated or meta.source == "simulated", meta.source)
     common = {"run_id": meta.run_id, "cap_w": cap_w, "data": label}
 
     gpu_rows = [
