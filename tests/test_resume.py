@@ -328,6 +328,8 @@ def test_a_stop_signal_as_a_run_completes_stops_the_command_before_its_next_run(
         os.kill(os.getpid(), signal.SIGUSR1)
         with pytest.raises(RunStopped, match="run B: stopped by SIGUSR1 before it started"):
             stop.check("run B")
+        with StopSignals() as run:  # a run entered after the signal (its model was loading)
+            assert run.received == "SIGUSR1"  # stops after its first step
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     ignores = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(3)"
     threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM)).start()

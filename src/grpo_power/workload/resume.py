@@ -196,7 +196,9 @@ class StopSignals:
     """While entered, SIGTERM, SIGUSR1 and SIGUSR2 ask the run to stop after its current step.
 
     Handlers are installed only in the main thread (Python allows no other); elsewhere the
-    object records nothing. The first signal is kept in :attr:`received`.
+    object records nothing. The first signal is kept in :attr:`received`; one entered inside
+    another (a run inside a calibration's loop) starts with what the outer one received (a
+    signal that came while the run loaded its model stops it after its first step).
     """
 
     SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
@@ -206,6 +208,9 @@ class StopSignals:
         self._installed = ExitStack()
 
     def __enter__(self) -> StopSignals:
+        outer = getattr(signal.getsignal(signal.SIGTERM), "__self__", None)
+        if isinstance(outer, StopSignals):
+            self.received = outer.received
         self._installed.enter_context(handling(self.SIGNALS, self._handle))
         return self
 
