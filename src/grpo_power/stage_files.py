@@ -68,6 +68,15 @@ def require_keys(data: dict[str, Any], keys: Iterable[str], where: str, expected
         )
 
 
+def require_data_label(data: dict[str, Any], where: str, meaning: str) -> None:
+    """Raise ``ValueError`` naming ``where`` unless ``data["simulated"]`` is true or false
+    (``meaning``: what it says); unlabelled power is never taken as measured."""
+    if not isinstance(data.get("simulated"), bool):
+        raise ValueError(
+            f"{where}: simulated: expected true or false ({meaning}), got {data.get('simulated')!r}"
+        )
+
+
 def read_csv(path: Path | str, expected: str, columns: Iterable[str] = ()) -> pd.DataFrame:
     """Read a CSV table a stage wrote.
 

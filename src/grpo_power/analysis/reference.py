@@ -42,6 +42,11 @@ class ReferenceFigure:
     def is_range(self) -> bool:
         return self.low != self.high
 
+    @property
+    def name(self) -> str:
+        """Who published it: the quantity before its colon (``POLCA (Microsoft Azure)``)."""
+        return self.quantity.split(":")[0]
+
     def shown(self) -> str:
         """The figure as text, e.g. ``23.6 %`` or ``50-56 %``."""
         fmt = (lambda v: f"{v:g}") if self.unit == "%" else (lambda v: f"{v:.2f}")

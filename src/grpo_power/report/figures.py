@@ -312,11 +312,10 @@ def fleet(fleet_windows: pd.DataFrame, scaling: pd.DataFrame, window_s: float) -
     study_label = f"study: {STUDY_OVERSUBSCRIPTION_TEXT}"
     c.axhline(STUDY_OVERSUBSCRIPTION.low, **CAP_STYLE, label=study_label)
     for figure, color in zip(PUBLISHED_OVERSUBSCRIPTION, ("C3", "C4", "C5"), strict=True):
-        name = figure.quantity.split(":")[0]
         if figure.is_range:
-            c.axhspan(figure.low, figure.high, color=color, alpha=0.2, label=name)
+            c.axhspan(figure.low, figure.high, color=color, alpha=0.2, label=figure.name)
         else:
-            c.axhline(figure.low, color=color, linewidth=1, label=name)
+            c.axhline(figure.low, color=color, linewidth=1, label=figure.name)
     _log_x(c, at["n_gpus"])
     c.set_xlabel("fleet size (GPUs)")
     c.set_ylabel("oversubscription factor (x)")
@@ -427,15 +426,19 @@ COST_METRICS = (
     ("gpu_usd_per_mtok", "GPU time ($ / M tokens)"),
 )
 
+
 # The columns the figures read of each stage file (the report stage asks for them when it reads
 # the file, so that a file without one is refused by name before anything is drawn).
-_WITH_CI = ("tokens_per_s", "violation_rate", *(metric for metric, _ in COST_METRICS))
+def _with_ci(*names: str) -> tuple[str, ...]:
+    return tuple(f"{name}{end}" for name in names for end in ("", "_ci_low", "_ci_high"))
+
+
 SUMMARY_COLUMNS = (
     "deployment",
     "arm",
     "data",
     "exceedance",
-    *(f"{name}{end}" for name in _WITH_CI[:2] for end in ("", "_ci_low", "_ci_high")),
+    *_with_ci("tokens_per_s", "violation_rate"),
 )
 FLEET_WINDOWS_COLUMNS = (
     "window_s",
@@ -460,7 +463,7 @@ ARMS_COLUMNS = (
     "deployment",
     "arm",
     "data",
-    *(f"{name}{end}" for name in _WITH_CI[2:] for end in ("", "_ci_low", "_ci_high")),
+    *_with_ci(*(metric for metric, _ in COST_METRICS)),
 )
 
 
@@ -511,7 +514,7 @@ CAPTION_FIGURES = {
     "study_high": STUDY_CONCURRENCY_AUTHORITY_72B[1],
     "study_peak": STUDY_FLEET_PEAK.shown(),
     "study_factor": STUDY_OVERSUBSCRIPTION_TEXT,
-    "published": ", ".join(f.quantity.split(":")[0] for f in PUBLISHED_OVERSUBSCRIPTION),
+    "published": ", ".join(f.name for f in PUBLISHED_OVERSUBSCRIPTION),
 }
 CAPTIONS = {
     "power_traces": "Power of GPU 0 over time for each arm (columns) of each real run and "

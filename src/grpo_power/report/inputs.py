@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from grpo_power.layout import CONTROLLER, EVALUATE, RUN, SIM_RUN, SIM_RUN_METADATA_KEY
-from grpo_power.stage_files import read_csv, read_json
+from grpo_power.stage_files import read_csv, read_json, require_data_label
 from grpo_power.telemetry.steplog import read_step_log
 from grpo_power.telemetry.store import read_trace
 
@@ -176,9 +176,5 @@ def controller_info(folder: Path) -> dict[str, Any]:
     info = read_json(
         path, written_by("controller", CONTROLLER.controller), ("simulated", "evaluation")
     )
-    if not isinstance(info["simulated"], bool):
-        raise ValueError(
-            f"{path}: simulated: expected true or false (whether the controller was trained in "
-            f"the simulator), got {info['simulated']!r}"
-        )
+    require_data_label(info, str(path), "whether the controller was trained in the simulator")
     return info

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from grpo_power.layout import BINS_METADATA_KEY, RUN, WINDOWS
-from grpo_power.stage_files import require_keys
+from grpo_power.stage_files import require_data_label, require_keys
 
 
 @dataclass(frozen=True)
@@ -106,11 +106,8 @@ def read_run_bins(path: Path | str) -> RunBins:
         raise ValueError(f"{path}: {BINS_METADATA_KEY.decode()} metadata: expected a JSON object")
     required = ("run_id", "n_gpus", "nameplate_w", "bin_s", "simulated", "gpu_indices")
     require_keys(info, required, f"{path}: {BINS_METADATA_KEY.decode()} metadata", expected)
-    if not isinstance(info["simulated"], bool):  # unlabelled power is never taken as measured
-        raise ValueError(
-            f"{path}: {BINS_METADATA_KEY.decode()} metadata: simulated: expected true or false "
-            f"(whether the power is simulated), got {info['simulated']!r}"
-        )
+    where = f"{path}: {BINS_METADATA_KEY.decode()} metadata"
+    require_data_label(info, where, "whether the power is simulated")
     missing = [n for n in ("bin", "gpu", "energy_j") if n not in schema.names]
     if missing:
         raise ValueError(f"{path}: missing column(s) {missing}; expected bin, gpu, energy_j")
