@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -301,13 +302,17 @@ def test_sigterm_stops_a_calibration_before_it_reads_the_unfinished_candidate(
     75 and saves no setting (it exited 0 with fixed_safe.json chosen from the stopped
     candidate's few samples, which every later run then reused)."""
     config_file = _config_file(tmp_path)
-    config_file.write_text(config_file.read_text() + "cap_w: 330\n")
+    # a cap no candidate stays under: the calibration has more runs after the first, so the
+    # signal lands in the command's work (at 330 W the first candidate could be chosen and the
+    # command exit before the signal came, killed by it at exit: -15 in a CI run)
+    config_file.write_text(config_file.read_text() + "cap_w: 250\n")
     first = tmp_path / "results" / "calibration" / "tiny" / "concurrency-32"
     run = _start_run(tmp_path, first, config_file, args=("calibrate",))
     run.wait_for_steps(first, 2)
     run.process.send_signal(signal.SIGTERM)
     stderr = run.finish(EXIT_INTERRUPTED)
-    assert "fixed-safe calibration of tiny, concurrency 32: stopped by SIGTERM" in stderr
+    # in the first candidate, or as it completed, or before the next one started
+    assert re.search(r"fixed-safe calibration of tiny, concurrency \d+: stopped by SIGTERM", stderr)
     assert not (first.parent / "fixed_safe.json").exists()
 
 
