@@ -339,15 +339,17 @@ def _start_snakemake(command: str, checkout: Path, log: Path) -> subprocess.Pope
         )  # fmt: skip
 
 
-def _ctrl_c_after_steps(process: subprocess.Popen[bytes], run: Path, steps: int) -> None:
-    """Ctrl-C (SIGINT to the whole process group) once the run has logged ``steps`` steps."""
+def _ctrl_c_after_steps(process: subprocess.Popen[bytes], run: Path, steps: int) -> int:
+    """Ctrl-C (SIGINT to the whole process group) once the run has logged ``steps`` steps;
+    return the steps logged when it was sent."""
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and process.poll() is None:
         try:
-            if len(read_step_log(run / "steps.parquet")) >= steps:
+            logged = len(read_step_log(run / "steps.parquet"))
+            if logged >= steps:
                 os.killpg(process.pid, signal.SIGINT)
                 process.wait(timeout=200)
-                return
+                return logged
         except (FileNotFoundError, ValueError):
             pass
         time.sleep(0.2)
@@ -385,6 +387,7 @@ class Interrupted:
     since: str  # for sacct: jobs submitted from then on
     log: Path  # both Snakemake processes' output
     jobs: dict[str, str]  # the arm's GPU jobs (array tasks) and their states after Ctrl-C
+    steps_at_ctrl_c: int  # seed 0's steps logged when Ctrl-C was sent
 
     def restart(self, command: str) -> None:
         """The same command typed again; it must complete."""
@@ -397,9 +400,9 @@ def _interrupt(command: str, tmp_path: Path) -> Interrupted:
     run = checkout / "results" / "runs" / "tiny" / "uncontrolled" / "seed0"
     since = time.strftime("%Y-%m-%dT%H:%M:%S")
     log = tmp_path / "snakemake.log"
-    _ctrl_c_after_steps(_start_snakemake(command, checkout, log), run, 3)
+    steps = _ctrl_c_after_steps(_start_snakemake(command, checkout, log), run, 3)
     jobs = _jobs_named("grpo-power-tiny-uncontrolled", since)
-    return Interrupted(checkout, run, since, log, jobs)
+    return Interrupted(checkout, run, since, log, jobs, steps)
 
 
 @pytest.mark.slow
@@ -429,17 +432,21 @@ def test_ctrl_c_with_keep_leaves_the_jobs_and_a_restart_reattaches(
 
     stopped = _interrupt(LONG_RUN_KEEP, tmp_path)
     run, jobs = stopped.run, stopped.jobs
-    assert any(state == "RUNNING" for state in jobs.values()), jobs  # left running
+    assert stopped.steps_at_ctrl_c < LONG_STEPS  # Ctrl-C came while the run had steps to go
+    rule_log = stopped.checkout / "results/logs/runs/tiny/uncontrolled.log"
+    assert "running (launch.on_interrupt: keep)" in rule_log.read_text()
+    # left to go on: running, or (on a loaded machine, before sacct answers) already completed
+    assert jobs and set(jobs.values()) <= {"RUNNING", "COMPLETED"}, jobs
     stopped.restart(LONG_RUN_KEEP)
-    rule_log = (stopped.checkout / "results/logs/runs/tiny/uncontrolled.log").read_text()
-    assert "reattached to job" in rule_log or "already completed" in rule_log, rule_log
+    restarted = rule_log.read_text()
+    assert "reattached to job" in restarted or "already completed" in restarted, restarted
     after = _jobs_named("grpo-power-tiny-uncontrolled", stopped.since)
     assert after.keys() == jobs.keys()  # no second job: one job per run, both seeds
     assert all(state == "COMPLETED" for state in after.values()), after
     _assert_whole_run(run, 0)
     manifest = json.loads((run / "manifest.json").read_text())
     assert len(manifest["attempts"]) == 1  # the one job ran the run from start to end
-    how = "reattached" if "reattached to job" in rule_log else "found it completed"
+    how = "reattached" if "reattached to job" in restarted else "found it completed"
     print(f"keep: jobs {after}; the restart {how}; {_samples_so_far(run)} samples, one attempt")
 
 
