@@ -407,6 +407,11 @@ def test_fit_from_runs_recovers_phase_times_and_power(config):
     assert summary["power_source"] == "measured"
     assert {"generate_s", "generate_s_fit"} <= set(residuals.columns)
     assert len(residuals) == 4 * 7  # the first step of each run is excluded
+    # no power model given: no prior column to set beside the measured phase power
+    assert residuals["generate_power_w_prior"].isna().all()
+    assert (residuals["power_data"] == "measured").all()
+    fit_w = residuals["generate_power_w_fit"]  # the fit's own line through the measured power
+    assert np.sqrt(np.mean((residuals["generate_power_w"] - fit_w) ** 2)) < 0.05 * fit_w.mean()
     # every completion ran to max new tokens: no length distribution to fit
     assert summary["completion_lengths"]["identifiable"] is False
 

@@ -79,17 +79,25 @@ def identify(
         runs: extra measured run folders (trace + step log) to fit from.
         real_sweep_steps: overrides ``authority.real_sweep_steps``.
         sweep: a real-workload sweep already run (``grpo-power sweep --out DIR``): its runs are
-            read instead of running one here.
+            read instead of running one here. Each run folder enters the fit once, also one the
+            sweep names for two actuators (the default level of both) or one given in ``runs``.
+
+    Raises:
+        ValueError: a folder given twice in ``runs``.
     """
     from grpo_power.analysis.authority import write_authority
     from grpo_power.atomic import write_csv_atomic
     from grpo_power.sim.calibration import calibration_for, save_calibration
     from grpo_power.sim.fit import fit_from_runs
     from grpo_power.sim.grpo_sim import sweep_deployment
+    from grpo_power.sim.step_model import physics_for
 
     out = Path(out)
     calibration = calibration_for(config, calibration_path)
-    data = [_run_data(Path(f)) for f in runs or []]  # read first: a bad folder fails at once
+    fitted_from = [Path(f).resolve() for f in runs or []]
+    for folder in {f for f in fitted_from if fitted_from.count(f) > 1}:
+        raise ValueError(f"--run: {folder} given twice; expected each run folder once")
+    data = [_run_data(f) for f in fitted_from]  # read first: a bad folder fails at once
     rows: list[dict[str, Any]] = []
     for deployment in config.sim.deployments:
         rows += sweep_deployment(calibration, deployment.name, config, config.seed)
@@ -105,7 +113,9 @@ def identify(
         label = f"{config.workload.size}-run"
         for actuator, level, folder in read_sweep_index(sweep):
             rows.append(measured_sweep_row(folder, actuator, level, label, config))
-            data.append(_run_data(folder))
+            if folder.resolve() not in fitted_from:
+                fitted_from.append(folder.resolve())
+                data.append(_run_data(folder))
     if data:
         from grpo_power.control.policy import deployment_for_size
 
@@ -119,6 +129,7 @@ def identify(
             calibration.power,
             calibration.gpu,
             config.workload.train_micro_batch,
+            physics_for(calibration, prior_name, config).model.steady_power_w,
         )
         name = f"{config.workload.size}-fit"
         calibration.deployments[name] = {

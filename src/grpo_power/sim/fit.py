@@ -5,6 +5,7 @@ prior), with residuals."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,6 +115,7 @@ def fit_from_runs(
     power_prior: dict[str, Parameter],
     gpu: dict[str, Any],
     train_micro_batch: int,
+    prior_power_w: Callable[[str, int], float] | None = None,
 ) -> tuple[dict[str, Parameter], dict[str, Parameter], dict[str, Any], Any]:
     """Fit a deployment's phase times and the power curve from measured runs.
 
@@ -123,6 +125,11 @@ def fit_from_runs(
     Power comes from the trace: each step's generation window against log2 of its concurrency,
     its training window against the micro-batch. A parameter without variation in the data is
     held at its prior and reported as such.
+
+    Args:
+        prior_power_w: the simulator's steady power of a phase at a batch before this fit (the
+            prior's :meth:`GpuPowerModel.steady_power_w`), W: the residual table sets each
+            step's phase power beside it and beside the fit's.
 
     Returns:
         (deployment parameters, power parameters, fit summaries, per-step residual table).
@@ -138,6 +145,7 @@ def fit_from_runs(
         train_start = gen_end + steps["score_s"].to_numpy()
         steps["generate_power_w"] = _window_means(run, starts, gen_end)
         steps["train_power_w"] = _window_means(run, train_start, steps["end_s"].to_numpy())
+        steps["power_data"] = "simulated" if run.simulated_power else "measured"
         frames.append(steps)
     data = pd.concat(frames, ignore_index=True)
     data = data[data["step"] > 1].reset_index(drop=True)  # step 1 carries start-up costs
@@ -213,6 +221,19 @@ def fit_from_runs(
         (train_power[ok_t] - gpu["idle_w"]) / span_w,
         {"train_base_frac": (np.ones(ok_t.sum()), 1.0, power_prior["train_base_frac"].value)},
     )
+    micro_batches = (  # each step's own when the step log has it (an actuator may change it)
+        data["train_micro_batch"].to_numpy(int)
+        if "train_micro_batch" in data
+        else np.full(len(data), train_micro_batch)
+    )
+    power_columns = {
+        "generate_power_w": gen_power,
+        "generate_power_w_prior": _prior(prior_power_w, "generate", occupancy.astype(int)),
+        "generate_power_w_fit": _on_rows(ok, gpu["idle_w"] + span_w * decode.predicted),
+        "train_power_w": train_power,
+        "train_power_w_prior": _prior(prior_power_w, "train", micro_batches),
+        "train_power_w_fit": _on_rows(ok_t, gpu["idle_w"] + span_w * train_frac.predicted),
+    }
     fits = [gen, train, score, optimizer, decode, train_frac]
     fitted_deployment = dict(prior)
     fitted_power = dict(power_prior)
@@ -243,6 +264,10 @@ def fit_from_runs(
             # the phase times are the runs' own step logs, timed where they ran, whatever
             # their power's source
             "data": "measured (phase times from the runs' step logs)",
+            # each phase's mean power in the run's trace, the simulator's steady phase power
+            # before this fit (prior) and after it (fit), W; power_data: the trace's source
+            **power_columns,
+            "power_data": data["power_data"],
         }
     )
     summaries = {
@@ -255,6 +280,23 @@ def fit_from_runs(
         "fits": [f.summary() for f in fits],
     }
     return fitted_deployment, fitted_power, summaries, residuals
+
+
+def _prior(
+    power_w: Callable[[str, int], float] | None, phase: str, batches: np.ndarray
+) -> np.ndarray:
+    """The simulator's steady power of ``phase`` at each step's batch before the fit, W (NaN
+    without a power model)."""
+    if power_w is None:
+        return np.full(len(batches), np.nan)
+    return np.array([power_w(phase, int(batch)) for batch in batches], dtype=float)
+
+
+def _on_rows(rows: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``values`` (one per True of the mask ``rows``) spread over every row, NaN elsewhere."""
+    out = np.full(len(rows), np.nan)
+    out[rows] = values
+    return out
 
 
 def fit_completion_lengths(steps: Any) -> dict[str, Any]:
