@@ -27,7 +27,7 @@ controller=${GPU_VALIDATE_CONTROLLER:-}
 busy_s=${GPU_VALIDATE_BUSY_S:-30}
 idle_s=${GPU_VALIDATE_IDLE_S:-15}
 steps=${GPU_VALIDATE_STEPS:-3}
-arm_s=${GPU_VALIDATE_ARM_S:-60}
+arm_s=${GPU_VALIDATE_ARM_S:-120}
 grpo=("$py" -m grpo_power.cli)
 mkdir -p "$out_dir"
 
