@@ -114,6 +114,43 @@ def test_identify_fits_the_simulator_from_the_h100_runs(tmp_path: Path) -> None:
         )
 
 
+def test_the_decode_power_model_is_fitted_to_the_h100_traces(tmp_path: Path) -> None:
+    """identify --trace on the grid: runs of other settings share a run id (SIZE-fixed-seed0)
+    and are told apart by their folders; the fit, held out on the c16 runs, is closer to them
+    than the simulator's prior."""
+    fit, held = ("c4-t16", "c4-t64", "c32-t16", "c32-t64"), ("c16-t16", "c16-t64")
+    args = [arg for name in fit for arg in ("--trace", str(GPU / "grid" / name / "trace.parquet"))]
+    args += [
+        arg for name in held for arg in ("--validate", str(GPU / "grid" / name / "trace.parquet"))
+    ]
+    out = tmp_path / "fit"
+    _cli("identify", "--out", str(out), *args, "--config", str(_gpu_config(tmp_path)))
+    result = json.loads((out / "trace_fit.json").read_text())
+    assert [r["run_id"] for r in result["held_out_runs"]] == [
+        f"qwen2.5-1.5b-fixed-seed0 ({name})" for name in held
+    ]
+    assert {r["label"] for r in result["fit_runs"] + result["held_out_runs"]} == {"measured"}
+    error = result["held_out_error"]
+    assert error["mean_pct_nameplate"] < error["prior_mean_pct_nameplate"]
+
+
+def test_the_planner_reads_the_h100_folder(tmp_path: Path) -> None:
+    """planner run on tests/data/gpu: every trace imported as measured, one GPU (one UUID in
+    every file), each GRPO run's tokens from its step log."""
+    out = tmp_path / "planner"
+    _cli("planner", "run", str(GPU), "--out", str(out), "--config", str(_gpu_config(tmp_path)))
+    index = pd.read_csv(out / "traces" / "index.csv")
+    imported = index[index["status"] == "imported"].set_index("key")
+    runs = [f"grid/{name}" for name in GRID] + ["arms/threshold", "arms/ppo"]
+    assert set(imported.index) == {f"{run}/trace" for run in runs} | {"energy_check"}
+    assert (imported["data"] == "nvml").all() and (imported["gpus"] == 1).all()
+    for run in runs:
+        steps = read_step_log(GPU / run / "steps.parquet")
+        assert imported.loc[f"{run}/trace", "tokens"] == steps["completion_tokens"].sum()
+    fleet = json.loads((out / "fleet" / "summary.json").read_text())
+    assert fleet["n_gpus"] == 1
+
+
 def test_windows_judges_the_h100_arms_by_the_cap_they_ran_under(tmp_path: Path) -> None:
     config = _gpu_config(tmp_path, "arms.yaml")
     cap_w = json.loads((GPU / "cap.json").read_text())["cap_w"]

@@ -339,9 +339,26 @@ def _trace_run(path: Path, config: Config) -> Any:
         "gpu_name": meta.gpu_name,
         "samples": len(frame),
         "sample_period_s": meta.sample_period_s,
+        "start_unix_s": meta.start_unix_s,
         # the engine metrics' period where concurrency came from them (their match tolerance)
         "engine_period_s": engine.get("tolerance_s"),
     }
+
+
+def _distinct_run_ids(runs: list[Any], paths: list[Path]) -> list[Any]:
+    """``runs`` ((TraceRun, info) pairs), a run id that several of them share (runs of other
+    settings under one name: ``grpo-power run --concurrency C`` keeps ``SIZE-ARM-seedN``)
+    followed by its run folder's name in each, so the tables tell them apart."""
+    from dataclasses import replace
+
+    ids = [info["run_id"] for _, info in runs]
+    out = []
+    for (run, info), path in zip(runs, paths, strict=True):
+        if ids.count(info["run_id"]) > 1:
+            run_id = f"{info['run_id']} ({path.resolve().parent.name})"
+            run, info = replace(run, run_id=run_id), {**info, "run_id": run_id}
+        out.append((run, info))
+    return out
 
 
 # Engine metrics scraped less often than this give a fit that is biased without a sign of it
@@ -400,7 +417,9 @@ def identify_traces(
     runs = [_trace_run(path, config) for _, path in given]
     seen: dict[object, str] = {}
     for (option, path), (_, info) in zip(given, runs, strict=True):
-        for key in (path.resolve(), info["run_id"]):
+        # one run: one file, or one run id started at one time (a run's own trace and an
+        # import of its log are the same run)
+        for key in (path.resolve(), (info["run_id"], info["start_unix_s"])):
             if key in seen:
                 raise ValueError(
                     f"{path}: {option}: the run {info['run_id']!r} is given twice (also as "
@@ -408,6 +427,7 @@ def identify_traces(
                     "fitted to (import runs of the same name with distinct --run-id)"
                 )
             seen[key] = f"{option} {path}"
+    runs = _distinct_run_ids(runs, [path for _, path in given])
     fit_runs, held_runs = runs[: len(traces)], runs[len(traces) :]
     for (option, path), (run, _) in zip(given[len(traces) :], held_runs, strict=True):
         c = run.frame["concurrency"]
