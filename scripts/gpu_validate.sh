@@ -9,8 +9,11 @@
 #     (arms/threshold, arms/ppo; cap.json says how the cap was set). The ppo arm's controller
 #     is trained in the simulator for the H100 7b deployment first (step 0, about 30 s of CPU),
 #     unless GPU_VALIDATE_CONTROLLER names one trained already.
-# Then it packs every small file (traces, step logs, manifests; no checkpoints) into
-# gpu_validate.tar.gz for tests/data/gpu/.
+#  4. the PowerCallback on the stock trl.GRPOTrainer: examples/grpo_with_power.py, 3 steps
+#     (callback/).
+# On a GPU an nvidia-smi log at 0.1 s runs beside all of it (smi.csv, for `telemetry import` and
+# the planner). Then it packs every small file (traces, step logs, manifests; no checkpoints)
+# into gpu_validate.tar.gz for tests/data/gpu/.
 #
 #   scripts/gpu_validate.sh [OUT_DIR]          # default OUT_DIR: results/gpu_validate
 #
@@ -31,8 +34,11 @@ arm_s=${GPU_VALIDATE_ARM_S:-120}
 grpo=("$py" -m grpo_power.cli)
 mkdir -p "$out_dir"
 
-# Whatever ends the script (a failed step too), the small files it wrote are packed.
+# Whatever ends the script (a failed step too), the nvidia-smi log is stopped and the small
+# files it wrote are packed.
+smi_pid=
 pack() {
+  if [ -n "$smi_pid" ]; then kill "$smi_pid" 2>/dev/null || true; fi
   (cd "$out_dir" && find . -type f -size -5M ! -name gpu_validate.tar.gz ! -path "./study/*" \
     ! -path "*/checkpoint*" ! -path "*/.completed/*" -print0 | tar czf gpu_validate.tar.gz --null -T -)
   echo "packed the small files into $out_dir/gpu_validate.tar.gz ($(du -h "$out_dir/gpu_validate.tar.gz" | cut -f1))"
@@ -44,6 +50,10 @@ if nvidia-smi -L >/dev/null 2>&1; then
   size=qwen2.5-1.5b
   nvidia-smi --query-gpu=name,driver_version,power.default_limit,power.min_limit,power.max_limit \
     --format=csv | tee "$out_dir/gpu.csv"
+  # the README's nvidia-smi log ("Importing your own traces"), every 100 ms
+  nvidia-smi --query-gpu=timestamp,index,uuid,power.draw,power.draw.average,utilization.gpu,utilization.memory,clocks.sm,temperature.gpu,power.limit,power.default_limit \
+    --format=csv -lms 100 > "$out_dir/smi.csv" &
+  smi_pid=$!
 else
   source=simulated
   size=tiny
@@ -155,3 +165,6 @@ arm_steps=$("$py" -c "import json,sys; print(json.load(open(sys.argv[1]))['steps
   --out "$out_dir/arms/threshold"
 "${grpo[@]}" run --config "$out_dir/arms.yaml" --arm ppo --steps "$arm_steps" \
   --out "$out_dir/arms/ppo"
+
+echo "== 4. the PowerCallback on the stock trl.GRPOTrainer (examples/grpo_with_power.py)"
+"$py" examples/grpo_with_power.py --out "$out_dir/callback" --steps 3

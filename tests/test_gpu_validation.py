@@ -171,7 +171,7 @@ def test_windows_judges_the_h100_arms_by_the_cap_they_ran_under(tmp_path: Path) 
 def test_gpu_validate_script_runs_every_step_on_the_simulated_gpu(tmp_path: Path) -> None:
     """scripts/gpu_validate.sh is tested here (CPU) so GPU time is spent measuring, not debugging:
     the controller trained in the simulator, the energy check, the grid, the cap, both
-    controller arms and the packed files."""
+    controller arms, the PowerCallback on the stock trainer and the packed files."""
     out = tmp_path / "validate"
     env = {
         "GPU_VALIDATE_BUSY_S": "2",
@@ -207,7 +207,10 @@ def test_gpu_validate_script_runs_every_step_on_the_simulated_gpu(tmp_path: Path
         assert manifest["status"] == "completed" and manifest["arm"] == arm
         assert manifest["steps_completed"] == cap["steps"]
         assert read_trace(out / "arms" / arm / "trace.parquet").metadata.simulated
+    callback = read_trace(out / "callback" / "power.parquet")  # step 4: the stock trainer's
+    assert callback.metadata.simulated and "power/mean_w" in result.stdout
     with tarfile.open(out / "gpu_validate.tar.gz") as packed:
         names = packed.getnames()
     assert "./grid/c4-t16/trace.parquet" in names and "./arms/ppo/steps.parquet" in names
+    assert "./callback/power.parquet" in names
     assert not [n for n in names if "/.completed/" in n or n.startswith("./study")], names
