@@ -687,7 +687,10 @@ def test_a_cap_callback_with_a_monitor_of_its_own_sees_the_runs_phases(tmp_path:
     from grpo_power.callbacks import PowerCapCallback
 
     controller = Observing()
-    trainer = _tiny_grpo(tmp_path, [PowerCapCallback(controller, cap_w=300.0)], 16)
+    # steps of 64 new tokens, 6 of them: at 16 tokens a fast machine ran a step in 45 ms, under
+    # the monitor's 0.1 s period, and no sample of 3 steps fell in a busy phase
+    cap = PowerCapCallback(controller, cap_w=300.0)
+    trainer = _tiny_grpo(tmp_path, [cap], 64, max_steps=6)
     trainer.train()
     after_the_first = [o.mean_power_w for o in controller.seen[1:]]
     # a decision's window may hold only the time between steps (CI once saw 60.8 W, then 164.7
