@@ -72,9 +72,7 @@ import yaml
 from grpo_power.config import deep_merge, validate_config
 
 path, source, size, out = sys.argv[1:]
-data = yaml.safe_load(open("config/config.yaml"))
-for part in ("config/h100.yaml",):
-    data = deep_merge(data, yaml.safe_load(open(part)))
+data = deep_merge(yaml.safe_load(open("config/config.yaml")), yaml.safe_load(open("config/h100.yaml")))
 data = deep_merge(data, {
     "results_dir": str(Path(out) / "study"),
     "telemetry": {"source": source, "period_s": 0.1},
@@ -114,13 +112,18 @@ done
 
 # the sweep index `grpo-power identify --sweep` reads: each actuator's lowest and highest level
 # at the other's highest (concurrency 32 with 64 new tokens is both actuators' highest level)
-cat > "$out_dir/grid/sweep.json" <<JSON
-{"steps": $steps, "seed": 0, "runs": [
- {"actuator": "concurrency", "level": 4, "folder": "c4-t64"},
- {"actuator": "concurrency", "level": 32, "folder": "c32-t64"},
- {"actuator": "max_new_tokens", "level": 16, "folder": "c32-t16"},
- {"actuator": "max_new_tokens", "level": 64, "folder": "c32-t64"}]}
-JSON
+"$py" - "$out_dir/grid" "$config" "$steps" <<'PY'
+import sys
+from pathlib import Path
+
+from grpo_power.config import load_config
+from grpo_power.workload.sweep import write_sweep_index
+
+grid, config, steps = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+runs = [("concurrency", 4, "c4-t64"), ("concurrency", 32, "c32-t64"),
+        ("max_new_tokens", 16, "c32-t16"), ("max_new_tokens", 64, "c32-t64")]
+write_sweep_index(grid, steps, load_config(config).seed, runs)
+PY
 
 echo "== 3. the threshold and ppo arms under a cap between idle and uncontrolled power"
 "$py" - "$out_dir" "$config" "$idle_s" "$arm_s" <<'PY'
@@ -131,19 +134,18 @@ from pathlib import Path
 
 import yaml
 
+from grpo_power.config import load_config
 from grpo_power.telemetry.steplog import read_step_log
 from grpo_power.telemetry.store import read_trace
+from grpo_power.workload.sweep import measured_sweep_row
 
 out, config, idle_s, arm_s = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
 energy = read_trace(out / "energy_check.parquet").frame
 # idle: the last seconds of the check, after a 3 s settle (NVML averages over about 1 s)
 idle_w = float(energy.loc[energy["t"] >= energy["t"].max() - max(idle_s - 3.0, 1.0), "power_w"].mean())
-uncontrolled = out / "grid" / "c32-t64"
-steps = read_step_log(uncontrolled / "steps.parquet")
-trace = read_trace(uncontrolled / "trace.parquet").frame
-later = steps[steps["step"] > 1]
-inside = (trace["t"] >= later["start_s"].min()) & (trace["t"] <= later["end_s"].max())
-mean_w = float(trace.loc[inside, "power_w"].mean())
+# the uncontrolled setting's mean power over its steps after the first (as identify's sweep rows)
+row = measured_sweep_row(out / "grid" / "c32-t64", "concurrency", 32, "7b", load_config(config))
+mean_w = row["mean_power_w"]
 cap_w = round((idle_w + mean_w) / 2.0, 1)
 # steps for about arm_s at the slowest 64-token setting (a controller may go down to it)
 step_s = max(

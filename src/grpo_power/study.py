@@ -95,8 +95,9 @@ def identify(
     out = Path(out)
     calibration = calibration_for(config, calibration_path)
     fitted_from = [Path(f).resolve() for f in runs or []]
-    for folder in {f for f in fitted_from if fitted_from.count(f) > 1}:
-        raise ValueError(f"--run: {folder} given twice; expected each run folder once")
+    twice = sorted({f for f in fitted_from if fitted_from.count(f) > 1})
+    if twice:
+        raise ValueError(f"--run: {twice[0]} given twice; expected each run folder once")
     data = [_run_data(f) for f in fitted_from]  # read first: a bad folder fails at once
     rows: list[dict[str, Any]] = []
     for deployment in config.sim.deployments:

@@ -97,9 +97,17 @@ def run_sweep(
                     show_progress=False,
                 )
                 completed(result, f"sweep run {actuator}-{level}")  # no index of unfinished runs
-    index = [{"actuator": a, "level": lv, "folder": f.name} for a, lv, _, f in runs]
-    write_json_atomic(Path(out) / SWEEP_INDEX, {"steps": steps, "seed": seed, "runs": index})
+    write_sweep_index(out, steps, seed, [(a, lv, f.name) for a, lv, _, f in runs])
     return [folder for *_, folder in runs]
+
+
+def write_sweep_index(
+    folder: Path, steps: int, seed: int, runs: list[tuple[str, int, str]]
+) -> None:
+    """Write ``folder/sweep.json``, the index :func:`read_sweep_index` reads: the steps and
+    seed of the runs and each one's (actuator, level, run folder name in ``folder``)."""
+    index = [{"actuator": a, "level": level, "folder": name} for a, level, name in runs]
+    write_json_atomic(Path(folder) / SWEEP_INDEX, {"steps": steps, "seed": seed, "runs": index})
 
 
 def read_sweep_index(folder: Path) -> list[tuple[str, int, Path]]:
