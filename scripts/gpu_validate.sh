@@ -2,8 +2,9 @@
 # GPU validation (docs/gpu-validation.md): on a machine with an NVIDIA GPU, with NVML at 0.1 s,
 #  1. the energy check: busy matrix multiplies, then idle; the energy counter against integrated
 #     power (energy_check.parquet, energy_check.txt);
-#  2. GRPO with a random-weight Qwen2.5-1.5B at 3 concurrency x 2 max-new-token levels, a few
-#     steps each (grid/c<C>-t<T>: one run folder each);
+#  2. GRPO with a random-weight Qwen2.5-1.5B at 3 concurrency x 2 max-new-token levels, and at
+#     the highest of both with the training chunk at its lowest and highest, a few steps each
+#     (grid/c<C>-t<T> and grid/c32-t64-m<M>: one run folder each);
 #  3. the threshold arm and the ppo arm under a cap half way between the idle power of step 1
 #     and the mean power of the uncontrolled setting (concurrency 32, 64 new tokens) of step 2
 #     (arms/threshold, arms/ppo; cap.json says how the cap was set). The ppo arm's controller
@@ -109,10 +110,18 @@ for concurrency in 4 16 32; do
       --max-new-tokens "$tokens" --steps "$steps" --out "$out_dir/grid/c$concurrency-t$tokens"
   done
 done
+# the training chunk (sequences per forward/backward) at its bounds, the rest at their highest
+read -r chunk_min chunk_max < <("$py" -c "import sys; from grpo_power.config import load_config
+b = load_config(sys.argv[1]).workload.train_micro_batch_bounds; print(b.min, b.max)" "$config")
+for chunk in "$chunk_min" "$chunk_max"; do
+  "${grpo[@]}" run --config "$config" --arm fixed --concurrency 32 --max-new-tokens 64 \
+    --train-micro-batch "$chunk" --steps "$steps" --out "$out_dir/grid/c32-t64-m$chunk"
+done
 
 # the sweep index `grpo-power identify --sweep` reads: each actuator's lowest and highest level
-# at the other's highest (concurrency 32 with 64 new tokens is both actuators' highest level)
-"$py" - "$out_dir/grid" "$config" "$steps" <<'PY'
+# at the others' highest (concurrency 32 with 64 new tokens is both actuators' highest level;
+# the training chunk there is the config's)
+"$py" - "$out_dir/grid" "$config" "$steps" "$chunk_min" "$chunk_max" <<'PY'
 import sys
 from pathlib import Path
 
@@ -120,8 +129,11 @@ from grpo_power.config import load_config
 from grpo_power.workload.sweep import write_sweep_index
 
 grid, config, steps = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+chunk_min, chunk_max = int(sys.argv[4]), int(sys.argv[5])
 runs = [("concurrency", 4, "c4-t64"), ("concurrency", 32, "c32-t64"),
-        ("max_new_tokens", 16, "c32-t16"), ("max_new_tokens", 64, "c32-t64")]
+        ("max_new_tokens", 16, "c32-t16"), ("max_new_tokens", 64, "c32-t64"),
+        ("train_micro_batch", chunk_min, f"c32-t64-m{chunk_min}"),
+        ("train_micro_batch", chunk_max, f"c32-t64-m{chunk_max}")]
 write_sweep_index(grid, steps, load_config(config).seed, runs)
 PY
 

@@ -118,11 +118,18 @@ def test_a_config_error_names_the_file_or_the_options_that_brought_it(tmp_path: 
             "--concurrency 64 over ",
         ),
         (["--size", "huge", "--steps", "2"], "--size huge --steps 2 over "),
+        (
+            ["--train-micro-batch", "9", "-c", str(REPO / "config" / "config.yaml")],
+            "--train-micro-batch 9 over ",
+        ),
     ):
         result = invoke("run", "--arm", "fixed", "--out", str(out), *args)
         assert result.exit_code == EXIT_DATA, result.output
         assert said in result.stderr, result.stderr
         assert not out.exists()
+    assert "workload.train_micro_batch: 9 lies outside train_micro_batch_bounds [1, 8]" in (
+        result.stderr
+    )
     bounds = invoke("calibrate", "--size", "bogus", "-c", str(REPO / "config" / "config.yaml"))
     assert "--size bogus over " in bounds.stderr and "workload.size" in bounds.stderr
 

@@ -328,6 +328,7 @@ NUMERIC = {
     "--steps": ["run", "--arm", "fixed", "--out", "{dir}/r", "-c", "{missing}"],
     "--concurrency": ["run", "--arm", "fixed", "--out", "{dir}/r", "-c", "{missing}"],
     "--max-new-tokens": ["run", "--arm", "fixed", "--out", "{dir}/r", "-c", "{missing}"],
+    "--train-micro-batch": ["run", "--arm", "fixed", "--out", "{dir}/r", "-c", "{missing}"],
     "--seed": ["run", "--arm", "fixed", "--out", "{dir}/r", "-c", "{missing}"],
     "--real-sweep-steps": ["identify", "--out", "{dir}/i", "-c", "{missing}"],
 }

@@ -195,9 +195,14 @@ def test_gpu_validate_script_runs_every_step_on_the_simulated_gpu(tmp_path: Path
         assert len(steps) == 3 and (steps["concurrency"] == concurrency).all()
         assert (steps["max_completion_tokens"] <= tokens).all()
         assert (steps["generate_calls"] == 32 // concurrency).all()  # 32 completions a step
+    for chunk in (1, 8):  # the training chunk's bounds: 32 or 4 forward/backward chunks
+        steps = read_step_log(out / "grid" / f"c32-t64-m{chunk}" / "steps.parquet")
+        assert len(steps) == 3 and (steps["train_micro_batch"] == chunk).all()
+        assert (steps["train_chunks"] == 32 // chunk).all()
     sweep = read_sweep_index(out / "grid")
     assert {(a, lv) for a, lv, _ in sweep} == {
-        ("concurrency", 4), ("concurrency", 32), ("max_new_tokens", 16), ("max_new_tokens", 64)
+        ("concurrency", 4), ("concurrency", 32), ("max_new_tokens", 16), ("max_new_tokens", 64),
+        ("train_micro_batch", 1), ("train_micro_batch", 8),
     }  # fmt: skip
     cap = json.loads((out / "cap.json").read_text())
     assert cap["idle_w"] < cap["cap_w"] < cap["uncontrolled_mean_w"]

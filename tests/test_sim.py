@@ -323,9 +323,10 @@ def test_fit_linear_holds_unidentifiable_parameters():
     assert summary["points"] == 10 and summary["rms_residual"] == pytest.approx(0.0, abs=1e-9)
 
 
-def _synthetic_run(config, truth, concurrency: int, seed: int) -> RunData:
+def _synthetic_run(config, truth, concurrency: int, seed: int, micro_batch: int = 4) -> RunData:
     """A run whose step log follows ``truth`` exactly (plus 1 % noise) and whose power is
-    the simulated curve, to check that the fit recovers the parameters."""
+    the simulated curve (training at 0.6 + 0.03 per doubling of the training chunk), to check
+    that the fit recovers the parameters."""
     rng = np.random.default_rng(seed)
     w = config.workload
     rows, t, samples_t, samples_w = [], 0.0, [], []
@@ -360,14 +361,16 @@ def _synthetic_run(config, truth, concurrency: int, seed: int) -> RunData:
                 "max_completion_tokens": m,
                 "concurrency": concurrency,
                 "max_new_tokens": m,
+                "train_micro_batch": micro_batch,
             }
         )
         gen_frac = 0.5 + 0.05 * np.log2(concurrency)
+        train_frac = 0.6 + 0.03 * np.log2(min(micro_batch, sequences))
         ts = np.arange(t, end, 0.05)
         in_gen = ts < t + generate
         in_train = ts >= t + generate + score
         power = np.where(in_gen, idle + span * gen_frac, idle + span * 0.1)
-        power = np.where(in_train, idle + span * 0.7, power)
+        power = np.where(in_train, idle + span * train_frac, power)
         samples_t.append(ts)
         samples_w.append(power)
         t = end
@@ -390,7 +393,10 @@ def test_fit_from_runs_recovers_phase_times_and_power(config):
         "decode_ms_per_seq": 0.5,
         "train_ms_per_token": 0.4,
     }
-    runs = [_synthetic_run(config, truth, c, seed) for seed, c in enumerate((1, 4, 8, 32))]
+    runs = [
+        _synthetic_run(config, truth, c, seed, micro_batch)
+        for seed, (c, micro_batch) in enumerate(((1, 1), (4, 2), (8, 8), (32, 64)))
+    ]
     fitted, power, summary, residuals = fit_from_runs(
         runs, prior, calibration.power, calibration.gpu, config.workload.train_micro_batch
     )
@@ -400,6 +406,9 @@ def test_fit_from_runs_recovers_phase_times_and_power(config):
     assert fitted["optimizer_s"].value == pytest.approx(0.2, rel=1e-6)
     assert power["decode_base_frac"].value == pytest.approx(0.5, abs=0.02)
     assert power["decode_slope_per_doubling"].value == pytest.approx(0.05, abs=0.01)
+    # the training chunk: 64 over 32 sequences trains them in one chunk of 32
+    assert power["train_base_frac"].value == pytest.approx(0.6, abs=0.01)
+    assert power["train_slope_per_doubling"].value == pytest.approx(0.03, abs=0.005)
     assert "identify fit" in fitted["decode_base_ms"].source
     # constant sequences per step: the per-sequence score time cannot be told from the base
     score = next(f for f in summary["fits"] if f["target"] == "score_s")
@@ -414,6 +423,16 @@ def test_fit_from_runs_recovers_phase_times_and_power(config):
     assert np.sqrt(np.mean((residuals["generate_power_w"] - fit_w) ** 2)) < 0.05 * fit_w.mean()
     # every completion ran to max new tokens: no length distribution to fit
     assert summary["completion_lengths"]["identifiable"] is False
+    # one training chunk in every run: its slope cannot be told and stays the prior's
+    same_chunk = [_synthetic_run(config, truth, c, seed) for seed, c in enumerate((1, 32))]
+    _, power, summary, _ = fit_from_runs(
+        same_chunk, prior, calibration.power, calibration.gpu, config.workload.train_micro_batch
+    )
+    train = next(f for f in summary["fits"] if f["target"] == "train_power_frac")
+    assert "train_slope_per_doubling" in train["held_at_prior"]
+    assert power["train_base_frac"].value == pytest.approx(
+        0.6 + 0.03 * 2 - calibration.power["train_slope_per_doubling"].value * 2, abs=0.01
+    )  # the chunk of 4: the base takes what the prior's slope leaves of the measured power
 
 
 @pytest.mark.parametrize(("median", "sigma"), [(20, 1.0), (40, 0.5), (200, 0.8)])

@@ -232,6 +232,7 @@ OPTION_FIELDS: dict[str, tuple[str, str]] = {
     "--steps": ("workload.steps", "steps"),
     "--concurrency": ("workload.concurrency", "sequences"),
     "--max-new-tokens": ("workload.max_new_tokens", "tokens"),
+    "--train-micro-batch": ("workload.train_micro_batch", "sequences"),
     "--seed": ("seed", "a seed"),
     "--timesteps": ("controller.total_timesteps", "steps"),
     "--real-sweep-steps": ("authority.real_sweep_steps", "steps"),

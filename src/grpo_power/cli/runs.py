@@ -125,6 +125,13 @@ def run(
     max_new_tokens: Annotated[
         int | None, typer.Option("--max-new-tokens", help="The fixed arm's max new tokens.")
     ] = None,
+    train_micro_batch: Annotated[
+        int | None,
+        typer.Option(
+            "--train-micro-batch",
+            help="Sequences per training forward/backward chunk, the fixed arm's (config).",
+        ),
+    ] = None,
     fresh: Annotated[
         bool,
         typer.Option(
@@ -160,6 +167,7 @@ def run(
             "--steps": steps,
             "--concurrency": concurrency,
             "--max-new-tokens": max_new_tokens,
+            "--train-micro-batch": train_micro_batch,
             "--seed": seeds,
         }
     )
@@ -170,6 +178,7 @@ def run(
             "--steps": ("workload.steps", steps),
             "--concurrency": ("workload.concurrency", concurrency),
             "--max-new-tokens": ("workload.max_new_tokens", max_new_tokens),
+            "--train-micro-batch": ("workload.train_micro_batch", train_micro_batch),
             "--launcher": ("launch.launcher", launcher),
         },
     )
@@ -196,6 +205,7 @@ def run(
     if len(seeds) > 1:  # one after another, each as its own `grpo-power run`
         given = {"--size": size, "--steps": steps, "--concurrency": concurrency}
         given["--max-new-tokens"] = max_new_tokens
+        given["--train-micro-batch"] = train_micro_batch
         options = [str(arg) for name, v in given.items() if v is not None for arg in (name, v)]
         for k, (s, folder) in enumerate(zip(seeds, outs, strict=True)):
             command = [sys.executable, "-m", "grpo_power.cli", "run", "--arm", arm]

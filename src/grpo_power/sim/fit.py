@@ -123,7 +123,8 @@ def fit_from_runs(
     decode steps (calls x longest completion) and sequence-steps (completion tokens);
     ``train_s`` on tokens; ``score_s`` on sequences; the optimizer from the rest of each step.
     Power comes from the trace: each step's generation window against log2 of its concurrency,
-    its training window against the micro-batch. A parameter without variation in the data is
+    its training window against log2 of its training chunk (the step's ``train_micro_batch``,
+    at most its sequences). A parameter without variation in the data is
     held at its prior and reported as such.
 
     Args:
@@ -214,24 +215,33 @@ def fit_from_runs(
             ),
         },
     )
+    micro_batches = (  # each step's own when the step log has it (an actuator may change it)
+        data["train_micro_batch"].to_numpy(int)
+        if "train_micro_batch" in data
+        else np.full(len(data), train_micro_batch)
+    )
+    # the sequences trained at once: a chunk above the step's sequences trains them in one
+    chunk = np.minimum(micro_batches, data["sequences"].to_numpy(int))
     train_power = data["train_power_w"].to_numpy(float)
     ok_t = np.isfinite(train_power)
     train_frac = fit_linear(
         "train_power_frac",
         (train_power[ok_t] - gpu["idle_w"]) / span_w,
-        {"train_base_frac": (np.ones(ok_t.sum()), 1.0, power_prior["train_base_frac"].value)},
-    )
-    micro_batches = (  # each step's own when the step log has it (an actuator may change it)
-        data["train_micro_batch"].to_numpy(int)
-        if "train_micro_batch" in data
-        else np.full(len(data), train_micro_batch)
+        {
+            "train_base_frac": (np.ones(ok_t.sum()), 1.0, power_prior["train_base_frac"].value),
+            "train_slope_per_doubling": (
+                np.log2(np.maximum(chunk[ok_t], 1)),
+                1.0,
+                power_prior["train_slope_per_doubling"].value,
+            ),
+        },
     )
     power_columns = {
         "generate_power_w": gen_power,
         "generate_power_w_prior": _prior(prior_power_w, "generate", occupancy.astype(int)),
         "generate_power_w_fit": _on_rows(ok, gpu["idle_w"] + span_w * decode.predicted),
         "train_power_w": train_power,
-        "train_power_w_prior": _prior(prior_power_w, "train", micro_batches),
+        "train_power_w_prior": _prior(prior_power_w, "train", chunk),
         "train_power_w_fit": _on_rows(ok_t, gpu["idle_w"] + span_w * train_frac.predicted),
     }
     fits = [gen, train, score, optimizer, decode, train_frac]

@@ -1,5 +1,9 @@
 """Actuator sweeps on the real workload: short GRPO runs at each actuator's lowest and highest
-level, the others at their defaults (the authority stage's measurements of a real run).
+level, the others at their defaults (the authority stage's measurements of a real run). The
+actuators swept are those that set how much of the chip a phase keeps busy: concurrency and group
+size (generation), max new tokens, and the training chunk (``train_micro_batch``), so identify
+fits the power of both phases against their occupancy. The pause is not swept: it adds idle time,
+whose power the simulator already takes as the GPU's idle power.
 
 On the CPU the runs are the tiny model's, so tokens and phase times are measured and power is
 the simulated A100's driven by the run's real phases (labelled so). Each run folder is a normal
@@ -35,6 +39,7 @@ def sweep_settings(config: Config) -> list[tuple[str, int, Config]]:
     levels = {
         "concurrency": (w.concurrency_bounds.min, w.concurrency_bounds.max),
         "max_new_tokens": (w.max_new_tokens_bounds.min, w.max_new_tokens_bounds.max),
+        "train_micro_batch": (w.train_micro_batch_bounds.min, w.train_micro_batch_bounds.max),
         "num_generations": (min(config.sim.group_sizes), max(config.sim.group_sizes)),
     }
     out = []
