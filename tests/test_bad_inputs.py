@@ -242,6 +242,13 @@ CASES: list[Case] = [
         ["{name}", "line 1", "no Date and Time columns", "-o DT"],
     ),
     Case(
+        "import-dmon-without-time-told-by-its-header",
+        "nvidia-smi dmon log recorded without -o DT, its format told from the file",
+        ("text", {"name": "dmon.log", "text": "# gpu   pwr\n# Idx     W\n    0    62\n"}),
+        [*IMPORT, "--nameplate-w", "400"],
+        ["{name}", "expected a power log", "without its Date and Time columns", "-o DT"],
+    ),
+    Case(
         "import-no-power-column",
         "nvidia-smi log without power.draw",
         (
@@ -284,7 +291,7 @@ CASES: list[Case] = [
         "nvidia-smi log with a word in the power column",
         ("text", {"name": "smi.csv", "text": f"{NVSMI_HEADER}\n{T0}, 0, lots W, 400 W\n"}),
         IMPORT,
-        ["{name}", "'power.draw [W]'", "non-numeric value 'lots'", "expected a number"],
+        ["{name}", "'power.draw [W]'", "non-numeric value 'lots W'", "expected a number"],
     ),
     Case(
         "import-truncated-row",

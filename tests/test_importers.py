@@ -95,6 +95,53 @@ def test_nvidia_smi_dmon_log_without_time_columns_is_refused(tmp_path: Path) -> 
         import_log(log, "nvidia-smi-dmon", nameplate_w=400.0)
 
 
+def test_one_reading_no_board_draws_is_named_by_its_line_and_not_called_milliwatts(
+    tmp_path: Path,
+) -> None:
+    """A log of plausible watts with one corrupt reading was told to divide its whole power
+    column by 1000 (the hint looked only at the highest reading), and the error named no line;
+    a log in milliwatts throughout still gets that hint. A dmon log's power is its ``pwr``."""
+    readings = [250.0 + s for s in range(40)]
+    readings[20] = 3000.0
+    rows = [f"2026/12/06 10:00:{s:02d}.000, 0, {w:.2f} W" for s, w in enumerate(readings)]
+    log = tmp_path / "smi.csv"
+    log.write_text("timestamp, index, power.draw [W]\n" + "\n".join(rows) + "\n")
+    with pytest.raises(ValueError) as spike:
+        import_log(log, "nvidia-smi", nameplate_w=400.0)
+    message = str(spike.value)
+    assert "got 3000 on gpu 0 at t = 20 s, line 22 (1 such sample(s) of 40)" in message
+    assert "drop or repair those rows" in message and "milliwatts" not in message
+    log.write_text(
+        "timestamp, index, power.draw [W]\n"
+        + "\n".join(
+            f"2026/12/06 10:00:{s:02d}.000, 0, {1000 * w:.0f}" for s, w in enumerate(readings)
+        )
+        + "\n"
+    )
+    with pytest.raises(
+        ValueError, match=r"line 2 \(40 such sample\(s\) of 40\); it looks like milliwatts"
+    ):
+        import_log(log, "nvidia-smi", nameplate_w=400.0)
+    dmon = tmp_path / "dmon.log"
+    body = [f" 20261206  10:00:{s:02d}    0  {w:.0f}" for s, w in enumerate(readings)]
+    dmon.write_text(
+        "#Date      Time      gpu   pwr\n#YYYYMMDD HH:MM:SS  Idx     W\n" + "\n".join(body)
+    )
+    with pytest.raises(ValueError, match=r": pwr: expected watts .* line 23 "):
+        import_log(dmon, "nvidia-smi-dmon", nameplate_w=400.0)
+
+
+def test_a_refused_cell_is_quoted_as_the_log_wrote_it(tmp_path: Path) -> None:
+    """A power cell of another unit was quoted with part of its unit cut off ('1.2 k')."""
+    log = tmp_path / "smi.csv"
+    log.write_text(
+        "timestamp, index, power.draw [W]\n2026/12/06 10:00:00.000, 0, 250.00 W\n"
+        "2026/12/06 10:00:01.000, 0, 1.2 kW\n"
+    )
+    with pytest.raises(ImportError_, match=r"non-numeric value '1.2 kW' \(line 3\)"):
+        import_log(log, "nvidia-smi", nameplate_w=400.0)
+
+
 def test_the_nameplate_of_a_log_without_one_comes_from_its_gpu_name(tmp_path: Path) -> None:
     log = tmp_path / "h100.csv"
     rows = [(30, 0, 250), (30, 1, 251), (31, 0, 650), (31, 1, 660)]
@@ -355,7 +402,7 @@ def test_missing_power_column_and_bad_values_are_named(tmp_path: Path) -> None:
         import_log(log, "nvidia-smi", nameplate_w=400)
     log.write_text("timestamp, index, power.draw [W]\n2025/03/04 10:00:00.000, 0, lots W\n")
     with pytest.raises(
-        ImportError_, match=r"column 'power.draw \[W\]' has a non-numeric value 'lots'"
+        ImportError_, match=r"column 'power.draw \[W\]' has a non-numeric value 'lots W'"
     ):
         import_log(log, "nvidia-smi", nameplate_w=400)
     log.write_text("timestamp, index, power.draw [W]\n2025/03/04 10:00:00.000, 0\n")
@@ -524,7 +571,7 @@ def test_a_regular_log_and_one_read_line_by_line_import_alike(tmp_path: Path) ->
             import_log(path, "nvidia-smi", nameplate_w=400.0, timezone="UTC")
         messages.append(str(error.value).replace(path.name, "LOG"))
     assert messages[0] == messages[1]
-    assert "non-numeric value 'lots' (line 5)" in messages[0]
+    assert "non-numeric value 'lots W' (line 5)" in messages[0]
 
 
 def _real_uuid(fake: str) -> str:

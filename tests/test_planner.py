@@ -1011,3 +1011,44 @@ def test_the_joined_logs_of_many_nodes_are_named_three_then_counted() -> None:
         "lists every one)"
     )
     assert len(notes) == 4
+
+
+def test_planner_run_says_how_it_read_the_logs_and_skips_those_without_samples(
+    tmp_path: Path,
+) -> None:
+    """`planner run` printed none of the import's notes (a nameplate taken from the config,
+    readings above it: the headline's % of nameplate rests on them) and the report listed them
+    nowhere; a log of a header and no rows (a logger stopped before its first sample) or a dmon
+    log recorded without -o DT ended the whole run, where a dcgmi table is skipped."""
+    folder, out = tmp_path / "logs", tmp_path / "out"
+    (folder / "node1").mkdir(parents=True)
+    header = "timestamp, index, power.draw [W]\n"
+    readings = [
+        f"2026/12/06 10:{s // 60:02d}:{s % 60:02d}.000, 0, {300 + s:.2f} W" for s in range(180)
+    ]
+    (folder / "node1" / "smi.csv").write_text(header + "\n".join(readings) + "\n")
+    (folder / "node2").mkdir()
+    (folder / "node2" / "smi.csv").write_text(header)  # killed before its first sample
+    (folder / "node3.log").write_text("# gpu   pwr\n# Idx     W\n    0    62\n")  # no -o DT
+    result = CliRunner().invoke(app, ["planner", "run", str(folder), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    said = [line for line in result.output.splitlines() if line.startswith("note: ")]
+    nameplate = "node1/smi.csv: no power.default_limit: nameplate 400 W from the config's"
+    above = "node1/smi.csv: readings reach 479 W, above the nameplate 400 W"
+    assert any(nameplate in line for line in said) and any(above in line for line in said)
+    index = pd.read_csv(out / "traces" / "index.csv").set_index("key")
+    assert index.loc["node1/smi", "status"] == "imported"
+    assert index.loc["node2/smi", "status"] == index.loc["node3", "status"] == "skipped"
+    assert index.loc["node2/smi", "reason"].startswith("nvidia-smi log with no sample")
+    assert "-o DT" in index.loc["node3", "reason"]
+    page = html.unescape(re.sub(r"<[^>]+>", " ", (out / "report" / "index.html").read_text()))
+    page = " ".join(page.split())
+    assert "3 note(s) from the import on how the traces were read" in page
+    assert nameplate in page and above in page
+    only_empty = tmp_path / "empty-logs"
+    only_empty.mkdir()
+    (only_empty / "smi.csv").write_text(header)
+    refused = CliRunner().invoke(app, ["planner", "run", str(only_empty), "--out", str(out)])
+    assert refused.exit_code == 2
+    assert f"{only_empty}: no power trace with samples found" in refused.output
+    assert (out / "report" / "index.html").exists()  # the earlier run's folder is untouched

@@ -72,7 +72,7 @@ def planner_run(
         f"{value['factor']:.3g}x of the {value['factor_from_gpus']:,}-GPU fleet)"
     )
     typer.echo(f"report -> {result.report}")
-    echo_notes(fleet_notes(s))
+    echo_notes([*result.notes, *fleet_notes(s)])
 
 
 @planner_app.command("import")

@@ -172,7 +172,12 @@ def telemetry_import(
     .zst; rotated: its parts) into a trace (source: imported), optionally with the inference
     engine's concurrency and token rate aligned to every sample."""
     from grpo_power.telemetry.engine import add_engine_columns, read_engine_log
-    from grpo_power.telemetry.formats import engine_format, import_format, unread_kind
+    from grpo_power.telemetry.formats import (
+        DMON_NO_TIME,
+        engine_format,
+        import_format,
+        unread_kind,
+    )
     from grpo_power.telemetry.importers import ImportError_, import_log
     from grpo_power.telemetry.logrows import log_stem
     from grpo_power.telemetry.rotation import (
@@ -231,7 +236,9 @@ def telemetry_import(
             other, known = import_format(log)
             if known and other != fmt:
                 hint = f" (the file looks like a {other} log: --format {other})"
-            elif (unread := unread_kind(log)) is not None:
+            elif (unread := unread_kind(log)) is not None and not (
+                fmt == "nvidia-smi-dmon" and unread == DMON_NO_TIME  # the error says so
+            ):
                 hint = f" (the file is {unread})"
         beside = rotated_parts_beside(log)
         if len(beside) > len(parts):  # parts left out: the header may be in one of them

@@ -30,7 +30,7 @@ from grpo_power.telemetry.checks import gpu_period_s, segment_gap_s
 from grpo_power.telemetry.engine import add_engine_columns, generated_tokens, read_engine_log
 from grpo_power.telemetry.formats import engine_format, log_format
 from grpo_power.telemetry.importers import import_log
-from grpo_power.telemetry.logrows import ImportError_, log_stem, log_suffix
+from grpo_power.telemetry.logrows import ImportError_, NoSamples, log_stem, log_suffix
 from grpo_power.telemetry.rotation import (
     RotatedLog,
     is_rotated,
@@ -43,6 +43,7 @@ from grpo_power.telemetry.store import TraceDefaults, read_trace, write_trace
 
 STEP_LOG = RUN.steps
 INDEX = PLANNER_TRACES.index
+NOTE_SEPARATOR = " | "  # between a trace's notes in the index's notes column
 INDEX_FILE = "the planner's index.csv, written by `grpo-power planner import TRACES --out DIR`"
 EXPECTED = (
     "a folder of power traces: nvidia-smi or DCGM CSV logs, nvidia-smi dmon logs, Prometheus "
@@ -235,16 +236,23 @@ def import_traces(
     from the inference engine's metrics log beside a power log (:func:`engines_beside`), aligned
     with it as ``telemetry import --engine`` does: the tokens the engine generated over the log's
     span. Beside the index, ``out/folder-<hash>.txt`` names the folder read
-    (:meth:`~grpo_power.layout.PlannerTraceFiles.folder_stamp`). Returns the index.
+    (:meth:`~grpo_power.layout.PlannerTraceFiles.folder_stamp`). A log of a known format that
+    holds no sample (a header and no rows) is skipped, with the reason. Returns the index.
 
     Raises:
-        ValueError: a trace that cannot be read (the message names the file and the field).
+        ValueError: a trace that cannot be read (the message names the file and the field), or
+            no trace with a sample.
     """
     folder = Path(folder)
     traces, skipped = find_traces(folder)
 
     def write(staging: Path) -> pd.DataFrame:
         index = _import_into(staging, traces, skipped, config, show_progress)
+        if not (index["status"] == "imported").any():
+            raise ValueError(
+                f"{folder}: no power trace with samples found (every log holds a header and no "
+                f"rows); expected {EXPECTED}"
+            )
         stamp = staging / PLANNER_TRACES.folder_stamp(folder)
         stamp.write_text(f"{folder.resolve()}\n")
         return index
@@ -266,12 +274,18 @@ def _import_into(
     paired: dict[str, str] = {}  # an engine log's key -> its reason: the power log it went with
     rows = []
     spans: list[GpuSpan] = []
+    empty: list[FoundFile] = []  # logs of a known format with no sample: skipped, not refused
     for found in tqdm(traces, desc="importing traces", unit="trace", disable=not show_progress):
         if found.kind == "trace":
             frame, metadata, notes, tokens, tokens_from = _read_planner_trace(found, defaults)
         else:
             engine = engines.get(found.key)
-            frame, metadata, tokens, tokens_from = _import_planner_log(found, engine, config)
+            try:
+                frame, metadata, tokens, tokens_from = _import_planner_log(found, engine, config)
+            except NoSamples as error:
+                reason = f"{found.kind} log with no sample: {str(error).split(': ', 1)[-1]}"
+                empty.append(FoundFile(found.path, found.key, None, reason, found.parts))
+                continue
             notes = list((metadata.model_extra or {}).get("notes", []))
             if tokens_from and engine is not None:
                 paired[engine[0].key] = (
@@ -297,7 +311,7 @@ def _import_into(
                 "tokens": tokens,
                 "tokens_from": tokens_from,
                 "reason": "",
-                "notes": " | ".join(notes),
+                "notes": NOTE_SEPARATOR.join(notes),
             }
         )
     rows += [
@@ -307,7 +321,7 @@ def _import_into(
             "status": "skipped",
             "reason": paired.get(f.key, f.reason),
         }
-        for f in skipped
+        for f in [*empty, *skipped]
     ]
     refuse_twice_logged(spans)  # before the index: an import that fails has none
     index = pd.DataFrame(rows)

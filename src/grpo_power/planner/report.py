@@ -18,7 +18,7 @@ import pandas as pd
 from grpo_power.atomic import merge_folder_atomic, write_text_atomic
 from grpo_power.config import Config
 from grpo_power.layout import FLEET, PLANNER_ECONOMICS, REPORT
-from grpo_power.planner.discover import INDEX
+from grpo_power.planner.discover import INDEX, NOTE_SEPARATOR
 from grpo_power.planner.economics import POOLED
 from grpo_power.planner.fleet import fleet_notes, refuse_other_fleet
 from grpo_power.report import cells, html
@@ -192,6 +192,7 @@ def _write_report(folders: PlannerFolders, out: Path, config: Config) -> Path:
             caption += drawn_note
         made.append(html.figure_html(title, f"{fig.data_label(data)}. {caption}", png, pdf, out))
     skipped = index_file_skipped(folders)
+    read_notes = import_notes(index_file.frame)
     headline: list[cells.Cell] = [
         [
             f"{len(imported)} trace(s), ",
@@ -256,6 +257,11 @@ def _write_report(folders: PlannerFolders, out: Path, config: Config) -> Path:
             ]
         )
     headline += [note[0].upper() + note[1:] + "." for note in fleet_notes(fleet_json.data)]
+    if read_notes:
+        headline.append(
+            f"{len(read_notes)} note(s) from the import on how the traces were read (a value a "
+            "log did not give, such as its nameplate, or what was repaired): see The traces."
+        )
     left_out = [entry["run_id"] for entry in fleet_json.get("left_out")]
     if left_out:
         headline.append(f"Left out of the fleet (no complete energy bin): {', '.join(left_out)}.")
@@ -266,8 +272,15 @@ def _write_report(folders: PlannerFolders, out: Path, config: Config) -> Path:
             html.table_html(
                 cells.csv_table("traces", "Traces", index_file, TRACE_COLS, ["key"]), out
             ),
+            *(
+                [html.paragraph("How the traces were read:"), html.bullet_list(read_notes, out)]
+                if read_notes
+                else []
+            ),
             html.paragraph(
-                f"Skipped (not power traces): {skipped}" if skipped else "Skipped: none."
+                f"Skipped (not power traces, or none the planner can read): {skipped}"
+                if skipped
+                else "Skipped: none."
             ),
             key="traces",
         ),
@@ -361,6 +374,14 @@ def unresolved_windows(
         "each sample is held for its period, so a peak shorter than the period can fall between "
         "samples, and those rows can understate the fleet's short peaks.",
     ], coarsest_s
+
+
+def import_notes(imported: pd.DataFrame) -> list[str]:
+    """The notes the import made on the ``imported`` rows of the planner's index (what it
+    inferred or repaired: time zone, nameplate, readings above it, missing readings), one each,
+    in the index's order."""
+    notes = imported["notes"] if "notes" in imported else pd.Series(dtype=object)
+    return [n for text in notes.dropna().astype(str) for n in text.split(NOTE_SEPARATOR) if n]
 
 
 def index_file_skipped(folders: PlannerFolders) -> str:

@@ -25,7 +25,7 @@ from grpo_power.layout import PlannerLayout
 from grpo_power.planner.discover import import_traces
 from grpo_power.planner.economics import planner_economics
 from grpo_power.planner.fleet import fleet_of_traces
-from grpo_power.planner.report import PlannerFolders, planner_report
+from grpo_power.planner.report import PlannerFolders, import_notes, planner_report
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ class PlannerResult:
     economics: dict[str, Any]
     traces: int
     skipped: int
+    notes: list[str]  # what the import inferred or repaired, one note each
 
 
 def run_planner(
@@ -70,4 +71,5 @@ def run_planner(
         steps.update()
         report = planner_report(folders, layout.report, config)
         steps.update()
-    return PlannerResult(report, fleet, economics, len(keys), len(index) - len(keys))
+    notes = import_notes(index[index["status"] == "imported"])
+    return PlannerResult(report, fleet, economics, len(keys), len(index) - len(keys), notes)

@@ -42,6 +42,8 @@ def check_power(
     where: str,
     nameplate_w: float | None = None,
     column: str = "power_w",
+    lines: np.ndarray | None = None,
+    row_word: str = "line",
 ) -> None:
     """Raise if any power sample of one GPU is NaN, infinite, negative or implausibly high.
 
@@ -52,6 +54,8 @@ def check_power(
         where: the file name used in messages.
         nameplate_w: the GPU's nameplate power, W; None skips the upper bound.
         column: the column the samples came from (for the message).
+        lines: each sample's line (or ``row_word``) in the file it was read from, for the
+            message; None: the samples are not a file's lines.
 
     Raises:
         ValueError: naming the file, the column, the GPU, the first bad sample's time and value,
@@ -66,39 +70,53 @@ def check_power(
     if low >= 0 and high <= limit_w and np.isfinite(high):
         return
     t_s = np.asarray(t_s, dtype=np.float64)
+
+    def at(i: int) -> str:
+        """Where sample ``i`` is: its time, and its line in the file where known."""
+        line = f", {row_word} {int(lines[i])}" if lines is not None else ""
+        return f"t = {t_s[i]:.6g} s{line}"
+
     bad = ~np.isfinite(power_w)
     if bad.any():
         i = int(np.argmax(bad))
         raise ValueError(
             f"{where}: {column}: expected finite watts, got {int(bad.sum())} sample(s) with NaN "
-            f"or infinite power on gpu {gpu} (first at t = {t_s[i]:.6g} s); drop or repair "
-            "those rows"
+            f"or infinite power on gpu {gpu} (first at {at(i)}); drop or repair those rows"
         )
     if low < 0:
         i = int(np.argmax(power_w < 0))
         raise ValueError(
             f"{where}: {column}: expected watts >= 0, got negative power {power_w[i]:.6g} W on "
-            f"gpu {gpu} at t = {t_s[i]:.6g} s"
+            f"gpu {gpu} at {at(i)}"
         )
     assert nameplate_w is not None  # only an upper bound is left
-    i = int(np.argmax(power_w > limit_w))
-    hint = (
-        "it looks like milliwatts: convert the column to watts (divide by 1000)"
-        if high / 1000.0 <= limit_w
-        else "check the column's unit and the nameplate"
-    )
+    over = power_w > limit_w
+    i = int(np.argmax(over))
+    typical_w = float(np.median(power_w))
+    if typical_w > limit_w and typical_w / 1000.0 <= limit_w:  # the log's unit, not a reading
+        hint = "it looks like milliwatts: convert the column to watts (divide by 1000)"
+    elif typical_w > limit_w:
+        hint = "check the column's unit and the nameplate"
+    else:  # most readings are plausible: these are spikes no board of this nameplate draws
+        hint = "drop or repair those rows (a corrupt reading), or check the nameplate"
     raise ValueError(
         f"{where}: {column}: expected watts at most {MAX_NAMEPLATE_MULTIPLE:g} x the nameplate "
-        f"{nameplate_w:g} W = {limit_w:g} W, got {power_w[i]:.6g} on gpu {gpu} at "
-        f"t = {t_s[i]:.6g} s ({int((power_w > limit_w).sum())} such sample(s)); {hint}"
+        f"{nameplate_w:g} W = {limit_w:g} W, got {power_w[i]:.6g} on gpu {gpu} at {at(i)} "
+        f"({int(over.sum())} such sample(s) of {len(power_w)}); {hint}"
     )
 
 
 def check_frame_power(
-    frame: pd.DataFrame, where: str, nameplate_w: float | None, column: str = "power_w"
+    frame: pd.DataFrame,
+    where: str,
+    nameplate_w: float | None,
+    column: str = "power_w",
+    lines: np.ndarray | None = None,
+    row_word: str = "line",
 ) -> None:
     """:func:`check_power` on every GPU of a trace frame (columns ``gpu``, ``t``, ``power_w``);
-    ``column`` is the name messages give the power (an imported log's own column name)."""
+    ``column`` is the name messages give the power (an imported log's own column name),
+    ``lines`` each row's line in the log it was read from (None: not known)."""
     power_w = frame["power_w"].to_numpy(dtype=np.float64, na_value=np.nan)
     if len(power_w) == 0:
         return
@@ -106,9 +124,18 @@ def check_frame_power(
     limit_w = np.inf if nameplate_w is None else power_limit_w(nameplate_w)
     if low >= 0 and high <= limit_w and np.isfinite(high):
         return  # the common case: one pass, no per-GPU split
-    for gpu, rows in frame.groupby("gpu", sort=True):
+    positions = np.arange(len(frame))
+    for gpu, rows in pd.Series(positions).groupby(frame["gpu"].to_numpy(), sort=True):
+        at = rows.to_numpy()
         check_power(
-            int(gpu), rows["t"].to_numpy(), rows["power_w"].to_numpy(), where, nameplate_w, column
+            int(gpu),
+            frame["t"].to_numpy()[at],
+            power_w[at],
+            where,
+            nameplate_w,
+            column,
+            None if lines is None else np.asarray(lines)[at],
+            row_word,
         )
 
 

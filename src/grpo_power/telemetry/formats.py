@@ -23,6 +23,7 @@ from grpo_power.telemetry.logrows import (
     HEADERLESS_HINT,
     NO_GPU_COLUMN_HINT,
     column_name,
+    dmon_has_time,
     header_is_data,
     is_dmon_header,
     log_suffix,
@@ -34,6 +35,10 @@ from grpo_power.user_paths import one_line
 DCGMI_DMON = (
     "a dcgmi dmon log: it has no time column, so its samples cannot be placed in time; record "
     "with dcgm-exporter scraped to CSV, nvidia-smi's CSV query or `nvidia-smi dmon -o DT`"
+)
+DMON_NO_TIME = (
+    "an nvidia-smi dmon log without its Date and Time columns (recorded without -o DT): its "
+    "samples cannot be placed in time; record with `nvidia-smi dmon -s pu -o DT`"
 )
 NVSMI_REPORT = (
     "an nvidia-smi -q report ({kind}): not read, as its layout changes between drivers; record "
@@ -170,10 +175,12 @@ def log_format(path: Path) -> tuple[str | None, str]:
 
 def _unread_reason(path: Path, line: str) -> str | None:
     """Why the file whose first line is ``line`` is a known kind of GPU log that no importer
-    reads (a ``dcgmi dmon`` table, an ``nvidia-smi -q`` report: text, or XML with ``-x``), or
-    None: not one."""
+    reads (a ``dcgmi dmon`` table, an ``nvidia-smi dmon`` log without ``-o DT``, an
+    ``nvidia-smi -q`` report: text, or XML with ``-x``), or None: not one."""
     if line.startswith("#Entity"):
         return DCGMI_DMON
+    if is_dmon_header(line) and not dmon_has_time(line):
+        return DMON_NO_TIME
     if "NVSMI LOG" in line:
         return NVSMI_REPORT.format(kind="text")
     if line.startswith("<?xml") and "nvidia_smi_log" in _first_line(path, whole=False):

@@ -73,12 +73,14 @@ from grpo_power.telemetry.checks import (
 from grpo_power.telemetry.formats import not_power_reason
 from grpo_power.telemetry.grafana import read_grafana_log
 from grpo_power.telemetry.logrows import (
+    DMON_NAMES,
     HOST_COLUMNS,
     LOST_VALUES,
     MISSING_VALUES,
     NO_GPU_COLUMN_HINT,
     ImportError_,
     LogSource,
+    NoSamples,
     column_name,
     columns_shown,
     log_stem,
@@ -572,9 +574,11 @@ def import_log(
             f"expected in watts); found {columns_shown(raw.columns)}"
         )
     if frame.empty:
-        raise ImportError_(f"{path}: expected at least one sample, got a header and no rows")
+        raise NoSamples(f"{path}: expected at least one sample, got a header and no rows")
 
     original = {new: old for old, new in renamed.items()}
+    if fmt == "nvidia-smi-dmon":  # messages name a dmon log's columns as its header does
+        original = {new: DMON_NAMES.get(old, old) for new, old in original.items()}
     named_by = next(c for c in ("gpu", *GPU_ID_COLUMNS) if c in frame)
     nameless = frame[named_by].astype(str).str.strip().isin(LOST_VALUES).to_numpy()
     lost_notes = []
@@ -722,7 +726,7 @@ def import_log(
         )
     if not (nameplate_w > 0 and math.isfinite(nameplate_w)):
         raise ImportError_(f"{path}: {nameplate_from}: expected watts > 0, got {nameplate_w:g}")
-    check_frame_power(out, str(path), nameplate_w, power_column)
+    check_frame_power(out, str(path), nameplate_w, power_column, kept_lines, row_word)
     peak_w = float(out["power_w"].max()) if nameplate_from == CONFIG_NAMEPLATE else 0.0
     if peak_w > nameplate_w:
         notes.append(

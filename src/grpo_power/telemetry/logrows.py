@@ -148,6 +148,11 @@ class ImportError_(ValueError):
     """A log could not be imported; the message names the file, the column and the problem."""
 
 
+class NoSamples(ImportError_):
+    """A log of a known format that holds no sample (a header and no rows: a logger stopped
+    before its first reading); the planner skips it where ``telemetry import`` refuses it."""
+
+
 def text_encoding(head: bytes) -> str:
     """The encoding of a log that starts with ``head``: UTF-16 where it opens with that
     byte-order mark (Windows PowerShell 5 redirects ``nvidia-smi ... > log.csv`` so), else
@@ -313,6 +318,7 @@ DMON_COLUMNS = {
     "mem": "utilization.memory",
     "pclk": "clocks.sm",
 }
+DMON_NAMES = {query: name for name, query in DMON_COLUMNS.items()}  # a dmon log's own names
 DMON_EXPECTED = "an nvidia-smi dmon log with time columns (`nvidia-smi dmon -s pu -o DT`)"
 
 
@@ -327,6 +333,12 @@ def is_dmon_header(line: str) -> bool:
     ``#Date Time gpu pwr ...`` with ``-o DT``)."""
     names = [c.lower() for c in _dmon_cells(line)]
     return line.lstrip("\ufeff").startswith("#") and "gpu" in names and "pwr" in names
+
+
+def dmon_has_time(line: str) -> bool:
+    """True when an ``nvidia-smi dmon`` header line (:func:`is_dmon_header`) names the Date and
+    Time columns that ``-o DT`` adds: without them its samples cannot be placed in time."""
+    return {"date", "time"} <= {c.lower() for c in _dmon_cells(line)}
 
 
 def read_dmon_log(path: LogSource) -> tuple[pd.DataFrame, np.ndarray]:
@@ -349,7 +361,7 @@ def read_dmon_log(path: LogSource) -> tuple[pd.DataFrame, np.ndarray]:
             f"{path}: line 1: expected {DMON_EXPECTED}, whose columns are named once each, got "
             f"{' '.join(names)}"
         )
-    if not {"date", "time"} <= set(names):
+    if not dmon_has_time(numbered[0][1]):
         raise ImportError_(
             f"{path}: line 1: no Date and Time columns (found {' '.join(names)}); expected "
             f"{DMON_EXPECTED}: without -o DT its samples cannot be placed in time"
@@ -402,8 +414,9 @@ def numeric_column(path: LogSource, values: pd.Series, column: str, lines: np.nd
     unparsed = number.isna() & text.notna()
     if unparsed.any():
         i = int(np.argmax(unparsed.to_numpy()))
+        cell = str(values.iloc[i]).strip()  # as written: the unit text shows what it is
         raise ImportError_(
-            f"{path}: column '{column}' has a non-numeric value {text.iloc[i]!r} (line "
+            f"{path}: column '{column}' has a non-numeric value {cell!r} (line "
             f"{lines[i]}); expected a number, optionally with its unit, or [N/A]"
         )
     huge = ~np.isfinite(number.to_numpy()) & number.notna().to_numpy()

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from grpo_power.telemetry.logrows import HOST_COLUMNS, ImportError_, read_log_text
+from grpo_power.telemetry.logrows import HOST_COLUMNS, ImportError_, NoSamples, read_log_text
 from grpo_power.telemetry.series import (
     dcgm_rows,
     drop_repeats,
@@ -212,7 +212,7 @@ def read_prometheus_log(path: Path) -> tuple[pd.DataFrame, np.ndarray, list[str]
             )
             records.append((host, gpu, name, unix_s, value))
     if not records:
-        raise ImportError_(f"{path}: expected at least one sample, got series without any")
+        raise NoSamples(f"{path}: expected at least one sample, got series without any")
     readings = pd.DataFrame(records, columns=["host", "gpu", "field", "order", "value"])
     readings["timestamp"] = readings["order"].map(repr)
     readings["line"] = 0  # a JSON answer has no lines: rows are numbered instead
