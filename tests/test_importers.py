@@ -113,9 +113,7 @@ def test_one_reading_no_board_draws_is_named_by_its_line_and_not_called_milliwat
     assert "drop or repair those rows" in message and "milliwatts" not in message
     log.write_text(
         "timestamp, index, power.draw [W]\n"
-        + "\n".join(
-            f"2026/12/06 10:00:{s:02d}.000, 0, {1000 * w:.0f}" for s, w in enumerate(readings)
-        )
+        + "\n".join(f"2026/12/06 10:00:{s:02d}.000, 0, {1000 * (250 + s)}" for s in range(40))
         + "\n"
     )
     with pytest.raises(
@@ -129,6 +127,19 @@ def test_one_reading_no_board_draws_is_named_by_its_line_and_not_called_milliwat
     )
     with pytest.raises(ValueError, match=r": pwr: expected watts .* line 23 "):
         import_log(dmon, "nvidia-smi-dmon", nameplate_w=400.0)
+
+
+def test_a_split_log_names_a_bad_cell_by_its_own_line(tmp_path: Path) -> None:
+    """With --split-on-clock-jumps the rows are put in time order; a bad nameplate cell on line 5
+    was named by the line of the row that took its place (line 15)."""
+    rows = []
+    for k, s in enumerate([*range(10, 20), *range(10)]):  # the clock stepped back 20 s
+        limit = "abc W" if k == 3 else "400.00 W"
+        rows.append(f"2026/12/06 10:00:{s:02d}.000, 0, {250 + k:.2f} W, {limit}")
+    log = tmp_path / "smi.csv"
+    log.write_text("timestamp, index, power.draw [W], power.default_limit [W]\n" + "\n".join(rows))
+    with pytest.raises(ImportError_, match=r"non-numeric value 'abc W' \(line 5\)"):
+        import_log(log, "nvidia-smi", split_on_clock_jumps=True)
 
 
 def test_a_refused_cell_is_quoted_as_the_log_wrote_it(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from grpo_power.config import Config, deep_merge, validate_config, write_resolved_config
-from grpo_power.launch.submit import make_executor
+from grpo_power.launch.submit import make_executor, run_command
 from grpo_power.workflow_params import calibration_settings, real_sweep_settings, run_settings
 from grpo_power.workload.lock import RunFolderBusy, RunLock, lock_holder
 from tests.conftest import REPO
@@ -175,3 +175,14 @@ def test_a_setup_line_that_fails_ends_the_job_naming_it(tmp_path: Path) -> None:
         text=True,
     )
     assert ok.returncode == 0 and ok.stdout.strip() == "reached kept"
+
+
+def test_a_job_runs_the_fixed_setting_its_run_was_planned_with(tmp_path: Path) -> None:
+    """`grpo-power run --launcher submitit --train-micro-batch 1` recorded a chunk of 1 in its
+    planned manifest while its job ran the config file's 4: the job's command, which passes the
+    config file, carried concurrency and max new tokens but not the training chunk."""
+    config = _a100(workload={"concurrency": 8, "max_new_tokens": 256, "train_micro_batch": 1})
+    command = run_command(config, tmp_path / "config.yaml", "fixed", 0, tmp_path / "run")
+    for option, value in (("--concurrency", 8), ("--max-new-tokens", 256)):
+        assert command[command.index(option) + 1] == str(value)
+    assert command[command.index("--train-micro-batch") + 1] == "1"

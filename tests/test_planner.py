@@ -1027,20 +1027,29 @@ def test_planner_run_says_how_it_read_the_logs_and_skips_those_without_samples(
         f"2026/12/06 10:{s // 60:02d}:{s % 60:02d}.000, 0, {300 + s:.2f} W" for s in range(180)
     ]
     (folder / "node1" / "smi.csv").write_text(header + "\n".join(readings) + "\n")
+    (folder / "node4").mkdir()
+    shutil.copy(folder / "node1" / "smi.csv", folder / "node4" / "smi.csv")  # the same notes
     (folder / "node2").mkdir()
     (folder / "node2" / "smi.csv").write_text(header)  # killed before its first sample
     (folder / "node3.log").write_text("# gpu   pwr\n# Idx     W\n    0    62\n")  # no -o DT
+    (folder / "grafana.csv").write_text('"Time","GPU 0"\n')  # a panel's download of no data
     result = CliRunner().invoke(app, ["planner", "run", str(folder), "--out", str(out)])
     assert result.exit_code == 0, result.output
     said = [line for line in result.output.splitlines() if line.startswith("note: ")]
-    nameplate = "node1/smi.csv: no power.default_limit: nameplate 400 W from the config's"
-    above = "node1/smi.csv: readings reach 479 W, above the nameplate 400 W"
+    # the two logs' notes are said once each, naming both logs
+    both = f"{folder}/node1/smi.csv, {folder}/node4/smi.csv: "
+    nameplate = both + "no power.default_limit: nameplate 400 W from the config's"
+    above = both + "readings reach 479 W, above the nameplate 400 W"
     assert any(nameplate in line for line in said) and any(above in line for line in said)
+    assert sum("no power.default_limit" in line for line in said) == 1
     index = pd.read_csv(out / "traces" / "index.csv").set_index("key")
     assert index.loc["node1/smi", "status"] == "imported"
     assert index.loc["node2/smi", "status"] == index.loc["node3", "status"] == "skipped"
-    assert index.loc["node2/smi", "reason"].startswith("nvidia-smi log with no sample")
+    assert (
+        index.loc["node2/smi", "reason"] == "nvidia-smi log with no sample (a header and no rows)"
+    )
     assert "-o DT" in index.loc["node3", "reason"]
+    assert index.loc["grafana", "reason"] == "grafana log with no sample (a header and no rows)"
     page = html.unescape(re.sub(r"<[^>]+>", " ", (out / "report" / "index.html").read_text()))
     page = " ".join(page.split())
     assert "3 note(s) from the import on how the traces were read" in page

@@ -371,6 +371,8 @@ def _synthetic_run(config, truth, concurrency: int, seed: int, micro_batch: int 
         in_train = ts >= t + generate + score
         power = np.where(in_gen, idle + span * gen_frac, idle + span * 0.1)
         power = np.where(in_train, idle + span * train_frac, power)
+        in_optimizer = ts >= t + generate + score + train  # memory-bound: not training power
+        power = np.where(in_optimizer, idle + span * 0.3, power)
         samples_t.append(ts)
         samples_w.append(power)
         t = end
@@ -409,6 +411,7 @@ def test_fit_from_runs_recovers_phase_times_and_power(config):
     # the training chunk: 64 over 32 sequences trains them in one chunk of 32
     assert power["train_base_frac"].value == pytest.approx(0.6, abs=0.01)
     assert power["train_slope_per_doubling"].value == pytest.approx(0.03, abs=0.005)
+    assert sorted(set(residuals["train_chunk"])) == [1, 2, 8, 32]  # what it was fitted against
     assert "identify fit" in fitted["decode_base_ms"].source
     # constant sequences per step: the per-sequence score time cannot be told from the base
     score = next(f for f in summary["fits"] if f["target"] == "score_s")

@@ -160,8 +160,9 @@ def run_command(
 ) -> list[str]:
     """The ``grpo-power run`` argument list a job executes (direct launcher inside the job).
 
-    The fixed arm's setting (``workload.concurrency`` and ``max_new_tokens``) travels with it,
-    and ``--replace-other`` where the run replaces a run of other settings in its folder.
+    The fixed arm's setting (``workload.concurrency``, ``max_new_tokens`` and
+    ``train_micro_batch``) travels with it, and ``--replace-other`` where the run replaces a run
+    of other settings in its folder.
     """
     return [
         sys.executable, "-m", "grpo_power.cli", "run",
@@ -169,6 +170,7 @@ def run_command(
         "--steps", str(steps or config.workload.steps),
         "--concurrency", str(config.workload.concurrency),
         "--max-new-tokens", str(config.workload.max_new_tokens),
+        "--train-micro-batch", str(config.workload.train_micro_batch),
         "--out", str(out), "--config", str(Path(config_file).resolve()), "--launcher", "direct",
         *(["--replace-other"] if replace_other else []),
     ]  # fmt: skip

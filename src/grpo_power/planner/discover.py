@@ -283,7 +283,7 @@ def _import_into(
             try:
                 frame, metadata, tokens, tokens_from = _import_planner_log(found, engine, config)
             except NoSamples as error:
-                reason = f"{found.kind} log with no sample: {str(error).split(': ', 1)[-1]}"
+                reason = f"{found.kind} log with no sample ({error.got})"
                 empty.append(FoundFile(found.path, found.key, None, reason, found.parts))
                 continue
             notes = list((metadata.model_extra or {}).get("notes", []))

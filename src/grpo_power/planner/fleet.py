@@ -99,9 +99,8 @@ def _drawn_note(runs: Sequence[RunBins], summary: dict[str, Any]) -> str | None:
     unnamed = [run.run_id for run in runs if not run.simulated and gpu_set(run) is None]
     if not unnamed:
         return note
-    more = f" and {len(unnamed) - 3} more" if len(unnamed) > 3 else ""
     return (
-        f"{note}; {len(unnamed)} trace(s) name no GPU UUID ({', '.join(unnamed[:3])}{more}): "
+        f"{note}; {len(unnamed)} trace(s) name no GPU UUID ({named_few(unnamed)}): "
         "each counts as GPUs of its own, so logs of the same GPUs at different times (a log a "
         "day) count as more GPUs unless they name them (nvidia-smi's uuid field, DCGM's UUID "
         "label)"
@@ -124,6 +123,12 @@ def _sizing_note(summary: dict[str, Any]) -> str | None:
 
 
 JOINED_NAMED = 3  # sets of GPUs whose joined logs a note names; the rest are counted
+
+
+def named_few(names: list[str], shown: int = 3) -> str:
+    """``names`` for a one-line note: the first ``shown``, then how many more."""
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
 def fleet_notes(summary: dict[str, Any]) -> list[str]:

@@ -20,7 +20,7 @@ from grpo_power.config import Config
 from grpo_power.layout import FLEET, PLANNER_ECONOMICS, REPORT
 from grpo_power.planner.discover import INDEX, NOTE_SEPARATOR
 from grpo_power.planner.economics import POOLED
-from grpo_power.planner.fleet import fleet_notes, refuse_other_fleet
+from grpo_power.planner.fleet import fleet_notes, named_few, refuse_other_fleet
 from grpo_power.report import cells, html
 from grpo_power.report import figures as fig
 from grpo_power.report import tables as tab
@@ -378,10 +378,21 @@ def unresolved_windows(
 
 def import_notes(imported: pd.DataFrame) -> list[str]:
     """The notes the import made on the ``imported`` rows of the planner's index (what it
-    inferred or repaired: time zone, nameplate, readings above it, missing readings), one each,
-    in the index's order."""
-    notes = imported["notes"] if "notes" in imported else pd.Series(dtype=object)
-    return [n for text in notes.dropna().astype(str) for n in text.split(NOTE_SEPARATOR) if n]
+    inferred or repaired: time zone, nameplate, readings above it, missing readings), in the
+    index's order; a note several logs share but for the file it names is said once, naming
+    three of them and counting the rest (a node's log a day otherwise repeats it hundreds of
+    times)."""
+    if "notes" not in imported:
+        return []
+    files: dict[str, list[str]] = {}  # a note's text without its file -> the files it names
+    for source, text in zip(imported["source_path"], imported["notes"], strict=True):
+        if not isinstance(text, str):
+            continue  # no notes
+        prefix = f"{source}: "
+        for note in filter(None, text.split(NOTE_SEPARATOR)):
+            named = note.startswith(prefix)
+            files.setdefault(note.removeprefix(prefix), []).extend([source] if named else [])
+    return [f"{named_few(names)}: {note}" if names else note for note, names in files.items()]
 
 
 def index_file_skipped(folders: PlannerFolders) -> str:

@@ -145,7 +145,8 @@ def fit_from_runs(
         gen_end = starts + steps["generate_s"].to_numpy()
         train_start = gen_end + steps["score_s"].to_numpy()
         steps["generate_power_w"] = _window_means(run, starts, gen_end)
-        steps["train_power_w"] = _window_means(run, train_start, steps["end_s"].to_numpy())
+        train_end = train_start + steps["train_s"].to_numpy()  # the optimizer's step after it
+        steps["train_power_w"] = _window_means(run, train_start, train_end)
         steps["power_data"] = "simulated" if run.simulated_power else "measured"
         frames.append(steps)
     data = pd.concat(frames, ignore_index=True)
@@ -265,6 +266,9 @@ def fit_from_runs(
             "step": data["step"],
             "concurrency": data["concurrency"],
             "max_new_tokens": data["max_new_tokens"],
+            # the sequences trained at once (the step's micro-batch, at most its sequences):
+            # what training power is fitted against
+            "train_chunk": chunk,
             "generate_s": gen.measured,
             "generate_s_fit": gen.predicted,
             "train_s": train.measured,

@@ -190,7 +190,8 @@ def _unread_reason(path: Path, line: str) -> str | None:
 
 def unread_kind(path: Path) -> str | None:
     """Why ``path`` is a known kind of GPU log that no importer reads (a ``dcgmi dmon`` table,
-    an ``nvidia-smi -q`` report), or None: another file, or one that cannot be read."""
+    an ``nvidia-smi dmon`` log without ``-o DT``, an ``nvidia-smi -q`` report), or None: another
+    file, or one that cannot be read."""
     try:
         return _unread_reason(path, _first_line(path))
     except ValueError:

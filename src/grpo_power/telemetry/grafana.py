@@ -35,7 +35,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from grpo_power.telemetry.logrows import HOST_COLUMNS, ImportError_, csv_rows, read_log_text
+from grpo_power.telemetry.logrows import (
+    HOST_COLUMNS,
+    ImportError_,
+    NoSamples,
+    csv_rows,
+    read_log_text,
+)
 from grpo_power.telemetry.series import dcgm_rows, drop_repeats, first_clash, gpu_named
 
 GRAFANA_EXPECTED = (
@@ -254,6 +260,8 @@ def read_grafana_log(path: Path) -> tuple[pd.DataFrame, np.ndarray, list[str]]:
                 f"{path}: line {line} has a different number of fields than the header: "
                 f"expected {len(header)}, got {len(row)} (a truncated download)"
             )
+    if len(rows) == 1:
+        raise NoSamples(path, "a header and no rows")
     body = pd.DataFrame(rows[1:], columns=header, dtype=object)
     body["line"] = lines[1:]
     table = "gpu" in header or "UUID" in header  # a table panel names its GPUs by a label

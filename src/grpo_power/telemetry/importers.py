@@ -574,7 +574,7 @@ def import_log(
             f"expected in watts); found {columns_shown(raw.columns)}"
         )
     if frame.empty:
-        raise NoSamples(f"{path}: expected at least one sample, got a header and no rows")
+        raise NoSamples(path, "a header and no rows")
 
     original = {new: old for old, new in renamed.items()}
     if fmt == "nvidia-smi-dmon":  # messages name a dmon log's columns as its header does
@@ -614,6 +614,7 @@ def import_log(
         else np.full(len(out), np.nan)
     )
 
+    frame_lines = lines  # each row of `frame`'s line, in `frame`'s order (a split reorders `out`)
     # Time: refuse a clock that repeats or steps back (naming the lines), or split it.
     clock: dict[str, Any] = {}
     try:
@@ -680,7 +681,7 @@ def import_log(
     nameplate_from = "--nameplate-w"
     if nameplate_w is None and "nameplate_w" in frame:
         nameplate_from = original["nameplate_w"]
-        limits = numeric_column(path, frame["nameplate_w"], nameplate_from, lines)
+        limits = numeric_column(path, frame["nameplate_w"], nameplate_from, frame_lines)
         nameplate_w = float(limits.max()) if limits.notna().any() else None
     if gpu_name is None:
         gpu_name = (
@@ -726,7 +727,10 @@ def import_log(
         )
     if not (nameplate_w > 0 and math.isfinite(nameplate_w)):
         raise ImportError_(f"{path}: {nameplate_from}: expected watts > 0, got {nameplate_w:g}")
-    check_frame_power(out, str(path), nameplate_w, power_column, kept_lines, row_word)
+    # a Prometheus answer's rows are no lines of its JSON: named by time alone
+    check_frame_power(
+        out, str(path), nameplate_w, power_column, kept_lines if row_word == "line" else None
+    )
     peak_w = float(out["power_w"].max()) if nameplate_from == CONFIG_NAMEPLATE else 0.0
     if peak_w > nameplate_w:
         notes.append(

@@ -150,7 +150,16 @@ class ImportError_(ValueError):
 
 class NoSamples(ImportError_):
     """A log of a known format that holds no sample (a header and no rows: a logger stopped
-    before its first reading); the planner skips it where ``telemetry import`` refuses it."""
+    before its first reading); the planner skips it where ``telemetry import`` refuses it.
+
+    Args:
+        path: the log, named first in the message.
+        got: what it holds instead (``"a header and no rows"``), kept as :attr:`got`.
+    """
+
+    def __init__(self, path: object, got: str) -> None:
+        super().__init__(f"{path}: expected at least one sample, got {got}")
+        self.got = got
 
 
 def text_encoding(head: bytes) -> str:
@@ -411,20 +420,23 @@ def numeric_column(path: LogSource, values: pd.Series, column: str, lines: np.nd
     """A text column as floats (units stripped, [N/A] as NaN); a value that is not a number is
     refused naming the column and its line."""
     text, number = _parsed(values)
+
+    def cell(i: int) -> str:
+        """Row ``i``'s cell as the log wrote it (its unit too: it shows what the value is)."""
+        return repr(str(values.iloc[i]).strip())
+
     unparsed = number.isna() & text.notna()
     if unparsed.any():
         i = int(np.argmax(unparsed.to_numpy()))
-        cell = str(values.iloc[i]).strip()  # as written: the unit text shows what it is
         raise ImportError_(
-            f"{path}: column '{column}' has a non-numeric value {cell!r} (line "
+            f"{path}: column '{column}' has a non-numeric value {cell(i)} (line "
             f"{lines[i]}); expected a number, optionally with its unit, or [N/A]"
         )
     huge = ~np.isfinite(number.to_numpy()) & number.notna().to_numpy()
     if huge.any():
         i = int(np.argmax(huge))
         raise ImportError_(
-            f"{path}: column '{column}': expected a finite number, got {text.iloc[i]!r} (line "
-            f"{lines[i]})"
+            f"{path}: column '{column}': expected a finite number, got {cell(i)} (line {lines[i]})"
         )
     return number
 

@@ -182,7 +182,7 @@ def read_prometheus_log(path: Path) -> tuple[pd.DataFrame, np.ndarray, list[str]
         exported = _export_series(document)  # an export of one series: one line, one document
         listed = [exported] if exported is not None else _series_list(path, document)
     if not listed:
-        raise ImportError_(f"{path}: expected at least one series, got an empty result")
+        raise NoSamples(path, "an empty result (no series)")
     labelled = [_samples(path, i, series) for i, series in enumerate(listed, 1)]
     host_label = next((h for h in HOST_COLUMNS if any(h in m for m, _ in labelled)), None)
     records: list[tuple[str, str, str, float, float]] = []
@@ -212,7 +212,7 @@ def read_prometheus_log(path: Path) -> tuple[pd.DataFrame, np.ndarray, list[str]
             )
             records.append((host, gpu, name, unix_s, value))
     if not records:
-        raise NoSamples(f"{path}: expected at least one sample, got series without any")
+        raise NoSamples(path, "series without any")
     readings = pd.DataFrame(records, columns=["host", "gpu", "field", "order", "value"])
     readings["timestamp"] = readings["order"].map(repr)
     readings["line"] = 0  # a JSON answer has no lines: rows are numbered instead
