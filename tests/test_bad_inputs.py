@@ -60,6 +60,7 @@ from grpo_power.config import load_config
 from grpo_power.layout import BINS_METADATA_KEY, TRACE_METADATA_KEY
 from grpo_power.sim.calibration import default_calibration
 from grpo_power.telemetry.schema import TRACE_COLUMNS, TraceMetadata
+from grpo_power.telemetry.steplog import StepLogWriter
 from grpo_power.telemetry.store import write_trace
 from grpo_power.workload.manifest import RunManifest
 
@@ -801,6 +802,20 @@ CASES: list[Case] = [
         ("folder", {"name": "results"}),
         ["economics", "--out", "{out}", "-c", "{config}"],
         ["metrics.csv", "no such file", "grpo-power evaluate"],
+    ),
+    Case(
+        "economics-run-without-the-study",
+        "a measured run folder priced where no study ran (it needs the evaluate stage's)",
+        ("run", {"manifest": COMPLETED, "steps": True}),
+        ["economics", "--run", "{input}", "--out", "{out}", "-c", "{config}"],
+        ["metrics.csv", "no such file", "sets the runs beside the study", "planner run"],
+    ),
+    Case(
+        "report-run-without-the-study",
+        "a measured run folder reported where no study ran",
+        ("run", {"manifest": COMPLETED, "steps": True}),
+        ["report", "--run", "{input}", "--out", "{out}", "-c", "{config}"],
+        ["evaluate", "no such file", "sets the runs beside the study", "planner run"],
     ),
     Case(
         "economics-run-without-manifest",
@@ -1608,13 +1623,21 @@ def build_controller(ctx: Context, meta: Any, npz: str = "valid") -> Path:
 
 
 def build_run(
-    ctx: Context, trace: dict[str, Any] | None = None, manifest: str | None = None
+    ctx: Context,
+    trace: dict[str, Any] | None = None,
+    manifest: str | None = None,
+    steps: bool = False,
 ) -> Path:
-    """A run folder ``run-a/`` with a trace (damaged as ``trace`` says) and a manifest text."""
+    """A run folder ``run-a/`` with a trace (damaged as ``trace`` says), a manifest text and,
+    with ``steps``, a step log of two steps."""
     folder = ctx.dir / "run-a"
     build_trace(ctx, name="run-a/trace.parquet", **(trace or {}))
     if manifest is not None:
         (folder / "manifest.json").write_text(manifest)
+    if steps:
+        log = StepLogWriter(folder / "steps.parquet", "run-a", simulated_power=True)
+        log.write([{"step": 1, "completion_tokens": 400}, {"step": 2, "completion_tokens": 600}])
+        log.close(True)
     return folder
 
 

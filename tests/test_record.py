@@ -161,7 +161,7 @@ def test_a_recording_is_never_written_over(tmp_path: Path) -> None:
     assert f"note: {out} exists; this recording goes to {tmp_path / 'k-2.parquet'}" in again.stderr
     assert len(read_trace(out).frame) == samples  # the killed recording, whole
     assert read_trace(tmp_path / "k-2.parquet").complete
-    typo_out = ["--out", str(tmp_path / "t.parquet"), "--", "slep", "3"]
+    typo_out = ["--out", str(tmp_path / "sub" / "deep" / "t.parquet"), "--", "slep", "3"]
     typo = subprocess.run(
         [*CLI, "telemetry", "record", *CONFIG, *typo_out],
         capture_output=True,
@@ -169,7 +169,27 @@ def test_a_recording_is_never_written_over(tmp_path: Path) -> None:
         timeout=120,
     )
     assert typo.returncode == 2 and "slep" in typo.stderr
-    assert not list(tmp_path.glob("t*"))
+    assert not (tmp_path / "sub").exists()  # not even the folders it named
+
+
+@pytest.mark.parametrize(("period_s", "seconds"), [(2.0, 1.0), (0.05, 0.55)])
+def test_a_recording_spans_its_command_and_no_more(
+    tmp_path: Path, period_s: float, seconds: float
+) -> None:
+    """A Zeus-style window: a reading as the command starts and one as it ends. The recording
+    ended at its next 0.5 s check of the command and took no reading at the end: `sleep 1`
+    sampled every 2 s had one reading and 0 J, `sleep 0.55` every 0.05 s ran on to 1 s."""
+    out = tmp_path / "r.parquet"
+    args = ["--period", str(period_s), "--out", str(out), "--", "sleep", str(seconds)]
+    result = subprocess.run(
+        [*CLI, "telemetry", "record", *CONFIG, *args], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    frame = read_trace(out).frame  # the simulated GPU, idle: 60 W throughout
+    span_s = float(frame["t"].max() - frame["t"].min())
+    assert seconds <= span_s < seconds + 0.4
+    energy_j = float(frame["energy_j"].iloc[-1] - frame["energy_j"].iloc[0])
+    assert energy_j == pytest.approx(60.0 * span_s, rel=0.05)
 
 
 def test_record_without_a_command_or_with_bad_settings_fails_clearly(tmp_path: Path) -> None:

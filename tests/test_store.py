@@ -268,6 +268,30 @@ def test_the_summary_total_is_the_gpus_summed(tmp_path: Path) -> None:
     assert total["mean_power_w"] == pytest.approx(580.0, abs=0.1)
 
 
+def test_a_counter_across_a_gap_is_not_time_at_the_power_its_step_implies(tmp_path: Path) -> None:
+    """A GPU read a minute at 200 W, not for an hour (a logger down, the pause between a
+    resumed run's attempts: its counter steps little or not at all across), then a minute at
+    260 W. Its mean is 230 W over the two minutes with readings; the counter's was divided by
+    the whole span (7.4 W), which the planner then priced a fleet-year at."""
+    from grpo_power.telemetry.store import TraceDefaults
+    from grpo_power.telemetry.summary import check_energy, summary_table
+
+    t_s = [*range(60), *range(3660, 3720)]
+    power_w = [200.0] * 60 + [260.0] * 60
+    energy_j = np.concatenate([[0.0], np.cumsum(np.array(power_w[:-1]) * 1.0)])
+    energy_j[60:] -= 200.0  # the counter took no step across the hour
+    rows = "".join(f"{t},0,{w},{e}\n" for t, w, e in zip(t_s, power_w, energy_j, strict=True))
+    path = tmp_path / "gap.csv"
+    path.write_text("t,gpu,power_w,energy_j\n" + rows)
+    trace = read_trace(path, TraceDefaults(nameplate_w=400.0, gpu_name="A100", period_s=1.0))
+    gpu = summary_table(trace).iloc[0]
+    assert gpu["energy_source"] == "counter"
+    assert gpu["energy_span_s"] == 118.0 and gpu["energy_j"] == 59 * 200.0 + 59 * 260.0
+    assert gpu["mean_power_w"] == pytest.approx(230.0, abs=0.01)
+    [check] = check_energy(trace)  # the counter and the integral over the same minutes
+    assert check.counter_j == pytest.approx(check.integrated_j, rel=1e-9)
+
+
 def test_a_folder_written_whole_is_readable_as_a_plain_folder_is(tmp_path: Path) -> None:
     """Folders built aside and renamed into place (a planner's traces and windows, the model
     cache) kept mkdtemp's 0700: others on the node could not read them. They now get what a

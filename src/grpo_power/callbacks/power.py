@@ -40,7 +40,7 @@ from transformers import Trainer, TrainerCallback
 from grpo_power.callbacks.binding import calling_trainer, run_first
 from grpo_power.callbacks.phases import ForwardPhases, renew_phases
 from grpo_power.config import Config, TelemetrySource
-from grpo_power.telemetry.monitor import Measurement, PowerMonitor
+from grpo_power.telemetry.monitor import OWN_WINDOW_PREFIX, Measurement, PowerMonitor
 from grpo_power.workload.distributed import (
     node_gpus,
     node_share,
@@ -48,7 +48,7 @@ from grpo_power.workload.distributed import (
     warn_if_node_gpus_hidden,
 )
 
-INTERVAL_WINDOW = "grpo-power/log-interval"
+INTERVAL_WINDOW = f"{OWN_WINDOW_PREFIX}log-interval"
 
 
 def power_metrics(m: Measurement, tokens: float | None, prefix: str = "power/") -> dict[str, float]:

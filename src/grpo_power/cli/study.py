@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -164,13 +166,35 @@ def evaluate(
     typer.echo(f"wrote {out}/table.md, summary.csv, ratios.csv, metrics.csv, summary.json")
 
 
+@contextmanager
+def _study_beside_runs(runs: list[Path] | None, study: Path, command: str) -> Iterator[None]:
+    """``command --run`` without the study it sets the runs beside: the stage's error on a file
+    of the evaluate stage's ``study`` folder says what prices measured runs alone (the
+    planner)."""
+    try:
+        yield
+    except FileNotFoundError as error:
+        if not runs or not str(error).startswith(f"{study}/"):
+            raise
+        raise FileNotFoundError(
+            f"{error}; `{command} --run` sets the runs beside the study's simulated arms (run "
+            f"the study first); for measured runs alone: `grpo-power planner run "
+            f"{Path(runs[0]).parent} --out DIR`"
+        ) from None
+
+
 @app.command("economics")
 @user_errors
 def economics(
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")],
     runs: Annotated[
         list[Path] | None,
-        typer.Option("--run", help="A run folder to price (repeatable)."),
+        typer.Option(
+            "--run",
+            help="A run folder to price beside the study's simulated arms (repeatable; the "
+            "evaluate and fleet stages' outputs are read too). Measured runs alone: "
+            "`grpo-power planner run FOLDER`.",
+        ),
     ] = None,
     evaluate_dir: Annotated[
         Path | None,
@@ -189,13 +213,9 @@ def economics(
     from grpo_power.economics.stage import run_economics
 
     cfg = config_from(config)
-    result = run_economics(
-        cfg,
-        out,
-        runs or [],
-        evaluate_dir or cfg.layout.evaluate_study,
-        fleet_dir or cfg.layout.fleet,
-    )
+    evaluate_dir = evaluate_dir or cfg.layout.evaluate_study
+    with _study_beside_runs(runs, evaluate_dir, "economics"):
+        result = run_economics(cfg, out, runs or [], evaluate_dir, fleet_dir or cfg.layout.fleet)
     s = result.summary
     typer.echo(
         f"economics ({', '.join(s['data'])} data): {s['fleet_gpus']} GPUs in {s['year']}, "
@@ -218,7 +238,12 @@ def economics(
 def report(
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (index.html).")],
     runs: Annotated[
-        list[Path] | None, typer.Option("--run", help="A run folder (repeatable).")
+        list[Path] | None,
+        typer.Option(
+            "--run",
+            help="A run folder to report beside the study (repeatable; the study's stages' "
+            "outputs are read too). Measured runs alone: `grpo-power planner run FOLDER`.",
+        ),
     ] = None,
     exceedance: Annotated[
         list[Path] | None,
@@ -277,7 +302,8 @@ def report(
         or (layout.real_traces if cfg.real_traces.folder is not None else None),
         study_fleet=study_fleet_dir or (layout.study_fleet if cfg.fleet.study_mix else None),
     )
-    result = run_report(cfg, inputs, out)
+    with _study_beside_runs(runs, inputs.evaluate, "report"):
+        result = run_report(cfg, inputs, out)
     typer.echo(
         f"report: {len(result.figures) // 2} figures (PDF + PNG), {result.numbers} traceable "
         f"numbers -> {result.index}"

@@ -60,6 +60,9 @@ from grpo_power.telemetry.store import (
 from grpo_power.telemetry.summary import trapezoid_cumulative_j
 
 logger = logging.getLogger(__name__)
+# windows grpo-power opens for itself (the PowerCallback's log interval): a run stopped part-way
+# (Ctrl-C, a failure) leaves them open, which is no user's to end
+OWN_WINDOW_PREFIX = "grpo-power/"
 
 
 @dataclass(frozen=True)
@@ -291,11 +294,12 @@ class PowerMonitor:
         Windows still open cannot be ended once the monitor starts again (a warning says so)."""
         if self._started:
             atexit.unregister(self.stop)
-            if self._open:
+            users = sorted(n for n in self._open if not n.startswith(OWN_WINDOW_PREFIX))
+            if users:
                 logger.warning(
                     "PowerMonitor: stopped with window(s) %s open: a window measures one "
                     "sampling session; end it before stop(), or keep the monitor running",
-                    sorted(self._open),
+                    users,
                 )
             self.sampler.stop(complete)
             self._started, self._stopped = False, True

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -94,6 +95,10 @@ def record_command(
     """
     if not command:
         raise ValueError("no command to record: put it after `--`, e.g. `-- python train.py`")
+    if shutil.which(command[0]) is None:  # before any file or folder of the recording is made
+        if "/" in command[0] and Path(command[0]).exists():  # there, but not to be run
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), command[0])
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command[0])
     period_s = config.telemetry.period_s
     with tempfile.TemporaryDirectory(prefix="grpo-power-") as tmp:
         signal_file = Path(tmp) / "signal.json"
@@ -124,8 +129,12 @@ def record_command(
                 with tqdm(
                     desc="recording", unit="sample", disable=not show_progress, leave=False
                 ) as bar:
-                    while process.poll() is None:
-                        time.sleep(0.5)
+                    while True:
+                        try:  # returns as the command exits: the recording ends with it
+                            process.wait(timeout=0.5)
+                            break
+                        except subprocess.TimeoutExpired:
+                            pass
                         recent = sampler.recent(1.0)
                         bar.n = sampler.samples_taken
                         if len(recent.power_w):

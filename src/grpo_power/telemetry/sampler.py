@@ -38,6 +38,9 @@ class RecentPower:
     power_w: np.ndarray
 
 
+END_SAMPLE_MIN_S = 1e-3  # a stop this soon after the last reading takes no reading of its own
+
+
 class PowerSampler:
     """Sample a :class:`PowerSource` in a background thread.
 
@@ -182,6 +185,10 @@ class PowerSampler:
                     self.missed_slots += skipped
                     next_s += skipped * self.period_s
                 if self._stop.wait(next_s - time.monotonic()):
+                    # a reading at the stop too, as at the start: the trace spans the whole
+                    # recording (a 1 s command sampled every 2 s had one reading and 0 J)
+                    if time.monotonic() - (self._last_sample_s or 0.0) >= END_SAMPLE_MIN_S:
+                        self._take(pending)
                     break
         except BaseException as error:  # the sampler must never take the workload down
             self.error = error

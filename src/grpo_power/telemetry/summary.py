@@ -1,8 +1,10 @@
 """Per-GPU summaries of a trace: energy, mean and peak power, duration.
 
 Energy comes from the cumulative counter (``energy_j``) where the trace has one, else from
-trapezoid integration of ``power_w`` in which gaps longer than two sample periods are not
-bridged (docs/design.md section 7: gaps split the series and are never interpolated).
+trapezoid integration of ``power_w``; either way a gap longer than two sample periods is not
+bridged (docs/design.md section 7: gaps split the series and are never interpolated), so the
+mean power is over the time with readings: the pause between a resumed run's attempts, or an
+hour a logger was down, is not time at the power the counter's step across it implies.
 """
 
 from __future__ import annotations
@@ -37,6 +39,13 @@ def covered_seconds(t_s: np.ndarray, max_gap_s: float) -> float:
     return float(dt_s[dt_s <= max_gap_s].sum())
 
 
+def counter_energy_j(t_s: np.ndarray, counter_j: np.ndarray, max_gap_s: float) -> float:
+    """Energy of a cumulative counter read at ``t_s``, J: its increments over intervals not
+    longer than ``max_gap_s`` (a gap's step is left out, as integration leaves out a gap)."""
+    within = np.diff(t_s) <= max_gap_s
+    return float(np.diff(counter_j)[within].sum())
+
+
 @dataclass(frozen=True)
 class GpuSummary:
     """Summary of one GPU's samples in a trace."""
@@ -46,9 +55,7 @@ class GpuSummary:
     duration_s: float  # first to last sample
     energy_j: float
     energy_source: str  # "counter" | "integrated"
-    # The time the energy covers: the whole span for the counter, which counts the energy of
-    # gaps too; the sampled time for integrated power, which skips them
-    energy_span_s: float
+    energy_span_s: float  # the time the energy covers: the sampled time, gaps left out
     mean_power_w: float  # energy_j / energy_span_s
     peak_power_w: float
 
@@ -68,11 +75,10 @@ def summarize_trace(trace: Trace) -> list[GpuSummary]:
         counter = samples["energy_j"].to_numpy(dtype=float)
         duration_s = float(t_s[-1] - t_s[0]) if len(t_s) else 0.0
         if len(counter) >= 2 and not np.isnan(counter).any():
-            energy_j, energy_source = float(counter[-1] - counter[0]), "counter"
-            energy_span_s = duration_s
+            energy_j, energy_source = counter_energy_j(t_s, counter, max_gap_s), "counter"
         else:
             energy_j, energy_source = trapezoid_energy_j(t_s, power_w, max_gap_s), "integrated"
-            energy_span_s = covered_seconds(t_s, max_gap_s)
+        energy_span_s = covered_seconds(t_s, max_gap_s)
         summaries.append(
             GpuSummary(
                 gpu=int(gpu),
@@ -146,7 +152,8 @@ class EnergyCheck:
 
 
 def check_energy(trace: Trace) -> list[EnergyCheck]:
-    """Counter vs integrated energy per GPU; GPUs without a counter are left out."""
+    """Counter vs integrated energy per GPU, over the same sampled time (gaps left out of
+    both); GPUs without a counter are left out."""
     checks = []
     for gpu, samples in trace.frame.sort_values("t").groupby("gpu", sort=True):
         counter = samples["energy_j"].to_numpy(dtype=float)
@@ -154,6 +161,7 @@ def check_energy(trace: Trace) -> list[EnergyCheck]:
             continue
         t_s = samples["t"].to_numpy(dtype=float)
         max_gap_s = 2.0 * gpu_period_s(t_s, trace.metadata.sample_period_s)
-        integrated_j = trapezoid_energy_j(t_s, samples["power_w"].to_numpy(dtype=float), max_gap_s)
-        checks.append(EnergyCheck(int(gpu), float(counter[-1] - counter[0]), integrated_j))
+        power_w = samples["power_w"].to_numpy(dtype=float)
+        counter_j = counter_energy_j(t_s, counter, max_gap_s)
+        checks.append(EnergyCheck(int(gpu), counter_j, trapezoid_energy_j(t_s, power_w, max_gap_s)))
     return checks
