@@ -30,6 +30,7 @@ import pandas as pd
 import pytest
 
 from grpo_power.config import load_config
+from grpo_power.workload.sweep import sweep_settings
 from tests.conftest import (
     DATA,
     REAL_TRACE_COMMANDS,
@@ -301,7 +302,11 @@ def test_readme_cluster_commands(slurm: None, tmp_path: Path) -> None:
     assert set(gpu) == expected, gpu
     assert all(len(ids) == 1 for ids in gpu.values()), gpu
     tasks = {name: sum(1 for r in rows if r[1] == name) for name in gpu}
-    assert tasks["grpo-power-tiny-calibration"] == 3 and tasks["grpo-power-tiny-sweep"] == 6
+    # the sweep: each of its actuators (concurrency, max new tokens, the training chunk, the
+    # group size) at its two bounds, one array task each
+    sweep_runs = len(sweep_settings(load_config(checkout / "config" / "config.yaml")))
+    assert tasks["grpo-power-tiny-calibration"] == 3
+    assert tasks["grpo-power-tiny-sweep"] == sweep_runs == 8
     analysis: dict[str, int] = {}
     for _, name, state, comment in rows:
         match = re.search(r"rule_(\w+?)(_wildcards|$)", comment)
