@@ -19,7 +19,13 @@ import pytest
 import yaml
 
 from grpo_power.config import Config, deep_merge, validate_config
-from grpo_power.launch.batch import run_spec, start_batch, submit_batch, wait_batch
+from grpo_power.launch.batch import (
+    RunsInterrupted,
+    run_spec,
+    start_batch,
+    submit_batch,
+    wait_batch,
+)
 from grpo_power.launch.submit import JobFailed
 from grpo_power.telemetry.steplog import read_step_log
 from grpo_power.telemetry.store import read_trace
@@ -98,6 +104,46 @@ def test_a_failing_job_is_a_clear_failure_with_its_stderr(slurm: None, tmp_path:
     first = message.splitlines()[0]
     assert "failed (FAILED): " in first, first
     assert "arm 'hwcap' sets the GPU power limit through NVML" in first, first
+
+
+def test_ctrl_c_during_the_state_query_cancels_the_jobs(
+    slurm: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Ctrl-C that arrived while the batch's ``sacct`` ran was taken by submitit for a failed
+    call ("Bypassing sacct error"): the batch waited on and the jobs ran to the end (seen on CI
+    as COMPLETED jobs after Ctrl-C). It must cancel them as at any other moment."""
+    config, config_file = _slurm_config(tmp_path)
+    out = tmp_path / "run"
+    specs = [run_spec(config, config_file, "fixed", 0, out, steps=200)]
+    (job,) = start_batch(config, specs, out / "submitit", "grpo-power-tiny-fixed").values()
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:  # the run has begun its steps
+        try:
+            if len(read_step_log(out / "steps.parquet")) >= 2:
+                break
+        except (FileNotFoundError, ValueError):
+            pass
+        time.sleep(0.2)
+    check_output = subprocess.check_output
+    sent: list[list[str]] = []
+
+    def ctrl_c_inside_sacct(command: list[str], **kwargs: object) -> bytes:
+        if command[0] == "sacct" and not sent:
+            sent.append(command)
+            os.kill(os.getpid(), signal.SIGINT)  # handled here, inside submitit's try
+        return check_output(command, **kwargs)
+
+    monkeypatch.setattr(subprocess, "check_output", ctrl_c_inside_sacct)
+    with pytest.raises(RunsInterrupted, match=r"^SIGINT: cancelled job\(s\) "):
+        wait_batch(config, specs, {0: job}, lambda _: None)
+    assert sent  # the signal came during submitit's own sacct call
+    monkeypatch.undo()
+    state = subprocess.run(
+        ["sacct", "-n", "-P", "-X", "-j", job.job_id, "-o", "State"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    assert state.startswith("CANCELLED"), state
+    assert len(read_step_log(out / "steps.parquet")) < 200
 
 
 FAULT_STEPS = 16  # a tiny run of ~20 s of steps, checkpointed every 2

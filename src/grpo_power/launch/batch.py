@@ -282,8 +282,10 @@ def _wait_for_release(folders: Sequence[Path], timeout_s: float, poll_s: float) 
             time.sleep(min(poll_s, 1.0))
 
 
-class _Stop(Exception):
-    """A stop signal arrived while the batch was waited for."""
+class _Stop(BaseException):
+    """A stop signal arrived while the batch was waited for. A ``BaseException``, like
+    ``KeyboardInterrupt``: raised inside submitit's ``sacct`` call, an ``Exception`` was taken
+    for a failed call there ("Bypassing sacct error") and the Ctrl-C was lost."""
 
 
 def _stop(signum: int, frame: FrameType | None) -> None:
