@@ -45,6 +45,7 @@ VALIDATION_COLS = (
     cells.Col("measured p95 (W)", "measured_p95_w", ".1f"),
     cells.Col("fitted p95 (W)", "predicted_p95_w", ".1f"),
     cells.Col("error of the p95 (% nameplate)", "error_p95_pct_nameplate", "+.1f"),
+    cells.Col("meets the targets", "meets_targets"),
 )
 EXCEEDANCE_COLS = (
     cells.Col("data", "data"),
@@ -210,7 +211,11 @@ def real_traces_section(folder: Path | None, out: Path, dpi: int) -> str:
                 fit.num("held_out_error.targets_pct_nameplate.mean", "g"),
                 " % of nameplate, of the p95 under ",
                 fit.num("held_out_error.targets_pct_nameplate.p95", "g"),
-                " %.",
+                " % (empty: too few samples to judge). Of the held-out runs pooled, ",
+                fit.num("held_out_error.bins_meeting_targets", ".0f"),
+                " of ",
+                fit.num("held_out_error.bins", ".0f"),
+                " bins held to the targets meet them.",
             ],
         ),
         cells.csv_table(

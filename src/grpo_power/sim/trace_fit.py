@@ -503,7 +503,9 @@ def validation_rows(fit: dict[str, Any], runs: list[TraceRun], split: str) -> pd
     (1 + transient_peak_frac); the prior's are its curve plus Gaussian noise of
     ``noise_w`` (its maximum: the expected maximum of the bin's count of draws, capped at its
     transient peak). The fitted model is the least-squares estimate, also where a parameter is
-    not identifiable (outside the config schema's range).
+    not identifiable (outside the config schema's range). ``held_to_targets``: the bin has
+    :data:`MIN_BIN_SAMPLES` samples or more; ``meets_targets``: its errors of the mean and the
+    p95 are within :data:`HELD_OUT_TARGETS_PCT` (empty where the bin is not held to them).
 
     Raises:
         ValueError: the runs have no decode sample (concurrency >= 1) to validate on.
@@ -566,20 +568,29 @@ def validation_rows(fit: dict[str, Any], runs: list[TraceRun], split: str) -> pd
         table[f"prior_error_{stat}_pct_nameplate"] = (
             100 * (table[f"prior_{stat}_w"] - table[f"measured_{stat}_w"]) / nameplate_w
         )
-    table["in_target"] = table["samples"] >= MIN_BIN_SAMPLES
+    table["held_to_targets"] = table["samples"] >= MIN_BIN_SAMPLES
+    within = (table["error_mean_pct_nameplate"].abs() <= HELD_OUT_TARGETS_PCT["mean"]) & (
+        table["error_p95_pct_nameplate"].abs() <= HELD_OUT_TARGETS_PCT["p95"]
+    )
+    # a bin with too few samples is not judged (empty), not passed
+    table["meets_targets"] = within.astype("boolean").where(table["held_to_targets"])
     return table
 
 
 def held_out_error(table: pd.DataFrame) -> dict[str, Any]:
     """The largest absolute error over bins with at least :data:`MIN_BIN_SAMPLES` samples, % of
-    nameplate (fitted and prior), of the held-out runs together and of each (``runs``), with
+    nameplate (fitted and prior), and how many of those ``bins`` meet the targets
+    (``bins_meeting_targets``), of the held-out runs together and of each (``runs``), with
     ``held_out_samples`` (the held-out runs' decode samples, 0 where none was given) and
     ``largest_bin_samples`` (the held-out runs' fullest bin together, 0 where none), and the
     targets they are held to (``targets_pct_nameplate``: of a bin's mean and p95,
     ``min_bin_samples``: the bins held to them)."""
 
     def worst(rows: pd.DataFrame) -> dict[str, Any]:
-        out: dict[str, Any] = {"bins": len(rows)}
+        out: dict[str, Any] = {
+            "bins": len(rows),
+            "bins_meeting_targets": int(rows["meets_targets"].fillna(False).sum()),
+        }
         for stat in ("mean", "p95", "max"):
             for prefix in ("", "prior_"):
                 column = rows[f"{prefix}error_{stat}_pct_nameplate"].abs()
@@ -587,7 +598,7 @@ def held_out_error(table: pd.DataFrame) -> dict[str, Any]:
         return out
 
     every = table[(table["split"] == "held-out") & (table["run_id"] == "all")]
-    held = table[(table["split"] == "held-out") & table["in_target"]]
+    held = table[(table["split"] == "held-out") & table["held_to_targets"]]
     return {
         **worst(held[held["run_id"] == "all"]),
         "held_out_samples": int(every["samples"].sum()),
