@@ -391,8 +391,11 @@ def _sim_parquet(path: Path, frame: pd.DataFrame, metadata: dict) -> None:
     )
 
 
-def write_evaluation(folder: Path, config: Config) -> None:
-    """Synthetic simulated runs of each arm (60 s, 5 seeds) scored by the evaluate stage."""
+def write_evaluation(
+    folder: Path, config: Config, deployments: dict[str, tuple[int, float]] = SIM_DEPLOYMENTS
+) -> None:
+    """Synthetic simulated runs of each arm (60 s, 5 seeds) on ``deployments`` (gpus, cap per
+    GPU) scored by the evaluate stage."""
     levels = {
         "uncontrolled": (350.0, 1.2),
         "fixed": (330.0, 1.0),
@@ -401,7 +404,7 @@ def write_evaluation(folder: Path, config: Config) -> None:
         "ppo": (300.0, 1.15),
     }
     budget_s, period_s = 60.0, 0.1
-    for deployment, (gpus, cap_w) in SIM_DEPLOYMENTS.items():
+    for deployment, (gpus, cap_w) in deployments.items():
         out = folder / deployment
         out.mkdir(parents=True)
         scale = cap_w / 320.0
@@ -462,9 +465,7 @@ def write_evaluation(folder: Path, config: Config) -> None:
             "arms": arms,
         }
         (out / "arms.json").write_text(json.dumps(info))
-    evaluate_folder(
-        folder, list(SIM_DEPLOYMENTS), 0.5, config.evaluate.confidence, config.objective
-    )
+    evaluate_folder(folder, list(deployments), 0.5, config.evaluate.confidence, config.objective)
 
 
 def write_identify(folder: Path, config: Config) -> None:
@@ -473,7 +474,7 @@ def write_identify(folder: Path, config: Config) -> None:
     for data, deployment, gpus, gain in (
         ("simulated", "7b", 1, 1.0),
         ("simulated", "72b", 4, 0.3),
-        ("measured (simulated power)", "tiny-run", 1, 0.8),
+        ("real run (simulated power)", "tiny-run", 1, 0.8),
     ):
         for actuator, span_w in (
             ("concurrency", 70.0),
@@ -548,6 +549,9 @@ def build_stage_outputs(root: Path) -> tuple[Config, dict[str, list[Path] | Path
         exceedance.append(out / "exceedance.csv")
     run_fleet([p.parent / "bins.parquet" for p in exceedance], root / "fleet", config)
     write_evaluation(root / "evaluate" / "study", config)
+    for scenario in config.evaluate.scenarios:  # the default's: 7b at 305 W
+        scenario_caps = {d: (SIM_DEPLOYMENTS[d][0], scenario.cap_w) for d in scenario.deployments}
+        write_evaluation(config.layout.evaluate_scenario(scenario.name), config, scenario_caps)
     for deployment in SIM_DEPLOYMENTS:
         files = sim_sample_files(root / "evaluate" / "study", deployment, SIM_ARMS)
         run_sim_windows(files, config.layout.sim_windows(deployment), config)

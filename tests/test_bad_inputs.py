@@ -861,7 +861,7 @@ CASES: list[Case] = [
         "no evaluate stage output (the default folder is empty)",
         ("folder", {"name": "results"}),
         ["report", "--out", "{out}", "-c", "{config}"],
-        ["ratios.csv", "no such file", "grpo-power evaluate"],
+        ["evaluate/study/summary.csv", "no such file", "grpo-power evaluate"],
     ),
     Case(
         "report-run-without-manifest",

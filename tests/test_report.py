@@ -158,6 +158,9 @@ def test_every_number_in_the_tables_traces_back_to_a_stage_file(report: dict) ->
         "evaluate/study/summary.csv",
         "evaluate/study/ratios.csv",
         "evaluate/study/summary.json",
+        "evaluate/scenarios/7b-cap-305w/summary.csv",  # the default config's scenario
+        "evaluate/scenarios/7b-cap-305w/ratios.csv",
+        "evaluate/scenarios/7b-cap-305w/summary.json",
         "identify/authority.csv",
         "fleet/comparison.csv",
         "fleet/study-mix/comparison.csv",
@@ -187,23 +190,25 @@ def test_a_few_numbers_against_their_source_files(report: dict) -> None:
         ["deployment", "comparison"]
     )
     output = ratios.loc[("7b", "output_vs_fixed"), "value"]
-    assert f"{output:+,.1f}" in shown("ratios.csv", "value", comparison="output_vs_fixed")
+    assert f"{output:+,.1f}" in shown("study/ratios.csv", "value", comparison="output_vs_fixed")
     summary = pd.read_csv(root / "evaluate" / "study" / "summary.csv").set_index(
         ["deployment", "arm"]
     )
     violations = 100 * summary.loc[("72b", "ppo"), "violation_rate"]
-    assert f"{violations:.2f}" in shown("summary.csv", "violation_rate", deployment="72b")
+    assert f"{violations:.2f}" in shown("study/summary.csv", "violation_rate", deployment="72b")
     # each arm's share of its oracle, and a target's oracle's share of the best peer, shown
     # (the share was in the evaluation's Markdown only, the oracle's share in ratios.csv only);
     # this study has no oracle arm, so both read n/a, traced to their files
-    assert shown("summary.csv", "share_of_oracle", deployment="7b", arm="ppo") == ["n/a"]
-    assert shown("ratios.csv", "oracle_value", comparison="budget_vs_best_peer") == ["n/a"] * 2
+    assert shown("study/summary.csv", "share_of_oracle", deployment="7b", arm="ppo") == ["n/a"]
+    assert (
+        shown("study/ratios.csv", "oracle_value", comparison="budget_vs_best_peer") == ["n/a"] * 2
+    )
     html = (root / "report" / "index.html").read_text()
     assert "share of its oracle %" in html and "oracle&#x27;s share of the base %" in html
     arms = pd.read_csv(root / "economics" / "arms.csv")
     fixed = arms[(arms["source"] == "run") & (arms["arm"] == "fixed")].iloc[0]
     cost = shown("arms.csv", "energy_usd_per_mtok", source="run", arm="fixed")
-    assert cost == [f"{fixed['energy_usd_per_mtok']:,.3f}"]
+    assert cost == [f"{fixed['energy_usd_per_mtok']:,.3g}"]  # significant figures
 
 
 def test_data_labels_and_dollars_read_as_written() -> None:
@@ -214,7 +219,7 @@ def test_data_labels_and_dollars_read_as_written() -> None:
     assert data_label(["nvml, imported"]) == "measured: imported, nvml"
     # a windows or fleet label names its source: it reads once, not "measured: measured (nvml)"
     assert data_label(["measured (nvml), measured (imported)"]) == "measured: imported, nvml"
-    assert data_label(["measured (simulated power)"]) == "SIMULATED"
+    assert data_label(["real run (simulated power)"]) == "SIMULATED"
     usd = Num(0.0053, Path("summary.json"), "energy_usd", spec=",.4f")
     assert with_unit(usd, "$") == ["$", usd]
     assert with_unit(usd, "kWh") == [usd, " kWh"]
@@ -314,7 +319,7 @@ def test_the_intervals_confidence_is_the_stage_files(report: dict, tmp_path: Pat
     held), and the live arms' real-run column says its power is simulated."""
     root = tmp_path / "results"
     shutil.copytree(report["root"], root, ignore=shutil.ignore_patterns("report"))
-    for stage in ("evaluate/study", "economics"):
+    for stage in ("evaluate/study", "evaluate/scenarios/7b-cap-305w", "economics"):
         path = root / stage / "summary.json"
         path.write_text(json.dumps({**json.loads(path.read_text()), "confidence": 0.9}))
     config = report["config"].model_dump(mode="json")
@@ -334,7 +339,8 @@ def test_the_intervals_confidence_is_the_stage_files(report: dict, tmp_path: Pat
     page = (tmp_path / "report" / "index.html").read_text()
     text = _text(page)
     assert "95 %" not in text
-    assert "Arm evaluation per deployment (SIMULATED; 90 % intervals over seeds)" in text
+    assert "Arm evaluation per deployment, the study (SIMULATED; 90 % intervals over seeds)" in text
+    assert "scenario 7b-cap-305w (SIMULATED; 90 % intervals over seeds)" in text
     assert "Energy, cost and carbon per arm (SIMULATED; means over seeds, 90 % intervals)" in text
     assert "rows: the evaluation's seeds, 90 % intervals;" in text
     assert "intervals are 90 % over seeds" in text
@@ -629,6 +635,7 @@ def test_the_page_reads_top_to_bottom_and_labels_simulation(report: dict) -> Non
         "The study's live arms",
         "Figures",
         "Tables",
+        "Scenarios (SIMULATED)",
         "Simulator against real traces",
         "Economics",
         "Cautions",
@@ -645,6 +652,46 @@ def test_the_page_reads_top_to_bottom_and_labels_simulation(report: dict) -> Non
     hardware = _text(_table_html(text, "hardware"))
     assert "none" in hardware and " (SIMULATED)" in hardware
     assert "No measured runs configured: set real_traces.folder" in text  # the default config
+
+
+def test_each_evaluated_scenario_has_its_tables_and_one_not_evaluated_is_named(
+    report: dict, tmp_path: Path
+) -> None:
+    """The scenarios the controller's targets are judged on (another cap, a cap schedule,
+    drifting lengths) were in Snakemake's report and the benchmark only, not in the page."""
+    root = report["root"]
+    text = (root / "report" / "index.html").read_text()
+    folder = root / "evaluate" / "scenarios" / "7b-cap-305w"
+    arms = pd.read_csv(folder / "summary.csv")
+    table = _table_html(text, "scenario-7b-cap-305w-evaluation")
+    assert "scenario 7b-cap-305w (SIMULATED" in table
+    assert all(f"<td>7b</td><td>{arm}</td>" in table for arm in arms["arm"]), table
+    ratios = pd.read_csv(folder / "ratios.csv")
+    assert len(ratios) > 0 and "Ratios with targets, scenario 7b-cap-305w" in text
+    setting = _text(text.split('id="scenario-7b-cap-305w"')[1].split("<table")[0])
+    summary = json.loads((folder / "summary.json").read_text())
+    assert f"7b: cap {summary['deployments']['7b']['cap_w']:,.1f} W per GPU" in setting
+    assert f"targets met: {summary['targets_met']} of {summary['targets']}" in setting
+    # a scenario the config names but nobody evaluated: left out, with how to add it
+    config = report["config"].model_dump(mode="json")
+    config["evaluate"]["scenarios"].append({"name": "dr", "cap_w": 250, "deployments": ["7b"]})
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+    paths = report["paths"]
+    args = [
+        *(arg for folder in paths["runs"] for arg in ("--run", str(folder))),
+        *(arg for path in paths["controllers"] for arg in ("--controller", str(path))),
+    ]
+    out = tmp_path / "report"
+    done = CliRunner().invoke(app, ["report", "--out", str(out), *args, "-c", str(config_file)])
+    assert done.exit_code == 0, done.output
+    missing = root / "evaluate" / "scenarios" / "dr"
+    assert (
+        f"note: scenario 'dr' is not in the report: {missing} holds no summary.csv (run "
+        f"`grpo-power evaluate --scenario dr --out {missing}`)"
+    ) in done.output
+    page = (out / "index.html").read_text()
+    assert 'id="scenario-7b-cap-305w"' in page and 'id="scenario-dr"' not in page
 
 
 def test_images_exist_beside_the_page(report: dict) -> None:

@@ -250,11 +250,14 @@ def controller_outputs():
     return [folder / CONTROLLER.controller for folder in controller_folders()]
 
 
+def scenario_folders():
+    """The evaluate folder of every scenario of evaluate.scenarios."""
+    return [LAYOUT.evaluate_scenario(s.name) for s in CFG.evaluate.scenarios]
+
+
 def evaluate_outputs():
     """The study's evaluation and every scenario's."""
-    folders = [LAYOUT.evaluate_study] + [
-        LAYOUT.evaluate_scenario(s.name) for s in CFG.evaluate.scenarios
-    ]
+    folders = [LAYOUT.evaluate_study] + scenario_folders()
     return [folder / EVALUATE.table for folder in folders]
 
 

@@ -19,6 +19,11 @@ rule report:
             LAYOUT.evaluate_study / name
             for name in (EVALUATE.summary_csv, EVALUATE.ratios, EVALUATE.summary_json)
         ],
+        scenarios=[
+            folder / name
+            for folder in scenario_folders()
+            for name in (EVALUATE.summary_csv, EVALUATE.ratios, EVALUATE.summary_json)
+        ],
         economics=list(ECONOMICS.paths(LAYOUT.economics).values()),
         real_traces=list(real_trace_outputs().values()),
         study_fleet=list(study_fleet_outputs().values()),
@@ -53,6 +58,7 @@ rule report:
         economics_dir=LAYOUT.economics,
         real_traces=option_args("--real-traces", [LAYOUT.real_traces] if real_trace_outputs() else []),
         study_fleet=option_args("--study-fleet", [LAYOUT.study_fleet] if study_fleet_outputs() else []),
+        scenarios=option_args("--scenario", scenario_folders()),
         out=LAYOUT.report,
     conda:
         "../../envs/analysis.yaml"
@@ -63,5 +69,5 @@ rule report:
         "python -m grpo_power.cli report --out {params.out:q} {params.runs:q} {params.exceedance:q} "
         "{params.controllers:q} --fleet {params.fleet:q} --identify {params.identify:q} "
         "--evaluate {params.evaluate:q} --economics {params.economics_dir:q} {params.real_traces:q} "
-        "{params.study_fleet:q} "
+        "{params.study_fleet:q} {params.scenarios:q} "
         "--config {RESOLVED_CONFIG:q} > {log:q} 2>&1"

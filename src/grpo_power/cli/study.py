@@ -18,10 +18,8 @@ from grpo_power.cli.base import (
     controller_app,
     user_errors,
 )
-from grpo_power.config import (
-    DEFAULT_CONFIG_PATH,
-)
-from grpo_power.layout import IDENTIFY
+from grpo_power.config import DEFAULT_CONFIG_PATH, Config
+from grpo_power.layout import EVALUATE, IDENTIFY
 
 ControllerArm = Literal["ppo", "ppo+hwcap"]  # layout.CONTROLLER_ARMS
 
@@ -233,6 +231,23 @@ def economics(
     typer.echo(f"wrote {out}/constants.csv, arms.csv, savings.csv, oversubscription.csv, ...")
 
 
+def _evaluated_scenarios(cfg: Config) -> tuple[list[Path], list[str]]:
+    """The evaluate folders of the config's scenarios that have been evaluated, and a note for
+    each one left out for not being evaluated yet, saying how to add it."""
+    folders, notes = [], []
+    for scenario in cfg.evaluate.scenarios:
+        folder = cfg.layout.evaluate_scenario(scenario.name)
+        if (folder / EVALUATE.summary_csv).exists():
+            folders.append(folder)
+        else:
+            notes.append(
+                f"note: scenario {scenario.name!r} is not in the report: {folder} holds no "
+                f"{EVALUATE.summary_csv} (run `grpo-power evaluate --scenario {scenario.name} "
+                f"--out {folder}`)"
+            )
+    return folders, notes
+
+
 @app.command("report")
 @user_errors
 def report(
@@ -282,6 +297,14 @@ def report(
             "fleet.study_mix).",
         ),
     ] = None,
+    scenarios: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--scenario",
+            help="A scenario's evaluate folder (repeatable; default: every scenario of "
+            "evaluate.scenarios evaluated into the results' evaluate/scenarios/NAME).",
+        ),
+    ] = None,
     config: ConfigOption = DEFAULT_CONFIG_PATH,
 ) -> None:
     """Stage 8: publication figures (PDF + PNG) and the HTML report."""
@@ -290,6 +313,7 @@ def report(
 
     cfg = config_from(config)
     layout = cfg.layout
+    evaluated, notes = ([], []) if scenarios else _evaluated_scenarios(cfg)
     inputs = ReportInputs(
         runs=runs or [],
         exceedance=exceedance or [],
@@ -301,6 +325,7 @@ def report(
         real_traces=real_traces_dir
         or (layout.real_traces if cfg.real_traces.folder is not None else None),
         study_fleet=study_fleet_dir or (layout.study_fleet if cfg.fleet.study_mix else None),
+        scenarios=scenarios or evaluated,
     )
     with _study_beside_runs(runs, inputs.evaluate, "report"):
         result = run_report(cfg, inputs, out)
@@ -308,3 +333,5 @@ def report(
         f"report: {len(result.figures) // 2} figures (PDF + PNG), {result.numbers} traceable "
         f"numbers -> {result.index}"
     )
+    for note in notes:
+        typer.echo(note, err=True)

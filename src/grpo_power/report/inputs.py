@@ -10,7 +10,7 @@ on long runs.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,7 @@ class ReportInputs:
     economics: Path  # the economics stage's folder
     real_traces: Path | None = None  # `grpo-power real-traces`' folder, if measured runs are set
     study_fleet: Path | None = None  # `grpo-power study-fleet`'s folder, if fleet.study_mix is set
+    scenarios: list[Path] = field(default_factory=list)  # evaluate folders of the scenarios
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,10 @@
 
 Order of the page: the question; the setup (hardware, models, package versions from the run
 manifests, what was simulated); the study's findings and this run's side by side; the figures;
-the detailed tables; the economics; the cautions of docs/design.md section 1 with this run's
-evidence. Every number comes from a file an earlier stage wrote (tables carry provenance, see
-:mod:`grpo_power.report.tables`); everything simulated says so.
+the detailed tables; each evaluated scenario's tables; the measured traces; the economics; the
+cautions of docs/design.md section 1 with this run's evidence. Every number comes from a file
+an earlier stage wrote (tables carry provenance, see :mod:`grpo_power.report.tables`);
+everything simulated says so.
 """
 
 from __future__ import annotations
@@ -32,6 +33,12 @@ from grpo_power.layout import (
 from grpo_power.report import cells, html
 from grpo_power.report import figures as fig
 from grpo_power.report import tables as tab
+from grpo_power.report.evaluation import (
+    evaluation_tables,
+    read_evaluation,
+    scenario_tables,
+    scenarios_section,
+)
 from grpo_power.report.inputs import (
     ReportInputs,
     RunInfo,
@@ -458,15 +465,9 @@ def run_report(config: Config, inputs: ReportInputs, out: Path | str) -> ReportR
 def _write_report(config: Config, inputs: ReportInputs, out: Path) -> ReportResult:
     """Write the report into ``out``; its paths relative to ``out``."""
     infos = run_infos(inputs.runs)
-    ratios = cells.CsvFile(
-        inputs.evaluate / EVALUATE.ratios, written_by("evaluate", EVALUATE.ratios)
-    )
-    summary = cells.CsvFile(
-        inputs.evaluate / EVALUATE.summary_csv, written_by("evaluate", EVALUATE.summary_csv)
-    )
-    evaluate_json = cells.JsonFile(
-        inputs.evaluate / EVALUATE.summary_json, written_by("evaluate", EVALUATE.summary_json)
-    )
+    evaluation = read_evaluation(inputs.evaluate)
+    ratios, summary, evaluate_json = evaluation.ratios, evaluation.summary, evaluation.summary_json
+    scenarios = scenario_tables(inputs.scenarios)
     authority = cells.CsvFile(
         inputs.identify / IDENTIFY.authority_csv, written_by("identify", IDENTIFY.authority_csv)
     )
@@ -520,26 +521,7 @@ def _write_report(config: Config, inputs: ReportInputs, out: Path) -> ReportResu
     live = _live_arms(config, inputs, infos, summary, e["arms"], single, evaluate_json)
     controller_savings = e["savings"].select(arm=controller_arm)
     tables = [
-        cells.csv_table(
-            "evaluation",
-            "Arm evaluation per deployment (SIMULATED; "
-            f"{cells.interval_pct(evaluate_json)} intervals over seeds)",
-            summary,
-            tab.EVALUATION_COLS,
-            ["deployment", "arm"],
-        ),
-        cells.csv_table(
-            "ratios",
-            "The study's ratios with targets (SIMULATED)",
-            ratios,
-            tab.RATIO_COLS,
-            ["deployment", "controller", "comparison"],
-            note="Each value is the mean over seeds of the per-seed ratios, with its interval; "
-            "a target is met when that mean meets it (the interval is shown, not judged). Its "
-            "oracle's share: the arm's oracle's share of the same base, where a target is "
-            "against the best classic peer; a target the oracle misses too lies beyond the "
-            "limit the arms are compared with.",
-        ),
+        *evaluation_tables(evaluation, "", "the study"),
         cells.csv_table(
             "authority",
             "Actuator authority (simulated rows are SIMULATED)",
@@ -625,6 +607,7 @@ def _write_report(config: Config, inputs: ReportInputs, out: Path) -> ReportResu
             key="figures",
         ),
         html.section("Tables", *(html.table_html(t, out) for t in tables), key="tables"),
+        scenarios_section(scenarios, out),
         measured,
         html.section("Economics", *(html.table_html(t, out) for t in economics), key="economics"),
         _cautions(e["oversubscription"], fleet_json, infos, out),
@@ -636,7 +619,7 @@ def _write_report(config: Config, inputs: ReportInputs, out: Path) -> ReportResu
     index = write_text_atomic(out / REPORT.page, html.page(config.report.title, subtitle, sections))
     numbers = sum(
         isinstance(part, cells.Num)
-        for t in [study, live, *tables, *economics]
+        for t in [study, live, *tables, *(t for *_, shown in scenarios for t in shown), *economics]
         for row in t.rows
         for cell in row
         for part in (cell if isinstance(cell, list) else [cell])
