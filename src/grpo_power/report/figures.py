@@ -16,6 +16,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
+import matplotlib.ticker
 import numpy as np
 import pandas as pd
 import seaborn as sns
@@ -99,6 +100,31 @@ def _log_x(ax: Axes, x: pd.Series) -> None:
         ax.text(0.5, 0.5, "no full window in the input", ha="center", transform=ax.transAxes)
 
 
+def _slant_tick_labels(ax: Axes) -> None:
+    """Arm names under a bar or violin slanted at 45 degrees, each ending at its tick: rotated
+    about their centres (matplotlib's default), long names ran into their neighbours."""
+    plt.setp(ax.get_xticklabels(), rotation=45, ha="right", rotation_mode="anchor")
+
+
+def _thousands(ax: Axes) -> None:
+    """An axis of steps in thousands (``40k``): full numbers ran together at 120,000."""
+    ax.xaxis.set_major_formatter(
+        matplotlib.ticker.FuncFormatter(lambda value, _: f"{value / 1000:g}k")
+    )
+
+
+def _legend_below(fig: Figure, rows_in: float) -> None:
+    """One legend under the panels for every labelled line of every axis (twins included),
+    each label once; ``rows_in``: the height it takes, inches. Inside a panel the reference
+    lines crossed it."""
+    seen: dict[str, object] = {}
+    for ax in fig.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            seen.setdefault(label, handle)
+    fig.legend(list(seen.values()), list(seen), loc="lower center", ncols=4, frameon=False)
+    fig.tight_layout(rect=(0, rows_in / fig.get_figheight(), 1, 1))
+
+
 def _grid(n: int, ncols: int, width: float, height: float) -> tuple[Figure, np.ndarray]:
     ncols = max(1, min(ncols, n))
     nrows = int(np.ceil(n / ncols))
@@ -167,7 +193,7 @@ def power_distributions(samples: pd.DataFrame) -> Figure:
         ax.set_title(f"{panel} ({data_label(sub['data'])})")
         ax.set_xlabel("")
         ax.set_ylabel("per-GPU power (W)")
-        ax.tick_params(axis="x", rotation=30)
+        _slant_tick_labels(ax)
     fig.tight_layout()
     return fig
 
@@ -371,17 +397,20 @@ def ppo_learning(controllers: dict[str, dict], curves: dict[str, pd.DataFrame | 
             )
             twin.axhline(oracle["tokens_per_s"], color="C4", ls="--", label="oracle tokens/s")
             twin.set_ylabel("tokens/s (rollouts; oracle dashed)", fontsize=7)
-            twin.legend(frameon=False, fontsize=6, loc="lower right")
         meta = controllers[name]
-        seeds = meta.get("training", {}).get("seeds", [])
-        chosen_of = f", seed {meta['training']['seed']} of {len(seeds)}" if len(seeds) > 1 else ""
+        training = meta.get("training", {})
+        seeds = training.get("seeds", [])
+        chosen_of = f", seed {training['seed']} of {len(seeds)}" if len(seeds) > 1 else ""
+        # the steps it trained (the deployment's factor times controller.total_timesteps)
+        steps = f", {training['timesteps'] / 1000:g}k steps" if "timesteps" in training else ""
         ax.set_title(
-            f"{meta.get('deployment', name)}: {meta.get('arm', 'ppo')}{chosen_of} (SIMULATED)"
+            f"{meta.get('deployment', name)}: {meta.get('arm', 'ppo')}{chosen_of}{steps} "
+            "(SIMULATED)"
         )
         ax.set_xlabel("environment steps (GRPO steps)")
         ax.set_ylabel("episode return")
-        ax.legend(frameon=False, fontsize=6, loc="upper left")
-    fig.tight_layout()
+        _thousands(ax)
+    _legend_below(fig, 0.45)
     return fig
 
 
@@ -497,7 +526,7 @@ def cost_carbon(arms: pd.DataFrame) -> Figure:
                     ecolor="black",
                     capsize=2,
                 )
-            ax.tick_params(axis="x", rotation=60)
+            _slant_tick_labels(ax)
             ax.set_ylabel(label if j == 0 else "")
             if i == 0:
                 ax.set_title(f"{panel}\n{data_label(sub['data'])}")

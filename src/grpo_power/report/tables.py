@@ -292,6 +292,9 @@ EVALUATION_COLS = (
     Col("output (tokens)", "output_tokens", ",.0f", ci=True),
     Col("throughput (tokens/s)", "tokens_per_s", ",.1f", ci=True),
     Col("tokens per MJ", "tokens_per_mj", ",.0f", ci=True),
+    # what each arm did: a controller's settings over its steps (a constant policy shows as one)
+    Col("mean concurrency", "mean_concurrency", ".1f", ci=True),
+    Col("mean max new tokens", "mean_max_new_tokens", ".1f", ci=True),
     Col("share of its oracle %", "share_of_oracle", ".1f"),
 )
 RATIO_COLS = (
@@ -348,9 +351,11 @@ COST_COLS = (
     Col("arm", "arm"),
     Col("data", "data"),
     Col("seeds", "seeds"),
-    Col("kWh per M tokens (wall)", "kwh_per_mtok", ",.2f"),
-    Col("energy $ per M tokens", "energy_usd_per_mtok", ",.3f", ci=True),
-    Col("kgCO2eq per M tokens", "carbon_kg_per_mtok", ",.3f", ci=True),
+    # three significant figures: a tiny CPU run's 0.0121 and 0.0299 kWh read 0.01 and 0.03 at two
+    # decimals, a ratio of 3 for one of 2.5
+    Col("kWh per M tokens (wall)", "kwh_per_mtok", ",.3g"),
+    Col("energy $ per M tokens", "energy_usd_per_mtok", ",.3g", ci=True),
+    Col("kgCO2eq per M tokens", "carbon_kg_per_mtok", ",.3g", ci=True),
     Col("GPU-time $ per M tokens", "gpu_usd_per_mtok", ",.2f", ci=True),
     Col("fleet-year energy (MWh)", "annual_mwh", ",.0f"),
     Col("fleet-year energy ($)", "annual_energy_usd", ",.0f"),

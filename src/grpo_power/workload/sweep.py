@@ -164,5 +164,5 @@ def measured_sweep_row(
         "steps": len(steps),
         "nameplate_w": trace.metadata.nameplate_w,
         "idle_w": config.gpu.idle_w,
-        "data": "measured (simulated power)" if simulated else "measured",
+        "data": "real run (simulated power)" if simulated else "measured",
     }
