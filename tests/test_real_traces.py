@@ -233,7 +233,8 @@ def test_real_traces_stage_and_its_report_section(shared: Path, tmp_path: Path) 
     bursty = exceedance[exceedance["run_id"].str.startswith("arrival_pattern_qwen3-8b_a100_bursty")]
     share = bursty.set_index("window_s")["exceedance"]
     assert share[0.5] > 0 and share[5.0] <= share[0.5]
-    page = real_traces_section(out, tmp_path / "report", 60)
+    page, figures = real_traces_section(out, tmp_path / "report", 60)
+    assert [f.name for f in figures] == ["real_traces.pdf", "real_traces.png"]
     assert page.count("measured (public trace)") >= 3 and "SIMULATED" not in page
     assert page.count('data-src="') > 50  # every number carries its file
     # the validation's targets too, read from the fit the stage wrote (they were typed in)

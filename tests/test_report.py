@@ -27,9 +27,9 @@ import yaml
 from typer.testing import CliRunner
 
 from grpo_power.cli import app
-from grpo_power.layout import REPORT_FIGURES
+from grpo_power.layout import REAL_TRACES_FIGURE, REPORT_FIGURES
 from grpo_power.report.cells import Num, data_label, with_unit
-from tests.conftest import REPO, build_stage_outputs, missing_requirement
+from tests.conftest import REPO, build_stage_outputs, missing_requirement, real_traces
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_FLAGS = [
@@ -792,6 +792,35 @@ def test_snakemake_dag_builds_the_report_on_the_default_config(tmp_path: Path) -
     assert re.search(r"\beconomics\s+1\b", done.stdout) and re.search(
         r"\breport\s+1\b", done.stdout
     )
+
+
+def test_the_real_traces_figure_is_a_report_output_when_measured_runs_are_set(
+    tmp_path: Path,
+) -> None:
+    """With real_traces.folder set the report draws a ninth figure; the rule did not declare
+    it, so Snakemake's report (--report) left it out and the count said 8."""
+    plan = subprocess.run(
+        [
+            _snakemake(),
+            "-n",
+            "--directory",
+            str(REPO),
+            "--config",
+            f"results_dir={tmp_path}",
+            f"real_traces={{folder: {real_traces()}}}",
+            "--forceall",
+            str(tmp_path / "report" / "index.html"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    report_job = plan.stdout.split("rule report:")[1].split("\n\n")[0]
+    for suffix in ("png", "pdf"):
+        assert f"figures/{REAL_TRACES_FIGURE}.{suffix}" in report_job, report_job
+    caption = REPO / "workflow" / "report" / f"figure_{REAL_TRACES_FIGURE}.rst"
+    assert "Measured" in caption.read_text()
 
 
 def test_shell_commands_keep_config_paths_as_single_arguments(tmp_path: Path) -> None:

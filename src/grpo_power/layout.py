@@ -285,6 +285,8 @@ REPORT_FIGURES = {
     "throughput_violations": "Throughput against violations per arm",
     "cost_carbon": "Cost and carbon per million tokens",
 }
+# the real-traces section's figure, drawn when real_traces.folder names measured runs
+REAL_TRACES_FIGURE = "real_traces"
 
 
 @dataclass(frozen=True)

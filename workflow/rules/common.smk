@@ -18,6 +18,7 @@ from grpo_power.layout import (
     FLEET,
     IDENTIFY,
     REAL_TRACES,
+    REAL_TRACES_FIGURE,
     REPORT,
     REPORT_FIGURES,
     RUN,

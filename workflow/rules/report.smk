@@ -42,6 +42,19 @@ rule report:
             for name in REPORT_FIGURES
         },
         **{f"{name}_pdf": LAYOUT.report / "figures" / f"{name}.pdf" for name in REPORT_FIGURES},
+        # the real-traces section's figure, when real_traces.folder names measured runs
+        **(
+            {
+                "real_traces_png": report(
+                    LAYOUT.report / "figures" / f"{REAL_TRACES_FIGURE}.png",
+                    caption=f"../report/figure_{REAL_TRACES_FIGURE}.rst",
+                    category="Figures",
+                ),
+                "real_traces_pdf": LAYOUT.report / "figures" / f"{REAL_TRACES_FIGURE}.pdf",
+            }
+            if real_trace_outputs()
+            else {}
+        ),
     log:
         LAYOUT.logs / "report.log",
     params:

@@ -15,13 +15,12 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
-from grpo_power.layout import REAL_TRACES, TRACE_FIT
+from grpo_power.layout import REAL_TRACES, REAL_TRACES_FIGURE, TRACE_FIT
 from grpo_power.report import cells, html
 from grpo_power.report import figures as fig
 from grpo_power.stage_files import read_csv
 
 TITLE = "Simulator against real traces"
-FIGURE = "real_traces"
 WRITTEN_BY = "`grpo-power real-traces --out DIR` (the config's real_traces section)"
 NOT_CONFIGURED = (
     "No measured runs configured: set real_traces.folder to a folder of runs, each an "
@@ -181,11 +180,11 @@ def _parameter_table(fit: cells.JsonFile) -> cells.Table:
     return table
 
 
-def real_traces_section(folder: Path | None, out: Path, dpi: int) -> str:
-    """The section's HTML (its figure drawn into ``out/figures``), or a note when no measured
-    runs were configured (``folder`` None)."""
+def real_traces_section(folder: Path | None, out: Path, dpi: int) -> tuple[str, list[Path]]:
+    """The section's HTML and its figure's files (PDF, PNG) drawn into ``out/figures``, or a
+    note and no figure when no measured runs were configured (``folder`` None)."""
     if folder is None:
-        return html.section(TITLE, html.paragraph(NOT_CONFIGURED), key="real-traces")
+        return html.section(TITLE, html.paragraph(NOT_CONFIGURED), key="real-traces"), []
     expected = f"{WRITTEN_BY}'s files"
     fit_dir = folder / REAL_TRACES.fit
     fit = cells.JsonFile(fit_dir / TRACE_FIT.fit, expected)
@@ -228,15 +227,16 @@ def real_traces_section(folder: Path | None, out: Path, dpi: int) -> str:
         ),
     ]
     labels = [*points["data"], str(fit.get("data"))]
-    pdf, png = fig.save_figure(decode_curves(points, fit), out / "figures", FIGURE, dpi)
+    pdf, png = fig.save_figure(decode_curves(points, fit), out / "figures", REAL_TRACES_FIGURE, dpi)
     caption = (
         f"{fig.data_label(labels)}. Measured mean power per decode concurrency of each run "
         "(marker size: samples), with the least-squares line (pulled up by the engine's "
         "prefill bursts), the steady line the simulator uses, and the literature prior."
     )
-    return html.section(
+    section = html.section(
         TITLE,
         html.figure_html("Decode power against concurrency, measured", caption, png, pdf, out),
         *(html.table_html(t, out) for t in tables),
         key="real-traces",
     )
+    return section, [pdf, png]

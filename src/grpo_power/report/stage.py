@@ -591,7 +591,7 @@ def _write_report(config: Config, inputs: ReportInputs, out: Path) -> ReportResu
             note=_pilot_note(e["pilot"], economics_json),
         ),
     ]
-    measured = real_traces_section(inputs.real_traces, out, config.report.dpi)
+    measured, measured_figures = real_traces_section(inputs.real_traces, out, config.report.dpi)
     made = make_figures(config, inputs, infos, out, evaluate_json, fleet_json, controller_arm)
     sections = [
         html.section("The question", html.paragraph(QUESTION), key="question"),
@@ -625,4 +625,5 @@ def _write_report(config: Config, inputs: ReportInputs, out: Path) -> ReportResu
         for part in (cell if isinstance(cell, list) else [cell])
     )
     figures = [p.relative_to(out) for *_, png, pdf in made for p in (pdf, png)]
+    figures += [p.relative_to(out) for p in measured_figures]
     return ReportResult(index.relative_to(out), figures, numbers)
