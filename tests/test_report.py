@@ -770,52 +770,36 @@ def _snakemake() -> str:
     return snakemake
 
 
-@pytest.mark.slow
-def test_snakemake_dag_builds_the_report_on_the_default_config(tmp_path: Path) -> None:
+def _dry_run(results: Path, settings: list[str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``snakemake -n --forceall`` of this checkout's workflow, its results under ``results``,
+    with more ``--config`` ``settings`` and the options and targets ``args``; it must plan."""
+    config = ["--config", f"results_dir={results}", *settings]
     done = subprocess.run(
-        [
-            _snakemake(),
-            "-n",
-            "--directory",
-            str(REPO),
-            "--config",
-            f"results_dir={tmp_path}",
-            "--forceall",
-            "--quiet",
-            "rules",
-        ],
+        [_snakemake(), "-n", "--directory", str(REPO), *config, "--forceall", *args],
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+@pytest.mark.slow
+def test_snakemake_dag_builds_the_report_on_the_default_config(tmp_path: Path) -> None:
+    done = _dry_run(tmp_path, [], "--quiet", "rules")
     assert re.search(r"\beconomics\s+1\b", done.stdout) and re.search(
         r"\breport\s+1\b", done.stdout
     )
 
 
+@pytest.mark.slow
 def test_the_real_traces_figure_is_a_report_output_when_measured_runs_are_set(
     tmp_path: Path,
 ) -> None:
     """With real_traces.folder set the report draws a ninth figure; the rule did not declare
     it, so Snakemake's report (--report) left it out and the count said 8."""
-    plan = subprocess.run(
-        [
-            _snakemake(),
-            "-n",
-            "--directory",
-            str(REPO),
-            "--config",
-            f"results_dir={tmp_path}",
-            f"real_traces={{folder: {real_traces()}}}",
-            "--forceall",
-            str(tmp_path / "report" / "index.html"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert plan.returncode == 0, plan.stderr[-3000:]
+    target = str(tmp_path / "report" / "index.html")
+    plan = _dry_run(tmp_path, [f"real_traces={{folder: {real_traces()}}}"], target)
     report_job = plan.stdout.split("rule report:")[1].split("\n\n")[0]
     for suffix in ("png", "pdf"):
         assert f"figures/{REAL_TRACES_FIGURE}.{suffix}" in report_job, report_job
