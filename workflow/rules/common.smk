@@ -336,5 +336,16 @@ def all_outputs():
         *controller_outputs(),
         *evaluate_outputs(),
         LAYOUT.economics / ECONOMICS.summary,
-        LAYOUT.report / REPORT.page,
+        *report_outputs(),
+    ]
+
+
+def report_outputs():
+    """Every file the report rule writes: the page and each figure as PNG and PDF (the real
+    traces' figure when real_traces.folder is set). All are in `rule all`, so a figure deleted by
+    hand is made again by the plain command (Snakemake checks only the files asked for)."""
+    names = [*REPORT_FIGURES, *([REAL_TRACES_FIGURE] if real_trace_outputs() else [])]
+    figures = LAYOUT.report / "figures"
+    return [LAYOUT.report / REPORT.page] + [
+        figures / f"{name}.{suffix}" for name in names for suffix in ("png", "pdf")
     ]

@@ -55,6 +55,14 @@ def evaluation_tables(evaluation: Evaluation, key: str, what: str) -> list[cells
     """The arm table and the ratio table of one evaluation; ``key`` prefixes the tables' anchors
     and ``what`` names the evaluation in their titles."""
     interval = cells.interval_pct(evaluation.summary_json)
+    budget = [  # what "within budget" was judged against, from the evaluation's own file
+        "Within budget: at most ",
+        evaluation.summary_json.num("objective.violation_budget", "g", 100.0),
+        " % of per-GPU samples above the cap and no ",
+        evaluation.summary_json.num("objective.breaker_window_s", "g"),
+        " s window whose mean is above it (the objective); an arm outside it ranks below every "
+        "arm within it.",
+    ]
     return [
         cells.csv_table(
             f"{key}evaluation",
@@ -62,6 +70,7 @@ def evaluation_tables(evaluation: Evaluation, key: str, what: str) -> list[cells
             evaluation.summary,
             tab.EVALUATION_COLS,
             ["deployment", "arm"],
+            note=budget,
         ),
         cells.csv_table(
             f"{key}ratios",
