@@ -177,7 +177,8 @@ def test_a_new_scenario_runs_alone(study: Path) -> None:
         "{name: 72b-cap-200w, cap_w: 200, deployments: [72b], retrain: false}]}"
     )
     planned = _planned(study, "--config", f"evaluate={scenarios}")
-    assert set(planned) == {"evaluate_scenario scenario=72b-cap-200w"}
+    # and the report, which shows every scenario's tables
+    assert set(planned) == {"evaluate_scenario scenario=72b-cap-200w", "report"}
 
 
 @pytest.mark.slow
