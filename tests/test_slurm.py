@@ -106,6 +106,28 @@ def test_a_failing_job_is_a_clear_failure_with_its_stderr(slurm: None, tmp_path:
     assert "arm 'hwcap' sets the GPU power limit through NVML" in first, first
 
 
+def _wait_for_steps(
+    run: Path,
+    steps: int,
+    why: Callable[[], str],
+    still_going: Callable[[], bool] = lambda: True,
+    timeout_s: float = 300,
+) -> int:
+    """Wait until the run folder's step log holds ``steps`` steps; return how many it holds.
+    Fail the test with ``why()`` if it does not within ``timeout_s`` or ``still_going()`` turns
+    false first."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and still_going():
+        try:
+            logged = len(read_step_log(run / "steps.parquet"))
+            if logged >= steps:
+                return logged
+        except (FileNotFoundError, ValueError):
+            pass  # not written yet, or being replaced
+        time.sleep(0.2)
+    pytest.fail(f"{run} never logged {steps} steps ({why()})")
+
+
 def test_ctrl_c_during_the_state_query_cancels_the_jobs(
     slurm: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -116,14 +138,7 @@ def test_ctrl_c_during_the_state_query_cancels_the_jobs(
     out = tmp_path / "run"
     specs = [run_spec(config, config_file, "fixed", 0, out, steps=200)]
     (job,) = start_batch(config, specs, out / "submitit", "grpo-power-tiny-fixed").values()
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:  # the run has begun its steps
-        try:
-            if len(read_step_log(out / "steps.parquet")) >= 2:
-                break
-        except (FileNotFoundError, ValueError):
-            pass
-        time.sleep(0.2)
+    _wait_for_steps(out, 2, lambda: f"job {job.job_id}: {job.stderr()}")  # the run has begun
     check_output = subprocess.check_output
     sent: list[list[str]] = []
 
@@ -162,16 +177,7 @@ def _run_with_fault(
     specs = [run_spec(config, config_file, "threshold", 0, out, steps=FAULT_STEPS)]
     handles = start_batch(config, specs, out / "submitit", "grpo-power-tiny-threshold", print)
     job = handles[0]
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        try:
-            if len(read_step_log(out / "steps.parquet")) >= 3:
-                break
-        except (FileNotFoundError, ValueError):
-            pass
-        time.sleep(0.2)
-    else:
-        pytest.fail(f"job {job.job_id} never logged 3 steps: {job.stderr()}")
+    _wait_for_steps(out, 3, lambda: f"job {job.job_id}: {job.stderr()}")
     inject(job.job_id)
     return wait_batch(config, specs, handles, lambda _: None)[0], out
 
@@ -388,18 +394,12 @@ def _start_snakemake(command: str, checkout: Path, log: Path) -> subprocess.Pope
 def _ctrl_c_after_steps(process: subprocess.Popen[bytes], run: Path, steps: int) -> int:
     """Ctrl-C (SIGINT to the whole process group) once the run has logged ``steps`` steps;
     return the steps logged when it was sent."""
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and process.poll() is None:
-        try:
-            logged = len(read_step_log(run / "steps.parquet"))
-            if logged >= steps:
-                os.killpg(process.pid, signal.SIGINT)
-                process.wait(timeout=200)
-                return logged
-        except (FileNotFoundError, ValueError):
-            pass
-        time.sleep(0.2)
-    pytest.fail(f"{run} never logged {steps} steps (snakemake exit {process.poll()})")
+    logged = _wait_for_steps(
+        run, steps, lambda: f"snakemake exit {process.poll()}", lambda: process.poll() is None
+    )
+    os.killpg(process.pid, signal.SIGINT)
+    process.wait(timeout=200)
+    return logged
 
 
 def _assert_whole_run(run: Path, samples_before: int) -> None:
