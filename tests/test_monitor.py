@@ -234,6 +234,13 @@ def test_window_misuse_is_refused() -> None:
         ({"cap_w": -320}, "PowerMonitor: cap_w: expected a finite number above 0, got -320"),
         ({"cap_w": float("inf")}, "PowerMonitor: cap_w: expected a finite number above 0"),
         ({"history_s": 0}, "PowerMonitor: history_s: expected a finite number above 0, got 0"),
+        # a string passed the check and failed at the first window's comparison
+        ({"cap_w": "320"}, "PowerMonitor: cap_w: expected a finite number above 0, got '320'"),
+        (  # a node's cap given for a GPU's, on the simulated A100
+            {"cap_w": 5600, "source": "simulated"},
+            "PowerMonitor: cap_w: expected a per-GPU cap of at most the GPU's nameplate, 400 W "
+            "(NVIDIA A100",
+        ),
     ],
 )
 def test_bad_monitor_arguments_are_refused_in_one_line(
@@ -247,10 +254,46 @@ def test_bad_monitor_arguments_are_refused_in_one_line(
     assert "\n" not in str(refused.value)
 
 
+def test_arguments_of_the_wrong_kind_are_refused_naming_what_was_expected(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A misspelt argument named an internal class (``PowerSampler.__init__() got an unexpected
+    keyword argument``); a trace file's name given first, or a ``PowerCallback`` given for its
+    monitor, failed later with an AttributeError. Two caps in force (the monitor's, which
+    ``power/share_above_cap`` is judged by, and the cap callback's) are warned about. A monitor
+    that falls back to the simulated A100 says so: a GPU machine whose NVML library is missing
+    would otherwise log simulated power with one flag among its keys to tell."""
+    import logging
+
+    from grpo_power.callbacks import PowerCallback, PowerCapCallback
+    from grpo_power.control.contract import Action
+
+    class Hold:
+        def decide(self, observation: object) -> Action:
+            return Action()
+
+    with pytest.raises(TypeError, match=r"^PowerMonitor: unexpected argument 'cap'; expected"):
+        PowerMonitor(cap=320)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"got str 'power.parquet' \(a trace file goes in trace="):
+        PowerCallback("power.parquet")  # type: ignore[arg-type]
+    power = PowerCallback(source="simulated", cap_w=280)
+    with pytest.raises(TypeError, match=r"got PowerCallback .*\(give its \.monitor"):
+        PowerCapCallback(Hold(), cap_w=300.0, monitor=power)  # type: ignore[arg-type]
+    with caplog.at_level(logging.WARNING, logger="grpo_power"):
+        PowerCapCallback(Hold(), cap_w=300.0, monitor=power.monitor)  # two caps in force
+        monitor = PowerMonitor()
+    assert "PowerCapCallback: cap_w 300 W, its monitor's 280 W" in caplog.text
+    fell_back = "PowerMonitor: no NVIDIA GPU found: power is the simulated" in caplog.text
+    assert fell_back == (monitor.source.kind == "simulated")
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
         ({"cap_w": 0.0}, "PowerCapCallback: cap_w: expected a finite number above 0, got 0.0"),
+        # a string or None passed the check and failed at the first step
+        ({"cap_w": "320"}, "PowerCapCallback: cap_w: expected a finite number above 0, got '320'"),
+        ({"cap_w": None}, "PowerCapCallback: cap_w: expected a finite number above 0, got None"),
         ({"cap_w": 320.0, "window_s": -5.0}, "PowerCapCallback: window_s: expected a finite"),
         ({"cap_w": 320.0, "staleness_s": float("nan")}, "PowerCapCallback: staleness_s: "),
         (
@@ -373,13 +416,15 @@ def test_power_callback_survives_a_second_train_and_an_interrupted_one(tmp_path:
 
 
 def test_power_is_logged_for_training_intervals_only(tmp_path: Path) -> None:
-    """An evaluation's logs (``eval_*``) get no ``power/`` entries (reporting integrations filed
-    them under ``train/``, a second point at the step), and neither does the closing summary
-    where the last step was logged already (an interval of milliseconds)."""
-    from grpo_power.callbacks import PowerCallback
+    """An evaluation's logs (``eval_*``) get no ``power/`` or ``power_cap/`` entries (reporting
+    integrations filed them under ``train/``, a second point at the step); the closing summary
+    where the last step was logged already gets no ``power/`` entries (an interval of
+    milliseconds), and the cap's counts of the whole run."""
+    from grpo_power.callbacks import PowerCallback, PowerCapCallback
 
     power = PowerCallback(source="simulated", period_s=0.02)
-    trainer: Any = _Regression.trainer(tmp_path, [power])
+    cap = PowerCapCallback(Observing(), cap_w=300.0, monitor=power.monitor, bounds=PAUSE_BOUNDS)
+    trainer: Any = _Regression.trainer(tmp_path, [power, cap])
     trainer.args.eval_strategy, trainer.args.eval_steps = "steps", 2
     trainer.eval_dataset = trainer.train_dataset[:8]
     trainer.train()
@@ -388,8 +433,10 @@ def test_power_is_logged_for_training_intervals_only(tmp_path: Path) -> None:
     steps = [e for e in history if "loss" in e]
     (summary,) = [e for e in history if "train_runtime" in e]
     assert len(evaluations) == 2 and len(steps) == 4
-    assert not any(key.startswith("power/") for e in [*evaluations, summary] for key in e)
-    assert all(e["power/simulated"] == 1.0 for e in steps)
+    assert not any(key.startswith("power") for e in evaluations for key in e)
+    assert not any(key.startswith("power/") for key in summary)
+    assert summary["power_cap/run_share_above_cap"] == steps[-1]["power_cap/run_share_above_cap"]
+    assert all(e["power/simulated"] == 1.0 and e["power_cap/cap_w"] == 300 for e in steps)
 
 
 def test_a_run_resumed_from_a_checkpoint_carries_on_with_its_share_above_the_cap(
@@ -619,7 +666,7 @@ def test_power_cap_callback_keeps_to_what_a_trainer_that_does_not_generate_has(
     assert last["power_cap/paused_s"] == 4.0 and last["power_cap/pause_s"] == 1
     assert cap.monitor is not None
     assert cap.violations.samples >= 0.8 * 4.0 / cap.monitor.period_s  # the pauses' samples
-    warned = [r.getMessage() for r in caplog.records]
+    warned = [r.getMessage() for r in caplog.records if r.name == "grpo_power.callbacks.cap"]
     assert len(warned) == 3, warned
     assert any("Trainer has no max_new_tokens actuator" in line for line in warned)
     # this Trainer counts no tokens: said once, with the setting that counts them
@@ -685,6 +732,22 @@ def _tiny_grpo(tmp_path: Path, callbacks: list, max_completion_length: int, **ar
     )
 
 
+def test_tokens_per_mj_shares_a_generation_among_the_steps_it_serves(tmp_path: Path) -> None:
+    """With ``num_iterations=2`` every other step generates: TRL counts a generation's tokens at
+    the step that generated them. They were logged over that step's energy alone (twice the
+    run's tokens per MJ) and the next step logged none; each step now gets half of them."""
+    from grpo_power.callbacks import PowerCallback
+
+    power = PowerCallback(source="simulated", period_s=0.02)
+    trainer = _tiny_grpo(tmp_path, [power], 8, max_steps=4, num_iterations=2)
+    trainer.train()
+    steps = [e for e in trainer.state.log_history if "loss" in e]
+    tokens = [e["power/tokens_per_mj"] * e["power/energy_j"] / 1e6 for e in steps]
+    generated = [steps[0]["num_tokens"], steps[2]["num_tokens"] - steps[0]["num_tokens"]]
+    assert "num_tokens" not in steps[1]  # TRL logs its count where a step generated
+    assert tokens == pytest.approx([g / 2 for g in generated for _ in range(2)])
+
+
 def test_a_cap_callback_with_a_monitor_of_its_own_sees_the_runs_phases(tmp_path: Path) -> None:
     """Without a ``PowerCallback`` to share a monitor with, the cap's own monitor is told the
     model's phases as well: on a machine without a GPU its simulated A100 draws the GRPO run's
@@ -738,6 +801,36 @@ def test_a_cap_callback_counts_the_tokens_an_sft_trainer_counts(tmp_path: Path) 
     assert all(e["power_cap/step_tokens"] > 0 for e in steps), steps
     assert sum(e["power_cap/step_tokens"] for e in steps) == steps[-1]["num_tokens"]
     assert all(o.tokens_per_s > 0 for o in controller.seen[1:])
+
+
+def test_bounds_given_for_one_actuator_leave_a_trained_controllers_others_as_trained(
+    tmp_path: Path,
+) -> None:
+    """Bounds given for max new tokens alone (what the warning about a trained controller's
+    bounds asks for) replaced every bound: the observation's concurrency and micro-batch, of the
+    actuators a plain Trainer lacks, read 0 where the controller was trained on 32 and 8.
+    Bounds that are no ``ActuatorBounds`` (a tuple) or name no actuator are refused at once,
+    not at the first step."""
+    from types import SimpleNamespace
+
+    from grpo_power.callbacks import PowerCapCallback
+
+    class Trained(Observing):
+        space = SimpleNamespace(
+            bounds={"concurrency": (1, 32), "max_new_tokens": (8, 64), "train_micro_batch": (1, 8)}
+        )
+
+    controller = Trained()
+    bounds = {"max_new_tokens": ActuatorBounds(min=8, max=16)}
+    cap = PowerCapCallback(controller, cap_w=300.0, bounds=bounds)
+    _Regression.trainer(tmp_path, [cap]).train()  # type: ignore[attr-defined]
+    seen = controller.seen[0]
+    assert (seen.concurrency, seen.train_micro_batch, seen.max_new_tokens) == (32, 8, 16)
+    assert cap.bounds["max_new_tokens"] == bounds["max_new_tokens"]
+    with pytest.raises(TypeError, match=r"^PowerCapCallback: bounds\['max_new_tokens'\]: expec"):
+        PowerCapCallback(controller, cap_w=300.0, bounds={"max_new_tokens": (8, 16)})
+    with pytest.raises(ValueError, match=r"^PowerCapCallback: bounds: 'max_tokens': expected one"):
+        PowerCapCallback(controller, cap_w=300.0, bounds={"max_tokens": bounds["max_new_tokens"]})
 
 
 def test_a_controller_of_ones_own_never_lengthens_completions_past_the_users_setting(

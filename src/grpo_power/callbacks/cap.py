@@ -54,6 +54,7 @@ cap are the job's: every node's samples, gathered from each node's sampler befor
 from __future__ import annotations
 
 import logging
+import math
 import time
 import weakref
 from collections import deque
@@ -67,12 +68,17 @@ from transformers import Trainer, TrainerCallback
 
 from grpo_power.callbacks.binding import bound_trainer, run_first
 from grpo_power.callbacks.phases import ForwardPhases, renew_phases
+from grpo_power.callbacks.power import evaluation_log
 from grpo_power.callbacks.tokens import GeneratedTokens, generation_cycle_steps
 from grpo_power.config import ActuatorBounds, Config
 from grpo_power.config.base import check_arguments
 from grpo_power.control.contract import Action, Observation, RunViolations
 from grpo_power.control.controllers import Controller, StatefulController
-from grpo_power.telemetry.monitor import PowerMonitor
+from grpo_power.telemetry.monitor import (
+    PowerMonitor,
+    check_cap_within_nameplate,
+    check_monitor,
+)
 from grpo_power.telemetry.source import TelemetryUnavailable
 from grpo_power.workload.actuators import (
     ACTUATORS,
@@ -159,6 +165,32 @@ def _warn_above_settings(bounds: dict[str, ActuatorBounds], settings: dict[str, 
             )
 
 
+def checked_bounds(bounds: Any) -> dict[str, ActuatorBounds]:
+    """The bounds a user gave ``PowerCapCallback`` (None: none), checked: a dict from actuator
+    names (:data:`~grpo_power.workload.actuators.ACTUATORS`) to ``ActuatorBounds``.
+
+    Raises:
+        TypeError: another type, naming the entry and what was expected.
+        ValueError: an unknown actuator name.
+    """
+    if bounds is None:
+        return {}
+    expected = "a dict such as {'max_new_tokens': grpo_power.config.ActuatorBounds(min=8, max=16)}"
+    if not isinstance(bounds, dict):
+        raise TypeError(f"PowerCapCallback: bounds: expected {expected}, got {bounds!r}")
+    for name, value in bounds.items():
+        if name not in ACTUATORS:
+            raise ValueError(
+                f"PowerCapCallback: bounds: {name!r}: expected one of {', '.join(ACTUATORS)}"
+            )
+        if not isinstance(value, ActuatorBounds):
+            raise TypeError(
+                f"PowerCapCallback: bounds[{name!r}]: expected grpo_power.config.ActuatorBounds"
+                f"(min=..., max=...), got {value!r}"
+            )
+    return dict(bounds)
+
+
 class PowerCapCallback(TrainerCallback):
     """Drive a trainer's actuators from a controller between steps (see the module docstring).
 
@@ -169,8 +201,11 @@ class PowerCapCallback(TrainerCallback):
         monitor: where power comes from (share a ``PowerCallback``'s ``monitor``); None: one
             is made (on each node's local rank 0) and runs for the training.
         trainer: the trainer to drive; None: the trainer calling this callback.
-        bounds: actuator bounds (None: a PPO controller's own; for another controller, up to
-            the trainer's settings when training begins, see :func:`controller_bounds`).
+        bounds: bounds of the actuators they name (``{"max_new_tokens":
+            ActuatorBounds(min=8, max=16)}``: a trained controller kept within the trainer's
+            own ``max_completion_length``); the others' are a PPO controller's own, for
+            another controller up to the trainer's settings when training begins (see
+            :func:`controller_bounds`).
         window_s: power the observation covers, s.
         staleness_s: older telemetry bypasses the controller for the fail-safe, s.
         pause_s: the pause before a step after an over-cap window, s (0: no pause).
@@ -196,13 +231,15 @@ class PowerCapCallback(TrainerCallback):
         check_arguments(
             "PowerCapCallback",
             ("pause_s",),
+            ("cap_w",),
             cap_w=cap_w,
             window_s=window_s,
             staleness_s=staleness_s,
             pause_s=pause_s,
         )
+        check_monitor("PowerCapCallback", monitor)
         self.controller = load_controller(controller)
-        self.cap_w = cap_w
+        self.cap_w = float(cap_w)
         rank, local_rank = process_ranks()
         self.deciding, self.sampling = rank == 0, local_rank == 0  # see the module docstring
         self._owns_monitor = monitor is None
@@ -212,11 +249,21 @@ class PowerCapCallback(TrainerCallback):
             else None
         )
         if self.sampling and self.monitor is not None:
+            check_cap_within_nameplate("PowerCapCallback", self.cap_w, self.monitor.source.gpus)
             warn_if_node_gpus_hidden(self.monitor.source.kind)
+            judged_w = self.monitor.cap_w
+            if judged_w is not None and not math.isclose(judged_w, self.cap_w):
+                logger.warning(
+                    "PowerCapCallback: cap_w %g W, its monitor's %g W: power/share_above_cap is "
+                    "judged by the monitor's, power_cap/run_share_above_cap by %g W",
+                    self.cap_w,
+                    judged_w,
+                    self.cap_w,
+                )
         self._given_trainer = trainer
         self.trainer = trainer
-        self._given_bounds, self._config = bounds, config
-        self.bounds = bounds or controller_bounds(self.controller, config, {})
+        self._given_bounds, self._config = checked_bounds(bounds), config
+        self.bounds = {**controller_bounds(self.controller, config, {}), **self._given_bounds}
         # each trainer's settings when first seen, before a controller changed them
         self._settings: weakref.WeakKeyDictionary[Any, dict[str, int]] = weakref.WeakKeyDictionary()
         self.window_s, self.staleness_s, self.pause_s = window_s, staleness_s, pause_s
@@ -276,10 +323,11 @@ class PowerCapCallback(TrainerCallback):
         self.trainer = bound_trainer(self._given_trainer, self)
         run_first(self.trainer, self)
         settings = self._settings.setdefault(self.trainer, trainer_settings(self.trainer))
-        given, config = self._given_bounds, self._config
-        self.bounds = given or controller_bounds(self.controller, config, settings)
-        if given is None and getattr(self.controller, "space", None) is not None:
-            _warn_above_settings(self.bounds, settings)
+        given = self._given_bounds  # the user's, for the actuators they name
+        own = controller_bounds(self.controller, self._config, settings)
+        if getattr(self.controller, "space", None) is not None:
+            _warn_above_settings({k: b for k, b in own.items() if k not in given}, settings)
+        self.bounds = {**own, **given}
         self.actuators = Actuators(self.trainer, self.bounds)
         self.actuators.apply(Action(**settings))  # each train() starts from the user's settings
         self._step = None  # a new attempt (a second train()): no step of it seen yet
@@ -472,6 +520,8 @@ class PowerCapCallback(TrainerCallback):
         self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
     ) -> None:
         if logs is None or self.actuators is None:
+            return
+        if evaluation_log(logs):
             return
         entries = {f"power_cap/{name}": float(v) for name, v in self.actuators.values().items()}
         if "power_cap/pause_s" in entries or self.pause_s > 0:  # the pause slept, the

@@ -8,8 +8,11 @@ counts in the next interval's):
 
 ``mean_w``, ``p95_w``, ``max_w`` (per GPU), ``energy_j`` (all GPUs), ``share_above_cap``,
 ``tokens_per_mj`` (tokens as the trainer counts them: TRL's ``num_tokens``, else
-``num_input_tokens_seen``, when either grows), ``simulated`` (1 when the power is the simulated
-A100's), and per announced phase ``<phase>_energy_j`` and ``<phase>_mean_w``.
+``num_input_tokens_seen``, when either grows; where one GRPO generation serves several steps,
+``num_iterations > 1`` or ``steps_per_generation`` above ``gradient_accumulation_steps``, its
+tokens are shared evenly among the steps it serves, so that the step that generated does not
+count them all over its own energy and the others none), ``simulated`` (1 when the power is the
+simulated A100's), and per announced phase ``<phase>_energy_j`` and ``<phase>_mean_w``.
 
 It moves itself to the front of the trainer's callbacks (:mod:`grpo_power.callbacks.binding`), so
 the reporting integrations that ``report_to`` adds (TensorBoard, W&B, trackio, CodeCarbon) log
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +43,14 @@ from transformers import Trainer, TrainerCallback
 
 from grpo_power.callbacks.binding import calling_trainer, run_first
 from grpo_power.callbacks.phases import ForwardPhases, renew_phases
+from grpo_power.callbacks.tokens import generation_cycle_steps
 from grpo_power.config import Config, TelemetrySource
-from grpo_power.telemetry.monitor import OWN_WINDOW_PREFIX, Measurement, PowerMonitor
+from grpo_power.telemetry.monitor import (
+    OWN_WINDOW_PREFIX,
+    Measurement,
+    PowerMonitor,
+    check_monitor,
+)
 from grpo_power.workload.distributed import (
     node_gpus,
     node_share,
@@ -71,6 +81,13 @@ def power_metrics(m: Measurement, tokens: float | None, prefix: str = "power/") 
         if share.time_s > 0:
             metrics[f"{phase}_mean_w"] = share.energy_j / share.time_s / n_gpus
     return {f"{prefix}{name}": float(value) for name, value in metrics.items()}
+
+
+def evaluation_log(logs: dict[str, Any]) -> bool:
+    """Whether ``logs`` are an evaluation's metrics (``eval_*``), which the callbacks add
+    nothing to: reporting integrations file the rest under ``train/``, a second point at the
+    step (the evaluation's power goes into the next training log)."""
+    return any(key.startswith("eval_") for key in logs)
 
 
 def node_trace(trace: Path) -> Path:
@@ -109,6 +126,7 @@ class PowerCallback(TrainerCallback):
         announce_phases: bool = True,
         prefix: str = "power/",
     ) -> None:
+        check_monitor("PowerCallback", monitor)
         rank, local_rank = process_ranks()
         self.sampling = local_rank == 0  # one sampler a node (see the module docstring)
         if trace is not None and rank != 0:
@@ -130,6 +148,11 @@ class PowerCallback(TrainerCallback):
         self._phases: ForwardPhases | None = None
         self._tokens_at_last_log: float | None = None
         self._step_at_last_log = -1
+        # one generation's tokens shared among the steps it serves (see the module docstring)
+        self._cycle_steps = 1
+        self._owed_tokens: deque[float] = deque([0.0])  # to this step and the next ones
+        self._tokens_at_last_step = 0.0
+        self._interval_tokens = 0.0  # shared to the steps since the last log
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if not self.sampling:
@@ -145,23 +168,45 @@ class PowerCallback(TrainerCallback):
         self.monitor.start()
         self._tokens_at_last_log = float(state.num_input_tokens_seen or 0)
         self._step_at_last_log = -1
+        self._cycle_steps = generation_cycle_steps(trainer) if trainer is not None else 1
+        self._owed_tokens = deque([0.0] * self._cycle_steps)
+        self._tokens_at_last_step = self._tokens_at_last_log
+        self._interval_tokens = 0.0
         self.monitor.begin_window(INTERVAL_WINDOW)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self._phases is not None:
             self._phases.idle()
+        if self._cycle_steps > 1:
+            self._share_generated_tokens(state)
+
+    def _share_generated_tokens(self, state: Any) -> None:
+        """At a step's end: the tokens a generation in it counted (TRL's GRPO trainers count
+        them in ``num_input_tokens_seen`` as they generate) are owed in equal parts to it and
+        the next steps of its generation cycle; this step's part goes to the interval."""
+        now = float(state.num_input_tokens_seen or 0)
+        grown, self._tokens_at_last_step = now - self._tokens_at_last_step, now
+        if grown > 0:
+            share = grown / self._cycle_steps
+            self._owed_tokens = deque(owed + share for owed in self._owed_tokens)
+        self._interval_tokens += self._owed_tokens.popleft()
+        self._owed_tokens.append(0.0)
 
     def on_log(
         self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
     ) -> None:
-        if logs is None or not self.sampling or self._not_a_training_interval(logs, state):
+        if logs is None or not self.sampling:
+            return
+        if evaluation_log(logs) or self._repeats_last_log(logs, state):
             return
         self._step_at_last_log = state.global_step
         measurement = self.monitor.end_window(INTERVAL_WINDOW)
         self.monitor.begin_window(INTERVAL_WINDOW)
         tokens_now = logs.get("num_tokens", state.num_input_tokens_seen)
         tokens = None
-        if tokens_now and self._tokens_at_last_log is not None:
+        if self._cycle_steps > 1:  # the generations' tokens shared among the steps they serve
+            tokens, self._interval_tokens = self._interval_tokens * node_share(), 0.0
+        elif tokens_now and self._tokens_at_last_log is not None:
             # the job's tokens, of which this node's GPUs, measured here, processed their share
             tokens = (float(tokens_now) - self._tokens_at_last_log) * node_share()
             self._tokens_at_last_log = float(tokens_now)
@@ -171,14 +216,9 @@ class PowerCallback(TrainerCallback):
         if history and history[-1].get("step") == state.global_step:
             history[-1].update(self.last_metrics)  # the trainer copied the logs before on_log
 
-    def _not_a_training_interval(self, logs: dict[str, Any], state: Any) -> bool:
-        """Whether ``logs`` are not a training interval's to add power to: an evaluation's
-        metrics (``eval_*``: reporting integrations file the rest under ``train/``; the
-        evaluation's power goes into the next training log), or the run's closing summary
-        (``train_runtime``) where no step ran since the last log (it would repeat that step
-        with an interval of milliseconds)."""
-        if any(key.startswith("eval_") for key in logs):
-            return True
+    def _repeats_last_log(self, logs: dict[str, Any], state: Any) -> bool:
+        """Whether ``logs`` are the run's closing summary (``train_runtime``) where no step ran
+        since the last log (it would repeat that step with an interval of milliseconds)."""
         return "train_runtime" in logs and state.global_step == self._step_at_last_log
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:

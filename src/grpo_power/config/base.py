@@ -8,6 +8,7 @@ The bottom of the config package: it imports nothing of grpo-power.
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from pathlib import Path
 from typing import Annotated
@@ -100,21 +101,28 @@ def _own_check_problems(path: str, message: str) -> list[str]:
     return problems
 
 
-def check_arguments(owner: str, non_negative: tuple[str, ...] = (), **values: float | None) -> None:
-    """Refuse a library call's numeric argument that is not finite and above 0 (at or above 0
-    for the names in ``non_negative``; None: not given), naming ``owner`` (the class), the
-    argument and what was expected in one line.
+def check_arguments(
+    owner: str,
+    non_negative: tuple[str, ...] = (),
+    required: tuple[str, ...] = (),
+    **values: float | None,
+) -> None:
+    """Refuse a library call's numeric argument that is not a finite number above 0 (at or
+    above 0 for the names in ``non_negative``; None: not given, refused for the names in
+    ``required``), naming ``owner`` (the class), the argument and what was expected in one line.
+    A string of a number (``"320"``) is refused too: the argument is used as a number.
 
     Raises:
         ValueError: the first bad argument.
     """
     for name, value in values.items():
-        if value is None:
+        if value is None and name not in required:
             continue
         low = "at or above 0" if name in non_negative else "above 0"
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            number = math.nan
+        number = (
+            float(value)
+            if isinstance(value, numbers.Real) and not isinstance(value, bool)
+            else math.nan
+        )
         if not math.isfinite(number) or number < 0 or (number == 0 and name not in non_negative):
             raise ValueError(f"{owner}: {name}: expected a finite number {low}, got {value!r}")

@@ -50,7 +50,7 @@ from grpo_power.telemetry.factory import open_source
 from grpo_power.telemetry.record import trace_metadata
 from grpo_power.telemetry.sampler import PowerSampler, RecentPower
 from grpo_power.telemetry.signals import WorkloadSignal
-from grpo_power.telemetry.source import PowerSource, Row
+from grpo_power.telemetry.source import GpuInfo, PowerSource, Row
 from grpo_power.telemetry.store import (
     TraceWriter,
     free_trace_path,
@@ -145,6 +145,42 @@ def synchronize_gpu_work(devices: list[int] | None = None) -> None:
             torch.cuda.synchronize(device)
 
 
+def check_cap_within_nameplate(owner: str, cap_w: float | None, gpus: list[GpuInfo]) -> None:
+    """Refuse a per-GPU cap ``cap_w`` above the nameplate of the sampled ``gpus`` (a node's or a
+    job's cap given for a GPU's), as ``grpo-power windows --cap-w`` does; ``owner`` names the
+    class in the message. None: no cap, nothing to check.
+
+    Raises:
+        ValueError: the cap, the nameplate and the GPU's name in one line.
+    """
+    if cap_w is None or not gpus:
+        return
+    gpu = min(gpus, key=lambda g: g.nameplate_w)
+    if cap_w > gpu.nameplate_w:
+        raise ValueError(
+            f"{owner}: cap_w: expected a per-GPU cap of at most the GPU's nameplate, "
+            f"{gpu.nameplate_w:g} W ({gpu.name}), got {cap_w:g} W"
+        )
+
+
+def check_monitor(owner: str, monitor: object) -> None:
+    """Refuse a ``monitor`` argument that is neither a :class:`PowerMonitor` nor None (a trace
+    file's name given first, a ``PowerCallback`` for its ``.monitor``), naming ``owner``.
+
+    Raises:
+        TypeError: what was given and what was expected, in one line.
+    """
+    if monitor is None or isinstance(monitor, PowerMonitor):
+        return
+    hint = " (a trace file goes in trace=)" if isinstance(monitor, str | Path) else ""
+    if hasattr(monitor, "monitor"):
+        hint = f" (give its .monitor: {type(monitor).__name__}(...).monitor)"
+    raise TypeError(
+        f"{owner}: monitor: expected a grpo_power.telemetry.monitor.PowerMonitor or None, got "
+        f"{type(monitor).__name__} {monitor!r}{hint}"
+    )
+
+
 class PowerMonitor:
     """Sample GPU power in the background and measure named windows of code.
 
@@ -187,6 +223,12 @@ class PowerMonitor:
         history_s: float = 600.0,
         **sampler_options: Any,
     ) -> None:
+        unknown = sorted(set(sampler_options) - {"origin_s", "energy_offset_j"})
+        if unknown:
+            raise TypeError(
+                f"PowerMonitor: unexpected argument {unknown[0]!r}; expected gpus, period_s, "
+                "source, trace, cap_w, config, signal, history_s, origin_s or energy_offset_j"
+            )
         if cap_w is None and config is not None:
             cap_w = config.cap_w
         config = config or Config()
@@ -207,9 +249,21 @@ class PowerMonitor:
         self._config = config
         self.signal = signal or WorkloadSignal()
         self.source = open_source(config, self.signal) if isinstance(source, str) else source
+        if telemetry.source == "auto" and isinstance(source, str) and self.source.kind != "nvml":
+            logger.warning(
+                "PowerMonitor: no NVIDIA GPU found: power is the simulated %s's (logged as "
+                "power/simulated 1); source='nvml' refuses to run without one",
+                config.gpu.name,
+            )
         self.period_s = telemetry.period_s
         self._cuda_devices = telemetry.gpus  # what a window waits for (None: every device)
-        self.cap_w = cap_w
+        self.cap_w = None if cap_w is None else float(cap_w)
+        try:
+            check_cap_within_nameplate("PowerMonitor", self.cap_w, self.source.gpus)
+        except ValueError:
+            if isinstance(source, str):  # opened here
+                self.source.close()
+            raise
         self.simulated = self.source.kind == "simulated"
         self.trace = self._writer(trace) if isinstance(trace, str | Path) else trace
         self._rows: dict[str, list[float]] = {k: [] for k in ("t", "gpu", "power_w", "energy_j")}

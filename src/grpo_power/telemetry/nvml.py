@@ -117,7 +117,8 @@ class NvmlSource:
         except self.nvml.NVMLError_LibraryNotFound:
             raise NoNvidiaGpu(
                 "NVML library (libnvidia-ml.so.1) not found: this machine has no NVIDIA driver. "
-                "Use `telemetry: {source: simulated}` in the config (or --source simulated), "
+                "Use `telemetry: {source: simulated}` in the config (--source simulated, "
+                "source='simulated' in Python), "
                 "or import traces recorded elsewhere with `grpo-power telemetry import`."
             ) from None
         except self.nvml.NVMLError as error:
