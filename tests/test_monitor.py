@@ -437,6 +437,9 @@ def test_power_is_logged_for_training_intervals_only(tmp_path: Path) -> None:
     assert not any(key.startswith("power/") for key in summary)
     assert summary["power_cap/run_share_above_cap"] == steps[-1]["power_cap/run_share_above_cap"]
     assert all(e["power/simulated"] == 1.0 and e["power_cap/cap_w"] == 300 for e in steps)
+    # what each decision observed: none of loading before the first step, then its window
+    assert [e["power_cap/obs_samples"] > 0 for e in steps] == [False, True, True, True]
+    assert all(e["power_cap/obs_max_power_w"] >= e["power_cap/obs_mean_power_w"] for e in steps)
 
 
 def test_a_run_resumed_from_a_checkpoint_carries_on_with_its_share_above_the_cap(

@@ -26,9 +26,12 @@ Telemetry older than ``staleness_s`` bypasses the controller for the fail-safe: 
 at its lower bound. A controller trained by ``grpo-power controller train`` loads by the path of
 its folder. What it did is added to the logs under ``power_cap/``, with the run's share of
 samples above the cap so far (``run_share_above_cap``, what a budget-tracking controller
-steers). The tokens per second it observes are the step's completion tokens over its wall time,
-as the simulator a trained controller learnt in counts them (:mod:`grpo_power.callbacks.tokens`;
-logged as ``step_tokens`` and ``tokens_per_s``); on a trainer that does not generate, the tokens
+steers), and the power its last decision observed over ``window_s`` (``obs_mean_power_w``,
+``obs_share_above_cap``, ...: :data:`OBSERVED_POWER`; the ``power/`` figures of a
+``PowerCallback`` are of the log interval). The tokens per second it observes are the step's
+completion tokens over its wall time, as the simulator a trained controller learnt in counts
+them (:mod:`grpo_power.callbacks.tokens`; logged as ``step_tokens`` and ``tokens_per_s``); on a
+trainer that does not generate, the tokens
 it counts (TRL's ``num_tokens``, else ``num_input_tokens_seen``:
 :meth:`PowerCapCallback.tokens_seen`). Where one generation serves several steps
 (``num_iterations > 1``, or ``steps_per_generation`` above ``gradient_accumulation_steps``) they
@@ -97,6 +100,10 @@ logger = logging.getLogger(__name__)
 # The callback's entry in ``TrainerState.stateful_callbacks``, which each checkpoint's
 # trainer_state.json keeps; not a class name, so transformers never rebuilds a callback from it
 STATE_KEY = "grpo_power.PowerCapCallback"
+
+# the power the last decision observed, logged as power_cap/obs_<name> (as the project's runs
+# log obs_<name> in steps.parquet): its window_s, which the log interval's power/ figures are not
+OBSERVED_POWER = ("mean_power_w", "p95_power_w", "max_power_w", "share_above_cap", "samples")
 
 UNAVAILABLE_HINTS = {  # how a run gets an actuator its trainer lacks
     "concurrency": " (swap in grpo_power.workload.trainer.PowerAwareGRPOTrainer)",
@@ -287,6 +294,7 @@ class PowerCapCallback(TrainerCallback):
         self._step: tuple[float, float] | None = None  # (monotonic start, tokens seen) of a step
         self._generated: GeneratedTokens | None = None  # the trainer's completion tokens
         self.last_step_tokens = 0.0
+        self.last_observation: Observation | None = None  # the last decision's (deciding rank)
         # (tokens, wall s) of this attempt's last steps, as many as one generation serves
         self._recent_steps: deque[tuple[float, float]] = deque(maxlen=1)
         self._phases: ForwardPhases | None = None  # the forward passes, for a monitor of its own
@@ -331,6 +339,7 @@ class PowerCapCallback(TrainerCallback):
         self.actuators = Actuators(self.trainer, self.bounds)
         self.actuators.apply(Action(**settings))  # each train() starts from the user's settings
         self._step = None  # a new attempt (a second train()): no step of it seen yet
+        self.last_observation = None
         if self._generated is not None:  # an earlier train() that raised left its wrapper
             self._generated.remove()
         self._generated = GeneratedTokens(self.trainer)
@@ -435,6 +444,7 @@ class PowerCapCallback(TrainerCallback):
                     f"{type(action).__name__}; expected a grpo_power.control.contract.Action"
                 )
             decided = [action, stale, observation.mean_power_w > self.cap_w]
+            self.last_observation = observation
         if self.several_processes:
             broadcast_object_list(decided, from_process=0)  # every rank acts alike
         action, stale, hot = decided
@@ -532,6 +542,11 @@ class PowerCapCallback(TrainerCallback):
         entries["power_cap/tokens_per_s"] = self.last_tokens_per_s
         if self.deciding:  # the run's violations are counted where the decisions are taken
             entries["power_cap/run_share_above_cap"] = self.violations.share
+        seen = self.last_observation
+        if seen is not None:  # what the last decision saw: its window, not the log interval's
+            entries.update(
+                {f"power_cap/obs_{name}": float(getattr(seen, name)) for name in OBSERVED_POWER}
+            )
         logs.update(entries)
         history = state.log_history
         if history and history[-1].get("step") == state.global_step:
