@@ -487,6 +487,34 @@ def test_import_tells_the_format_from_the_file(tmp_path: Path) -> None:
     assert len(result.output.strip().splitlines()) == 1  # one line, the long header cut short
 
 
+def test_import_tells_a_prometheus_answer_without_labels_by_its_shape(tmp_path: Path) -> None:
+    """A query whose sum() dropped the labels names no power series: auto-detection took the
+    answer for an nvidia-smi CSV ("missing column 'timestamp' ... 163 columns"); it is told by
+    its shape, and the Prometheus importer says what is wrong with it."""
+    from typer.testing import CliRunner
+
+    from grpo_power.cli import app
+
+    answer = {
+        "status": "success",
+        "data": {
+            "resultType": "matrix",
+            "result": [
+                {"metric": {}, "values": [[1793700000 + 15 * i, "600.000"] for i in range(9)]}
+            ],
+        },
+    }
+    log = tmp_path / "sum.json"
+    log.write_text(json.dumps(answer))
+    out = tmp_path / "sum.parquet"
+    result = CliRunner().invoke(app, ["telemetry", "import", str(log), "-o", str(out)])
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.startswith("error")]
+    assert len(lines) == 1 and "timestamp" not in lines[0]
+    assert f"{log}: series 1 (): no '__name__' label" in lines[0]
+    assert "sum() or rate() drops the labels" in lines[0]
+
+
 def _engine_run(
     drift_s: float, length_s: float = 2400.0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, EngineLog]:

@@ -623,6 +623,147 @@ def test_a_gpu_lost_mid_log_is_read_and_the_fleet_says_what_it_left_out(tmp_path
     assert "The wall-clock fleet counts" in page and "fleet.alignment: monte_carlo" in page
 
 
+def test_a_wall_clock_fleet_with_no_whole_window_of_readings_is_drawn_instead(
+    tmp_path: Path,
+) -> None:
+    """A GPU lost 5 s into a ten-minute log (or one row inventing a GPU) leaves no bin where
+    every GPU has a reading over a window: the wall-clock fleet printed a NaN factor and exit 0,
+    and the economics still priced oversubscription. auto draws it by Monte Carlo and says why;
+    asked for by name, the planner refuses in one line."""
+
+    def lost(i: int, g: int) -> str:
+        return "[GPU is lost]" if g == 1 and i >= 10 else f"{200 + 60 * np.sin(i / 30):.2f} W"
+
+    lost_folder = tmp_path / "lost"
+    lost_folder.mkdir()
+    (lost_folder / "node.csv").write_text(_smi_log("power.draw [W]", lost, 1200, gpus=2))
+    invented = tmp_path / "invented"
+    invented.mkdir()
+    log = _smi_log("power.draw [W]", lambda i, g: f"{250 + g:.2f} W", 1200, gpus=2)
+    (invented / "node.csv").write_text(log + "2026/11/01 09:04:09.000, 7, 327.30 W\n")
+    for folder in (lost_folder, invented):
+        out = tmp_path / f"out-{folder.name}"
+        result = CliRunner().invoke(app, ["planner", "run", str(folder), "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        assert "nan" not in result.output.lower()
+        fleet = json.loads((out / "fleet" / "summary.json").read_text())
+        assert fleet["alignment"] == "monte_carlo" and np.isfinite(fleet["factor"])
+        assert "the bins where every GPU has a reading" in fleet["alignment_reason"]
+        assert "hold no whole" in result.output
+        economics = json.loads((out / "economics" / "summary.json").read_text())
+        assert np.isfinite(economics["oversubscription"]["factor"])
+    asked = validate_config({"fleet": {"alignment": "wall_clock"}})
+    with pytest.raises(ValueError, match=r"^fleet.alignment: wall_clock: the bins where every"):
+        run_planner(lost_folder, tmp_path / "asked", asked)
+
+
+def _h100_log(samples: int = 1200) -> str:
+    """A 2-GPU H100 node's nvidia-smi log (700 W nameplate) drawing 400-520 W."""
+    return _smi_log(
+        "name, power.draw [W], power.default_limit [W]",
+        lambda i, g: f"NVIDIA H100 80GB HBM3, {460 + 60 * np.sin(i / 20 + g):.2f} W, 700.00 W",
+        samples,
+        gpus=2,
+    )
+
+
+def test_the_planner_says_which_cap_it_judges_by_and_takes_its_own(tmp_path: Path) -> None:
+    """H100 traces (700 W) judged by the config's cap_w (320 W, set for its A100) exceed it in
+    every window: the windows stage noted it in a summary.json that neither `planner run` nor
+    the report showed, and the planner had no way to set the cap. The fleet says so on stdout
+    and in the report; --cap-w and planner.cap_w set the planner's cap."""
+    folder = tmp_path / "h100"
+    folder.mkdir()
+    (folder / "node.csv").write_text(_h100_log())
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["planner", "run", str(folder), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    said = "the traces are judged by the config's cap_w, 320 W per GPU, set for its"
+    assert said in result.output and "node (NVIDIA H100 80GB HBM3, 700 W)" in result.output
+    assert "planner.cap_w (--cap-w) gives the cap" in result.output
+    page = html.unescape(re.sub(r"<[^>]+>", " ", (out / "report" / "index.html").read_text()))
+    assert said[1:] in " ".join(page.split())
+    own = CliRunner().invoke(
+        app, ["planner", "run", str(folder), "--out", str(out), "--cap-w", "600"]
+    )
+    assert own.exit_code == 0, own.output
+    assert "judged by the config's cap_w" not in own.output
+    fleet = json.loads((out / "fleet" / "summary.json").read_text())
+    assert fleet["cap_w_per_gpu"] == 600 and fleet["cap_note"] is None
+    windows = json.loads((out / "windows" / "node" / "summary.json").read_text())
+    assert windows["cap_w"] == 600 and not any("cap_w" in n for n in windows["notes"])
+    exceedance = pd.read_csv(out / "windows" / "node" / "exceedance.csv")
+    assert (exceedance["exceedance"] == 0).all()  # 520 W at most, under 600 W
+    configured = run_planner(folder, tmp_path / "cfg", validate_config({"planner": {"cap_w": 600}}))
+    assert configured.fleet.summary["cap_w_per_gpu"] == 600
+    too_high = validate_config({"planner": {"cap_w": 800}})
+    with pytest.raises(ValueError, match=r"node\.parquet: planner\.cap_w \(--cap-w\): expected at"):
+        run_planner(folder, tmp_path / "high", too_high)
+
+
+def test_the_planner_leaves_its_own_outputs_out_of_the_folder_it_reads(tmp_path: Path) -> None:
+    """`planner import DIR --out DIR/traces` then `planner run DIR` counted each log twice (the
+    traces under DIR/traces were imported from DIR's logs); `planner run DIR --out DIR/out` run
+    twice read its own fleet as a trace the second time and failed."""
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    (folder / "node.csv").write_text(_h100_log(600))
+    alone = run_planner(folder, tmp_path / "alone", small_config(tmp_path))
+    runner = CliRunner()
+    imported = runner.invoke(
+        app, ["planner", "import", str(folder), "--out", str(folder / "traces")]
+    )
+    assert imported.exit_code == 0, imported.output
+    twice = run_planner(folder, tmp_path / "out", small_config(tmp_path))
+    assert twice.economics["energy_j"] == pytest.approx(alone.economics["energy_j"])
+    index = pd.read_csv(tmp_path / "out" / "traces" / "index.csv").set_index("key")
+    assert list(index[index["status"] == "imported"].index) == ["node"]
+    reason = index.loc["traces/node", "reason"]
+    assert reason.startswith(f"a grpo-power trace imported from {folder}/node.csv, a log in this")
+    shutil.rmtree(folder / "traces")
+    for _ in range(2):  # the second run finds the first one's outputs in the folder
+        inside = runner.invoke(app, ["planner", "run", str(folder), "--out", str(folder / "out")])
+        assert inside.exit_code == 0, inside.output
+        index = pd.read_csv(folder / "out" / "traces" / "index.csv")
+        assert list(index["key"]) == ["node"]
+
+
+def test_the_planner_splits_a_log_at_a_clock_jump_when_asked(tmp_path: Path) -> None:
+    """A duplicated row is refused with advice to give --split-on-clock-jumps, which `planner
+    run` and `planner import` did not have ("No such option"); they take it, and the config's
+    planner.split_on_clock_jumps (the Snakemake target's way) does the same."""
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    header, *rows = _smi_log("power.draw [W]", lambda i, g: f"{300 + i % 7:.2f} W", 600).split("\n")
+    rows.insert(400, rows[399])  # a row written twice
+    (folder / "node.csv").write_text("\n".join([header, *rows]))
+    runner = CliRunner()
+    refused = runner.invoke(app, ["planner", "run", str(folder), "--out", str(tmp_path / "o")])
+    assert refused.exit_code == 2 and "give --split-on-clock-jumps" in refused.output
+    for command in ("run", "import"):
+        out = tmp_path / command
+        split = ["planner", command, str(folder), "--out", str(out), "--split-on-clock-jumps"]
+        result = runner.invoke(app, split)
+        assert result.exit_code == 0, result.output
+    index = pd.read_csv(tmp_path / "run" / "traces" / "index.csv").set_index("key")
+    assert "split" in index.loc["node", "notes"]
+    configured = validate_config({"planner": {"split_on_clock_jumps": True}})
+    assert run_planner(folder, tmp_path / "cfg", configured).traces == 1
+
+
+def test_the_planner_names_its_config_as_where_the_time_zone_came_from(tmp_path: Path) -> None:
+    """planner.timezone in the config was noted as "(--timezone)", an option the planner has
+    not."""
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    (folder / "node.csv").write_text(_h100_log(120))
+    config = validate_config({"planner": {"timezone": "Europe/Berlin"}})
+    result = run_planner(folder, tmp_path / "out", config)
+    said = f"{folder}/node.csv: timestamps read as local time in Europe/Berlin (planner.timezone)"
+    assert said in result.notes
+    assert not any("--timezone" in note for note in result.notes)
+
+
 def test_planner_refuses_a_folder_without_traces(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     result = CliRunner().invoke(

@@ -66,6 +66,7 @@ def import_run(run: Path, key: str, config: Config, out: Path) -> Path:
             gpu_name=config.gpu.name,
             run_id=key,
             timezone=rt.timezone,
+            timezone_from="real_traces.timezone",
         )
         frame, metadata = add_engine_columns(
             frame, metadata, read_engine_log(run / ENGINE_LOG, rt.engine_format)

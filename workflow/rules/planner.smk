@@ -15,7 +15,7 @@ def planner_found():
     """The files under planner.traces: (traces, skipped), found when the workflow is planned."""
     if CFG.planner.traces is None:
         return [], []
-    return find_traces(CFG.planner.traces)
+    return find_traces(CFG.planner.traces, [PLANNER.traces])  # as planner_import searches it
 
 
 def planner_keys():
@@ -72,6 +72,8 @@ rule planner_windows:
     params:
         windows=section_settings(CFG, "windows"),
         cap_w=CFG.cap_w,
+        # planner.cap_w: the cap the planner judges by, as `planner run` passes it
+        cap_option="" if CFG.planner.cap_w is None else f"--cap-w {CFG.planner.cap_w!r}",
         out=lambda wildcards: PLANNER.windows(wildcards.key),
     conda:
         "../../envs/analysis.yaml"
@@ -79,7 +81,7 @@ rule planner_windows:
     resources:
         **analysis_resources(),
     shell:
-        "python -m grpo_power.cli windows {input.trace:q} --out {params.out:q} "
+        "python -m grpo_power.cli windows {input.trace:q} --out {params.out:q} {params.cap_option} "
         "--config {RESOLVED_CONFIG:q} > {log:q} 2>&1"
 
 
@@ -94,6 +96,7 @@ rule planner_fleet:
         fleet=section_settings(CFG, "fleet", exclude={"study_mix"}),
         windows=section_settings(CFG, "windows"),
         cap_w=CFG.cap_w,
+        planner_cap_w=CFG.planner.cap_w,
         seed=CFG.seed,
         folders=lambda wildcards, input: [str(Path(b).parent) for b in input.bins],
         out=PLANNER.fleet,

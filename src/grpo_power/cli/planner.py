@@ -31,14 +31,52 @@ TracesArgument = Annotated[
 ]
 
 
-def _traces_folder(traces: Path | None, config: Path) -> tuple[Path, Config]:
-    cfg = config_from(config)
+PlannerCapOption = Annotated[
+    float | None,
+    typer.Option(
+        "--cap-w",
+        help="The per-GPU cap to judge every trace and the fleet by, W (default: the config's "
+        "planner.cap_w, else its cap_w, set for its gpu).",
+    ),
+]
+PlannerSplitOption = Annotated[
+    bool,
+    typer.Option(
+        "--split-on-clock-jumps",
+        help="Where a log's clock repeats or steps back (a clock stepped back, logs "
+        "concatenated), split it into segments instead of refusing it (default: the config's "
+        "planner.split_on_clock_jumps).",
+    ),
+]
+
+
+def _planner_config(
+    config: Path, cap_w: float | None = None, split_on_clock_jumps: bool = False
+) -> Config:
+    """The config file ``config`` with the planner options given over its ``planner``
+    section (``--cap-w``: ``planner.cap_w``; ``--split-on-clock-jumps``:
+    ``planner.split_on_clock_jumps``)."""
+    return config_from(
+        config,
+        {
+            "--cap-w": ("planner.cap_w", cap_w),
+            "--split-on-clock-jumps": (
+                "planner.split_on_clock_jumps",
+                True if split_on_clock_jumps else None,
+            ),
+        },
+    )
+
+
+def _traces_folder(traces: Path | None, config: Path, cfg: Config) -> Path:
+    """The folder of traces: ``traces``, else the config's (``cfg``, read from ``config``)
+    ``planner.traces``."""
     folder = traces or cfg.planner.traces
     if folder is None:
         raise ValueError(
             f"{config}: planner.traces: expected a folder of traces (or give it as the argument)"
         )
-    return Path(folder), cfg
+    return Path(folder)
 
 
 @planner_app.command("run")
@@ -46,13 +84,16 @@ def _traces_folder(traces: Path | None, config: Path) -> tuple[Path, Config]:
 def planner_run(
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")],
     traces: TracesArgument = None,
+    cap_w: PlannerCapOption = None,
+    split_on_clock_jumps: PlannerSplitOption = False,
     config: ConfigOption = DEFAULT_CONFIG_PATH,
 ) -> None:
     """Import, window, fleet, economics and report in one command."""
     from grpo_power.planner.fleet import fleet_notes
     from grpo_power.planner.stage import run_planner
 
-    folder, cfg = _traces_folder(traces, config)
+    cfg = _planner_config(config, cap_w, split_on_clock_jumps)
+    folder = _traces_folder(traces, config, cfg)
     result = run_planner(folder, out, cfg, sys.stderr.isatty())
     s, e = result.fleet.summary, result.economics
     label = " (SIMULATED power)" if s["simulated"] else ""
@@ -80,12 +121,14 @@ def planner_run(
 def planner_import(
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder of imported traces.")],
     traces: TracesArgument = None,
+    split_on_clock_jumps: PlannerSplitOption = False,
     config: ConfigOption = DEFAULT_CONFIG_PATH,
 ) -> None:
     """Import every trace of a folder (any of the formats, mixed) into one folder."""
     from grpo_power.planner.discover import INDEX, import_traces
 
-    folder, cfg = _traces_folder(traces, config)
+    cfg = _planner_config(config, split_on_clock_jumps=split_on_clock_jumps)
+    folder = _traces_folder(traces, config, cfg)
     index = import_traces(folder, out, cfg, sys.stderr.isatty())
     imported = index[index["status"] == "imported"]
     typer.echo(
@@ -105,13 +148,15 @@ def planner_fleet(
         ),
     ],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")],
+    cap_w: PlannerCapOption = None,
     config: ConfigOption = DEFAULT_CONFIG_PATH,
 ) -> None:
     """The fleet the traces make: wall-clock aligned where their clocks overlap, else Monte
     Carlo; plus the scaling study."""
     from grpo_power.planner.fleet import fleet_notes, fleet_of_traces, window_folders
 
-    s = fleet_of_traces(window_folders(window_outputs), out, config_from(config)).summary
+    cfg = _planner_config(config, cap_w)
+    s = fleet_of_traces(window_folders(window_outputs), out, cfg).summary
     typer.echo(f"fleet of {s['n_gpus']} GPUs, {s['alignment']}: factor {s['factor']:.3g}x -> {out}")
     echo_notes(fleet_notes(s))
 

@@ -16,10 +16,13 @@ logrotate's ``dateext`` names too) as one log named by its name
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from grpo_power.analysis.fleet.same_gpus import GpuSpan, busy_spans, refuse_twice_logged
@@ -110,8 +113,15 @@ def _noted(metadata: TraceMetadata, note: str) -> TraceMetadata:
     return type(metadata).model_validate({**metadata.model_dump(), "notes": notes})
 
 
-def find_traces(folder: Path | str) -> tuple[list[FoundFile], list[FoundFile]]:
+def find_traces(
+    folder: Path | str, leave_out: Sequence[Path | str] = ()
+) -> tuple[list[FoundFile], list[FoundFile]]:
     """The power traces under ``folder`` (recursively, in path order) and the skipped files.
+
+    The folders ``leave_out`` that lie under ``folder`` (the planner's own outputs) are not
+    searched. A grpo-power trace imported from a log that is itself under ``folder`` (an earlier
+    ``planner import DIR --out DIR/traces``) is skipped, with the reason: it would count the
+    log's power twice.
 
     Raises:
         ValueError: ``folder`` is not a folder, or holds no power trace.
@@ -121,15 +131,25 @@ def find_traces(folder: Path | str) -> tuple[list[FoundFile], list[FoundFile]]:
         raise ValueError(
             f"{folder}: expected {EXPECTED}, got {'a file' if folder.exists() else 'nothing'}"
         )
+    outputs = [Path(path).resolve() for path in leave_out]
     files = sorted(
         p
         for p in folder.rglob("*")
-        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+        if p.is_file()
+        and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+        and not any(p.resolve().is_relative_to(path) for path in outputs)
     )
     found = [
         classify_rotated(parts, folder) if is_rotated(parts) else classify(parts[0], folder)
         for parts in rotation_groups(files)
     ]
+    logs = {
+        part.resolve()
+        for f in found
+        if f.kind not in (None, "trace")
+        for part in (f.parts or (f.path,))
+    }
+    found = [_unless_imported_here(f, logs) for f in found]
     traces = [f for f in found if f.kind is not None]
     if not traces:
         raise ValueError(f"{folder}: no power trace found; expected {EXPECTED}")
@@ -142,6 +162,28 @@ def find_traces(folder: Path | str) -> tuple[list[FoundFile], list[FoundFile]]:
             )
         seen[f.key] = f.path
     return traces, [f for f in found if f.kind is None]
+
+
+def _unless_imported_here(found: FoundFile, logs: set[Path]) -> FoundFile:
+    """``found``, or, for a grpo-power trace imported from one of ``logs`` (the logs of the
+    folder searched, resolved; its metadata's ``imported_from``), that trace skipped with the
+    reason. A trace whose metadata cannot be read is kept, for the import's error."""
+    if found.kind != "trace":
+        return found
+    try:
+        raw = TraceMetadata.raw_from_schema(pq.read_schema(found.path), str(found.path))
+    except (OSError, ValueError, pa.ArrowException):
+        return found  # read_trace names what is wrong with it
+    source = (raw or {}).get("imported_from")
+    if not isinstance(source, str) or Path(source).resolve() not in logs:
+        return found
+    return FoundFile(
+        found.path,
+        found.key,
+        None,
+        f"a grpo-power trace imported from {source}, a log in this folder, which is read "
+        "itself: not counted twice",
+    )
 
 
 def engines_beside(
@@ -197,6 +239,8 @@ def _import_planner_log(
         found.kind,  # type: ignore[arg-type]
         run_id=found.key,
         timezone=config.planner.timezone,
+        timezone_from="planner.timezone",
+        split_on_clock_jumps=config.planner.split_on_clock_jumps,
         fallback_nameplate_w=config.gpu.nameplate_w,
         fallback_gpu_name=config.gpu.name,
     )
@@ -211,11 +255,12 @@ def _import_planner_log(
 
 
 def _read_planner_trace(
-    found: FoundFile, defaults: TraceDefaults
+    found: FoundFile, defaults: TraceDefaults, split_on_clock_jumps: bool
 ) -> tuple[pd.DataFrame, TraceMetadata, list[str], float | None, str]:
-    """A grpo-power trace read (frame, metadata, notes, tokens, where they come from): its
+    """A grpo-power trace read (frame, metadata, notes, tokens, where they come from), split
+    into segments where its clock repeats or steps back with ``split_on_clock_jumps``: its
     tokens from the step log beside it, where there is one."""
-    trace = read_trace(found.path, defaults)
+    trace = read_trace(found.path, defaults, split_on_clock_jumps)
     metadata = trace.metadata.model_copy(update={"run_id": found.key})
     steps = found.path.with_name(STEP_LOG)
     if not steps.exists():
@@ -225,17 +270,25 @@ def _read_planner_trace(
 
 
 def import_traces(
-    folder: Path | str, out: Path | str, config: Config, show_progress: bool = False
+    folder: Path | str,
+    out: Path | str,
+    config: Config,
+    show_progress: bool = False,
+    leave_out: Sequence[Path | str] | None = None,
 ) -> pd.DataFrame:
     """Import every trace under ``folder`` into ``out/<key>.parquet`` and write ``out/index.csv``
     (one row per file: key, source, format, status, GPUs, samples, span, sample period, tokens
     and where they come from, reason, notes).
 
-    nvidia-smi timestamps are read in ``config.planner.timezone``; a log or trace without a
-    nameplate takes ``config.gpu.nameplate_w`` (noted). Tokens come from a trace's step log, or
-    from the inference engine's metrics log beside a power log (:func:`engines_beside`), aligned
-    with it as ``telemetry import --engine`` does: the tokens the engine generated over the log's
-    span. Beside the index, ``out/folder-<hash>.txt`` names the folder read
+    The folder is searched as :func:`find_traces` searches it, leaving out the folders
+    ``leave_out`` (default: ``out``; ``planner run``: its output folders) where they lie under
+    ``folder``. nvidia-smi timestamps are read in ``config.planner.timezone``, and a clock that
+    repeats or steps back is split into segments with ``config.planner.split_on_clock_jumps``
+    (else refused); a log or trace without a nameplate takes ``config.gpu.nameplate_w`` (noted).
+    Tokens come from a trace's step log, or from the inference engine's metrics log beside a
+    power log (:func:`engines_beside`), aligned with it as ``telemetry import --engine`` does:
+    the tokens the engine generated over the log's span. Beside the index,
+    ``out/folder-<hash>.txt`` names the folder read
     (:meth:`~grpo_power.layout.PlannerTraceFiles.folder_stamp`). A log of a known format that
     holds no sample (a header and no rows) is skipped, with the reason. Returns the index.
 
@@ -244,7 +297,7 @@ def import_traces(
             no trace with a sample.
     """
     folder = Path(folder)
-    traces, skipped = find_traces(folder)
+    traces, skipped = find_traces(folder, [out] if leave_out is None else leave_out)
 
     def write(staging: Path) -> pd.DataFrame:
         index = _import_into(staging, traces, skipped, config, show_progress)
@@ -277,7 +330,9 @@ def _import_into(
     empty: list[FoundFile] = []  # logs of a known format with no sample: skipped, not refused
     for found in tqdm(traces, desc="importing traces", unit="trace", disable=not show_progress):
         if found.kind == "trace":
-            frame, metadata, notes, tokens, tokens_from = _read_planner_trace(found, defaults)
+            frame, metadata, notes, tokens, tokens_from = _read_planner_trace(
+                found, defaults, config.planner.split_on_clock_jumps
+            )
         else:
             engine = engines.get(found.key)
             try:

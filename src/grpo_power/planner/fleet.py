@@ -4,21 +4,23 @@
 ``fleet.n_gpus`` set to the GPUs the traces hold, each GPU once however many traces hold it
 (:mod:`grpo_power.analysis.fleet.same_gpus`: traces of one set of GPUs, by UUID, at different times
 are one run of the fleet; one GPU in two traces at once is refused): the fleet is wall-clock
-aligned when the traces' clocks overlap by at least the longest window (``fleet.alignment: auto``),
-else drawn by Monte Carlo over start offsets; the scaling study to larger fleets is Monte Carlo
-either way. A fleet drawn by Monte Carlo is each trace (each set of GPUs) once per draw, at a
-random start offset, as the traced GPUs are the fleet; the scaling study draws them with
-replacement. Where every trace is shorter than the sizing window (``fleet.window_s``), the fleet's
-figures at that window repeat the traces end to end: the summary's ``sizing_note`` says so (an
-assumption, not a measurement). A trace without one complete energy bin (shorter than
-``windows.bin_s``, or cut by gaps everywhere) cannot be part of a fleet: it is left out, named in
-the summary's ``left_out``. A fleet drawn by Monte Carlo because the clocks do not overlap says so
-(the summary's ``gpu_notes``), naming the measured traces whose GPUs have no UUID: the same GPUs in
-logs of different times (a log a day) then count as more GPUs.
+aligned when the traces' clocks overlap by at least the longest window (``fleet.alignment: auto``)
+and the bins where every GPU has a reading hold a whole sizing window, else drawn by Monte Carlo
+over start offsets; the scaling study to larger fleets is Monte Carlo either way. A fleet drawn by
+Monte Carlo is each trace (each set of GPUs) once per draw, at a random start offset, as the traced
+GPUs are the fleet; the scaling study draws them with replacement. Where every trace is shorter
+than the sizing window (``fleet.window_s``), the fleet's figures at that window repeat the traces
+end to end: the summary's ``sizing_note`` says so (an assumption, not a measurement). A trace
+without one complete energy bin (shorter than ``windows.bin_s``, or cut by gaps everywhere) cannot
+be part of a fleet: it is left out, named in the summary's ``left_out``. A fleet drawn by Monte
+Carlo because the clocks do not overlap says so (the summary's ``gpu_notes``), naming the measured
+traces whose GPUs have no UUID: the same GPUs in logs of different times (a log a day) then count
+as more GPUs.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,7 @@ from grpo_power.planner.discover import INDEX, INDEX_FILE
 from grpo_power.stage_files import read_csv, read_json
 
 FLEET_FILE = "the planner's fleet summary.json, written by `grpo-power planner fleet`"
+CAP = "planner.cap_w (--cap-w)"  # what sets the cap the planner judges by, in its messages
 
 
 def window_folders(paths: Sequence[Path | str]) -> list[Path]:
@@ -56,7 +59,8 @@ def fleet_of_traces(
     as the fleet they make; write ``out``.
 
     Raises:
-        ValueError: no trace has a complete energy bin.
+        ValueError: no trace has a complete energy bin, or ``fleet.alignment: wall_clock`` and
+            the bins where every GPU has a reading hold no whole sizing window.
     """
     runs = [(path, read_run_bins(path)) for path in window_outputs]
     usable = [(path, run) for path, run in runs if run.bin_range is not None]
@@ -67,13 +71,26 @@ def fleet_of_traces(
         )
     same = join_same_gpus([run for _, run in usable])
     fleet = config.fleet.model_copy(update={"n_gpus": sum(run.n_gpus for run in same.runs)})
+    cap_w = config.cap_w if config.planner.cap_w is None else config.planner.cap_w
     result = analyze_fleet(
-        same.runs, config.model_copy(update={"fleet": fleet}), each_run_once=True
+        same.runs, config.model_copy(update={"fleet": fleet, "cap_w": cap_w}), each_run_once=True
     )
+    summary = result.summary
+    if summary["alignment"] == "wall_clock" and not summary["chosen_window_fits"]:
+        # fleet.alignment: auto draws such a fleet by Monte Carlo; asked for by name, it has
+        # no peak to size by, and a factor of NaN would price nothing
+        raise ValueError(
+            f"fleet.alignment: wall_clock: the bins where every GPU has a reading "
+            f"({summary['complete_bins']:,} of the {summary['common_bins']:,} "
+            f"{summary['bin_s']:g} s bins the traces share) hold no whole {summary['window_s']:g} "
+            "s sizing window; expected fleet.alignment: auto (drawn by Monte Carlo then), or "
+            "traces whose GPUs all have readings over a sizing window"
+        )
     result.summary["joined"] = same.joined
     drawn = _drawn_note(same.runs, result.summary)
     result.summary["gpu_notes"] = same.notes + ([drawn] if drawn else [])
     result.summary["sizing_note"] = _sizing_note(result.summary)
+    result.summary["cap_note"] = _cap_note([run for _, run in usable], config)
     result.summary["left_out"] = [
         {"run_id": run.run_id, "reason": "no complete energy bin (too short, or gaps)"}
         for _, run in runs
@@ -122,6 +139,28 @@ def _sizing_note(summary: dict[str, Any]) -> str | None:
     )
 
 
+def _cap_note(runs: Sequence[RunBins], config: Config) -> str | None:
+    """What judging ``runs`` by the config's ``cap_w`` means where ``planner.cap_w`` does not
+    set the planner's own cap and a run's GPUs are of another nameplate than the config's
+    ``gpu``: a cap set for another part (an A100's 320 W under an H100's 700 W is exceeded in
+    every window); None where ``planner.cap_w`` is set, or every run is of the config's part."""
+    if config.planner.cap_w is not None:
+        return None
+    other = [
+        f"{run.run_id} ({run.info.get('gpu_name', 'unknown')}, {run.nameplate_w:g} W)"
+        for run in runs
+        if not math.isclose(run.nameplate_w, config.gpu.nameplate_w)
+    ]
+    if not other:
+        return None
+    return (
+        f"the traces are judged by the config's cap_w, {config.cap_w:g} W per GPU, set for its "
+        f"{config.gpu.name} ({config.gpu.nameplate_w:g} W), and traces of another nameplate, "
+        f"{named_few(other)}, are judged by it too (exceedance, the cap drawn); {CAP} gives the "
+        "cap to judge them by"
+    )
+
+
 JOINED_NAMED = 3  # sets of GPUs whose joined logs a note names; the rest are counted
 
 
@@ -135,7 +174,8 @@ def fleet_notes(summary: dict[str, Any]) -> list[str]:
     """What ``planner run``, ``planner fleet`` and the report say of a planner fleet (its
     ``summary.json``): the logs of one set of GPUs it joined (and those of them that hold only
     some of its GPUs), the logs that share some GPUs but not all, the time a wall-clock
-    fleet leaves out, and traces shorter than the sizing window."""
+    fleet leaves out, traces shorter than the sizing window, and traces judged by a cap set for
+    another part."""
     entries = summary.get("joined", [])  # none in a fleet written before joins
     joined = [
         f"logs of one set of {entry['gpus']} GPU(s), named by UUID, counted once: "
@@ -147,7 +187,11 @@ def fleet_notes(summary: dict[str, Any]) -> list[str]:
             f"and {len(entries) - JOINED_NAMED} more sets of GPUs whose logs were joined "
             "(the fleet's summary.json, joined, lists every one)"
         )
-    extra = [note for note in (coverage_note(summary), summary.get("sizing_note")) if note]
+    extra = [
+        note
+        for note in (coverage_note(summary), summary.get("sizing_note"), summary.get("cap_note"))
+        if note
+    ]
     return joined + summary.get("gpu_notes", []) + extra
 
 

@@ -24,7 +24,7 @@ from grpo_power.config import Config
 from grpo_power.layout import PlannerLayout
 from grpo_power.planner.discover import import_traces
 from grpo_power.planner.economics import planner_economics
-from grpo_power.planner.fleet import fleet_of_traces
+from grpo_power.planner.fleet import CAP, fleet_of_traces
 from grpo_power.planner.report import PlannerFolders, import_notes, planner_report
 
 
@@ -44,10 +44,14 @@ def run_planner(
     folder: Path | str, out: Path | str, config: Config, show_progress: bool = False
 ) -> PlannerResult:
     """Every planner step on the traces under ``folder``; outputs under ``out``; returns what
-    it wrote and found."""
+    it wrote and found. Every trace and the fleet are judged by ``planner.cap_w`` where the
+    config sets it, else by its ``cap_w`` (the fleet's ``cap_note`` names traces of another
+    part)."""
     layout = PlannerLayout(Path(out))
     folders = PlannerFolders(layout.traces, layout.fleet, layout.economics)
-    index = import_traces(folder, layout.traces, config, show_progress)
+    # `out` may lie in `folder` (or be it): its own outputs are not traces of the folder
+    outputs = [layout.traces, layout.windows_root, layout.fleet, layout.economics, layout.report]
+    index = import_traces(folder, layout.traces, config, show_progress, leave_out=outputs)
     keys = list(index.loc[index["status"] == "imported", "key"])
     # the later stages of an earlier run describe other traces: gone before any is redone, so
     # a run stopped part-way leaves no fleet, economics or report of another set of traces
@@ -57,7 +61,10 @@ def run_planner(
 
     def window(staging: Path) -> None:
         for key in tqdm(keys, desc="windows", unit="trace", disable=not show_progress):
-            run_windows(layout.trace(key), staging / key, config)
+            # the imported trace's clock is split already, where planner asked for it
+            run_windows(
+                layout.trace(key), staging / key, config, cap_w=config.planner.cap_w, cap_from=CAP
+            )
 
     # the windows folder holds these traces' windows only, as the traces folder holds them
     replace_folder_atomic(layout.windows_root, window)

@@ -71,12 +71,18 @@ def _first_line(path: Path, whole: bool = True) -> str:
 POWER_FIELD = b"DCGM_FI_DEV_POWER_USAGE"
 
 
+def _prometheus_shaped(head: str) -> bool:
+    """Whether a file whose first 4096 characters are ``head`` is shaped as a Prometheus query
+    result or a JSON-lines export of series: a series' ``metric`` and its ``resultType`` or
+    ``values`` near the start, whatever its labels."""
+    return '"metric"' in head and any(k in head for k in ('"resultType"', '"values"'))
+
+
 def _json_kind(path: Path) -> tuple[str | None, str]:
     """A ``.json`` (or ``.jsonl``) file's format (or why it is skipped): a Prometheus query
     result or a JSON-lines export of series (its first series' ``metric`` and ``values`` near the
     start) holding DCGM power series, or not a trace."""
-    head = _first_line(path, whole=False)
-    if '"metric"' not in head or not any(k in head for k in ('"resultType"', '"values"')):
+    if not _prometheus_shaped(_first_line(path, whole=False)):
         return None, "a .json file that is not a Prometheus query result"
     carry = b""
     try:
@@ -200,12 +206,17 @@ def unread_kind(path: Path) -> str | None:
 
 def import_format(path: Path) -> tuple[str, bool]:
     """The importer's format for ``path`` (``telemetry import --format auto``) and whether the
-    file told it: the format :func:`log_format` tells, else ``nvidia-smi`` (whose importer then
+    file told it: the format :func:`log_format` tells; else ``prometheus`` for a file shaped as
+    a Prometheus query result with no power series by name (a query whose ``sum()`` dropped the
+    labels), whose importer says what is wrong with it; else ``nvidia-smi`` (whose importer then
     says what is wrong with the file; a missing or unreadable one too)."""
     try:
         kind, _ = log_format(path)
+        shaped = kind is None and _prometheus_shaped(_first_line(path, whole=False))
     except ValueError:
         return "nvidia-smi", False
+    if shaped:
+        return "prometheus", True
     if kind is None or kind == "trace":
         return "nvidia-smi", False
     return kind, True

@@ -136,16 +136,17 @@ def machine_timezone() -> str:
     return "UTC"
 
 
-def resolve_timezone(name: str | None) -> tuple[ZoneInfo, str, str]:
-    """The zone of a log's local timestamps: (zone, its name, where the name came from)."""
-    origin = "--timezone"
+def resolve_timezone(name: str | None, given_by: str = "--timezone") -> tuple[ZoneInfo, str, str]:
+    """The zone of a log's local timestamps, ``name`` (None: the machine's), which
+    ``given_by`` gave (an option, a config key): (zone, its name, where the name came from)."""
+    origin = given_by
     if name is None:
         name, origin = machine_timezone(), "the machine's time zone"
     try:
         return ZoneInfo(name), name, origin
     except (ZoneInfoNotFoundError, ValueError, OSError):
         raise ImportError_(
-            f"--timezone: expected an IANA time zone name such as 'Europe/Berlin' or 'UTC', got "
+            f"{given_by}: expected an IANA time zone name such as 'Europe/Berlin' or 'UTC', got "
             f"{name!r}"
         ) from None
 
@@ -484,6 +485,7 @@ def import_log(
     split_on_clock_jumps: bool = False,
     fallback_nameplate_w: float | None = None,
     fallback_gpu_name: str | None = None,
+    timezone_from: str = "--timezone",
 ) -> tuple[pd.DataFrame, TraceMetadata]:
     """Read a log into a trace frame and its metadata.
 
@@ -504,6 +506,8 @@ def import_log(
         run_id: the trace's run id (default: the file's stem).
         timezone: the IANA zone of timestamps without one (nvidia-smi writes local time);
             default: the machine's. Recorded in the metadata.
+        timezone_from: what gave ``timezone`` (``--timezone``, a config key such as
+            ``planner.timezone``), named in the notes and errors.
         split_on_clock_jumps: split the log into segments where time repeats or steps back
             (see :func:`grpo_power.telemetry.checks.split_clock_jumps`) instead of refusing it.
         fallback_nameplate_w: the nameplate, W, when neither ``nameplate_w`` nor the log gives
@@ -524,7 +528,7 @@ def import_log(
             f"{path}: expected one {fmt} file (the parts of a rotated log are read as one for "
             f"{', '.join(ROTATED_FORMATS)} logs only); import each part on its own"
         )
-    zone = resolve_timezone(timezone)
+    zone = resolve_timezone(timezone, timezone_from)
     smi = fmt in ("nvidia-smi", "nvidia-smi-dmon")
     row_word = "row" if fmt == "prometheus" else "line"  # what the error messages number
     read_notes: list[str] = []

@@ -21,8 +21,12 @@ from grpo_power.analysis.fleet.inputs import (
     read_run_bins,
 )
 from grpo_power.analysis.fleet.monte_carlo import DrawStats, MonteCarloFleet, draw_summary
-from grpo_power.analysis.fleet.wall_clock import choose_alignment, wall_clock_fleet
-from grpo_power.analysis.windows import window_bins_of
+from grpo_power.analysis.fleet.wall_clock import (
+    choose_alignment,
+    no_sizing_window,
+    wall_clock_fleet,
+)
+from grpo_power.analysis.windows import WindowCounts, window_bins_of
 from grpo_power.config import Config
 from grpo_power.layout import FLEET, WINDOWS
 
@@ -52,7 +56,9 @@ def analyze_fleet(
     planner's traces). The scaling study draws with replacement either way. Where every run is
     shorter than the sizing window (``fleet.window_s``), a Monte Carlo fleet's figures at that
     window repeat the runs end to end: ``chosen_window_fits`` is then false and
-    ``runs_shorter_than_window`` true.
+    ``runs_shorter_than_window`` true. A fleet that ``fleet.alignment: auto`` aligned by wall
+    clock but whose bins where every GPU has a reading hold no whole sizing window (a GPU lost
+    early) is drawn by Monte Carlo instead, the summary's ``alignment_reason`` saying why.
     """
     runs = [p if isinstance(p, RunBins) else read_run_bins(p) for p in inputs]
     check_compatible(runs, config.windows.bin_s)
@@ -81,6 +87,19 @@ def analyze_fleet(
     seed = config.seed if fc.seed is None else fc.seed
     rng = np.random.default_rng(seed)
     alignment, drawn_because = choose_alignment(runs, config)
+    counts: list[WindowCounts] = []
+    info: dict[str, Any] = {}
+    if alignment == "wall_clock":
+        wall_gpus = sum(r.n_gpus for r in runs)
+        counts, info = wall_clock_fleet(
+            runs, windows_s, bin_s, config.cap_w * wall_gpus, fc.partition_bins
+        )
+        unsized = no_sizing_window(counts, info, bin_s, fc.window_s)
+        if unsized is not None and fc.alignment == "auto":
+            # the clocks overlap, but too little of the time has every GPU's reading: the
+            # wall-clock fleet would size nothing (a NaN factor), so it is drawn as if they did
+            # not overlap
+            alignment, drawn_because = "monte_carlo", unsized
     summary: dict[str, Any] = {
         "inputs": [str(part.path) for r in runs for part in r.files],
         "run_ids": ids,
@@ -98,9 +117,6 @@ def analyze_fleet(
     sources: list[JobSource] | None = None
     if alignment == "wall_clock":
         n_gpus = sum(r.n_gpus for r in runs)
-        counts, info = wall_clock_fleet(
-            runs, windows_s, bin_s, config.cap_w * n_gpus, fc.partition_bins
-        )
         nameplate = sum(r.n_gpus * r.nameplate_w for r in runs)
         stats = DrawStats(
             windows_s,
@@ -117,8 +133,9 @@ def analyze_fleet(
                 "Carlo)"
             )
     else:
-        n_gpus = fc.n_gpus
         sources = [load_job_source(r) for r in runs]
+        # each run once: the GPUs with energy bins (a GPU of one corrupt row has none)
+        n_gpus = sum(s.n_gpus for s in sources) if each_run_once else fc.n_gpus
         horizon = None if fc.horizon_s is None else max(1, round(fc.horizon_s / bin_s))
         mc = MonteCarloFleet(sources, horizon, rng, replace=not each_run_once)
         stats = mc.run(n_gpus, fc.draws, windows_s, bin_s, config.cap_w)

@@ -99,6 +99,23 @@ def coverage_note(summary: dict[str, Any]) -> str | None:
     )
 
 
+def no_sizing_window(
+    counts: Sequence[WindowCounts], info: dict[str, Any], bin_s: float, window_s: float
+) -> str | None:
+    """Why a wall-clock fleet (its per-window ``counts`` and :func:`wall_clock_fleet`'s summary
+    ``info``) cannot size the fleet: the bins where every GPU has a reading hold no whole sizing
+    window, ``window_s`` (a GPU lost early, a row inventing a GPU), so its peak and factor would
+    be NaN; None where they hold one."""
+    sizing = next(c for c in counts if np.isclose(c.window_s, window_s))
+    if sizing.windows:
+        return None
+    return (
+        f"the bins where every GPU has a reading ({info['complete_bins']:,} of the "
+        f"{info['common_bins']:,} {bin_s:g} s bins the runs share) hold no whole "
+        f"{window_s:g} s sizing window"
+    )
+
+
 def choose_alignment(runs: Sequence[RunBins], config: Config) -> tuple[str, str | None]:
     """``wall_clock`` or ``monte_carlo``, and why ``fleet.alignment = auto`` drew the fleet by
     Monte Carlo (None where the config chose, or the clocks align): the fleet is not the runs'

@@ -354,9 +354,10 @@ def run_windows(
     config: Config,
     split_on_clock_jumps: bool = False,
     cap_w: float | None = None,
+    cap_from: str = "--cap-w",
 ) -> WindowsResult:
     """The windows stage for one trace file: read, analyse against ``cap_w`` (default: the
-    config's), write; returns the result.
+    config's; ``cap_from`` names what gave it, in errors and notes), write; returns the result.
 
     The trace is read by :func:`grpo_power.telemetry.store.read_trace` (the one trace check):
     metadata it lacks comes from ``config``, and what was inferred is listed in the summary's
@@ -366,7 +367,7 @@ def run_windows(
     meta = trace.metadata
     if cap_w is not None and cap_w > meta.nameplate_w:
         raise ConfigError(
-            f"{trace_path}: --cap-w: expected at most the trace's nameplate, "
+            f"{trace_path}: {cap_from}: expected at most the trace's nameplate, "
             f"{meta.nameplate_w:g} W ({meta.gpu_name}), got {cap_w:g} W"
         )
     result = analyze_trace(trace, config, cap_w)
@@ -376,7 +377,7 @@ def run_windows(
         other_cap = [
             f"{trace_path}: recorded under a cap of {recorded_w:g} W per GPU (its metadata's "
             f"cap_w); judged by {used_w:g} W, "
-            + ("--cap-w" if cap_w is not None else "the config's cap_w")
+            + (cap_from if cap_w is not None else "the config's cap_w")
             + f" (--cap-w {recorded_w:g} judges it by its own)"
         ]
     elif cap_w is None and not math.isclose(meta.nameplate_w, config.gpu.nameplate_w):
