@@ -26,12 +26,17 @@ from grpo_power.economics.cost import Assumptions, arm_costs, hours_in_year, per
 from grpo_power.economics.oversubscription import (
     FleetRows,
     extra_gpus,
+    monte_carlo_label,
+    monte_carlo_labelled,
     oversubscription_table,
 )
-from grpo_power.economics.pilot import headroom_windows, pilot_plan
+from grpo_power.economics.pilot import headroom_windows, paired_t_power, pilot_plan
 from grpo_power.economics.records import run_record
+from grpo_power.economics.sensitivity import headline, sensitivity
 from grpo_power.economics.stage import run_economics
 from grpo_power.layout import ECONOMICS
+from grpo_power.planner.economics import FROM_THE_TRACES, nameplate_origin
+from grpo_power.report.cells import data_label
 from grpo_power.telemetry.store import read_trace, write_trace
 from tests.conftest import SIM_ARMS, build_stage_outputs, small_config, write_run
 
@@ -95,6 +100,10 @@ def test_cost_and_carbon_of_a_hand_computed_run() -> None:
 
 
 def test_savings_are_for_the_same_work() -> None:
+    """A saving is for the baseline's fleet-year of tokens made by the arm (it was the arm's
+    own: a better arm's saving exceeded the baseline's whole yearly spend, and a worse arm's
+    loss shrank); the fleet's yearly bill change is its own column, and the two can differ in
+    sign."""
     base = {
         "source": "run",
         "deployment": "x",
@@ -103,19 +112,236 @@ def test_savings_are_for_the_same_work() -> None:
         "wall_s": 100.0,
         "data": "simulated",
     }
+    # ppo: 2 Mtok for 1 kWh of GPU energy in 100 s; fixed: 1 Mtok for 2 kWh in 100 s
     records = pd.DataFrame(
         [
             {**base, "arm": "ppo", "tokens": 2e6, "energy_j": 3.6e6},
-            {**base, "arm": "fixed", "tokens": 1e6, "energy_j": 3.6e6},
+            {**base, "arm": "fixed", "tokens": 1e6, "energy_j": 7.2e6},
         ]
     )
     arms = arm_costs(records, _assumptions(), 0.95)
-    pair = savings(arms).set_index(["arm", "versus"]).loc[("ppo", "fixed")]
-    assert pair["energy_per_token_change_pct"] == pytest.approx(-50.0)
+    pairs = savings(arms).set_index(["arm", "versus"])
+    pair = pairs.loc[("ppo", "fixed")]
+    assert pair["energy_per_token_change_pct"] == pytest.approx(-75.0)  # 0.75 vs 3 kWh/Mtok
     assert pair["throughput_change_pct"] == pytest.approx(100.0)
-    ppo = arms.set_index("arm").loc["ppo"]
-    # ppo: 0.75 kWh/Mtok x $0.10; fixed: 1.5 kWh/Mtok x $0.10, over ppo's fleet-year of tokens
-    assert pair["energy_usd_saved_per_year"] == pytest.approx((0.15 - 0.075) * ppo["annual_mtok"])
+    # fleet: 10 GPUs x 8760 h; fixed makes 1e6 / 100 tok/s per GPU: 10 x 8760 x 3600 x 1e4 / 1e6
+    fixed_mtok = 10 * 8760 * 3600 * 1e4 / 1e6
+    # ppo: 1 kWh x 1.5 / 2 Mtok x $0.10 = $0.075/Mtok; fixed: 2 x 1.5 / 1 x 0.10 = $0.30/Mtok
+    assert pair["energy_usd_saved_per_year"] == pytest.approx((0.30 - 0.075) * fixed_mtok)
+    # fixed's own yearly energy bill: 10 GPUs at 72 kW... 72,000 W / 1000 per GPU: 72 kW x 1.5
+    fixed_bill = 10 * 72_000.0 * 8760 / 1000 * 1.5 * 0.10
+    assert pair["energy_usd_saved_per_year"] <= fixed_bill  # bounded by the baseline's spend
+    # GPU time: ppo 100 s / 2 Mtok, fixed 100 s / 1 Mtok, at $4 per GPU-hour
+    gpu_saved = (100 / 3600 / 1 - 100 / 3600 / 2) * 4.0 * fixed_mtok
+    assert pair["gpu_usd_saved_per_year"] == pytest.approx(gpu_saved)
+    usa = carbon_intensity("USA").g_per_kwh
+    assert pair["carbon_t_saved_per_year"] == pytest.approx(
+        (3.0 - 0.75) * usa / 1000 * fixed_mtok / 1000
+    )
+    # the fleet's bill: ppo draws 36 kW per GPU, fixed 72 kW; the same GPUs and hours
+    ppo_bill = 10 * 36_000.0 * 8760 / 1000 * 1.5 * 0.10
+    assert pair["fleet_energy_usd_change_per_year"] == pytest.approx(ppo_bill - fixed_bill)
+    assert pair["fleet_carbon_t_change_per_year"] == pytest.approx(
+        (ppo_bill - fixed_bill) / 0.10 * usa / 1e6
+    )
+    # the other way round: fixed's loss is over ppo's (the baseline's) fleet-year of tokens
+    back = pairs.loc[("fixed", "ppo")]
+    ppo_mtok = 2 * fixed_mtok
+    assert back["energy_usd_saved_per_year"] == pytest.approx(-(0.30 - 0.075) * ppo_mtok)
+
+
+def test_a_cheaper_token_can_come_with_a_higher_bill() -> None:
+    """An arm drawing less power but making still fewer tokens: its bill is lower, its token
+    dearer (the 7b ppo-against-fixed case); the two columns say so with opposite signs."""
+    base = {"source": "simulator", "deployment": "7b", "seed": 0, "gpus": 1, "wall_s": 100.0}
+    records = pd.DataFrame(
+        [
+            {**base, "arm": "ppo", "tokens": 0.5e6, "energy_j": 3.0e6, "data": "simulated"},
+            {**base, "arm": "fixed", "tokens": 1e6, "energy_j": 3.6e6, "data": "simulated"},
+        ]
+    )
+    pair = savings(arm_costs(records, _assumptions(), 0.95)).set_index(["arm", "versus"])
+    ppo = pair.loc[("ppo", "fixed")]
+    assert ppo["energy_usd_saved_per_year"] < 0  # dearer tokens: 6 vs 3.6 MJ per Mtok
+    assert ppo["fleet_energy_usd_change_per_year"] < 0  # but 30 kW, not 36 kW: a lower bill
+
+
+def test_per_token_costs_are_ratios_of_totals_over_seeds() -> None:
+    """A noisy arm: the per-token figures are all seeds' totals over all their tokens, so they
+    agree with the throughput and the fleet-year columns (the mean of per-seed $/Mtok, 5.754
+    where 4.10 / (205.20 tok/s x 0.0036) = 5.550 in the study, did not); the interval is the
+    ratio estimator's."""
+    base = {"source": "simulator", "deployment": "7b", "arm": "threshold", "gpus": 2}
+    seeds = [(0, 1.0e6, 7.2e6, 1000.0), (1, 3.0e6, 9.0e6, 1000.0), (2, 2.0e6, 3.6e6, 1000.0)]
+    records = pd.DataFrame(
+        [
+            {**base, "seed": s, "tokens": t, "energy_j": e, "wall_s": w, "data": "simulated"}
+            for s, t, e, w in seeds
+        ]
+    )
+    a = _assumptions()
+    arm = arm_costs(records, a, 0.95).iloc[0]
+    tokens = 6.0e6
+    kwh = (7.2e6 + 9.0e6 + 3.6e6) / 3.6e6 * 1.5  # 8.25 kWh x PUE
+    gpu_h = 3 * 2 * 1000.0 / 3600.0
+    assert arm["kwh_per_mtok"] == pytest.approx(kwh / 6.0)
+    assert arm["energy_usd_per_mtok"] == pytest.approx(kwh / 6.0 * 0.10)
+    assert arm["gpu_usd_per_mtok"] == pytest.approx(gpu_h / 6.0 * 4.0)
+    tps = tokens / (3 * 2 * 1000.0)  # 1000 tok/s per GPU: here the seeds' mean too
+    assert arm["tokens_per_gpu_s"] == pytest.approx(tps)
+    assert arm["gpu_usd_per_mtok"] == pytest.approx(4.0 / (tps * 3600 / 1e6))
+    # the mean of per-seed ratios differs: (3.0 + 1.25 + 0.75) / 3 x 0.10 kWh-$ per Mtok
+    assert arm["energy_usd_per_mtok"] != pytest.approx((3.0 + 1.25 + 0.75) / 3 * 0.10)
+    # the fleet-year's energy dollars over its tokens are the per-token figure
+    assert arm["annual_energy_usd"] / arm["annual_mtok"] == pytest.approx(
+        arm["energy_usd_per_mtok"]
+    )
+    # the interval: Student-t on d_i = (x_i - R y_i) / mean(y), x the seed's $ and y its Mtok
+    r = kwh / 6.0 * 0.10
+    x = np.array([7.2, 9.0, 3.6]) / 3.6 * 1.5 * 0.10
+    y = np.array([1.0, 3.0, 2.0])
+    d = (x - r * y) / y.mean()
+    half = stats.t.ppf(0.975, 2) * d.std(ddof=1) / math.sqrt(3)
+    assert arm["energy_usd_per_mtok_ci_low"] == pytest.approx(max(r - half, 0.0))
+    assert arm["energy_usd_per_mtok_ci_high"] == pytest.approx(r + half)
+    one = arm_costs(records.head(1), a, 0.95).iloc[0]
+    assert math.isnan(one["energy_usd_per_mtok_ci_low"])  # one seed: no interval
+
+
+def test_the_headline_leads_with_the_simulated_deployments() -> None:
+    """The headline began with the tiny CPU runs (priced as A100s, no intervals): the simulated
+    deployments lead, and every tiny-run row says it is not an estimate for A100s."""
+    rows = []
+    for source, deployment, data in (
+        ("run", "tiny", "simulated"),
+        ("simulator", "7b", "simulated"),
+        ("simulator", "72b", "simulated"),
+    ):
+        for arm, tokens in (("ppo", 2e6), ("fixed", 1e6)):
+            rows.append(
+                {
+                    "source": source,
+                    "deployment": deployment,
+                    "arm": arm,
+                    "seed": 0,
+                    "gpus": 1,
+                    "tokens": tokens,
+                    "energy_j": 3.6e6,
+                    "wall_s": 100.0,
+                    "data": data,
+                }
+            )
+    capital = pd.DataFrame(
+        [
+            {
+                "scope": "economics fleet",
+                "n_gpus": 10,
+                "capital_usd_avoided": 1.0,
+                "data": "simulated",
+                "note": "",
+            }
+        ]
+    )
+    table = headline(pd.DataFrame(rows), lambda a: capital, _assumptions(), "ppo", "fixed")
+    order = list(dict.fromkeys(zip(table["source"], table["deployment"], strict=True)))
+    assert order == [
+        ("simulator", "7b"),
+        ("simulator", "72b"),
+        ("run", "tiny"),
+        ("fleet", "10 GPUs"),
+    ]
+    tiny = table[table["source"] == "run"]
+    assert (tiny["note"] == "tiny model on the CPU, not an estimate for A100s").all()
+    assert (table.loc[table["source"] == "simulator", "note"] == "").all()
+    quantities = set(table["quantity"])
+    assert "energy $ saved on fixed's fleet-year of tokens, ppo vs fixed" in quantities
+    assert "fleet's yearly electricity bill change, ppo vs fixed" in quantities
+
+
+def test_the_gpu_hour_price_has_a_sensitivity_range(config: Config) -> None:
+    """The GPU-time $ rows did not move in the sensitivity (no GPU-hour range): they move with
+    the GPU-hour price, and only they among the per-Mtok energy rows."""
+    s = config.economics.sensitivity
+    assert s.gpu_hour_usd.low < config.economics.gpu_hour.value <= s.gpu_hour_usd.high
+    assert "assumed case" in s.gpu_hour_usd.source  # the committed price is not sourced offline
+    # the electricity high case is a high case, not the highest state
+    assert "high case" in s.electricity_usd_per_kwh.source
+    assert "Hawaii" in s.electricity_usd_per_kwh.source
+    base = {"source": "simulator", "deployment": "7b", "seed": 0, "gpus": 1, "wall_s": 3600.0}
+    records = pd.DataFrame(
+        [
+            {**base, "arm": "ppo", "tokens": 2e6, "energy_j": 3.6e6, "data": "simulated"},
+            {**base, "arm": "fixed", "tokens": 1e6, "energy_j": 3.6e6, "data": "simulated"},
+        ]
+    )
+    capital = pd.DataFrame(
+        [{"scope": "economics fleet", "n_gpus": 10, "capital_usd_avoided": 1.0, "data": "x"}]
+    )
+    a = _assumptions(gpu_hour_usd=config.economics.gpu_hour.value)
+    table = sensitivity(
+        lambda at: headline(records, lambda _: capital, at, "ppo", "fixed"), a, config.economics
+    )
+    gpu = table[table["parameter"] == "GPU-hour price"]
+    assert list(gpu["setting"].unique()) == [
+        f"{s.gpu_hour_usd.low:g} $/GPU-h",
+        f"{s.gpu_hour_usd.high:g} $/GPU-h",
+    ]
+    saved = gpu[gpu["quantity"].str.startswith("GPU-time $ saved")].set_index("setting")
+    # fixed's fleet-year of tokens: 10 GPUs x 8760 h x 1e6 / 3600 tok/s; 1 h vs 0.5 h per Mtok
+    fixed_mtok = 10 * 8760 * 1e6 / 1e6
+    low = f"{s.gpu_hour_usd.low:g} $/GPU-h"
+    assert saved.loc[low, "value"] == pytest.approx(0.5 * s.gpu_hour_usd.low * fixed_mtok)
+    energy = gpu[gpu["quantity"].str.startswith("energy cost per Mtok")]
+    assert (energy["change_pct"].abs() < 1e-9).all()  # energy does not move with it
+    with pytest.raises(ConfigError, match="gpu_hour_usd"):
+        validate_config({"economics": {"sensitivity": {"gpu_hour_usd": {"low": 1, "high": 3}}}})
+
+
+def test_the_pilots_power_is_finite_at_huge_noncentrality() -> None:
+    """scipy's nct gives NaN at large noncentrality (its cdf at df 5, noncentrality 10), and
+    ``NaN < power`` ended the seed loop silently: the power there is 1 (the t-test rejects)."""
+    assert math.isnan(stats.nct.cdf(-stats.t.ppf(0.975, 5), 5, 10.0))  # what scipy does
+    power = paired_t_power(6, 10.0 / math.sqrt(6), 1.0, 0.95)
+    # the normal tail at the critical value 2.571 minus 10 standard errors: 1 - 5e-14
+    assert power == pytest.approx(1.0 - stats.norm.cdf(-10.0 + stats.t.ppf(0.975, 5)), abs=1e-6)
+    assert power == pytest.approx(paired_t_power(6, -10.0 / math.sqrt(6), 1.0, 0.95))
+    assert math.isfinite(paired_t_power(51, 40.0 / math.sqrt(51), 1.0, 0.95))
+    # a small effect still needs seeds: 3 seeds at effect 1 sd reject with 0.18 (scipy's figure)
+    assert paired_t_power(3, 1.0, 1.0, 0.95) == pytest.approx(
+        stats.nct.sf(stats.t.ppf(0.975, 2), 2, math.sqrt(3))
+        + stats.nct.cdf(-stats.t.ppf(0.975, 2), 2, math.sqrt(3))
+    )
+
+
+def test_monte_carlo_fleets_of_measured_traces_say_so() -> None:
+    """The planner's scaling-study and economics-fleet rows read "measured (imported)" though
+    they are Monte Carlo draws of the traced GPUs."""
+    rows = pd.DataFrame(
+        {
+            "alignment": ["monte_carlo", "wall_clock", "monte_carlo"],
+            "data": ["measured (imported)", "measured (imported)", "simulated"],
+        }
+    )
+    labelled = monte_carlo_labelled(rows, 3)
+    assert list(labelled["data"]) == [
+        "Monte Carlo from measured traces (3 GPUs; imported)",
+        "measured (imported)",  # the traced GPUs themselves, aligned by their clocks
+        "simulated",
+    ]
+    assert monte_carlo_label("measured", 1) == "Monte Carlo from measured traces (1 GPU)"
+    assert data_label(labelled["data"][:1]) != "SIMULATED"  # measured inputs, drawn
+
+
+def test_where_the_planners_nameplate_came_from() -> None:
+    """The report said each GPU was provisioned at "the traced GPUs' mean board power" when the
+    nameplate came from the config: the import's note says where it came from."""
+    notes = (
+        "x.csv: no power.default_limit: nameplate 400 W from the config's gpu.nameplate_w | "
+        "x.csv: readings reach 499.86 W, above the nameplate 400 W from the config's "
+        "gpu.nameplate_w: if the log is of another part, give its nameplate"
+    )
+    assert nameplate_origin(notes) == "the config's gpu.nameplate_w"
+    assert nameplate_origin("x.csv: timestamps read as local time") == FROM_THE_TRACES
 
 
 def test_hours_in_year() -> None:
@@ -430,3 +656,21 @@ def test_a_fleet_of_another_part_is_valued_at_its_own_nameplate(
     assert stage["capital_usd_avoided"] == pytest.approx(
         stage["extra_gpus"] * (700.0 + host_w) / 1e6 * config.economics.capacity_cost.value
     )
+
+
+def test_the_planners_capital_says_where_its_nameplate_came_from(tmp_path: Path) -> None:
+    """The planner report's capital sentence names the nameplate's origin and, where a trace
+    reads above it, repeats the warning beside the capital."""
+    from grpo_power.planner.report import _above_nameplate, _nameplate_origin
+    from grpo_power.report.cells import JsonFile
+
+    path = tmp_path / "summary.json"
+    above = [{"run_id": "a", "peak_w": 520.4, "nameplate_w": 400.0}]
+    path.write_text(json.dumps({"nameplate_from": ["the config's gpu.nameplate_w"]}))
+    summary = JsonFile(path)
+    assert _nameplate_origin(summary).endswith("from the config's gpu.nameplate_w")
+    assert "board power" not in _nameplate_origin(summary)
+    assert _above_nameplate(summary) == []
+    path.write_text(json.dumps({"nameplate_from": [], "above_nameplate": above}))
+    (warning,) = _above_nameplate(JsonFile(path))
+    assert "readings reach 520 W, above the nameplate 400 W (1 trace(s))" in warning

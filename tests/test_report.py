@@ -211,6 +211,39 @@ def test_a_few_numbers_against_their_source_files(report: dict) -> None:
     assert cost == [f"{fixed['energy_usd_per_mtok']:,.3g}"]  # significant figures
 
 
+def test_the_economics_section_says_what_its_figures_are(report: dict) -> None:
+    """The analyst's review: energy is GPU energy x PUE, not the wall's (it read "(wall)"); a
+    saving is for the baseline's fleet-year of tokens, beside the fleet's bill; the headline
+    leads with the simulated deployments, the tiny CPU runs noted as not an estimate for
+    A100s; the GPU-hour price moves in the sensitivity."""
+    page = (report["root"] / "report" / "index.html").read_text()
+    costs = _text(_table_html(page, "costs"))
+    assert "kWh per M tokens (GPU energy x PUE)" in costs and "(wall)" not in costs
+    assert "Source run: tiny model on the CPU, not an estimate for A100s." in costs
+    savings = _text(_table_html(page, "savings"))
+    assert "energy $ saved on versus's fleet-year of tokens" in savings
+    assert "fleet's yearly electricity bill change ($)" in savings
+    assert "the baseline's (versus's) fleet-year of tokens" in savings
+    sensitivity = _table_html(page, "sensitivity")
+    rows = [
+        [_text(c) for c in re.findall(r"<td>(.*?)</td>", row, re.S)]
+        for row in re.findall(r"<tr>(.*?)</tr>", sensitivity, re.S)
+    ]
+    rows = [r for r in rows if r]
+    assert rows[0][0] == "simulator"  # the simulated deployments lead (the tiny runs led)
+    assert "<th>note</th>" in sensitivity
+    # this small study has no real ppo run, so no tiny-run headline rows; any would be noted
+    tiny = [r for r in rows if r[0] == "run"]
+    assert all(r[5] == "tiny model on the CPU, not an estimate for A100s" for r in tiny)
+    assert "GPU-hour price: 1.5 $/GPU-h" in _text(sensitivity)
+    frame = pd.read_csv(report["root"] / "economics" / "sensitivity.csv")
+    gpu = frame[frame["quantity"].str.startswith("GPU-time $ saved")]
+    low = gpu[(gpu["parameter"] == "GPU-hour price") & (gpu["setting"] == "1.5 $/GPU-h")]
+    assert len(low) and (low["change_pct"].abs() > 1).all()  # 1.50 / 4.10 - 1 = -63 %
+    study = _text(_table_html(page, "study"))
+    assert "fleet's yearly electricity bill change" in study
+
+
 def test_data_labels_and_dollars_read_as_written() -> None:
     """A fleet labelled ``measured`` reads "measured" (it read "measured: measured"); a dollar
     amount reads "$0.0053" (it read "0.0053 $")."""
@@ -341,7 +374,10 @@ def test_the_intervals_confidence_is_the_stage_files(report: dict, tmp_path: Pat
     assert "95 %" not in text
     assert "Arm evaluation per deployment, the study (SIMULATED; 90 % intervals over seeds)" in text
     assert "scenario 7b-cap-305w (SIMULATED; 90 % intervals over seeds)" in text
-    assert "Energy, cost and carbon per arm (SIMULATED; means over seeds, 90 % intervals)" in text
+    assert (
+        "Energy, cost and carbon per arm (SIMULATED; ratios of totals over seeds, 90 % intervals)"
+        in text
+    )
     assert "rows: the evaluation's seeds, 90 % intervals;" in text
     assert "intervals are 90 % over seeds" in text
     live = _text(_table_html(page, "live-arms"))

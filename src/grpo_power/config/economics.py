@@ -64,6 +64,16 @@ def _capacity_usd_per_mw(value: float) -> float:
     return value
 
 
+def _gpu_hour_usd(value: float) -> float:
+    """``value`` if a plausible GPU-hour price in $ (above 0, at most 100: cents are not)."""
+    if not 0 < value <= GPU_HOUR_MAX_USD:
+        raise ValueError(
+            f"{value:g} $ per GPU-hour is implausible (expected above 0 and at most "
+            f"{GPU_HOUR_MAX_USD:g} $): is it in cents? {value:g} c is {value / 100:g} $"
+        )
+    return value
+
+
 class ElectricityPrice(SourcedValue):
     """Electricity price paid by the datacenter, $/kWh (not cents)."""
 
@@ -126,12 +136,7 @@ class GpuHourPrice(SourcedValue):
     @field_validator("value")
     @classmethod
     def _not_cents(cls, value: float) -> float:
-        if value > GPU_HOUR_MAX_USD:
-            raise ValueError(
-                f"{value:g} $ per GPU-hour is implausible (expected at most "
-                f"{GPU_HOUR_MAX_USD:g} $): is it in cents? {value:g} c is {value / 100:g} $"
-            )
-        return value
+        return _gpu_hour_usd(value)
 
 
 class OwnCarbonIntensity(SourcedValue):
@@ -177,17 +182,19 @@ class Range(Strict):
 
 
 class SensitivityConfig(Strict):
-    """One-at-a-time sensitivity of the headline economics to price, PUE and carbon intensity."""
+    """One-at-a-time sensitivity of the headline economics to electricity price, PUE, capacity
+    cost, GPU-hour price and carbon intensity."""
 
     electricity_usd_per_kwh: Range = Field(
         default_factory=lambda: Range(
             low=0.0575,
             high=0.1864,
             source="US EIA, Electric Power Annual 2023 (released 2024), average revenue per kWh "
-            "from industrial customers by state: lowest New Mexico 5.75 c, California 18.64 c "
+            "from industrial customers by state: low New Mexico 5.75 c (the lowest state), high "
+            "case California 18.64 c (a high case, not the highest state: Hawaii's is higher) "
             "(2023)",
         ),
-        description="$/kWh, the lowest and highest price the fleet could pay.",
+        description="$/kWh, a low and a high price the fleet could pay.",
     )
     pue: Range = Field(
         default_factory=lambda: Range(
@@ -208,6 +215,17 @@ class SensitivityConfig(Strict):
         ),
         description="$/MW of critical load, the cheapest and dearest site considered.",
     )
+    gpu_hour_usd: Range = Field(
+        default_factory=lambda: Range(
+            low=1.50,
+            high=4.10,
+            source="Low: assumed case, a 3-year reserved/committed price about 60 % below "
+            "on-demand (not sourced offline); high: AWS EC2 p4d.24xlarge (8x A100 40 GB) "
+            "on-demand, us-east-1, $32.77 per hour / 8 GPUs (2024), the base case",
+        ),
+        description="$ per GPU-hour, a committed price and the on-demand one: moves the GPU-time "
+        "$ figures.",
+    )
     carbon_regions: list[CarbonRegion] = Field(
         default_factory=lambda: ["FRA", "IND"],
         min_length=1,
@@ -223,6 +241,7 @@ class SensitivityConfig(Strict):
             ("electricity_usd_per_kwh", _price_usd_per_kwh),
             ("pue", _pue),
             ("capacity_usd_per_mw", _capacity_usd_per_mw),
+            ("gpu_hour_usd", _gpu_hour_usd),
         ):
             bounds: Range = getattr(self, name)
             for end in ("low", "high"):
@@ -376,6 +395,7 @@ class EconomicsConfig(Strict):
             ("pue", self.pue.value, "pue", s.pue, ""),
             ("capacity_cost", self.capacity_cost.value, "capacity_usd_per_mw",
              s.capacity_usd_per_mw, " $/MW"),
+            ("gpu_hour", self.gpu_hour.value, "gpu_hour_usd", s.gpu_hour_usd, " $/GPU-hour"),
         ):  # fmt: skip
             if not bounds.low <= base <= bounds.high:
                 raise ValueError(

@@ -10,5 +10,5 @@ from grpo_power.config.carbon_region import CarbonIntensity
 
 
 def carbon_kg(energy_kwh: float, intensity: CarbonIntensity) -> float:
-    """Location-based emissions of ``energy_kwh`` (at the wall) in ``intensity``'s grid, kgCO2eq."""
+    """Location-based emissions of ``energy_kwh`` (GPU energy x PUE) in ``intensity``'s grid, kg."""
     return energy_kwh * intensity.g_per_kwh / 1000.0

@@ -2,16 +2,26 @@
 
 From each run's record (:mod:`grpo_power.economics.records`):
 
-- energy at the wall = GPU energy x PUE (kWh); host CPUs and memory are not in the traces and
-  are not counted;
-- energy cost per million completion tokens = wall kWh / Mtok x price ($/kWh);
-- carbon per million tokens = wall kWh / Mtok x the region's intensity (location-based);
+- energy = GPU energy x PUE (kWh): the GPUs' share of the facility's energy, not the wall's;
+  host CPUs, memory and network are not in the traces and are not counted here (their power
+  is counted in the capital, :mod:`grpo_power.economics.oversubscription`);
+- energy cost per million completion tokens = GPU kWh x PUE / Mtok x price ($/kWh);
+- carbon per million tokens = GPU kWh x PUE / Mtok x the region's intensity (location-based);
 - GPU time per million tokens = GPU-hours / Mtok x the GPU-hour price;
 - a fleet-year: ``fleet_gpus`` GPUs running the arm for the year's hours x utilisation, at the
   run's per-GPU throughput and power.
 
-Per arm: means over seeds with Student-t intervals. Savings of an arm against another are for
-the same work: the first arm's fleet-year of tokens, produced by either arm.
+Per arm: ratios of totals over seeds (all seeds' energy, GPU time or cost over all their tokens),
+so that the per-token figures, the throughput and the fleet-year columns agree (a fleet-year's
+energy dollars over its tokens is the energy $ per Mtok); the intervals are the ratio
+estimator's (delta method): Student-t on the per-seed residuals ``x_i - R y_i`` over the mean
+``y``, centred on the ratio ``R``.
+
+Savings of an arm against another (``versus``, the baseline) are for the same work: the
+baseline's fleet-year of tokens, made by the arm instead, so a saving is bounded by the
+baseline's own yearly spend. Beside them, the change of the fleet's yearly bill (the arm's
+fleet-year energy dollars and carbon minus the baseline's: the same GPUs for the same hours,
+each arm making its own tokens), which can differ in sign from the saving.
 """
 
 from __future__ import annotations
@@ -22,21 +32,21 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from grpo_power.config import EconomicsConfig
 from grpo_power.config.carbon_region import CarbonIntensity, carbon_intensity
-from grpo_power.stats import mean_ci
 
 J_PER_KWH = 3.6e6
 PER_RUN = (
-    "kwh_per_mtok",  # wall energy, kWh per million tokens
+    "kwh_per_mtok",  # GPU energy x PUE, kWh per million tokens (hosts not counted)
     "energy_usd_per_mtok",
     "carbon_kg_per_mtok",
     "gpu_usd_per_mtok",
     "tokens_per_gpu_s",
     "power_w_per_gpu",  # mean GPU power, W
     "annual_mtok",  # fleet-year output, million tokens
-    "annual_mwh",  # fleet-year wall energy, MWh
+    "annual_mwh",  # fleet-year GPU energy x PUE, MWh (hosts not counted)
     "annual_energy_usd",
     "annual_carbon_t",
 )
@@ -94,8 +104,8 @@ def per_run(records: pd.DataFrame, a: Assumptions) -> pd.DataFrame:
     """``records`` with the :data:`PER_RUN` columns added (units in their names)."""
     runs = records.copy()
     mtok = runs["tokens"] / 1e6
-    wall_kwh = runs["energy_j"] / J_PER_KWH * a.pue
-    runs["kwh_per_mtok"] = wall_kwh / mtok
+    kwh = runs["energy_j"] / J_PER_KWH * a.pue  # GPU energy x PUE
+    runs["kwh_per_mtok"] = kwh / mtok
     runs["energy_usd_per_mtok"] = runs["kwh_per_mtok"] * a.usd_per_kwh
     runs["carbon_kg_per_mtok"] = runs["kwh_per_mtok"] * a.carbon.g_per_kwh / 1000.0
     runs["gpu_usd_per_mtok"] = runs["gpus"] * runs["wall_s"] / 3600.0 / mtok * a.gpu_hour_usd
@@ -110,9 +120,31 @@ def per_run(records: pd.DataFrame, a: Assumptions) -> pd.DataFrame:
 
 
 def arm_costs(records: pd.DataFrame, a: Assumptions, confidence: float) -> pd.DataFrame:
-    """Per (source, deployment, arm): seeds, GPUs per run, data label, the mean of every
-    :data:`PER_RUN` column over seeds, and ``<column>_ci_low/high`` for :data:`WITH_CI`."""
+    """Per (source, deployment, arm): seeds, GPUs per run, data label, every :data:`PER_RUN`
+    column as a ratio of totals over seeds, and ``<column>_ci_low/high`` for :data:`WITH_CI`.
+
+    Totals over seeds: tokens ``T``, GPU energy ``E`` and GPU-seconds ``G`` (GPUs x wall time).
+    Per Mtok: ``E x PUE / T`` (then x price, x intensity) and ``G / T`` x the GPU-hour price;
+    per GPU: throughput ``T / G`` and power ``E / G``; the fleet-year columns scale those, so
+    ``annual_energy_usd / annual_mtok`` is ``energy_usd_per_mtok`` exactly (a mean of per-seed
+    ratios was not: a noisy arm's mean $/Mtok differed from its mean throughput's). With equal
+    seeds' wall time and GPUs, throughput and power are the seeds' means.
+
+    Intervals (:func:`ratio_ci`): the ratio estimator's, from the seeds' spread about the
+    ratio; NaN with one seed."""
     runs = per_run(records, a)
+    runs["gpu_s"] = runs["gpus"] * runs["wall_s"]
+    kwh = runs["energy_j"] / J_PER_KWH * a.pue
+    # (column, numerator per seed, denominator per seed, scale): column = scale x sum / sum
+    ratios = {
+        "kwh_per_mtok": (kwh, runs["tokens"] / 1e6, 1.0),
+        "energy_usd_per_mtok": (kwh, runs["tokens"] / 1e6, a.usd_per_kwh),
+        "carbon_kg_per_mtok": (kwh, runs["tokens"] / 1e6, a.carbon.g_per_kwh / 1000.0),
+        "gpu_usd_per_mtok": (runs["gpu_s"] / 3600.0, runs["tokens"] / 1e6, a.gpu_hour_usd),
+        "tokens_per_gpu_s": (runs["tokens"], runs["gpu_s"], 1.0),
+        "power_w_per_gpu": (runs["energy_j"], runs["gpu_s"], 1.0),
+    }
+    fleet_s = a.fleet_gpus * a.fleet_hours * 3600.0
     rows = []
     for (source, deployment, arm), group in runs.groupby(GROUP, sort=False):
         row: dict[str, object] = {
@@ -123,22 +155,53 @@ def arm_costs(records: pd.DataFrame, a: Assumptions, confidence: float) -> pd.Da
             "gpus": int(group["gpus"].iloc[0]),
             "data": ",".join(sorted(set(group["data"]))),
         }
-        for column in PER_RUN:
-            row[column] = float(group[column].mean())
-        for column in WITH_CI:
-            _, row[f"{column}_ci_low"], row[f"{column}_ci_high"] = mean_ci(
-                group[column].to_numpy(), confidence, (0.0, math.inf)
-            )
+        for column, (num, den, scale) in ratios.items():
+            num, den = num.loc[group.index].to_numpy(float), den.loc[group.index].to_numpy(float)
+            ratio, low, high = ratio_ci(num, den, confidence, (0.0, math.inf))
+            row[column] = scale * ratio
+            if column in WITH_CI:
+                row[f"{column}_ci_low"], row[f"{column}_ci_high"] = scale * low, scale * high
+        row["annual_mtok"] = row["tokens_per_gpu_s"] * fleet_s / 1e6
+        row["annual_mwh"] = row["power_w_per_gpu"] * fleet_s / J_PER_KWH / 1000.0 * a.pue
+        row["annual_energy_usd"] = row["annual_mwh"] * 1000.0 * a.usd_per_kwh
+        row["annual_carbon_t"] = row["annual_mwh"] * a.carbon.g_per_kwh / 1000.0
         rows.append(row)
-    return pd.DataFrame(rows)
+    columns = ["source", "deployment", "arm", "seeds", "gpus", "data", *PER_RUN]
+    columns += [f"{c}_ci_{end}" for c in WITH_CI for end in ("low", "high")]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def ratio_ci(
+    num: np.ndarray, den: np.ndarray, confidence: float, support: tuple[float, float]
+) -> tuple[float, float, float]:
+    """Ratio of totals ``R = sum(num) / sum(den)`` over seeds and its two-sided confidence
+    interval, the ratio estimator's (delta method): Student-t with ``n - 1`` degrees of freedom
+    on the residuals ``d_i = (num_i - R den_i) / mean(den)``, half-width ``t x sd(d) /
+    sqrt(n)``, cut to ``support``. Returns ``(R, low, high)``; the interval is NaN with one
+    seed."""
+    n = len(num)
+    ratio = float(num.sum() / den.sum())
+    if n < 2:
+        return ratio, float("nan"), float("nan")
+    residuals = (num - ratio * den) / den.mean()
+    t = float(stats.t.ppf(0.5 + confidence / 2, n - 1))
+    half = t * float(residuals.std(ddof=1)) / math.sqrt(n)
+    low, high = support
+    return ratio, max(ratio - half, low), min(ratio + half, high)
 
 
 def savings(arms: pd.DataFrame) -> pd.DataFrame:
     """Every arm against every other arm of the same source and deployment.
 
     Per pair (arm, versus): the change of energy per token (so of its cost and carbon) and of
-    per-GPU throughput, in %, and over the fleet-year of ``arm``'s output: energy dollars, GPU
-    dollars and tonnes of CO2eq saved by producing it with ``arm`` rather than ``versus``.
+    per-GPU throughput, in %; what producing the baseline's (``versus``'s) fleet-year of tokens
+    with ``arm`` instead saves (``*_saved_per_year``: ``versus.annual_mtok x (versus's - arm's
+    cost per Mtok)``, the same work, so never more than the baseline's own yearly spend; a
+    loss where negative); and the change of the fleet's yearly bill, ``arm``'s fleet-year energy
+    dollars and carbon minus ``versus``'s (``fleet_*_change_per_year``: the same GPUs for the
+    same hours, each arm making its own tokens; positive = the arm's bill is higher). The two
+    can differ in sign: an arm drawing less power but making fewer tokens has a lower bill and
+    a dearer token.
     """
     rows = []
     for (source, deployment), group in arms.groupby(["source", "deployment"], sort=False):
@@ -147,6 +210,7 @@ def savings(arms: pd.DataFrame) -> pd.DataFrame:
             for versus, theirs in by_arm.iterrows():
                 if versus == arm:
                     continue
+                work = theirs["annual_mtok"]  # the baseline's fleet-year of tokens
                 rows.append(
                     {
                         "source": source,
@@ -162,16 +226,22 @@ def savings(arms: pd.DataFrame) -> pd.DataFrame:
                         "energy_usd_saved_per_year": (
                             theirs["energy_usd_per_mtok"] - mine["energy_usd_per_mtok"]
                         )
-                        * mine["annual_mtok"],
+                        * work,
                         "gpu_usd_saved_per_year": (
                             theirs["gpu_usd_per_mtok"] - mine["gpu_usd_per_mtok"]
                         )
-                        * mine["annual_mtok"],
+                        * work,
                         "carbon_t_saved_per_year": (
                             theirs["carbon_kg_per_mtok"] - mine["carbon_kg_per_mtok"]
                         )
-                        * mine["annual_mtok"]
+                        * work
                         / 1000.0,
+                        "fleet_energy_usd_change_per_year": (
+                            mine["annual_energy_usd"] - theirs["annual_energy_usd"]
+                        ),
+                        "fleet_carbon_t_change_per_year": (
+                            mine["annual_carbon_t"] - theirs["annual_carbon_t"]
+                        ),
                         "data": mine["data"],
                     }
                 )

@@ -121,11 +121,45 @@ class FleetRows:
         summary = read_fleet_summary(fleet_dir)
         window_s = float(summary["window_s"])
         columns = FLEET_ROW_COLUMNS
-        fleet = _at_window(read_csv(fleet_dir / FLEET.fleet_csv, FLEET_FILE, columns), window_s)
-        scaling = _at_window(read_csv(fleet_dir / FLEET.scaling_csv, FLEET_FILE, columns), window_s)
+        n_gpus = int(summary["n_gpus"])
+        fleet, scaling = (
+            monte_carlo_labelled(
+                _at_window(read_csv(fleet_dir / name, FLEET_FILE, columns), window_s), n_gpus
+            )
+            for name in (FLEET.fleet_csv, FLEET.scaling_csv)
+        )
         if fleet.empty or scaling.empty:
             raise ValueError(f"{fleet_dir}: no fleet rows at the fleet window {window_s:g} s")
-        return cls(int(summary["n_gpus"]), fleet.iloc[0], scaling.sort_values("n_gpus"))
+        return cls(n_gpus, fleet.iloc[0], scaling.sort_values("n_gpus"))
+
+
+def monte_carlo_label(data: str, traced_gpus: int) -> str:
+    """The data label of a Monte Carlo fleet drawn from ``traced_gpus`` measured GPUs (``data``
+    their label, e.g. ``measured (imported)``): ``Monte Carlo from measured traces (3 GPUs;
+    imported)``. Its GPUs are draws of the traced ones, not measured GPUs; the study's report
+    calls its own scaling study "a Monte Carlo simulation" the same way. A simulated label is
+    kept (it says SIMULATED already)."""
+    if "simulated" in data:
+        return data
+    label = data.strip()
+    source = label[len("measured (") : -1] if label.startswith("measured (") else ""
+    source = source if source and label.endswith(")") else ""
+    gpus = f"{traced_gpus:,} GPU{'' if traced_gpus == 1 else 's'}"
+    return f"Monte Carlo from measured traces ({gpus}{'; ' + source if source else ''})"
+
+
+def monte_carlo_labelled(rows: pd.DataFrame, traced_gpus: int) -> pd.DataFrame:
+    """``rows`` (the fleet stage's ``fleet_windows.csv`` or ``scaling.csv``) with the rows of
+    a Monte Carlo fleet (``alignment`` ``monte_carlo``; a file without the column is left as
+    it is) labelled by :func:`monte_carlo_label`."""
+    if "alignment" not in rows.columns:
+        return rows
+    rows = rows.copy()
+    drawn = rows["alignment"] == "monte_carlo"
+    rows.loc[drawn, "data"] = [
+        monte_carlo_label(str(d), traced_gpus) for d in rows.loc[drawn, "data"]
+    ]
+    return rows
 
 
 def oversubscription_table(fleet: FleetRows, nameplate_w: float, a: Assumptions) -> pd.DataFrame:

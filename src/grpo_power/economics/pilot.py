@@ -3,16 +3,17 @@ and the fleet's oversubscription headroom with stated confidence.
 
 Controller's gain, per simulated deployment: the paired per-seed relative change of the
 controller arm against the baseline (output tokens and tokens per MJ up, violation rate down)
-from the evaluate stage; metrics where the simulator shows no gain are not confirmed. The
-pilot is sized to detect ``min_effect_share`` of the simulated mean change with a two-sided
-paired t-test at ``confidence`` and the given ``power``, the simulator's spread inflated by
+from the evaluate stage; metrics where the simulator shows no gain are not confirmed. The pilot
+is sized to detect ``min_effect_share`` of the simulated mean change with a two-sided paired
+t-test at ``confidence`` and the given ``power``, the simulator's spread inflated by
 ``sd_inflation``: the fewest seeds (at least ``min_seeds``) at which the test's power, from the
-noncentral t distribution (``scipy.stats.nct``, noncentrality ``sqrt(n) x effect / sd``), reaches
-``power``. The normal formula ``((z(1 - alpha / 2) + z(power)) x sd / effect)^2`` is its start:
-it undercounts a few seeds (3 where the t-test needs 5 at the defaults, power 0.39 at 3). The
-largest over the metrics with a gain sizes the pilot; a metric the simulator ran on one seed
-has no spread to size by and sizes nothing. Each seed runs both arms for ``run_steps``
-steps at the simulated step time.
+noncentral t distribution (``scipy.stats.nct``, noncentrality ``sqrt(n) x effect / sd``),
+reaches ``power`` (where scipy's ``nct`` gives NaN, at very large noncentrality, the normal
+approximation of that tail, there 1 or 0 to many digits). The normal formula
+``((z(1 - alpha / 2) + z(power)) x sd / effect)^2`` is its start: it undercounts a few seeds
+(3 where the t-test needs 5 at the defaults, power 0.39 at 3). The largest over the metrics
+with a gain sizes the pilot; a metric the simulator ran on one seed has no spread to size by
+and sizes nothing. Each seed runs both arms for ``run_steps`` steps at the simulated step time.
 
 Headroom: with no fleet exceedance in ``n`` independent (non-overlapping) windows, the
 exceedance rate is below ``-ln(1 - confidence) / n`` at that confidence; bounding it below
@@ -41,8 +42,23 @@ def paired_t_power(seeds: int, effect: float, sd: float, confidence: float) -> f
     against a true mean change ``effect`` with per-pair spread ``sd``."""
     df = seeds - 1
     critical = float(stats.t.ppf(0.5 + confidence / 2, df))
-    shift = math.sqrt(seeds) * effect / sd
-    return float(stats.nct.sf(critical, df, shift) + stats.nct.cdf(-critical, df, shift))
+    shift = abs(math.sqrt(seeds) * effect / sd)  # the power of a two-sided test: symmetric
+    near = float(stats.nct.sf(critical, df, shift))  # rejecting on the side of the effect
+    far = float(stats.nct.cdf(-critical, df, shift))  # and on the other side
+    # scipy's nct returns NaN at large noncentrality (cdf at df 5, shift 10; df 50, shift 40):
+    # there the far side is below the normal tail Phi(-critical - shift), nothing, and the near
+    # side is the normal approximation 1 - Phi(critical - shift), 1 to many digits
+    if not math.isfinite(far):
+        far = float(stats.norm.cdf(-critical - shift))
+    if not math.isfinite(near):
+        near = float(stats.norm.sf(critical - shift))
+    power = near + far
+    if not math.isfinite(power):
+        raise ValueError(
+            f"no power for {seeds} seeds, effect {effect:g}, spread {sd:g}: scipy's noncentral t "
+            "gave NaN and so did its normal approximation"
+        )
+    return min(power, 1.0)
 
 
 def seeds_needed(changes: np.ndarray, pilot: PilotConfig) -> tuple[float, float, float]:

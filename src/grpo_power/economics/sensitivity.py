@@ -1,8 +1,12 @@
-"""Headline economics, and how they move with price, PUE, carbon intensity and capacity cost.
+"""Headline economics, and how they move with price, PUE, carbon intensity, capacity cost and
+the GPU-hour price.
 
-The study's headline, per source and deployment where both arms ran: the controller's and the
-baseline's energy cost and carbon per million tokens, the fleet-year energy dollars, GPU dollars
-and tonnes of CO2eq the controller saves against the baseline, and the capital that
+The study's headline, per source and deployment where both arms ran, the simulated deployments
+(7b, 14b, 72b) first and the run stage's real runs after them (a tiny model on the CPU,
+priced as if on the configured GPUs: not an estimate for A100s, as their ``note`` says): the
+controller's and the baseline's energy cost and carbon per million tokens, the energy dollars,
+GPU dollars and tonnes of CO2eq the controller saves making the baseline's fleet-year of tokens,
+the change of the fleet's yearly electricity bill and carbon, and the capital that
 oversubscription avoids for the economics fleet (the planner's: its traces' own cost and
 carbon, :mod:`grpo_power.planner.economics`). The sensitivity recomputes a headline one
 assumption at a time at the low and high ends of the configured ranges (and at each listed
@@ -21,7 +25,19 @@ from grpo_power.config import EconomicsConfig
 from grpo_power.config.carbon_region import carbon_intensity
 from grpo_power.economics.cost import Assumptions, arm_costs, savings
 
-HEADLINE_COLUMNS = ("source", "deployment", "quantity", "unit", "value", "data")
+HEADLINE_COLUMNS = ("source", "deployment", "quantity", "unit", "value", "data", "note")
+# The note of a headline row from a run-stage run with simulated power (the CPU's tiny model).
+TINY_RUN_NOTE = "tiny model on the CPU, not an estimate for A100s"
+
+
+def row_note(source: str, data: str) -> str:
+    """The headline's note for rows of ``source`` with ``data`` label: a run-stage run whose
+    power is simulated ran a tiny model on the CPU (:data:`TINY_RUN_NOTE`); others none."""
+    if source == "run" and "simulated" in str(data):
+        return TINY_RUN_NOTE
+    if source == "run":
+        return "the run stage's own model on its own GPUs, not a simulated deployment"
+    return ""
 
 
 def headline(
@@ -39,9 +55,16 @@ def headline(
     arms = arm_costs(records, a, confidence=0.95)
     pairs = savings(arms)
     pairs = pairs[(pairs["arm"] == controller) & (pairs["versus"] == baseline)]
+    # the simulated deployments lead; the run stage's runs follow (stable: deployments in order)
+    pairs = pairs.sort_values("source", key=lambda s: s != "simulator", kind="stable")
     rows = []
     for _, pair in pairs.iterrows():
-        key = {"source": pair["source"], "deployment": pair["deployment"], "data": pair["data"]}
+        key = {
+            "source": pair["source"],
+            "deployment": pair["deployment"],
+            "data": pair["data"],
+            "note": row_note(pair["source"], pair["data"]),
+        }
         mine = arms[(arms["source"] == pair["source"]) & (arms["deployment"] == pair["deployment"])]
         per_arm = mine.set_index("arm")
 
@@ -52,9 +75,14 @@ def headline(
             add(f"energy cost per Mtok, {arm}", "$", per_arm.loc[arm, "energy_usd_per_mtok"])
             add(f"carbon per Mtok, {arm}", "kgCO2eq", per_arm.loc[arm, "carbon_kg_per_mtok"])
         versus = f"{controller} vs {baseline}"
-        add(f"energy $ saved per fleet-year, {versus}", "$", pair["energy_usd_saved_per_year"])
-        add(f"GPU-time $ saved per fleet-year, {versus}", "$", pair["gpu_usd_saved_per_year"])
-        add(f"carbon saved per fleet-year, {versus}", "tCO2eq", pair["carbon_t_saved_per_year"])
+        work = f"{baseline}'s fleet-year of tokens"
+        add(f"energy $ saved on {work}, {versus}", "$", pair["energy_usd_saved_per_year"])
+        add(f"GPU-time $ saved on {work}, {versus}", "$", pair["gpu_usd_saved_per_year"])
+        add(f"carbon saved on {work}, {versus}", "tCO2eq", pair["carbon_t_saved_per_year"])
+        bill = pair["fleet_energy_usd_change_per_year"]
+        add(f"fleet's yearly electricity bill change, {versus}", "$", bill)
+        carbon = pair["fleet_carbon_t_change_per_year"]
+        add(f"fleet's yearly carbon change, {versus}", "tCO2eq", carbon)
     rows.append(capital_row(oversubscription(a)))
     return pd.DataFrame(rows, columns=list(HEADLINE_COLUMNS))
 
@@ -70,6 +98,7 @@ def capital_row(oversubscription: pd.DataFrame) -> dict[str, object]:
         "unit": "$",
         "value": fleet["capital_usd_avoided"],
         "data": fleet["data"],
+        "note": fleet["note"] if isinstance(fleet.get("note"), str) else "",
     }
 
 
@@ -89,6 +118,8 @@ def sensitivity_points(
         points.append(("carbon intensity", setting, replace(base, carbon=intensity)))
     for value in (s.capacity_usd_per_mw.low, s.capacity_usd_per_mw.high):
         points.append(("capacity cost", f"{value / 1e6:g} M$/MW", replace(base, usd_per_mw=value)))
+    for value in (s.gpu_hour_usd.low, s.gpu_hour_usd.high):
+        points.append(("GPU-hour price", f"{value:g} $/GPU-h", replace(base, gpu_hour_usd=value)))
     return points
 
 

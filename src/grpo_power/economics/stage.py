@@ -5,13 +5,17 @@ stage's folder) and writes into ``out``, atomically:
 
 - ``constants.csv``: every constant used, with unit, source and year;
 - ``runs.csv``: each run's energy, tokens and per-token economics;
-- ``arms.csv``: per source, deployment and arm, means over seeds with confidence intervals and
-  the fleet-year totals;
-- ``savings.csv``: every arm against every other (same source and deployment);
+- ``arms.csv``: per source, deployment and arm, ratios of totals over seeds (per-token figures,
+  throughput, power) with the ratio estimator's confidence intervals, and the fleet-year totals;
+  energy is GPU energy x PUE (hosts not counted);
+- ``savings.csv``: every arm against every other (same source and deployment): what making the
+  baseline's (``versus``'s) fleet-year of tokens with the arm saves, and the change of the
+  fleet's yearly electricity bill and carbon (arm minus baseline);
 - ``oversubscription.csv``: extra GPUs and capital avoided, per fleet size;
 - ``pilot.csv``: the pilot per simulated deployment, the cheapest marked ``smallest``;
 - ``sensitivity.csv``: the headline at the low and high end of each assumption;
-- ``summary.json``: the headline and where every number came from.
+- ``summary.json``: the headline (the simulated deployments first; the run stage's tiny CPU
+  runs after them, noted as not an estimate for A100s) and where every number came from.
 """
 
 from __future__ import annotations
@@ -79,6 +83,7 @@ def constants_table(config: Config, a: Assumptions) -> pd.DataFrame:
         ("electricity_usd_per_kwh", economics.sensitivity.electricity_usd_per_kwh, "$/kWh"),
         ("pue", economics.sensitivity.pue, "facility / IT energy"),
         ("capacity_usd_per_mw", economics.sensitivity.capacity_usd_per_mw, "$/MW"),
+        ("gpu_hour_usd", economics.sensitivity.gpu_hour_usd, "$ per GPU-hour"),
     ):
         for end in ("low", "high"):
             rows.append(

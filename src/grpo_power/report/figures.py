@@ -578,7 +578,8 @@ CAPTIONS = {
     "simulator, means over seeds with confidence intervals (both axes; none where an arm has "
     "one seed).",
     "cost_carbon": "Energy cost, location-based carbon and GPU-time cost per million completion "
-    "tokens per arm (means over seeds, confidence intervals where an arm has two seeds or more), "
-    "at the configured electricity "
-    "price, PUE, carbon region and GPU-hour price.",
+    "tokens per arm (ratios of totals over seeds: all seeds' energy or GPU time over all their "
+    "tokens; the ratio estimator's confidence intervals where an arm has two seeds or more), at "
+    "the configured electricity price, PUE (GPU energy x PUE; hosts not counted), carbon region "
+    "and GPU-hour price.",
 }

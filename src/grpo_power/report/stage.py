@@ -422,7 +422,12 @@ def _fleet_year_note(constants: cells.CsvFile) -> cells.Cell:
         constants.num("value", ".0f", name="year"),
         " at utilisation ",
         constants.num("value", "g", name="utilization"),
-        ". Energy at the wall = GPU energy x PUE (host power not measured, not counted).",
+        ". Energy = GPU energy x PUE, not the wall's (host power is not in the traces and is "
+        "not counted here; the capital counts it, at nameplate). Per-token figures and "
+        "throughput are ratios of totals over seeds (all seeds' energy, cost or GPU time over "
+        "all their tokens), consistent with the fleet-year columns; intervals are the ratio "
+        "estimator's (Student-t on the seeds' residuals about the ratio). Source run: tiny "
+        "model on the CPU, not an estimate for A100s.",
     ]
 
 
@@ -554,7 +559,7 @@ def _write_report(config: Config, inputs: ReportInputs, out: Path) -> ReportResu
         cells.csv_table(
             "costs",
             f"Energy, cost and carbon per arm ({fig.data_label(e['arms'].frame['data'])}; "
-            f"means over seeds, {cells.interval_pct(economics_json)} intervals)",
+            f"ratios of totals over seeds, {cells.interval_pct(economics_json)} intervals)",
             e["arms"],
             tab.COST_COLS,
             ["source", "deployment", "arm"],
@@ -568,7 +573,12 @@ def _write_report(config: Config, inputs: ReportInputs, out: Path) -> ReportResu
             tab.SAVINGS_COLS,
             ["source", "deployment", "arm", "versus"],
             controller_savings,
-            note="For the same work: the controller's fleet-year of tokens, made by either arm.",
+            note="Saved: for the same work, the baseline's (versus's) fleet-year of tokens made "
+            "by the controller instead, so never more than the baseline's own yearly spend. "
+            "Bill change: the fleet's yearly electricity bill and carbon, the controller's "
+            "fleet-year minus the baseline's (the same GPUs and hours, each arm making its own "
+            "tokens); the two can differ in sign. Source run: tiny model on the CPU, not an "
+            "estimate for A100s.",
         ),
         cells.csv_table(
             "oversubscription",

@@ -241,8 +241,10 @@ def study_table(
         table, comparison, kept, ("reference", "quantity", "note"), "the real runs' fleet: "
     )
     for _, row in headline.select(parameter="base").iterrows():
-        if not row["quantity"].startswith(("energy $ saved", "carbon saved", "capital avoided")):
+        wanted = ("energy $ saved", "carbon saved", "fleet's yearly", "capital avoided")
+        if not row["quantity"].startswith(wanted):
             continue
+        caution = row["note"] if "note" in row and isinstance(row["note"], str) else ""
         keys = {
             "parameter": "base",
             "source": row["source"],
@@ -255,8 +257,10 @@ def study_table(
                 "savings of the controller and of oversubscription",
                 ABSTRACT,
                 with_unit(headline.num("value", ",.0f", **keys), row["unit"]),
-                f"{row['data']}; the abstract names these savings without a figure; see the "
-                "economics section for assumptions",
+                f"{row['data']}; "
+                + (f"{caution}; " if caution else "")
+                + "the abstract names these savings without a figure; see the economics "
+                "section for assumptions",
             ]
         )
     return table
@@ -353,11 +357,11 @@ COST_COLS = (
     Col("seeds", "seeds"),
     # three significant figures: a tiny CPU run's 0.0121 and 0.0299 kWh read 0.01 and 0.03 at two
     # decimals, a ratio of 3 for one of 2.5
-    Col("kWh per M tokens (wall)", "kwh_per_mtok", ",.3g"),
+    Col("kWh per M tokens (GPU energy x PUE)", "kwh_per_mtok", ",.3g"),
     Col("energy $ per M tokens", "energy_usd_per_mtok", ",.3g", ci=True),
     Col("kgCO2eq per M tokens", "carbon_kg_per_mtok", ",.3g", ci=True),
     Col("GPU-time $ per M tokens", "gpu_usd_per_mtok", ",.2f", ci=True),
-    Col("fleet-year energy (MWh)", "annual_mwh", ",.0f"),
+    Col("fleet-year energy, GPU x PUE (MWh)", "annual_mwh", ",.0f"),
     Col("fleet-year energy ($)", "annual_energy_usd", ",.0f"),
     Col("fleet-year carbon (tCO2eq)", "annual_carbon_t", ",.0f"),
 )
@@ -368,9 +372,13 @@ SAVINGS_COLS = (
     Col("versus", "versus"),
     Col("energy per token %", "energy_per_token_change_pct", "+,.1f"),
     Col("throughput %", "throughput_change_pct", "+,.1f"),
-    Col("energy $ saved / fleet-year", "energy_usd_saved_per_year", ",.0f"),
-    Col("GPU-time $ saved / fleet-year", "gpu_usd_saved_per_year", ",.0f"),
-    Col("tCO2eq saved / fleet-year", "carbon_t_saved_per_year", ",.1f"),
+    # what making the baseline's (versus's) fleet-year of tokens with the arm saves
+    Col("energy $ saved on versus's fleet-year of tokens", "energy_usd_saved_per_year", ",.0f"),
+    Col("GPU-time $ saved on versus's fleet-year of tokens", "gpu_usd_saved_per_year", ",.0f"),
+    Col("tCO2eq saved on versus's fleet-year of tokens", "carbon_t_saved_per_year", ",.1f"),
+    # the fleet's yearly bill: the arm's minus the baseline's, the same GPUs and hours
+    Col("fleet's yearly electricity bill change ($)", "fleet_energy_usd_change_per_year", "+,.0f"),
+    Col("fleet's yearly carbon change (tCO2eq)", "fleet_carbon_t_change_per_year", "+,.1f"),
     Col("data", "data"),
 )
 OVERSUBSCRIPTION_COLS = (
@@ -427,23 +435,27 @@ def sensitivity_table(source: CsvFile) -> Table:
     quantities = frame[frame["parameter"] == "base"]
     table = Table(
         "sensitivity",
-        "Sensitivity of the headline to price, PUE, carbon intensity and capacity cost "
-        f"({data_label(frame['data'])})",
+        "Sensitivity of the headline to price, PUE, carbon intensity, capacity cost and "
+        f"GPU-hour price ({data_label(frame['data'])})",
         [
             "source",
             "deployment",
             "quantity",
             "unit",
             "data",
+            "note",
             *(f"{p}: {s}" for p, s in settings),
         ],
         sources=[source.path],
-        note="One assumption changed at a time; the others as configured.",
+        note="One assumption changed at a time; the others as configured. The simulated "
+        "deployments first; savings are for the baseline's fleet-year of tokens made by the "
+        "controller, the bill change is the controller's fleet-year minus the baseline's.",
     )
     for _, q in quantities.iterrows():
         keys = {"source": q["source"], "deployment": q["deployment"], "quantity": q["quantity"]}
         spec = ",.4f" if "per Mtok" in q["quantity"] or abs(q["value"]) < 1000 else ",.0f"
-        row: list[Cell] = [q["source"], q["deployment"], q["quantity"], q["unit"], q["data"]]
+        note = q["note"] if "note" in q and isinstance(q["note"], str) else ""
+        row: list[Cell] = [q["source"], q["deployment"], q["quantity"], q["unit"], q["data"], note]
         for parameter, setting in settings:
             found = source.select(parameter=parameter, setting=setting, **keys)
             row.append(
