@@ -133,7 +133,7 @@ CASES: list[Case] = [
             {"name": "smi.csv", "text": "timestamp;index;power.draw [W]\n" + T0 + ";0;250 W\n"},
         ),
         IMPORT,
-        ["{name}", "header", "got one column", "other than commas"],
+        ["{name}", "header", "got one column", "separated by ';', not commas"],
     ),
     Case(
         "import-no-header",
@@ -184,6 +184,21 @@ CASES: list[Case] = [
         ),
         IMPORT,
         ["{name}", "expected a power log", "an nvidia-smi -q report (text)", "--query-gpu="],
+    ),
+    Case(
+        "import-dcgm-exporter-metrics-scrape",
+        "a scrape of dcgm-exporter's /metrics text (no time of its own) given as a power log",
+        (
+            "text",
+            {
+                "name": "metrics.txt",
+                "text": "# HELP DCGM_FI_DEV_POWER_USAGE Power draw (in W).\n"
+                "# TYPE DCGM_FI_DEV_POWER_USAGE gauge\n"
+                'DCGM_FI_DEV_POWER_USAGE{gpu="0",UUID="GPU-1",modelName="NVIDIA A100"} 301.2\n',
+            },
+        ),
+        IMPORT,
+        ["{name}", "a Prometheus text exposition", "no time of their own", "query_range"],
     ),
     Case(
         "import-nvidia-smi-xml-report",

@@ -189,7 +189,8 @@ def test_runs_that_did_not_overlap_are_drawn_by_monte_carlo(tmp_path):
     cfg = config()
     assert choose_alignment([read_run_bins(a), read_run_bins(b)], cfg) == (
         "monte_carlo",
-        "the runs' clocks do not overlap",
+        "the runs' clocks do not overlap: b starts 10,000 s = 2.78 h after a (logs of other "
+        "times, or a clock or time zone set apart)",
     )
     # 60 s runs 50 s apart share 10 s, under the longest window (30 s); a fleet of other size
     c = counter_run(tmp_path, "c", [(60.0, 300.0)], start=START + 50)
@@ -241,7 +242,10 @@ def test_a_fleet_of_runs_shorter_than_the_sizing_window_says_it_repeats_them(tmp
     ]
     result = analyze_fleet(short, config(horizon_s=60.0))
     summary = result.summary
-    assert summary["alignment_reason"] == "a spans 4 s, less than the longest window (30 s)"
+    assert summary["alignment_reason"] == (
+        "a spans 4 s from its first complete 0.5 s energy bin to its last, less than the "
+        "longest window (30 s)"
+    )
     assert result.fleet.set_index("window_s").loc[5.0, "windows_per_draw"] > 0
     assert not summary["chosen_window_fits"] and summary["runs_shorter_than_window"]
     repeated = (

@@ -592,7 +592,7 @@ def test_a_regular_log_and_one_read_line_by_line_import_alike(tmp_path: Path) ->
     regular, quoted = tmp_path / "regular.csv", tmp_path / "quoted.csv"
     regular.write_text(text)
     quoted.write_text(text.replace("timestamp,", '"timestamp",', 1))
-    (plain, plain_lines), (csv_rows, csv_lines) = (
+    (plain, plain_lines, _), (csv_rows, csv_lines, _) = (
         read_csv_log(regular, "nvidia-smi"),
         read_csv_log(quoted, "nvidia-smi"),
     )
@@ -960,3 +960,80 @@ def test_a_victoriametrics_export_reads_as_the_query_result(tmp_path: Path) -> N
     export.write_text(lines[0] + "\n{not json\n")
     with pytest.raises(ImportError_, match=r"line 2: expected a series of a JSON-lines export"):
         import_log(export, "prometheus")
+
+
+def test_an_instant_column_without_readings_falls_back_to_the_average(tmp_path: Path) -> None:
+    """A log of power.draw.average and power.draw.instant (no power.draw) whose instant column
+    is [N/A] in every row (a part or driver without it) was refused for missing readings; it
+    reads the average, as a log of power.draw beside it reads power.draw, and says so. The
+    order preferred stays: instant, then power.draw, then the average."""
+    header = "timestamp, index, power.draw.average [W], power.draw.instant [W]"
+    rows = [f"2026/11/03 10:00:0{s}.000, 0, {250 + s}.00 W, [N/A]" for s in range(4)]
+    log = tmp_path / "smi.csv"
+    log.write_text("\n".join([header, *rows]) + "\n")
+    frame, meta = import_log(log, "nvidia-smi", nameplate_w=400.0)
+    assert frame["power_w"].tolist() == [250.0, 251.0, 252.0, 253.0]
+    assert meta.power_column == "power.draw.average [W]"
+    assert (
+        f"{log}: power from 'power.draw.average [W]': 'power.draw.instant [W]' is [N/A] in "
+        "every row" in meta.model_extra["notes"]
+    )
+    both = "timestamp, index, power.draw.average [W], power.draw.instant [W], power.draw [W]"
+    rows = [f"2026/11/03 10:00:0{s}.000, 0, {250 + s}.00 W, [N/A], [N/A]" for s in range(4)]
+    log.write_text("\n".join([both, *rows]) + "\n")
+    _, meta = import_log(log, "nvidia-smi", nameplate_w=400.0)
+    assert meta.power_column == "power.draw.average [W]"
+    assert (
+        f"{log}: power from 'power.draw.average [W]': 'power.draw.instant [W]', "
+        "'power.draw [W]' are [N/A] in every row" in meta.model_extra["notes"]
+    )
+    rows = [f"2026/11/03 10:00:0{s}.000, 0, 250.00 W, [N/A], {300 + s}.00 W" for s in range(4)]
+    log.write_text("\n".join([both, *rows]) + "\n")
+    frame, meta = import_log(log, "nvidia-smi", nameplate_w=400.0)
+    assert meta.power_column == "power.draw [W]"  # power.draw before the average
+    assert frame["power_w"].tolist() == [300.0, 301.0, 302.0, 303.0]
+
+
+@pytest.mark.parametrize(
+    ("last", "kept"),
+    [
+        ("2026/11/03 10:00:04.000, 0", False),  # one field short
+        ("2026/11/03 10:00:04.000, 0, 25", False),  # a value cut before its unit
+        ("2026/11/03 10:00:04.000, 0, [N/", False),  # [N/A] cut
+        ("2026/11/03 10:00:04.000, 0, 254.00 W", True),  # complete, only the newline to come
+    ],
+)
+def test_a_live_logs_line_being_written_is_left_out_and_noted(
+    tmp_path: Path, last: str, kept: bool
+) -> None:
+    """A log copied while nvidia-smi writes it ends in a line without its newline: one field
+    short, it refused the log ("a different number of fields"); cut before its unit, it read
+    as 25 W. Such a line is left out and noted; a complete one is kept. The same for a rotated
+    log's newest part and a DCGM CSV, which the same reader reads."""
+    rows = [f"2026/11/03 10:00:0{s}.000, 0, {250 + s}.00 W" for s in range(4)]
+    log = tmp_path / "smi.csv"
+    log.write_text("\n".join(["timestamp, index, power.draw [W]", *rows, last]))
+    frame, meta = import_log(log, "nvidia-smi", nameplate_w=400.0)
+    notes = meta.model_extra["notes"]
+    being_written = [n for n in notes if "a line being written" in n]
+    assert frame["power_w"].tolist() == [250.0, 251.0, 252.0, 253.0] + [254.0] * kept
+    if kept:
+        assert not being_written
+    else:
+        assert being_written == [
+            f"{log}: line 6 ({last!r}) ends the file without a newline and does not parse like "
+            "the line before it: a line being written when the log was read, left out"
+        ]
+    if kept:
+        return
+    older = tmp_path / "smi.csv.1"
+    older.write_text("timestamp, index, power.draw [W]\n2026/11/03 09:59:59.000, 0, 249.00 W\n")
+    (joined,) = [p for p in tmp_path.iterdir() if p.name == "smi.csv"]
+    from grpo_power.telemetry.rotation import RotatedLog
+
+    frame, meta = import_log(RotatedLog((older, joined)), "nvidia-smi", nameplate_w=400.0)
+    assert len(frame) == 5 and any("a line being written" in n for n in meta.model_extra["notes"])
+    dcgm = tmp_path / "dcgm.csv"
+    dcgm.write_text("timestamp,gpu,DCGM_FI_DEV_POWER_USAGE\n1800000000,0,250.5\n1800000001,0")
+    frame, meta = import_log(dcgm, "dcgm", nameplate_w=400.0)
+    assert len(frame) == 1 and any("a line being written" in n for n in meta.model_extra["notes"])

@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 
 from grpo_power.cli import app
 from grpo_power.config import Config, load_config, validate_config
+from grpo_power.planner.discover import import_traces
 from grpo_power.planner.stage import run_planner
 from grpo_power.report import figures
 from grpo_power.telemetry.record import trace_metadata
@@ -326,7 +327,10 @@ def test_a_fleet_drawn_from_logs_without_uuids_says_why_and_how_to_count_them_on
     summary = json.loads((out / "fleet" / "summary.json").read_text())
     assert (summary["n_gpus"], summary["alignment"]) == (4, "monte_carlo")
     (note,) = summary["gpu_notes"]
-    assert note.startswith("the runs' clocks do not overlap, so the fleet of 4 GPUs is drawn by ")
+    # the logs of day 2 start where those of day 1 end: named, with how far apart they start
+    assert note.startswith("the runs' clocks do not overlap: node-a/smi-day2 starts ")
+    assert "node-b/smi-day2 starts " in note
+    assert "set apart), so the fleet of 4 GPUs is drawn by Monte Carlo " in note
     assert "4 trace(s) name no GPU UUID (node-a/smi-day1, node-a/smi-day2, node-b/smi-day1 " in note
     assert note.endswith("(nvidia-smi's uuid field, DCGM's UUID label)")
     assert f"note: {note}" in " ".join(result.output.split())
@@ -571,7 +575,7 @@ def test_the_planner_prices_at_an_analysts_own_figures_and_varies_each(tmp_path:
     assert at("electricity price", "0.24 $/kWh", "energy cost") == pytest.approx(
         e["wall_kwh"] * 0.24
     )
-    assert at("PUE", "1.95", "GPU energy at the wall") == pytest.approx(e["wall_kwh"] * 1.5)
+    assert at("PUE", "1.95", "GPU energy x PUE") == pytest.approx(e["wall_kwh"] * 1.5)
     france = "FRA (56.039 g/kWh)"
     assert at("carbon intensity", france, "carbon") == pytest.approx(e["wall_kwh"] * 0.056039)
     capital = "capital avoided by oversubscription"
@@ -775,6 +779,70 @@ def test_planner_refuses_a_folder_without_traces(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
+def test_logs_that_would_share_a_name_keep_their_suffixes(tmp_path: Path) -> None:
+    """x.csv and x.log in one folder (an nvidia-smi log saved under either suffix) refused the
+    whole run as "the same trace name": each is a trace named with its suffix, the other
+    logs without one."""
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    for name, gpus in (("x.csv", 1), ("x.log", 2), ("y.csv", 1)):
+        text = _smi_log("power.draw [W]", lambda i, g: f"{250 + (i + g) % 50}.00 W", 240, gpus)
+        (folder / name).write_text(text)
+    index = import_traces(folder, tmp_path / "out", small_config(tmp_path / "results"))
+    assert index.set_index("key")["gpus"].to_dict() == {"x.csv": 1, "x.log": 2, "y": 1}
+    assert (tmp_path / "out" / "x.csv.parquet").exists()
+    assert (tmp_path / "out" / "x.log.parquet").exists()
+
+
+def test_a_log_whose_clock_lies_apart_is_named_in_the_fleets_note(tmp_path: Path) -> None:
+    """Two nodes' logs and one whose timestamps carry +01:00 (an hour from the others): the
+    note said only that the clocks do not overlap; it names the log an hour apart."""
+    folder = tmp_path / "logs"
+    folder.mkdir()
+
+    def readings(sample: int, gpu: int) -> str:
+        return f"{250 + (sample + gpu) % 50}.00 W"
+
+    for node in ("node1", "node2"):
+        (folder / f"{node}.csv").write_text(_smi_log("power.draw [W]", readings, 240, 2, day=3))
+    zoned = _smi_log("power.draw [W]", readings, 240, 2, day=3)
+    zoned = re.sub(r"(?m)^2026/11/03 (\S+),", r"2026-11-03T\1+01:00,", zoned)
+    (folder / "zoned.csv").write_text(zoned)
+    config = small_config(tmp_path / "results")
+    config = config.model_copy(
+        update={"planner": config.planner.model_copy(update={"timezone": "UTC"})}
+    )
+    result = run_planner(folder, tmp_path / "out", config)
+    (note,) = result.fleet.summary["gpu_notes"]
+    assert note.startswith(
+        "the runs' clocks do not overlap: zoned starts 3,600 s = 1 h before the others (logs of "
+        "other times, or a clock or time zone set apart), so the fleet of 6 GPUs is drawn by "
+    )
+
+
+def test_a_folder_without_traces_says_why_its_files_were_skipped(tmp_path: Path) -> None:
+    """A folder of --format=csv,noheader logs and a CSV that Excel re-saved with semicolons gave
+    "no power trace found", naming neither a file nor a reason: the error names the first
+    files' reasons and counts the rest."""
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    row = "2026/11/03 10:00:00.000, 0, 250.00 W\n"
+    (folder / "a.csv").write_text(row)  # --format=csv,noheader
+    (folder / "b.csv").write_text("timestamp;index;power.draw [W]\n" + row.replace(", ", ";"))
+    for name in ("c.csv", "d.csv"):
+        (folder / name).write_text(row)
+    result = CliRunner().invoke(app, ["planner", "run", str(folder), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2
+    (error,) = [ln for ln in result.output.splitlines() if ln.startswith("error")]
+    assert error.startswith(
+        f"error: {folder}: no power trace found (a.csv: no header line (line 1 is data: "
+        "2026/11/03 10:00:00.000, 0, 250.00 W, ...); an nvidia-smi log recorded with "
+        "--format=csv,noheader has none: "
+    )
+    assert "; b.csv: separated by ';', not commas (a CSV re-saved by Excel where " in error
+    assert "; 2 more skipped); expected a folder of power traces" in error
+
+
 @pytest.mark.slow
 def test_planner_on_the_public_real_traces(tmp_path: Path) -> None:
     """The README's planner commands as written, in a checkout copy beside the shared data."""
@@ -813,7 +881,7 @@ def test_planner_on_the_public_real_traces(tmp_path: Path) -> None:
     per_token = pd.read_csv(planner / "economics" / "traces.csv").set_index("deployment")
     assert np.isfinite(per_token["kwh_per_mtok"]).all()  # every trace, and the pool
     page = (planner / "report" / "index.html").read_text()
-    assert "kWh at the wall per million tokens, pooled" in page
+    assert "kWh per million tokens, pooled (GPU energy x PUE" in page
     assert len(list((planner / "report" / "figures").glob("*.png"))) == 3
 
 
@@ -946,6 +1014,28 @@ def test_a_trace_of_one_sample_is_left_out_of_the_economics_as_of_the_fleet(
     assert (out / "report" / "index.html").exists()
 
 
+def test_planner_run_names_the_traces_left_out_of_the_fleet_and_why(tmp_path: Path) -> None:
+    """A trace of one sample (a Prometheus instant query) left out of the fleet was named only
+    in the report; alone, the error named the planner's own bins file. `planner run` says which
+    log was left out and why; with none left, the error names the logs."""
+    folder, out = tmp_path / "logs", tmp_path / "out"
+    _trace_csv(folder / "node.csv", {0: np.full(600, 300.0), 1: np.full(600, 250.0)}, 1.8e9)
+    _trace_csv(folder / "one.csv", {0: np.full(1, 250.0)}, 1.8e9)
+    result = CliRunner().invoke(app, ["planner", "run", str(folder), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert (
+        f"note: left out of the fleet: one ({folder}/one.csv: no complete 0.5 s energy bin: 1 "
+        "sample(s) of 1 GPU(s) over 0 s (too short, or cut by gaps))" in said
+    )
+    (folder / "node.csv").unlink()
+    result = CliRunner().invoke(app, ["planner", "run", str(folder), "--out", str(out)])
+    assert result.exit_code == 2
+    (error,) = [ln for ln in result.output.splitlines() if ln.startswith("error")]
+    assert error.startswith(f"error: {folder}/one.csv: no complete 0.5 s energy bin: 1 sample")
+    assert "bins.parquet" not in error
+
+
 def test_replanning_into_a_folder_keeps_only_its_traces_and_refuses_a_fleet_of_others(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1039,7 +1129,10 @@ def test_traces_shorter_than_the_sizing_window_say_the_factor_repeats_them(
     assert result.exit_code == 0, result.output
     summary = json.loads((out / "fleet" / "summary.json").read_text())
     assert not summary["chosen_window_fits"] and summary["runs_shorter_than_window"]
-    assert summary["alignment_reason"] == "s10 spans 9.5 s, less than the longest window (300 s)"
+    assert summary["alignment_reason"] == (
+        "s10 spans 9.5 s from its first complete 0.5 s energy bin to its last, less than the "
+        "longest window (300 s)"
+    )
     note = summary["sizing_note"]
     assert note.startswith(
         "every trace is shorter than the 30 s sizing window (the longest has 9.5 s of complete "

@@ -107,7 +107,7 @@ def planner_run(
     )
     value = e["oversubscription"]
     typer.echo(
-        f"GPU energy at the wall (x PUE {e['pue']:g}) {e['wall_kwh']:.4g} kWh, "
+        f"GPU energy x PUE ({e['pue']:g}) {e['wall_kwh']:.4g} kWh, "
         f"${e['energy_usd']:.4g}, {e['carbon_kg']:.4g} kg CO2eq; capital avoided for "
         f"{e['fleet_gpus']:,} GPUs: ${value['capital_usd_avoided']:,.0f} (factor "
         f"{value['factor']:.3g}x of the {value['factor_from_gpus']:,}-GPU fleet)"
@@ -174,8 +174,7 @@ def planner_economics_command(
 
     s = planner_economics(traces, fleet, out, config_from(config))
     typer.echo(
-        f"GPU energy at the wall (x PUE {s['pue']:g}) {s['wall_kwh']:.4g} kWh, "
-        f"${s['energy_usd']:.4g} -> {out}"
+        f"GPU energy x PUE ({s['pue']:g}) {s['wall_kwh']:.4g} kWh, ${s['energy_usd']:.4g} -> {out}"
     )
 
 

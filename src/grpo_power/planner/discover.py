@@ -7,7 +7,8 @@ result, a trace CSV), and a file that is none of them (a vLLM ``engine.csv``, a
 ``manifest.json``) is listed as skipped, with the reason. Logs are imported by
 :func:`grpo_power.telemetry.importers.import_log` and traces read by
 :func:`grpo_power.telemetry.store.read_trace`: the same checks as every other stage. Each trace
-is named by its path in the folder (without the suffix), which is also its ``run_id``. A log
+is named by its path in the folder (without the suffix; with it where two files would share a
+name, ``x.csv`` and ``x.log``), which is also its ``run_id``. A log
 compressed by log rotation (``node1.csv.gz``, ``.bz2``, ``.xz``, ``.zst``) is read as the log
 beneath, and the parts of a rotated log (``node1.csv``, ``node1.csv.1``, ``node1.csv.2.gz``;
 logrotate's ``dateext`` names too) as one log named by its name
@@ -16,8 +17,9 @@ logrotate's ``dateext`` names too) as one log named by its name
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -53,6 +55,15 @@ EXPECTED = (
     "query results of DCGM power (JSON) or Grafana CSV downloads of it, grpo-power Parquet traces "
     "or trace CSVs (t, gpu, power_w)"
 )
+
+
+SKIPPED_NAMED = 2  # skipped files whose reasons the error of a folder without traces names
+
+
+def named_few(names: list[str], shown: int = 3) -> str:
+    """``names`` for a one-line note: the first ``shown``, then how many more."""
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
 @dataclass(frozen=True)
@@ -152,7 +163,13 @@ def find_traces(
     found = [_unless_imported_here(f, logs) for f in found]
     traces = [f for f in found if f.kind is not None]
     if not traces:
-        raise ValueError(f"{folder}: no power trace found; expected {EXPECTED}")
+        skipped = [f"{f.path.relative_to(folder)}: {f.reason}" for f in found]
+        more = len(skipped) - SKIPPED_NAMED
+        why = "; ".join(skipped[:SKIPPED_NAMED]) + (f"; {more} more skipped" if more > 0 else "")
+        raise ValueError(
+            f"{folder}: no power trace found ({why or 'no file'}); expected {EXPECTED}"
+        )
+    traces = _with_suffixes_where_shared(traces, folder)
     seen: dict[str, Path] = {}
     for f in traces:
         if f.key in seen:
@@ -162,6 +179,17 @@ def find_traces(
             )
         seen[f.key] = f.path
     return traces, [f for f in found if f.kind is None]
+
+
+def _with_suffixes_where_shared(traces: list[FoundFile], folder: Path) -> list[FoundFile]:
+    """``traces`` where two or more would share a name (``x.csv`` and ``x.log``, ``x.csv`` and
+    ``x.parquet``) named by their paths in ``folder`` with their suffixes, so each keeps a name
+    of its own; the others as they are."""
+    count = Counter(f.key for f in traces)
+    return [
+        replace(f, key=f.path.relative_to(folder).as_posix()) if count[f.key] > 1 else f
+        for f in traces
+    ]
 
 
 def _unless_imported_here(found: FoundFile, logs: set[Path]) -> FoundFile:
@@ -277,8 +305,8 @@ def import_traces(
     leave_out: Sequence[Path | str] | None = None,
 ) -> pd.DataFrame:
     """Import every trace under ``folder`` into ``out/<key>.parquet`` and write ``out/index.csv``
-    (one row per file: key, source, format, status, GPUs, samples, span, sample period, tokens
-    and where they come from, reason, notes).
+    (one row per file: key, source, format, status, GPUs, samples, span from the first sample
+    to the last, sample period, tokens and where they come from, reason, notes).
 
     The folder is searched as :func:`find_traces` searches it, leaving out the folders
     ``leave_out`` (default: ``out``; ``planner run``: its output folders) where they lie under

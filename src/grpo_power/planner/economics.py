@@ -1,21 +1,23 @@
 """Economics of a folder of traces: energy, cost, carbon and the value of oversubscription.
 
 Per trace (and for all of them pooled): GPU energy from the trace (the energy counter where
-present, else integrated power: :func:`~grpo_power.telemetry.summary.summarize_trace`), at the
-wall (x PUE), its cost and carbon, and a fleet-year of ``economics.fleet_gpus`` GPUs drawing the
-trace's mean power (:func:`grpo_power.economics.cost.per_run`, the economics stage's own
-arithmetic). Tokens are not needed; where a trace has some (``tokens`` in the import's index:
-from its step log, or from the engine metrics log aligned with it) the per-token figures are
-filled too. The value of oversubscription comes from the planner's fleet
+present, else integrated power: :func:`~grpo_power.telemetry.summary.summarize_trace`) x PUE
+(the GPUs' share of the facility's energy; the hosts' power is not in the traces, so not counted
+here: the capital counts it, at its configured share per GPU), its cost and carbon, and a
+fleet-year of ``economics.fleet_gpus`` GPUs drawing the trace's mean power
+(:func:`grpo_power.economics.cost.per_run`, the economics stage's own arithmetic). Tokens are
+not needed; where a trace has some (``tokens`` in the import's index: from its step log, or from
+the engine metrics log aligned with it) the per-token figures are filled too. The value of
+oversubscription comes from the planner's fleet
 (:func:`grpo_power.economics.oversubscription.oversubscription_table`); the sensitivity
 recomputes the pooled figures and that value at each end of ``economics.sensitivity``'s ranges
 (:func:`grpo_power.economics.sensitivity.sensitivity`). Writes ``constants.csv``,
-``traces.csv``, ``oversubscription.csv``, ``sensitivity.csv`` and ``summary.json`` into
-``out``, atomically.
-"""
+``traces.csv``, ``oversubscription.csv``, ``sensitivity.csv`` and ``summary.json`` into ``out``,
+atomically."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +41,9 @@ from grpo_power.telemetry.summary import summarize_trace
 POOLED = "all traces"
 
 
-def trace_records(traces_dir: Path) -> tuple[pd.DataFrame, float, list[dict[str, str]]]:
+def trace_records(
+    traces_dir: Path, provenance: dict[str, Any] | None = None
+) -> tuple[pd.DataFrame, float, list[dict[str, str]]]:
     """One economics record per imported trace (:data:`RECORD_COLUMNS`), and the pooled one;
     the GPUs' mean nameplate, W: the board power each is provisioned at (a fleet of A100s and
     H100s at the mean of their 400 W and 700 W, not at 700 W each); and the traces left out
@@ -50,9 +54,16 @@ def trace_records(traces_dir: Path) -> tuple[pd.DataFrame, float, list[dict[str,
     (``wall_s`` the mean of them), so that a GPU whose readings stop (lost, not exported) is not
     counted at 0 W for the time it has none, nor is a gap between two days' logs. The pooled
     record is every trace's energy over every GPU's time (its power the GPU-time-weighted mean),
-    its GPUs each counted once (a GPU known by its UUID in several traces is one GPU)."""
+    its GPUs each counted once (a GPU known by its UUID in several traces is one GPU).
+
+    ``provenance``, where given, is filled with where the nameplates came from
+    (``nameplate_from``: :func:`nameplate_origin` of each trace, distinct) and the traces whose
+    readings reach above their nameplate (``above_nameplate``: ``run_id``, ``peak_w``,
+    ``nameplate_w``), so that the capital provisioned at that nameplate can say so."""
     index = read_csv(traces_dir / INDEX, INDEX_FILE, ("key", "status", "tokens"))
     rows, left_out = [], []
+    origins: list[str] = []
+    above: list[dict[str, Any]] = []
     nameplates: dict[str | tuple[str, int], float] = {}  # by UUID, else by trace and number
     for _, entry in index[index["status"] == "imported"].iterrows():
         trace = read_trace(traces_dir / f"{entry['key']}.parquet")
@@ -65,6 +76,14 @@ def trace_records(traces_dir: Path) -> tuple[pd.DataFrame, float, list[dict[str,
         for gpu in gpus:
             uuid = None if meta.simulated else meta.gpu_uuids.get(str(gpu.gpu))
             nameplates[uuid or (entry["key"], gpu.gpu)] = meta.nameplate_w
+        notes = entry["notes"] if isinstance(entry.get("notes"), str) else ""
+        if (origin := nameplate_origin(notes)) not in origins:
+            origins.append(origin)
+        peak_w = max(g.peak_power_w for g in gpus)
+        if peak_w > meta.nameplate_w:
+            above.append(
+                {"run_id": str(entry["key"]), "peak_w": peak_w, "nameplate_w": meta.nameplate_w}
+            )
         rows.append(
             {
                 "source": "trace",
@@ -100,7 +119,23 @@ def trace_records(traces_dir: Path) -> tuple[pd.DataFrame, float, list[dict[str,
         "data": ",".join(sorted(set(records["data"]))),
     }
     nameplate_w = sum(nameplates.values()) / pooled_gpus
+    if provenance is not None:
+        provenance.update(nameplate_from=origins, above_nameplate=above)
     return pd.concat([records, pd.DataFrame([pooled])], ignore_index=True), nameplate_w, left_out
+
+
+# the import's note on a nameplate it did not read from the log (planner.discover, telemetry)
+_NAMEPLATE_FROM = re.compile(r"nameplate [0-9.]+ W from ([^:|]+)")
+# where a nameplate came from when the import noted nothing: the log or the trace gave it
+FROM_THE_TRACES = "the traces themselves (the log's power limit, or the trace's metadata)"
+
+
+def nameplate_origin(notes: str) -> str:
+    """Where a trace's nameplate came from, from its index ``notes``: the import's own words
+    (e.g. ``the config's gpu.nameplate_w``) where it took it from elsewhere than the log, else
+    :data:`FROM_THE_TRACES`."""
+    found = _NAMEPLATE_FROM.search(notes)
+    return found.group(1).strip() if found else FROM_THE_TRACES
 
 
 def priced(records: pd.DataFrame, a: Assumptions) -> pd.DataFrame:
@@ -116,8 +151,8 @@ def planner_headline(
     records: pd.DataFrame, fleet: FleetRows, nameplate_w: float, a: Assumptions
 ) -> pd.DataFrame:
     """The planner's headline under ``a`` (rows of :data:`HEADLINE_COLUMNS`): the traces'
-    pooled GPU energy at the wall, its cost and carbon, a fleet-year's, and the capital that
-    oversubscription avoids for the economics fleet."""
+    pooled GPU energy x PUE (the hosts' power is not in it), its cost and carbon, a
+    fleet-year's, and the capital that oversubscription avoids for the economics fleet."""
     pooled = priced(records, a).set_index("deployment").loc[POOLED]
     key = {"source": "traces", "deployment": POOLED, "data": pooled["data"]}
     rows = [
@@ -130,7 +165,7 @@ def planner_headline(
 
 # (quantity, unit, column of :func:`priced`) of the planner's headline
 HEADLINE_QUANTITIES = (
-    ("GPU energy at the wall", "kWh", "wall_kwh"),
+    ("GPU energy x PUE", "kWh", "wall_kwh"),
     ("energy cost", "$", "energy_usd"),
     ("carbon", "kgCO2eq", "carbon_kg"),
     ("energy cost per fleet-year", "$", "annual_energy_usd"),
@@ -149,7 +184,8 @@ def planner_economics(
     traces_dir, fleet_dir, out = Path(traces_dir), Path(fleet_dir), Path(out)
     refuse_other_fleet(traces_dir, fleet_dir)
     a = Assumptions.from_config(config.economics)
-    records, nameplate_w, left_out = trace_records(traces_dir)
+    provenance: dict[str, Any] = {}
+    records, nameplate_w, left_out = trace_records(traces_dir, provenance)
     table = priced(records, a)
     fleet = FleetRows.read(fleet_dir)  # once: the sensitivity values it at every point
     oversubscription = oversubscription_table(fleet, nameplate_w, a)
@@ -178,6 +214,9 @@ def planner_economics(
         "annual_carbon_t": float(pooled["annual_carbon_t"]),
         "oversubscription": economics_fleet.to_dict(),
         "nameplate_w": nameplate_w,  # per GPU, the mean of the traces' GPUs
+        # where the traces' nameplates came from, and the traces reading above theirs
+        "nameplate_from": provenance["nameplate_from"],
+        "above_nameplate": provenance["above_nameplate"],
         "left_out": left_out,
         "inputs": {"traces": str(traces_dir), "fleet": str(fleet_dir)},
     }

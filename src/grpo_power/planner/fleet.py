@@ -12,7 +12,9 @@ GPUs are the fleet; the scaling study draws them with replacement. Where every t
 than the sizing window (``fleet.window_s``), the fleet's figures at that window repeat the traces
 end to end: the summary's ``sizing_note`` says so (an assumption, not a measurement). A trace
 without one complete energy bin (shorter than ``windows.bin_s``, or cut by gaps everywhere) cannot
-be part of a fleet: it is left out, named in the summary's ``left_out``. A fleet drawn by Monte
+be part of a fleet: it is left out, named in the summary's ``left_out`` with the log it was
+imported from and its samples (and in :func:`fleet_notes`); with no trace left, the error
+names those logs. A fleet drawn by Monte
 Carlo because the clocks do not overlap says so (the summary's ``gpu_notes``), naming the measured
 traces whose GPUs have no UUID: the same GPUs in logs of different times (a log a day) then count
 as more GPUs.
@@ -21,9 +23,12 @@ as more GPUs.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from grpo_power.analysis.fleet import FleetResult, analyze_fleet, read_run_bins, write_fleet
 from grpo_power.analysis.fleet.inputs import RunBins
@@ -31,8 +36,9 @@ from grpo_power.analysis.fleet.same_gpus import gpu_set, join_same_gpus
 from grpo_power.analysis.fleet.wall_clock import coverage_note
 from grpo_power.config import Config
 from grpo_power.layout import FLEET
-from grpo_power.planner.discover import INDEX, INDEX_FILE
+from grpo_power.planner.discover import INDEX, INDEX_FILE, named_few
 from grpo_power.stage_files import read_csv, read_json
+from grpo_power.telemetry.schema import TraceMetadata
 
 FLEET_FILE = "the planner's fleet summary.json, written by `grpo-power planner fleet`"
 CAP = "planner.cap_w (--cap-w)"  # what sets the cap the planner judges by, in its messages
@@ -53,10 +59,15 @@ def window_folders(paths: Sequence[Path | str]) -> list[Path]:
 
 
 def fleet_of_traces(
-    window_outputs: Sequence[Path | str], out: Path | str, config: Config
+    window_outputs: Sequence[Path | str],
+    out: Path | str,
+    config: Config,
+    sources: Mapping[str, str] | None = None,
 ) -> FleetResult:
     """Run the fleet stage on ``window_outputs`` (windows folders or their ``bins.parquet``)
-    as the fleet they make; write ``out``.
+    as the fleet they make; write ``out``. ``sources`` names the file each trace was read from,
+    by run id (the planner index's ``source_path``), for the traces left out (default: the log
+    a trace was imported from, else the trace).
 
     Raises:
         ValueError: no trace has a complete energy bin, or ``fleet.alignment: wall_clock`` and
@@ -64,10 +75,14 @@ def fleet_of_traces(
     """
     runs = [(path, read_run_bins(path)) for path in window_outputs]
     usable = [(path, run) for path, run in runs if run.bin_range is not None]
+    left_out = [_left_out(run, sources or {}) for _, run in runs if run.bin_range is None]
     if not usable:
+        named = [f"{entry['source']}: {entry['reason']}" for entry in left_out[:JOINED_NAMED]]
+        more = f"; {len(left_out) - JOINED_NAMED} more" if len(left_out) > JOINED_NAMED else ""
         raise ValueError(
-            f"{runs[0][1].path if runs else 'planner'}: no trace has a complete "
-            f"{config.windows.bin_s:g} s energy bin; expected traces longer than windows.bin_s"
+            f"{'; '.join(named) if named else 'planner'}{more}; expected a trace with a "
+            f"complete {config.windows.bin_s:g} s energy bin (windows.bin_s): a log of more than "
+            "one sample per GPU over at least a bin"
         )
     same = join_same_gpus([run for _, run in usable])
     fleet = config.fleet.model_copy(update={"n_gpus": sum(run.n_gpus for run in same.runs)})
@@ -91,13 +106,32 @@ def fleet_of_traces(
     result.summary["gpu_notes"] = same.notes + ([drawn] if drawn else [])
     result.summary["sizing_note"] = _sizing_note(result.summary)
     result.summary["cap_note"] = _cap_note([run for _, run in usable], config)
-    result.summary["left_out"] = [
-        {"run_id": run.run_id, "reason": "no complete energy bin (too short, or gaps)"}
-        for _, run in runs
-        if run.bin_range is None
-    ]
+    result.summary["left_out"] = left_out
     write_fleet(result, out)
     return result
+
+
+def _left_out(run: RunBins, sources: Mapping[str, str]) -> dict[str, str]:
+    """A run without a complete energy bin, as the fleet summary's ``left_out`` names it: its
+    ``run_id``, the ``source`` it was read from (``sources``' entry for it, else the log its
+    trace was imported from, else the trace) and the ``reason``: how many samples over how long
+    its trace holds."""
+    trace = Path(str(run.info.get("trace", run.path)))
+    source, held = str(trace), ""
+    try:
+        raw = TraceMetadata.raw_from_schema(pq.read_schema(trace), str(trace)) or {}
+        t = pq.read_table(trace, columns=["gpu", "t"]).to_pandas()
+    except (OSError, ValueError, pa.ArrowException):
+        pass  # a trace moved or unreadable: named by its path, its samples not counted
+    else:
+        source = str(raw.get("imported_from") or source)
+        span_s = float(t["t"].max() - t["t"].min()) if len(t) else 0.0
+        held = f": {len(t):,} sample(s) of {t['gpu'].nunique()} GPU(s) over {span_s:g} s"
+    return {
+        "run_id": run.run_id,
+        "source": sources.get(run.run_id, source),
+        "reason": f"no complete {run.bin_s:g} s energy bin{held} (too short, or cut by gaps)",
+    }
 
 
 def _drawn_note(runs: Sequence[RunBins], summary: dict[str, Any]) -> str | None:
@@ -164,18 +198,17 @@ def _cap_note(runs: Sequence[RunBins], config: Config) -> str | None:
 JOINED_NAMED = 3  # sets of GPUs whose joined logs a note names; the rest are counted
 
 
-def named_few(names: list[str], shown: int = 3) -> str:
-    """``names`` for a one-line note: the first ``shown``, then how many more."""
-    more = f" and {len(names) - shown} more" if len(names) > shown else ""
-    return ", ".join(names[:shown]) + more
-
-
 def fleet_notes(summary: dict[str, Any]) -> list[str]:
     """What ``planner run``, ``planner fleet`` and the report say of a planner fleet (its
-    ``summary.json``): the logs of one set of GPUs it joined (and those of them that hold only
-    some of its GPUs), the logs that share some GPUs but not all, the time a wall-clock
-    fleet leaves out, traces shorter than the sizing window, and traces judged by a cap set for
-    another part."""
+    ``summary.json``): the traces it left out and why, the logs of one set of GPUs it joined
+    (and those of them that hold only some of its GPUs), the logs that share some GPUs but not
+    all, the time a wall-clock fleet leaves out, traces shorter than the sizing window, and
+    traces judged by a cap set for another part."""
+    left_out = [
+        f"left out of the fleet: {entry['run_id']} ({entry.get('source', entry['run_id'])}: "
+        f"{entry['reason']})"
+        for entry in summary.get("left_out", [])
+    ]
     entries = summary.get("joined", [])  # none in a fleet written before joins
     joined = [
         f"logs of one set of {entry['gpus']} GPU(s), named by UUID, counted once: "
@@ -192,7 +225,7 @@ def fleet_notes(summary: dict[str, Any]) -> list[str]:
         for note in (coverage_note(summary), summary.get("sizing_note"), summary.get("cap_note"))
         if note
     ]
-    return joined + summary.get("gpu_notes", []) + extra
+    return left_out + joined + summary.get("gpu_notes", []) + extra
 
 
 def fleet_traces(summary: dict[str, Any]) -> set[str]:

@@ -18,9 +18,9 @@ import pandas as pd
 from grpo_power.atomic import merge_folder_atomic, write_text_atomic
 from grpo_power.config import Config
 from grpo_power.layout import FLEET, PLANNER_ECONOMICS, REPORT
-from grpo_power.planner.discover import INDEX, NOTE_SEPARATOR
+from grpo_power.planner.discover import INDEX, NOTE_SEPARATOR, named_few
 from grpo_power.planner.economics import POOLED
-from grpo_power.planner.fleet import fleet_notes, named_few, refuse_other_fleet
+from grpo_power.planner.fleet import fleet_notes, refuse_other_fleet
 from grpo_power.report import cells, html
 from grpo_power.report import figures as fig
 from grpo_power.report import tables as tab
@@ -75,7 +75,7 @@ ENERGY_COLS = (
     cells.Col("span per GPU (s, mean)", "wall_s", ",.1f"),
     cells.Col("energy (J)", "energy_j", ",.0f"),
     cells.Col("mean W per GPU", "power_w_per_gpu", ",.1f"),
-    cells.Col("wall kWh", "wall_kwh", ",.4f"),
+    cells.Col("wall kWh (GPU energy x PUE)", "wall_kwh", ",.4f"),
     cells.Col("energy $", "energy_usd", ",.5f"),
     cells.Col("carbon (kg CO2eq)", "carbon_kg", ",.5f"),
     cells.Col("tokens", "tokens", ",.0f"),
@@ -212,9 +212,10 @@ def _write_report(folders: PlannerFolders, out: Path, config: Config) -> Path:
             ".",
         ],
         [
-            "GPU energy at the wall (x PUE ",
+            "GPU energy x PUE (PUE ",
             summary.num("pue", "g"),
-            "; the hosts' CPUs, memory and network are not in the traces, not counted) ",
+            "; not the wall's: the hosts' CPUs, memory and network are not in the traces, not "
+            "counted here; the capital below counts their share) ",
             summary.num("wall_kwh", ",.4f"),
             " kWh, costing $",
             summary.num("energy_usd", ",.4f"),
@@ -234,7 +235,8 @@ def _write_report(folders: PlannerFolders, out: Path, config: Config) -> Path:
             summary.num("oversubscription.factor", ".3f"),
             " x), each GPU provisioned at ",
             summary.num("nameplate_w", ",.0f"),
-            " W (the traced GPUs' mean board power) plus its host's share.",
+            f" W ({_nameplate_origin(summary)}) plus its host's share.",
+            *_above_nameplate(summary),
         ],
     ]
     if summary.get("tokens_used"):
@@ -242,7 +244,8 @@ def _write_report(folders: PlannerFolders, out: Path, config: Config) -> Path:
             [
                 "Every trace counts its tokens: ",
                 energy.num("kwh_per_mtok", ",.3f", deployment=POOLED),
-                " kWh at the wall per million tokens, pooled (per trace in the energy table).",
+                " kWh per million tokens, pooled (GPU energy x PUE; per trace in the energy "
+                "table).",
             ]
         )
     unresolved, coarsest_s = unresolved_windows(
@@ -262,9 +265,6 @@ def _write_report(folders: PlannerFolders, out: Path, config: Config) -> Path:
             f"{len(read_notes)} note(s) from the import on how the traces were read (a value a "
             "log did not give, such as its nameplate, or what was repaired): see The traces."
         )
-    left_out = [entry["run_id"] for entry in fleet_json.get("left_out")]
-    if left_out:
-        headline.append(f"Left out of the fleet (no complete energy bin): {', '.join(left_out)}.")
     sections = [
         html.section("What the traces show", html.bullet_list(headline, out), key="headline"),
         html.section(
@@ -325,6 +325,10 @@ def _write_report(folders: PlannerFolders, out: Path, config: Config) -> Path:
                     oversub,
                     tab.OVERSUBSCRIPTION_COLS,
                     ["scope", "n_gpus"],
+                    note=(
+                        f"Each GPU provisioned at {_nameplate_origin(summary)} plus its host's "
+                        "share." + "".join(_above_nameplate(summary))
+                    ),
                 ),
                 out,
             ),
@@ -400,3 +404,27 @@ def index_file_skipped(folders: PlannerFolders) -> str:
     index = cells.CsvFile(folders.traces / INDEX).frame
     rows = index[index["status"] == "skipped"]
     return "; ".join(f"{r['key']} ({r['reason']})" for _, r in rows.iterrows())
+
+
+def _nameplate_origin(summary: cells.JsonFile) -> str:
+    """Where the nameplate each GPU is provisioned at came from (the economics summary's
+    ``nameplate_from``): the traced GPUs' mean nameplate, and whose it is."""
+    origins = summary.data.get("nameplate_from") or []
+    if not origins:
+        return "the traced GPUs' mean nameplate"
+    return "the traced GPUs' mean nameplate, from " + "; ".join(origins)
+
+
+def _above_nameplate(summary: cells.JsonFile) -> list[str]:
+    """The warning beside the capital where a trace reads above its nameplate (the economics
+    summary's ``above_nameplate``): the capital rests on a nameplate the GPUs exceed."""
+    above = summary.data.get("above_nameplate") or []
+    if not above:
+        return []
+    peak = max(above, key=lambda a: a["peak_w"] - a["nameplate_w"])
+    return [
+        f" Caution: readings reach {peak['peak_w']:,.0f} W, above the nameplate "
+        f"{peak['nameplate_w']:,.0f} W ({len(above)} trace(s)): the capital avoided is "
+        "provisioned at a nameplate the GPUs exceed; if they are another part, give its "
+        "nameplate (--nameplate-w, or gpu.nameplate_w)."
+    ]

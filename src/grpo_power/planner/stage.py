@@ -52,7 +52,8 @@ def run_planner(
     # `out` may lie in `folder` (or be it): its own outputs are not traces of the folder
     outputs = [layout.traces, layout.windows_root, layout.fleet, layout.economics, layout.report]
     index = import_traces(folder, layout.traces, config, show_progress, leave_out=outputs)
-    keys = list(index.loc[index["status"] == "imported", "key"])
+    imported = index[index["status"] == "imported"]
+    keys = list(imported["key"])
     # the later stages of an earlier run describe other traces: gone before any is redone, so
     # a run stopped part-way leaves no fleet, economics or report of another set of traces
     for stale in (layout.windows_root, layout.fleet, layout.economics, layout.report):
@@ -70,7 +71,10 @@ def run_planner(
     replace_folder_atomic(layout.windows_root, window)
     # the steps after the windows: minutes on weeks of logs (the fleet's scaling study most)
     with tqdm(total=3, desc="fleet", unit="step", disable=not show_progress) as steps:
-        fleet = fleet_of_traces([layout.windows(key) for key in keys], layout.fleet, config)
+        sources = dict(zip(keys, imported["source_path"], strict=True))
+        fleet = fleet_of_traces(
+            [layout.windows(key) for key in keys], layout.fleet, config, sources
+        )
         steps.set_description("economics")
         steps.update()
         economics = planner_economics(layout.traces, layout.fleet, layout.economics, config)
@@ -78,5 +82,5 @@ def run_planner(
         steps.update()
         report = planner_report(folders, layout.report, config)
         steps.update()
-    notes = import_notes(index[index["status"] == "imported"])
+    notes = import_notes(imported)
     return PlannerResult(report, fleet, economics, len(keys), len(index) - len(keys), notes)

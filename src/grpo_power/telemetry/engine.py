@@ -168,7 +168,7 @@ def read_engine_log(path: Path | str, engine: EngineName = "vllm") -> EngineLog:
             that does not increase (for each engine).
     """
     path = Path(path)
-    raw, lines = read_csv_log(path, f"{engine} metrics")
+    raw, lines, read_notes = read_csv_log(path, f"{engine} metrics")
     found = _metric_columns(path, [str(c) for c in raw.columns], engine)
     time_name, gauge, counter = ENGINE_COLUMNS[engine]
     t_column = found[time_name][0]
@@ -200,7 +200,7 @@ def read_engine_log(path: Path | str, engine: EngineName = "vllm") -> EngineLog:
     counters = wide[found[counter]].to_numpy(float)
     rate = np.sum([_rate(unix_s, counters[:, j]) for j in range(counters.shape[1])], axis=0)
     period_s = float(np.median(np.diff(unix_s))) if len(unix_s) > 1 else 1.0
-    notes = (unit_note,) if unit_note else ()
+    notes = (*read_notes, *([unit_note] if unit_note else []))
     return EngineLog(unix_s, concurrency, rate, engine, path, period_s, notes)
 
 

@@ -14,6 +14,7 @@ telling a folder's files apart is cheap.
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 from grpo_power.telemetry.engine import engine_of
@@ -28,6 +29,7 @@ from grpo_power.telemetry.logrows import (
     is_dmon_header,
     log_suffix,
     open_log,
+    separator_reason,
     text_encoding,
 )
 from grpo_power.user_paths import one_line
@@ -40,6 +42,12 @@ DMON_NO_TIME = (
     "an nvidia-smi dmon log without its Date and Time columns (recorded without -o DT): its "
     "samples cannot be placed in time; record with `nvidia-smi dmon -s pu -o DT`"
 )
+EXPOSITION = (
+    "a Prometheus text exposition (a scrape of dcgm-exporter's /metrics): its samples carry "
+    "no time of their own; ask Prometheus for the range instead (`curl -G "
+    "http://PROMETHEUS:9090/api/v1/query_range ... > prometheus.json`, `--format prometheus`)"
+)
+EXPOSITION_LINE = re.compile(r"# (HELP|TYPE) \w+ |DCGM_FI_\w+\{")  # its first line
 NVSMI_REPORT = (
     "an nvidia-smi -q report ({kind}): not read, as its layout changes between drivers; record "
     "power with `nvidia-smi --query-gpu=timestamp,index,power.draw,power.default_limit "
@@ -151,6 +159,9 @@ def _csv_kind(line: str) -> tuple[str | None, str]:
             None,
             f"no header line (line 1 is data: {', '.join(header[:3])}, ...); {HEADERLESS_HINT}",
         )
+    separator = separator_reason(line)
+    if separator is not None:
+        return None, separator
     return None, f"no power column in its header ({', '.join(header[:4])}, ...)"
 
 
@@ -182,13 +193,16 @@ def log_format(path: Path) -> tuple[str | None, str]:
 def _unread_reason(path: Path, line: str) -> str | None:
     """Why the file whose first line is ``line`` is a known kind of GPU log that no importer
     reads (a ``dcgmi dmon`` table, an ``nvidia-smi dmon`` log without ``-o DT``, an
-    ``nvidia-smi -q`` report: text, or XML with ``-x``), or None: not one."""
+    ``nvidia-smi -q`` report: text, or XML with ``-x``; a scrape of dcgm-exporter's
+    ``/metrics``), or None: not one."""
     if line.startswith("#Entity"):
         return DCGMI_DMON
     if is_dmon_header(line) and not dmon_has_time(line):
         return DMON_NO_TIME
     if "NVSMI LOG" in line:
         return NVSMI_REPORT.format(kind="text")
+    if EXPOSITION_LINE.match(line):
+        return EXPOSITION
     if line.startswith("<?xml") and "nvidia_smi_log" in _first_line(path, whole=False):
         return NVSMI_REPORT.format(kind="XML, -x")
     return None

@@ -31,11 +31,14 @@ What real logs contain, and what the import does with it (each named in the trac
 * a UTF-8 byte-order mark (Excel): dropped; UTF-16 (PowerShell 5's ``>``): read as such;
 * no header line (``--format=csv,noheader``: the first line is data): refused, saying how to
   record or repair it (the columns cannot be told apart without it);
+* a live log's last line being written (no newline yet, and fewer fields or a value cut before
+  its unit; nvidia-smi and DCGM CSV): left out, noted;
 * no ``power.default_limit``: the nameplate from ``nameplate_w``, else the GPU name where it
   is a part of ``config/gpu_models.py``, else ``fallback_nameplate_w`` (noted, and noted again
   when readings rise above that one);
 * an instantaneous power column that is ``[N/A]`` in every row (a part or driver without it):
-  the other power column is used;
+  the next power column the log has is used (``power.draw``, else ``power.draw.average``;
+  :data:`POWER_COLUMNS`), noted;
 * a missing power reading (``[N/A]`` during a reset or under load, or an NVML error): the row
   is left out, a missing sample that is never interpolated; a log where missing readings
   dominate (more than half the rows, or every row of a GPU) is refused; a GPU the log says is
@@ -113,6 +116,11 @@ NVIDIA_SMI_COLUMNS = {
     "uuid": "gpu_uuid",
     "pci.bus_id": "gpu_bus_id",
 }
+
+# The power columns, in the order preferred: the instantaneous reading (what a cap meets), then
+# power.draw (instantaneous on the A100, a 1 s average on the H100 and newer), then the 1 s
+# average (power.draw.average: a part or driver whose instant reading is [N/A] in every row)
+POWER_COLUMNS = ("power_w", "power_draw", "power_avg_w")
 
 CONFIG_NAMEPLATE = "the config's gpu.nameplate_w"  # where a fallback nameplate comes from
 
@@ -376,18 +384,20 @@ def _gpu_name(path: LogSource, names: pd.Series, original: dict[str, str]) -> st
 def _power(
     path: LogSource, frame: pd.DataFrame, original: dict[str, str], lines: np.ndarray
 ) -> tuple[pd.Series, np.ndarray, str, list[str]]:
-    """The power column: the instantaneous one where it has readings, else the other one (a
-    column that is [N/A] in every row is a sensor the part or driver lacks); and the rows where
-    it says the GPU is lost (:data:`LOST_VALUES`: fallen off the bus, or needing a reset)."""
-    candidates = [name for name in ("power_w", "power_draw") if name in frame]
+    """The power column, of :data:`POWER_COLUMNS` the first in the log with a reading (a column
+    that is [N/A] in every row is a sensor the part or driver lacks), with a note where it is
+    not the first in the log; and the rows where it says the GPU is lost (:data:`LOST_VALUES`:
+    fallen off the bus, or needing a reset). Returns (power in W, lost rows, its column's name
+    in the log, notes)."""
+    candidates = [name for name in POWER_COLUMNS if name in frame]
     notes = []
     parsed = {name: numeric_column(path, frame[name], original[name], lines) for name in candidates}
     chosen = next((n for n in candidates if parsed[n].notna().any()), candidates[0])
-    if chosen != candidates[0]:
-        notes.append(
-            f"{path}: power from '{original[chosen]}': '{original[candidates[0]]}' is [N/A] in "
-            "every row"
-        )
+    passed = candidates[: candidates.index(chosen)]
+    if passed:
+        names = ", ".join(f"'{original[name]}'" for name in passed)
+        verb = "is" if len(passed) == 1 else "are"
+        notes.append(f"{path}: power from '{original[chosen]}': {names} {verb} [N/A] in every row")
     power = parsed[chosen]
     lost = power.isna().to_numpy(copy=True)  # only a row without a reading can say the GPU is lost
     if lost.any():
@@ -539,9 +549,10 @@ def import_log(
     elif fmt == "nvidia-smi-dmon":
         raw, lines = read_dmon_log(path)
     else:
-        raw, lines = read_csv_log(path, fmt)
+        raw, lines, read_notes = read_csv_log(path, fmt)
     if fmt == "dcgm":
-        raw, lines, read_notes = _repeated_rows(path, raw, lines)
+        raw, lines, repeated_notes = _repeated_rows(path, raw, lines)
+        read_notes += repeated_notes
     mapping = NVIDIA_SMI_COLUMNS if smi else DCGM_COLUMNS
     renamed = {}
     for column in raw.columns:

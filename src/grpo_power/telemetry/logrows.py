@@ -138,6 +138,19 @@ _DATA_CELL = re.compile(
 )
 
 
+def separator_reason(line: str) -> str | None:
+    """Why a log whose header line ``line`` holds no comma cannot be read as comma-separated:
+    the separator it has instead (``;``: a CSV re-saved by Excel where the list separator is
+    ``;``; a tab), or None where it has a comma or none of those."""
+    separator = None if "," in line else next((c for c in ";\t|" if c in line), None)
+    if separator is None:
+        return None
+    return (
+        f"separated by {separator!r}, not commas (a CSV re-saved by Excel where the list "
+        "separator is ';'): save it comma-separated, or read the log nvidia-smi wrote"
+    )
+
+
 def header_is_data(header: list[str]) -> bool:
     """True when a log's first line holds values rather than column names: its first cell a
     date or a number (with or without a unit), as a log written without its header line has."""
@@ -275,9 +288,10 @@ def _header(path: LogSource, first: list[str], fmt: str, expected: str) -> list[
     """A log's first row as its column names; refused where it cannot be a header."""
     header = [str(h).strip() for h in first]
     if len(header) == 1:
+        why = separator_reason(header[0]) or "is it separated by something other than commas?"
         raise ImportError_(
             f"{path}: header: expected {expected} (timestamp, index or gpu, power, ...), got one "
-            f"column {header[0][:60]!r}; is it separated by something other than commas?"
+            f"column {header[0][:60]!r}; {why}"
         )
     if header_is_data(header):
         hint = HEADERLESS_HINT if fmt == "nvidia-smi" else "add the header line naming its columns"
@@ -288,12 +302,55 @@ def _header(path: LogSource, first: list[str], fmt: str, expected: str) -> list[
     return header
 
 
-def read_csv_log(path: LogSource, fmt: str) -> tuple[pd.DataFrame, np.ndarray]:
-    """The log's rows as text (columns as in its header) and each row's line in the file;
-    ``fmt`` names the log's kind in errors (``nvidia-smi``, ``dcgm``, an engine's name).
-    ``nvidia-smi -l`` repeats its header after a restart: every repeat of it is dropped."""
+def _reading_kind(cell: str) -> tuple[bool, str] | None:
+    """What a cell holds: ``(False, "")`` no reading ([N/A], :data:`MISSING_VALUES`), ``(True,
+    unit)`` a number and its unit (``""`` for none), None other text (a date, a name)."""
+    cell = cell.strip()
+    if cell in MISSING_VALUES:
+        return False, ""
+    unit = re.search(_UNIT_SUFFIX, cell)
+    try:
+        float(cell[: unit.start()] if unit else cell)
+    except ValueError:
+        return None
+    return True, unit.group(1) if unit else ""
+
+
+def _without_line_being_written(path: LogSource, text: str) -> tuple[str, list[str]]:
+    """``text`` without its last line where that line is one being written (a live log copied
+    mid-write): it ends the file without a newline and does not parse like the line before it
+    (fewer fields; or a last field that is no reading where that line's is one, or a number
+    without the unit that line's carries, ``25`` for ``250.00 W``); and a note naming it. A
+    complete last line without a newline is kept, as is a file of one line."""
+    start = max(text.rfind("\n"), text.rfind("\r")) + 1
+    last, before_last = text[start:], text[:start].rstrip()
+    if not start or not last.strip() or not before_last:
+        return text, []
+    previous = before_last[max(before_last.rfind("\n"), before_last.rfind("\r")) + 1 :]
+    cells, before = (
+        next(csv.reader([line], skipinitialspace=True), []) for line in (last, previous)
+    )
+    cut = len(cells) < len(before)
+    if not cut and len(cells) == len(before):
+        got, had = _reading_kind(cells[-1]), _reading_kind(before[-1])
+        cut = had is not None and (got is None or (got[0] and had[0] and got[1] != had[1]))
+    if not cut:
+        return text, []
+    line = (text.count("\n", 0, start) or text.count("\r", 0, start)) + 1
+    return text[:start], [
+        f"{path}: line {line} ({last.strip()[:60]!r}) ends the file without a newline and "
+        "does not parse like the line before it: a line being written when the log was read, "
+        "left out"
+    ]
+
+
+def read_csv_log(path: LogSource, fmt: str) -> tuple[pd.DataFrame, np.ndarray, list[str]]:
+    """The log's rows as text (columns as in its header), each row's line in the file, and
+    notes; ``fmt`` names the log's kind in errors (``nvidia-smi``, ``dcgm``, an engine's name).
+    ``nvidia-smi -l`` repeats its header after a restart: every repeat of it is dropped. A last
+    line being written (a live log: :func:`_without_line_being_written`) is left out, noted."""
     expected = f"a comma-separated {fmt} log with a header line"
-    text = read_log_text(path, expected)
+    text, notes = _without_line_being_written(path, read_log_text(path, expected))
     regular = _regular_table(text)  # the common case, read in C
     rows: list[list[str]] = []
     if regular is None:
@@ -315,7 +372,7 @@ def read_csv_log(path: LogSource, fmt: str) -> tuple[pd.DataFrame, np.ndarray]:
     same = (body[0].str.strip() == header[0]).to_numpy(copy=True)
     for i in np.flatnonzero(same):
         same[i] = [str(c).strip() for c in body.iloc[i]] == header
-    return body[~same].set_axis(header, axis=1).reset_index(drop=True), lines[1:][~same]
+    return body[~same].set_axis(header, axis=1).reset_index(drop=True), lines[1:][~same], notes
 
 
 # ``nvidia-smi dmon`` columns, by their header name, as the query names of NVIDIA_SMI_COLUMNS

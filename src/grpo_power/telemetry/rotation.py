@@ -169,7 +169,8 @@ class RotatedLog:
         """Every part's rows in order under the log's header: the first header line of the
         parts, put first where the oldest part has none (it was rotated away); a later part's
         own header (the logger restarted) must be the same. Empty parts (a live file just
-        truncated) are passed over.
+        truncated) are passed over; the newest part ends as it ends (a line being written has
+        no newline yet, which the reader tells by).
 
         Raises:
             ImportError_: a part cannot be read (:func:`read_log_text`), or two parts have
@@ -195,8 +196,9 @@ class RotatedLog:
                     f"{first.strip()[:80]!r}; rotated parts are one log only with one header: "
                     "import them apart"
                 )
-            text = text if text.endswith("\n") else text + "\n"
-            count = text.count("\n")
+            if part != texts[-1][0] and not text.endswith("\n"):  # the newest may end mid-line
+                text += "\n"
+            count = text.count("\n") + (not text.endswith("\n"))
             spans.append(f"{line}-{line + count - 1} {part.name}")
             chunks.append(text)
             line += count

@@ -136,15 +136,46 @@ def choose_alignment(runs: Sequence[RunBins], config: Config) -> tuple[str, str 
     if overlap >= longest:
         return "wall_clock", None
     if overlap <= 0:
-        return "monte_carlo", "the runs' clocks do not overlap"
+        return "monte_carlo", f"the runs' clocks do not overlap: {_apart(runs, bin_s)}"
     spans = [hi - lo + 1 for lo, hi in ranges]  # every run has a range here
     short = int(np.argmin(spans))
     if spans[short] < longest:
         return "monte_carlo", (
-            f"{runs[short].run_id} spans {spans[short] * bin_s:g} s, less than the longest window "
+            f"{runs[short].run_id} spans {spans[short] * bin_s:g} s from its first complete "
+            f"{bin_s:g} s energy bin to its last, less than the longest window "
             f"({max(config.windows.windows_s):g} s)"
         )
     return "monte_carlo", (
         f"the runs' clocks overlap by {overlap * bin_s:g} s, less than the longest window "
         f"({max(config.windows.windows_s):g} s)"
     )
+
+
+APART_NAMED = 3  # runs apart from the others that the note of clocks that do not overlap names
+
+
+def _duration(seconds: float) -> str:
+    """``seconds`` for a note: in s, and in h (a time zone's whole hours) from an hour on."""
+    hours = f" = {seconds / 3600:.3g} h" if seconds >= 3600 else ""
+    return f"{seconds:,.0f} s{hours}"
+
+
+def _apart(runs: Sequence[RunBins], bin_s: float) -> str:
+    """Which of ``runs`` (each with a bin range of ``bin_s`` s bins) lie apart in time: those
+    outside the time most of them share (the bin the most ranges hold, the earliest of a tie),
+    each with how far its start lies from the earliest start of the others (a whole hour: a log
+    read in another time zone than the rest, or a clock set apart)."""
+    ranges = [r.bin_range for r in runs if r.bin_range is not None]
+    busiest = max((lo for lo, _ in ranges), key=lambda b: (sum(a <= b <= z for a, z in ranges), -b))
+    held = [i for i, (lo, hi) in enumerate(ranges) if lo <= busiest <= hi]
+    start = min(ranges[i][0] for i in held)
+    others = runs[held[0]].run_id if len(held) == 1 else "the others"
+    apart = [
+        f"{run.run_id} starts {_duration(abs(lo - start) * bin_s)} "
+        f"{'before' if lo < start else 'after'} {others}"
+        for i, (run, (lo, _)) in enumerate(zip(runs, ranges, strict=True))
+        if i not in held
+    ]
+    more = f" and {len(apart) - APART_NAMED} more" if len(apart) > APART_NAMED else ""
+    shown = "; ".join(apart[:APART_NAMED])
+    return f"{shown}{more} (logs of other times, or a clock or time zone set apart)"
