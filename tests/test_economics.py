@@ -260,10 +260,20 @@ def test_the_headline_leads_with_the_simulated_deployments() -> None:
 
 def test_the_gpu_hour_price_has_a_sensitivity_range(config: Config) -> None:
     """The GPU-time $ rows did not move in the sensitivity (no GPU-hour range): they move with
-    the GPU-hour price, and only they among the per-Mtok energy rows."""
+    the GPU-hour price, and only they among the per-Mtok energy rows. Unless given, the range
+    follows the configured price (an H100's $12.29 was refused by a range set for an A100's)."""
     s = config.economics.sensitivity
-    assert s.gpu_hour_usd.low < config.economics.gpu_hour.value <= s.gpu_hour_usd.high
-    assert "assumed case" in s.gpu_hour_usd.source  # the committed price is not sourced offline
+    gpu_hour = config.economics.gpu_hour_range()
+    assert s.gpu_hour_usd is None  # the default config gives none
+    assert gpu_hour.low < config.economics.gpu_hour.value == gpu_hour.high
+    assert "assumed case" in gpu_hour.source  # the committed price is not sourced offline
+    h100 = config.economics.model_copy(
+        update={"gpu_hour": config.economics.gpu_hour.model_copy(update={"value": 12.29})}
+    )
+    assert (h100.gpu_hour_range().low, h100.gpu_hour_range().high) == (
+        pytest.approx(12.29 * 0.37),
+        12.29,
+    )
     # the electricity high case is a high case, not the highest state
     assert "high case" in s.electricity_usd_per_kwh.source
     assert "Hawaii" in s.electricity_usd_per_kwh.source
@@ -283,14 +293,14 @@ def test_the_gpu_hour_price_has_a_sensitivity_range(config: Config) -> None:
     )
     gpu = table[table["parameter"] == "GPU-hour price"]
     assert list(gpu["setting"].unique()) == [
-        f"{s.gpu_hour_usd.low:g} $/GPU-h",
-        f"{s.gpu_hour_usd.high:g} $/GPU-h",
+        f"{gpu_hour.low:g} $/GPU-h",
+        f"{gpu_hour.high:g} $/GPU-h",
     ]
     saved = gpu[gpu["quantity"].str.startswith("GPU-time $ saved")].set_index("setting")
     # fixed's fleet-year of tokens: 10 GPUs x 8760 h x 1e6 / 3600 tok/s; 1 h vs 0.5 h per Mtok
     fixed_mtok = 10 * 8760 * 1e6 / 1e6
-    low = f"{s.gpu_hour_usd.low:g} $/GPU-h"
-    assert saved.loc[low, "value"] == pytest.approx(0.5 * s.gpu_hour_usd.low * fixed_mtok)
+    low = f"{gpu_hour.low:g} $/GPU-h"
+    assert saved.loc[low, "value"] == pytest.approx(0.5 * gpu_hour.low * fixed_mtok)
     energy = gpu[gpu["quantity"].str.startswith("energy cost per Mtok")]
     assert (energy["change_pct"].abs() < 1e-9).all()  # energy does not move with it
     with pytest.raises(ConfigError, match="gpu_hour_usd"):

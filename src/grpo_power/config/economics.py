@@ -181,6 +181,11 @@ class Range(Strict):
         return self
 
 
+# a 3-year committed GPU-hour price as a share of on-demand: an assumed case (not sourced
+# offline), the low end of the GPU-hour range where the config gives none
+COMMITTED_SHARE = 0.37
+
+
 class SensitivityConfig(Strict):
     """One-at-a-time sensitivity of the headline economics to electricity price, PUE, capacity
     cost, GPU-hour price and carbon intensity."""
@@ -215,16 +220,12 @@ class SensitivityConfig(Strict):
         ),
         description="$/MW of critical load, the cheapest and dearest site considered.",
     )
-    gpu_hour_usd: Range = Field(
-        default_factory=lambda: Range(
-            low=1.50,
-            high=4.10,
-            source="Low: assumed case, a 3-year reserved/committed price about 60 % below "
-            "on-demand (not sourced offline); high: AWS EC2 p4d.24xlarge (8x A100 40 GB) "
-            "on-demand, us-east-1, $32.77 per hour / 8 GPUs (2024), the base case",
-        ),
+    gpu_hour_usd: Range | None = Field(
+        None,
         description="$ per GPU-hour, a committed price and the on-demand one: moves the GPU-time "
-        "$ figures.",
+        "$ figures. null: from the configured gpu_hour down to "
+        f"{COMMITTED_SHARE:g} of it (EconomicsConfig.gpu_hour_range), so a price of one's own "
+        "needs no range of its own.",
     )
     carbon_regions: list[CarbonRegion] = Field(
         default_factory=lambda: ["FRA", "IND"],
@@ -243,7 +244,9 @@ class SensitivityConfig(Strict):
             ("capacity_usd_per_mw", _capacity_usd_per_mw),
             ("gpu_hour_usd", _gpu_hour_usd),
         ):
-            bounds: Range = getattr(self, name)
+            bounds: Range | None = getattr(self, name)
+            if bounds is None:  # the GPU-hour price's: EconomicsConfig.gpu_hour_range
+                continue
             for end in ("low", "high"):
                 try:
                     check(getattr(bounds, end))
@@ -384,6 +387,20 @@ class EconomicsConfig(Strict):
             )
         return self
 
+    def gpu_hour_range(self) -> Range:
+        """The GPU-hour price's sensitivity range: ``sensitivity.gpu_hour_usd`` where given,
+        else the configured ``gpu_hour`` (on-demand) down to :data:`COMMITTED_SHARE` of it."""
+        given = self.sensitivity.gpu_hour_usd
+        if given is not None:
+            return given
+        price = self.gpu_hour.value
+        return Range(
+            low=round(price * COMMITTED_SHARE, 4),
+            high=price,
+            source=f"Low: assumed case, a 3-year committed price at {COMMITTED_SHARE:g} of "
+            "on-demand (not sourced offline); high: the configured gpu_hour, the base case",
+        )
+
     @model_validator(mode="after")
     def _ranges_hold_the_base(self) -> EconomicsConfig:
         """Each sensitivity range holds its base value (a price raised above the default
@@ -395,7 +412,8 @@ class EconomicsConfig(Strict):
             ("pue", self.pue.value, "pue", s.pue, ""),
             ("capacity_cost", self.capacity_cost.value, "capacity_usd_per_mw",
              s.capacity_usd_per_mw, " $/MW"),
-            ("gpu_hour", self.gpu_hour.value, "gpu_hour_usd", s.gpu_hour_usd, " $/GPU-hour"),
+            ("gpu_hour", self.gpu_hour.value, "gpu_hour_usd", self.gpu_hour_range(),
+             " $/GPU-hour"),
         ):  # fmt: skip
             if not bounds.low <= base <= bounds.high:
                 raise ValueError(

@@ -118,7 +118,8 @@ def sensitivity_points(
         points.append(("carbon intensity", setting, replace(base, carbon=intensity)))
     for value in (s.capacity_usd_per_mw.low, s.capacity_usd_per_mw.high):
         points.append(("capacity cost", f"{value / 1e6:g} M$/MW", replace(base, usd_per_mw=value)))
-    for value in (s.gpu_hour_usd.low, s.gpu_hour_usd.high):
+    gpu_hour = economics.gpu_hour_range()
+    for value in (gpu_hour.low, gpu_hour.high):
         points.append(("GPU-hour price", f"{value:g} $/GPU-h", replace(base, gpu_hour_usd=value)))
     return points
 

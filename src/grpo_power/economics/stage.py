@@ -83,7 +83,7 @@ def constants_table(config: Config, a: Assumptions) -> pd.DataFrame:
         ("electricity_usd_per_kwh", economics.sensitivity.electricity_usd_per_kwh, "$/kWh"),
         ("pue", economics.sensitivity.pue, "facility / IT energy"),
         ("capacity_usd_per_mw", economics.sensitivity.capacity_usd_per_mw, "$/MW"),
-        ("gpu_hour_usd", economics.sensitivity.gpu_hour_usd, "$ per GPU-hour"),
+        ("gpu_hour_usd", economics.gpu_hour_range(), "$ per GPU-hour"),
     ):
         for end in ("low", "high"):
             rows.append(
