@@ -590,6 +590,25 @@ def test_the_economics_fleet_takes_the_largest_studied_fleet_not_larger(tmp_path
     assert table.iloc[-1]["factor_from_gpus"] == 16 and table.iloc[-1]["factor"] == 1.1
 
 
+def test_the_capital_says_what_fleet_its_factor_comes_from(tmp_path: Path) -> None:
+    """The capital headline rests on the fleet stage's fleet, which in the laptop study is
+    tiny CPU runs of seconds repeated end to end; its row did not say so."""
+    folder = _fleet_outputs(tmp_path / "fleet", 16, {16: 1.2, 64: 1.25})
+    info = json.loads((folder / "summary.json").read_text())
+    info.update(
+        run_ids=["tiny-fixed-seed0", "tiny-ppo-seed0"],
+        source_lengths_s=[3.5, 32.0],
+        alignment="monte_carlo",
+    )
+    (folder / "summary.json").write_text(json.dumps(info))
+    table = oversubscription_table(FleetRows.read(folder), 400.0, _assumptions(fleet_gpus=100))
+    note = table[table["scope"] == "economics fleet"].iloc[0]["note"]
+    assert note == (
+        "factor of the 64-GPU fleet of the fleet stage's 2 run(s), 3.5-32 s long, drawn by "
+        "Monte Carlo (each run repeated end to end over the horizon)"
+    )
+
+
 def test_economics_stage_on_small_inputs(study: tuple[Config, dict]) -> None:
     _, paths = study
     out = paths["root"] / "economics"

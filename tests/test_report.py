@@ -235,11 +235,11 @@ def test_the_economics_section_says_what_its_figures_are(report: dict) -> None:
     # this small study has no real ppo run, so no tiny-run headline rows; any would be noted
     tiny = [r for r in rows if r[0] == "run"]
     assert all(r[5] == "tiny model on the CPU, not an estimate for A100s" for r in tiny)
-    assert "GPU-hour price: 1.5 $/GPU-h" in _text(sensitivity)
+    assert "GPU-hour price: 1.517 $/GPU-h" in _text(sensitivity)  # 0.37 x $4.10
     frame = pd.read_csv(report["root"] / "economics" / "sensitivity.csv")
     gpu = frame[frame["quantity"].str.startswith("GPU-time $ saved")]
-    low = gpu[(gpu["parameter"] == "GPU-hour price") & (gpu["setting"] == "1.5 $/GPU-h")]
-    assert len(low) and (low["change_pct"].abs() > 1).all()  # 1.50 / 4.10 - 1 = -63 %
+    low = gpu[(gpu["parameter"] == "GPU-hour price") & (gpu["setting"] == "1.517 $/GPU-h")]
+    assert len(low) and (low["change_pct"].abs() > 1).all()  # 0.37 - 1 = -63 %
     study = _text(_table_html(page, "study"))
     assert "fleet's yearly electricity bill change" in study
 

@@ -112,6 +112,7 @@ class FleetRows:
     n_gpus: int
     own: pd.Series
     scaling: pd.DataFrame
+    basis: str = ""  # what the fleet stage's fleet is made of (:func:`fleet_basis`)
 
     @classmethod
     def read(cls, fleet_dir: Path | str) -> FleetRows:
@@ -130,7 +131,22 @@ class FleetRows:
         )
         if fleet.empty or scaling.empty:
             raise ValueError(f"{fleet_dir}: no fleet rows at the fleet window {window_s:g} s")
-        return cls(n_gpus, fleet.iloc[0], scaling.sort_values("n_gpus"))
+        return cls(n_gpus, fleet.iloc[0], scaling.sort_values("n_gpus"), fleet_basis(summary))
+
+
+def fleet_basis(summary: dict[str, Any]) -> str:
+    """What the fleet stage's fleet (its ``summary.json``) is made of, for the note of the
+    economics fleet's row: its runs, how long they are, and how they were combined (the
+    capital headline rests on it: in the laptop study, tiny CPU runs of seconds)."""
+    runs = summary.get("run_ids") or []
+    lengths_s = summary.get("source_lengths_s") or []
+    span = f", {min(lengths_s):,.4g}-{max(lengths_s):,.4g} s long" if lengths_s else ""
+    combined = (
+        "aligned by wall clock"
+        if summary.get("alignment") == "wall_clock"
+        else "drawn by Monte Carlo (each run repeated end to end over the horizon)"
+    )
+    return f"the fleet stage's {len(runs)} run(s){span}, {combined}"
 
 
 def monte_carlo_label(data: str, traced_gpus: int) -> str:
@@ -190,5 +206,7 @@ def oversubscription_table(fleet: FleetRows, nameplate_w: float, a: Assumptions)
             f"no studied fleet is as small as {a.fleet_gpus:,} GPUs: the factor of the smallest "
             f"({int(basis['n_gpus']):,} GPUs), which can overstate a smaller fleet's"
         )
+    made_of = f"factor of the {int(basis['n_gpus']):,}-GPU fleet of {fleet.basis}"
+    note = "; ".join(n for n in (made_of if fleet.basis else "", note) if n)
     rows.append(value_row("economics fleet", a.fleet_gpus, basis, nameplate_w, a, note))
     return pd.DataFrame(rows)
