@@ -29,13 +29,14 @@ from __future__ import annotations
 import calendar
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from grpo_power.config import EconomicsConfig
 from grpo_power.config.carbon_region import CarbonIntensity, carbon_intensity
+from grpo_power.stats import mean_ci
 
 J_PER_KWH = 3.6e6
 PER_RUN = (
@@ -111,12 +112,23 @@ def per_run(records: pd.DataFrame, a: Assumptions) -> pd.DataFrame:
     runs["gpu_usd_per_mtok"] = runs["gpus"] * runs["wall_s"] / 3600.0 / mtok * a.gpu_hour_usd
     runs["tokens_per_gpu_s"] = runs["tokens"] / runs["wall_s"] / runs["gpus"]
     runs["power_w_per_gpu"] = runs["energy_j"] / runs["wall_s"] / runs["gpus"]
-    fleet_s = a.fleet_gpus * a.fleet_hours * 3600.0
-    runs["annual_mtok"] = runs["tokens_per_gpu_s"] * fleet_s / 1e6
-    runs["annual_mwh"] = runs["power_w_per_gpu"] * fleet_s / J_PER_KWH / 1000.0 * a.pue
-    runs["annual_energy_usd"] = runs["annual_mwh"] * 1000.0 * a.usd_per_kwh
-    runs["annual_carbon_t"] = runs["annual_mwh"] * a.carbon.g_per_kwh / 1000.0
+    for column, value in fleet_year(runs["tokens_per_gpu_s"], runs["power_w_per_gpu"], a).items():
+        runs[column] = value
     return runs
+
+
+def fleet_year(tokens_per_gpu_s: Any, power_w_per_gpu: Any, a: Assumptions) -> dict[str, Any]:
+    """The fleet-year columns (``annual_mtok``, ``annual_mwh``: GPU energy x PUE,
+    ``annual_energy_usd``, ``annual_carbon_t``) of ``fleet_gpus`` GPUs running ``fleet_hours``
+    at a per-GPU throughput and power (floats, or Series of runs)."""
+    fleet_s = a.fleet_gpus * a.fleet_hours * 3600.0
+    mwh = power_w_per_gpu * fleet_s / J_PER_KWH / 1000.0 * a.pue
+    return {
+        "annual_mtok": tokens_per_gpu_s * fleet_s / 1e6,
+        "annual_mwh": mwh,
+        "annual_energy_usd": mwh * 1000.0 * a.usd_per_kwh,
+        "annual_carbon_t": mwh * a.carbon.g_per_kwh / 1000.0,
+    }
 
 
 def arm_costs(records: pd.DataFrame, a: Assumptions, confidence: float) -> pd.DataFrame:
@@ -144,7 +156,6 @@ def arm_costs(records: pd.DataFrame, a: Assumptions, confidence: float) -> pd.Da
         "tokens_per_gpu_s": (runs["tokens"], runs["gpu_s"], 1.0),
         "power_w_per_gpu": (runs["energy_j"], runs["gpu_s"], 1.0),
     }
-    fleet_s = a.fleet_gpus * a.fleet_hours * 3600.0
     rows = []
     for (source, deployment, arm), group in runs.groupby(GROUP, sort=False):
         row: dict[str, object] = {
@@ -161,10 +172,7 @@ def arm_costs(records: pd.DataFrame, a: Assumptions, confidence: float) -> pd.Da
             row[column] = scale * ratio
             if column in WITH_CI:
                 row[f"{column}_ci_low"], row[f"{column}_ci_high"] = scale * low, scale * high
-        row["annual_mtok"] = row["tokens_per_gpu_s"] * fleet_s / 1e6
-        row["annual_mwh"] = row["power_w_per_gpu"] * fleet_s / J_PER_KWH / 1000.0 * a.pue
-        row["annual_energy_usd"] = row["annual_mwh"] * 1000.0 * a.usd_per_kwh
-        row["annual_carbon_t"] = row["annual_mwh"] * a.carbon.g_per_kwh / 1000.0
+        row.update(fleet_year(row["tokens_per_gpu_s"], row["power_w_per_gpu"], a))
         rows.append(row)
     columns = ["source", "deployment", "arm", "seeds", "gpus", "data", *PER_RUN]
     columns += [f"{c}_ci_{end}" for c in WITH_CI for end in ("low", "high")]
@@ -175,19 +183,13 @@ def ratio_ci(
     num: np.ndarray, den: np.ndarray, confidence: float, support: tuple[float, float]
 ) -> tuple[float, float, float]:
     """Ratio of totals ``R = sum(num) / sum(den)`` over seeds and its two-sided confidence
-    interval, the ratio estimator's (delta method): Student-t with ``n - 1`` degrees of freedom
-    on the residuals ``d_i = (num_i - R den_i) / mean(den)``, half-width ``t x sd(d) /
-    sqrt(n)``, cut to ``support``. Returns ``(R, low, high)``; the interval is NaN with one
-    seed."""
-    n = len(num)
+    interval, the ratio estimator's (delta method): :func:`~grpo_power.stats.mean_ci`'s
+    Student-t interval of ``R + d_i``, where the residuals ``d_i = (num_i - R den_i) /
+    mean(den)`` sum to 0, cut to ``support``. Returns ``(R, low, high)``; the interval is NaN
+    with one seed."""
     ratio = float(num.sum() / den.sum())
-    if n < 2:
-        return ratio, float("nan"), float("nan")
-    residuals = (num - ratio * den) / den.mean()
-    t = float(stats.t.ppf(0.5 + confidence / 2, n - 1))
-    half = t * float(residuals.std(ddof=1)) / math.sqrt(n)
-    low, high = support
-    return ratio, max(ratio - half, low), min(ratio + half, high)
+    _, low, high = mean_ci(ratio + (num - ratio * den) / den.mean(), confidence, support)
+    return ratio, low, high
 
 
 def savings(arms: pd.DataFrame) -> pd.DataFrame:
