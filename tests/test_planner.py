@@ -840,7 +840,7 @@ def test_a_folder_without_traces_says_why_its_files_were_skipped(tmp_path: Path)
         "--format=csv,noheader has none: "
     )
     assert "; b.csv: separated by ';', not commas (a CSV re-saved by Excel where " in error
-    assert "; 2 more skipped); expected a folder of power traces" in error
+    assert " and 2 more skipped); expected a folder of power traces" in error
 
 
 @pytest.mark.slow

@@ -21,6 +21,7 @@ LEAVES = {
     "grpo_power.version": (),
     "grpo_power.stats": (),
     "grpo_power.atomic": (),
+    "grpo_power.listing": (),
     "grpo_power.signal_handlers": (),
     "grpo_power.sim": (
         "grpo_power.sim",
@@ -28,6 +29,7 @@ LEAVES = {
         "grpo_power.stats",
         "grpo_power.layout",
         "grpo_power.atomic",
+        "grpo_power.listing",
     ),
     "grpo_power.config": (
         "grpo_power.config",

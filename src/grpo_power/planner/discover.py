@@ -31,6 +31,7 @@ from grpo_power.analysis.fleet.same_gpus import GpuSpan, busy_spans, refuse_twic
 from grpo_power.atomic import replace_folder_atomic, write_csv_atomic
 from grpo_power.config import Config
 from grpo_power.layout import PLANNER_TRACES, RUN
+from grpo_power.listing import named_few
 from grpo_power.telemetry.checks import gpu_period_s, segment_gap_s
 from grpo_power.telemetry.engine import add_engine_columns, generated_tokens, read_engine_log
 from grpo_power.telemetry.formats import engine_format, log_format
@@ -58,12 +59,6 @@ EXPECTED = (
 
 
 SKIPPED_NAMED = 2  # skipped files whose reasons the error of a folder without traces names
-
-
-def named_few(names: list[str], shown: int = 3) -> str:
-    """``names`` for a one-line note: the first ``shown``, then how many more."""
-    more = f" and {len(names) - shown} more" if len(names) > shown else ""
-    return ", ".join(names[:shown]) + more
 
 
 @dataclass(frozen=True)
@@ -164,8 +159,7 @@ def find_traces(
     traces = [f for f in found if f.kind is not None]
     if not traces:
         skipped = [f"{f.path.relative_to(folder)}: {f.reason}" for f in found]
-        more = len(skipped) - SKIPPED_NAMED
-        why = "; ".join(skipped[:SKIPPED_NAMED]) + (f"; {more} more skipped" if more > 0 else "")
+        why = named_few(skipped, SKIPPED_NAMED, sep="; ", more="more skipped")
         raise ValueError(
             f"{folder}: no power trace found ({why or 'no file'}); expected {EXPECTED}"
         )

@@ -36,7 +36,8 @@ from grpo_power.analysis.fleet.same_gpus import gpu_set, join_same_gpus
 from grpo_power.analysis.fleet.wall_clock import coverage_note
 from grpo_power.config import Config
 from grpo_power.layout import FLEET
-from grpo_power.planner.discover import INDEX, INDEX_FILE, named_few
+from grpo_power.listing import named_few
+from grpo_power.planner.discover import INDEX, INDEX_FILE
 from grpo_power.stage_files import read_csv, read_json
 from grpo_power.telemetry.schema import TraceMetadata
 
@@ -77,10 +78,11 @@ def fleet_of_traces(
     usable = [(path, run) for path, run in runs if run.bin_range is not None]
     left_out = [_left_out(run, sources or {}) for _, run in runs if run.bin_range is None]
     if not usable:
-        named = [f"{entry['source']}: {entry['reason']}" for entry in left_out[:JOINED_NAMED]]
-        more = f"; {len(left_out) - JOINED_NAMED} more" if len(left_out) > JOINED_NAMED else ""
+        named = named_few(
+            [f"{entry['source']}: {entry['reason']}" for entry in left_out], JOINED_NAMED, "; "
+        )
         raise ValueError(
-            f"{'; '.join(named) if named else 'planner'}{more}; expected a trace with a "
+            f"{named or 'planner'}; expected a trace with a "
             f"complete {config.windows.bin_s:g} s energy bin (windows.bin_s): a log of more than "
             "one sample per GPU over at least a bin"
         )

@@ -18,7 +18,8 @@ import pandas as pd
 from grpo_power.atomic import merge_folder_atomic, write_text_atomic
 from grpo_power.config import Config
 from grpo_power.layout import FLEET, PLANNER_ECONOMICS, REPORT
-from grpo_power.planner.discover import INDEX, NOTE_SEPARATOR, named_few
+from grpo_power.listing import named_few
+from grpo_power.planner.discover import INDEX, NOTE_SEPARATOR
 from grpo_power.planner.economics import POOLED
 from grpo_power.planner.fleet import fleet_notes, refuse_other_fleet
 from grpo_power.report import cells, html

@@ -40,6 +40,7 @@ import pandas as pd
 from scipy import stats
 
 from grpo_power.config.telemetry import SimulatedPowerConfig
+from grpo_power.listing import named_few
 from grpo_power.stats import effective_sample_size, lag1_correlation
 
 CONFIDENCE = 0.95
@@ -108,9 +109,10 @@ def check_levels(concurrency: pd.Series, where: str) -> None:
     counts = concurrency.value_counts().sort_index().sort_values(ascending=False, kind="stable")
     if int((counts >= MIN_LEVEL_SAMPLES).sum()) >= MIN_LEVELS:
         return
-    shown = ", ".join(f"{n} at {level:g}" for level, n in counts.head(6).items())
-    more = f" and {len(counts) - 6} more levels with fewer" if len(counts) > 6 else ""
-    found = f"{len(concurrency)} ({shown}{more})" if len(counts) else "none"
+    shown = named_few(
+        [f"{n} at {level:g}" for level, n in counts.items()], 6, more="more levels with fewer"
+    )
+    found = f"{len(concurrency)} ({shown})" if len(counts) else "none"
     raise ValueError(
         f"{where}: concurrency: expected at least {MIN_LEVEL_SAMPLES} decode samples "
         f"(concurrency >= 1) at each of {MIN_LEVELS} or more concurrency levels to fit the "

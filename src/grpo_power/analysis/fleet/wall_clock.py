@@ -15,6 +15,7 @@ from grpo_power.analysis.windows import (
     window_bins_of,
 )
 from grpo_power.config import Config
+from grpo_power.listing import named_few
 
 
 def wall_clock_fleet(
@@ -90,11 +91,10 @@ def coverage_note(summary: dict[str, Any]) -> str | None:
             "them, a gap they share (their logs stop at the same times), which leaving a trace "
             "out would not fill; set fleet.alignment: monte_carlo for a fleet of more of the time"
         )
-    named = ", ".join(f"{run} ({n:,})" for run, n in costly[:3])
-    more = f" and {len(costly) - 3} more" if len(costly) > 3 else ""
+    named = named_few([f"{run} ({n:,})" for run, n in costly])
     return (
         f"{counted}bins where a GPU of a trace has none (a gap, a logger restarted, a GPU lost): "
-        f"{named}{more}; leave out a trace that costs many, or set fleet.alignment: "
+        f"{named}; leave out a trace that costs many, or set fleet.alignment: "
         "monte_carlo, for a fleet of more of the time"
     )
 
@@ -176,6 +176,5 @@ def _apart(runs: Sequence[RunBins], bin_s: float) -> str:
         for i, (run, (lo, _)) in enumerate(zip(runs, ranges, strict=True))
         if i not in held
     ]
-    more = f" and {len(apart) - APART_NAMED} more" if len(apart) > APART_NAMED else ""
-    shown = "; ".join(apart[:APART_NAMED])
-    return f"{shown}{more} (logs of other times, or a clock or time zone set apart)"
+    shown = named_few(apart, APART_NAMED, "; ")
+    return f"{shown} (logs of other times, or a clock or time zone set apart)"
