@@ -93,15 +93,13 @@ def fleet_of_traces(
         same.runs, config.model_copy(update={"fleet": fleet, "cap_w": cap_w}), each_run_once=True
     )
     summary = result.summary
-    if summary["alignment"] == "wall_clock" and not summary["chosen_window_fits"]:
+    if summary["no_sizing_window"]:
         # fleet.alignment: auto draws such a fleet by Monte Carlo; asked for by name, it has
         # no peak to size by, and a factor of NaN would price nothing
         raise ValueError(
-            f"fleet.alignment: wall_clock: the bins where every GPU has a reading "
-            f"({summary['complete_bins']:,} of the {summary['common_bins']:,} "
-            f"{summary['bin_s']:g} s bins the traces share) hold no whole {summary['window_s']:g} "
-            "s sizing window; expected fleet.alignment: auto (drawn by Monte Carlo then), or "
-            "traces whose GPUs all have readings over a sizing window"
+            f"fleet.alignment: wall_clock: {summary['no_sizing_window']}; expected "
+            "fleet.alignment: auto (drawn by Monte Carlo then), or traces whose GPUs all have "
+            "readings over a sizing window"
         )
     result.summary["joined"] = same.joined
     drawn = _drawn_note(same.runs, result.summary)

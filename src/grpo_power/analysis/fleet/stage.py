@@ -89,6 +89,7 @@ def analyze_fleet(
     alignment, drawn_because = choose_alignment(runs, config)
     counts: list[WindowCounts] = []
     info: dict[str, Any] = {}
+    unsized = None
     if alignment == "wall_clock":
         wall_gpus = sum(r.n_gpus for r in runs)
         counts, info = wall_clock_fleet(
@@ -107,6 +108,8 @@ def analyze_fleet(
         "simulated": label == "simulated",
         "alignment": alignment,
         "alignment_reason": drawn_because,
+        # wall_clock asked for by name where it sizes nothing: why (its factor is NaN)
+        "no_sizing_window": unsized if alignment == "wall_clock" else None,
         "window_s": fc.window_s,
         "margin": fc.margin,
         "peak_quantile": fc.peak_quantile,
