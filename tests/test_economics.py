@@ -210,7 +210,7 @@ def test_per_token_costs_are_ratios_of_totals_over_seeds() -> None:
 
 def test_the_headline_leads_with_the_simulated_deployments() -> None:
     """The headline began with the tiny CPU runs (priced as A100s, no intervals): the simulated
-    deployments lead, and every tiny-run row says it is not an estimate for A100s."""
+    deployments lead, and every tiny-run row says it is not an estimate for GPU runs."""
     rows = []
     for source, deployment, data in (
         ("run", "tiny", "simulated"),
@@ -251,7 +251,7 @@ def test_the_headline_leads_with_the_simulated_deployments() -> None:
         ("fleet", "10 GPUs"),
     ]
     tiny = table[table["source"] == "run"]
-    assert (tiny["note"] == "tiny model on the CPU, not an estimate for A100s").all()
+    assert (tiny["note"] == "tiny model on the CPU, not an estimate for GPU runs").all()
     assert (table.loc[table["source"] == "simulator", "note"] == "").all()
     quantities = set(table["quantity"])
     assert "energy $ saved on fixed's fleet-year of tokens, ppo vs fixed" in quantities
@@ -599,14 +599,22 @@ def test_the_capital_says_what_fleet_its_factor_comes_from(tmp_path: Path) -> No
         run_ids=["tiny-fixed-seed0", "tiny-ppo-seed0"],
         source_lengths_s=[3.5, 32.0],
         alignment="monte_carlo",
+        model_sizes=["tiny"],
     )
     (folder / "summary.json").write_text(json.dumps(info))
     table = oversubscription_table(FleetRows.read(folder), 400.0, _assumptions(fleet_gpus=100))
     note = table[table["scope"] == "economics fleet"].iloc[0]["note"]
     assert note == (
-        "factor of the 64-GPU fleet of the fleet stage's 2 run(s), 3.5-32 s long, drawn by "
-        "Monte Carlo (each run repeated end to end over the horizon)"
+        "factor of the 64-GPU fleet of the fleet stage's 2 run(s) (tiny model on the CPU, not an "
+        "estimate for GPU runs), 3.5-32 s long, drawn by Monte Carlo (each run repeated end to end "
+        "over the horizon)"
     )
+    # real runs of a published size say which; a fleet of imported traces names none
+    info.update(model_sizes=["qwen2.5-7b"], alignment="wall_clock")
+    (folder / "summary.json").write_text(json.dumps(info))
+    table = oversubscription_table(FleetRows.read(folder), 400.0, _assumptions(fleet_gpus=100))
+    note = table[table["scope"] == "economics fleet"].iloc[0]["note"]
+    assert "2 run(s) of qwen2.5-7b, 3.5-32 s long, aligned by wall clock" in note
 
 
 def test_economics_stage_on_small_inputs(study: tuple[Config, dict]) -> None:

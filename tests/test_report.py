@@ -29,6 +29,7 @@ from typer.testing import CliRunner
 from grpo_power.cli import app
 from grpo_power.layout import REAL_TRACES_FIGURE, REPORT_FIGURES
 from grpo_power.report.cells import Num, data_label, with_unit
+from grpo_power.report.evaluation import same_runs, schedule_phrase
 from tests.conftest import REPO, build_stage_outputs, missing_requirement, real_traces
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -219,10 +220,10 @@ def test_the_economics_section_says_what_its_figures_are(report: dict) -> None:
     page = (report["root"] / "report" / "index.html").read_text()
     costs = _text(_table_html(page, "costs"))
     assert "kWh per M tokens (GPU energy x PUE)" in costs and "(wall)" not in costs
-    assert "Source run: tiny model on the CPU, not an estimate for A100s." in costs
+    assert "Source run: tiny model on the CPU, not an estimate for GPU runs." in costs
     savings = _text(_table_html(page, "savings"))
     assert "energy $ saved on versus's fleet-year of tokens" in savings
-    assert "fleet's yearly electricity bill change ($)" in savings
+    assert "fleet's yearly electricity bill change ($; negative: lower)" in savings
     assert "the baseline's (versus's) fleet-year of tokens" in savings
     sensitivity = _table_html(page, "sensitivity")
     rows = [
@@ -234,7 +235,7 @@ def test_the_economics_section_says_what_its_figures_are(report: dict) -> None:
     assert "<th>note</th>" in sensitivity
     # this small study has no real ppo run, so no tiny-run headline rows; any would be noted
     tiny = [r for r in rows if r[0] == "run"]
-    assert all(r[5] == "tiny model on the CPU, not an estimate for A100s" for r in tiny)
+    assert all(r[5] == "tiny model on the CPU, not an estimate for GPU runs" for r in tiny)
     assert "GPU-hour price: 1.517 $/GPU-h" in _text(sensitivity)  # 0.37 x $4.10
     frame = pd.read_csv(report["root"] / "economics" / "sensitivity.csv")
     gpu = frame[frame["quantity"].str.startswith("GPU-time $ saved")]
@@ -242,6 +243,80 @@ def test_the_economics_section_says_what_its_figures_are(report: dict) -> None:
     assert len(low) and (low["change_pct"].abs() > 1).all()  # 0.37 - 1 = -63 %
     study = _text(_table_html(page, "study"))
     assert "fleet's yearly electricity bill change" in study
+    # "saved" and "change" sit side by side with opposite signs for a better controller
+    assert "negative: the controller costs more for the same work" in study
+    assert "negative: a lower bill or less carbon than the baseline's fleet" in study
+
+
+def test_the_fleet_of_tiny_runs_says_so_wherever_its_factor_is_shown(report: dict) -> None:
+    """A reviewer's finding: the capital headline, the cautions' factor and the fleet figure
+    rest on the fleet of the tiny CPU runs (seconds long), labelled only "simulated"."""
+    root = report["root"]
+    summary = json.loads((root / "fleet" / "summary.json").read_text())
+    assert summary["model_sizes"] == ["tiny"]  # the fleet stage names what its runs ran
+    page = _text((root / "report" / "index.html").read_text())
+    tiny = f"{len(summary['run_ids'])} run(s) of the tiny model on the CPU, not an estimate"
+    assert f"The fleet is the fleet stage's: {tiny}" in page  # the fleet figure's caption
+    oversubscription = pd.read_csv(root / "economics" / "oversubscription.csv")
+    for scope in ("fleet stage", "economics fleet"):
+        note = oversubscription[oversubscription["scope"] == scope]["note"].iloc[0]
+        assert "(tiny model on the CPU, not an estimate for GPU runs)" in note, scope
+    caution = page.split("This run's evidence:")[1].split("gives a factor")[0]
+    assert "(tiny model on the CPU, not an estimate for GPU runs)" in caution
+
+
+def test_the_authority_table_says_what_enters_the_action_space(report: dict) -> None:
+    """A reviewer read the 7b group size's "selected True" as driven by the controller; it is
+    above threshold but offline, so the 7b controller does not act on it."""
+    root = report["root"]
+    table = _table_html((root / "report" / "index.html").read_text(), "authority")
+    assert "<th>above threshold</th>" in table and "<th>online</th>" in table
+    assert "only where it is above threshold and online" in _text(table)
+    authority = pd.read_csv(root / "identify" / "authority.csv")
+    rows = re.findall(r"<tr>(.*?)</tr>", table, re.S)
+    offline = [r for r in rows if "<td>num_generations</td>" in r]
+    assert len(offline) == (authority["actuator"] == "num_generations").sum() > 0
+    assert all(r.rstrip().endswith("<td>False</td>") for r in offline)  # the online column
+
+
+def test_a_scenario_says_its_cap_or_workload_changes_only_where_it_does() -> None:
+    """The 305 W scenario (one segment of the deployment's own cap and workload) read "its cap
+    or workload changes over the run" (any schedule did)."""
+    steady = {"start_s": 0.0, "end_s": 900.0, "cap_frac": 1.0, "completion_tokens": None}
+    assert schedule_phrase([{**steady, "slowdown": 1.0}]) == ""
+    assert schedule_phrase([]) == ""
+    dropped = {**steady, "start_s": 300.0, "cap_frac": 0.7, "slowdown": 1.0}
+    changing = schedule_phrase([{**steady, "end_s": 300.0, "slowdown": 1.0}, dropped])
+    assert changing.startswith(" (its cap or workload changes over the run")
+    held = schedule_phrase([{**steady, "completion_tokens": 40, "slowdown": 1.0}])
+    assert held.startswith(" (a cap fraction, completion length or slowdown held over the run")
+
+
+def test_arms_whose_runs_coincide_are_named_under_the_evaluation() -> None:
+    """A reviewer found ppo+hwcap equal to oracle+hwcap to every digit on 14b and 72b (both at
+    the oracle's static setting under the power limit), which the tables left to be noticed."""
+    rows = []
+    for deployment, seeds in (("14b", (0, 1)), ("72b", (0, 1)), ("7b", (0, 1))):
+        for seed in seeds:
+            same = (1000.0 + seed, 5.0e5 + seed)
+            for arm, (tokens, energy_j) in (
+                ("ppo+hwcap", same),
+                ("oracle+hwcap", same if deployment != "7b" else (900.0, 4.0e5 + seed)),
+                ("hwcap", (800.0 + seed, 4.5e5)),
+            ):
+                rows.append((deployment, arm, seed, tokens, energy_j))
+    metrics = pd.DataFrame(rows, columns=["deployment", "arm", "seed", "output_tokens", "energy_j"])
+    lines = same_runs(metrics)
+    assert lines == [
+        "ppo+hwcap and oracle+hwcap made the same tokens with the same energy on every seed "
+        "(14b, 72b): the same settings throughout, so a target one meets, the other meets by "
+        "the same run"
+    ]
+    one_seed_apart = metrics.copy()
+    one_seed_apart.loc[
+        (one_seed_apart["arm"] == "oracle+hwcap") & (one_seed_apart["seed"] == 1), "energy_j"
+    ] += 1.0
+    assert same_runs(one_seed_apart) == []
 
 
 def test_data_labels_and_dollars_read_as_written() -> None:

@@ -17,12 +17,12 @@ rule report:
         controllers=controller_outputs(),
         evaluate=[
             LAYOUT.evaluate_study / name
-            for name in (EVALUATE.summary_csv, EVALUATE.ratios, EVALUATE.summary_json)
+            for name in (EVALUATE.summary_csv, EVALUATE.ratios, EVALUATE.summary_json, EVALUATE.metrics)
         ],
         scenarios=[
             folder / name
             for folder in scenario_folders()
-            for name in (EVALUATE.summary_csv, EVALUATE.ratios, EVALUATE.summary_json)
+            for name in (EVALUATE.summary_csv, EVALUATE.ratios, EVALUATE.summary_json, EVALUATE.metrics)
         ],
         economics=list(ECONOMICS.paths(LAYOUT.economics).values()),
         real_traces=list(real_trace_outputs().values()),

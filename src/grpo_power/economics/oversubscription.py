@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_power.economics.cost import Assumptions
+from grpo_power.economics.sensitivity import TINY_RUN_NOTE
 from grpo_power.layout import FLEET
 from grpo_power.stage_files import read_csv, read_json
 
@@ -146,7 +147,10 @@ def fleet_basis(summary: dict[str, Any]) -> str:
         if summary.get("alignment") == "wall_clock"
         else "drawn by Monte Carlo (each run repeated end to end over the horizon)"
     )
-    return f"the fleet stage's {len(runs)} run(s){span}, {combined}"
+    sizes = summary.get("model_sizes") or []
+    # tiny CPU runs drive simulated A100 power by their phases: seconds long, not a 7B run
+    of = f" ({TINY_RUN_NOTE})" if sizes == ["tiny"] else f" of {', '.join(sizes)}" if sizes else ""
+    return f"the fleet stage's {len(runs)} run(s){of}{span}, {combined}"
 
 
 def monte_carlo_label(data: str, traced_gpus: int) -> str:
@@ -185,7 +189,7 @@ def oversubscription_table(fleet: FleetRows, nameplate_w: float, a: Assumptions)
 
     ``nameplate_w``: the GPU's board power, W (the power each GPU is provisioned at)."""
     own, scaling = fleet.own, fleet.scaling
-    rows = [value_row("fleet stage", fleet.n_gpus, own, nameplate_w, a)]
+    rows = [value_row("fleet stage", fleet.n_gpus, own, nameplate_w, a, fleet.basis)]
     rows += [
         value_row("scaling study", int(r["n_gpus"]), r, nameplate_w, a)
         for _, r in scaling.iterrows()

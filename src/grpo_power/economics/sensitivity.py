@@ -3,7 +3,7 @@ the GPU-hour price.
 
 The study's headline, per source and deployment where both arms ran, the simulated deployments
 (7b, 14b, 72b) first and the run stage's real runs after them (a tiny model on the CPU,
-priced as if on the configured GPUs: not an estimate for A100s, as their ``note`` says): the
+priced as if on the configured GPUs: not an estimate for GPU runs, as their ``note`` says): the
 controller's and the baseline's energy cost and carbon per million tokens, the energy dollars,
 GPU dollars and tonnes of CO2eq the controller saves making the baseline's fleet-year of tokens,
 the change of the fleet's yearly electricity bill and carbon, and the capital that
@@ -27,7 +27,7 @@ from grpo_power.economics.cost import Assumptions, arm_costs, savings
 
 HEADLINE_COLUMNS = ("source", "deployment", "quantity", "unit", "value", "data", "note")
 # The note of a headline row from a run-stage run with simulated power (the CPU's tiny model).
-TINY_RUN_NOTE = "tiny model on the CPU, not an estimate for A100s"
+TINY_RUN_NOTE = "tiny model on the CPU, not an estimate for GPU runs"
 
 
 def row_note(source: str, data: str) -> str:

@@ -15,7 +15,7 @@ stage's folder) and writes into ``out``, atomically:
 - ``pilot.csv``: the pilot per simulated deployment, the cheapest marked ``smallest``;
 - ``sensitivity.csv``: the headline at the low and high end of each assumption;
 - ``summary.json``: the headline (the simulated deployments first; the run stage's tiny CPU
-  runs after them, noted as not an estimate for A100s) and where every number came from.
+  runs after them, noted as not an estimate for GPU runs) and where every number came from.
 """
 
 from __future__ import annotations

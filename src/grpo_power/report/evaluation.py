@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import pandas as pd
 
 from grpo_power.layout import EVALUATE
 from grpo_power.report import cells, html
@@ -36,6 +39,7 @@ class Evaluation:
     summary: cells.CsvFile  # summary.csv: one row per deployment and arm
     ratios: cells.CsvFile  # ratios.csv: the study's ratios with targets
     summary_json: cells.JsonFile  # summary.json: deployments, confidence, targets met
+    metrics: cells.CsvFile  # metrics.csv: one row per deployment, arm and seed
 
 
 def read_evaluation(folder: Path) -> Evaluation:
@@ -48,7 +52,41 @@ def read_evaluation(folder: Path) -> Evaluation:
         cells.JsonFile(
             folder / EVALUATE.summary_json, written_by("evaluate", EVALUATE.summary_json)
         ),
+        cells.CsvFile(
+            folder / EVALUATE.metrics,
+            written_by("evaluate", EVALUATE.metrics),
+            ("deployment", "arm", "seed", "output_tokens", "energy_j"),
+        ),
     )
+
+
+def same_runs(metrics: pd.DataFrame) -> list[str]:
+    """Arms of one deployment whose runs are the same on every seed (``metrics``: the evaluate
+    stage's ``metrics.csv``): the same tokens and energy, so the same settings throughout, as
+    when a learned controller holds its oracle's setting and a power limit does the capping.
+    One line per set of such arms, naming the deployments where they coincide."""
+    where: dict[tuple[str, ...], list[str]] = {}
+    for deployment, runs in metrics.groupby("deployment", sort=False):
+        by_arm = {
+            arm: tuple(
+                arm_runs.sort_values("seed")[["seed", "output_tokens", "energy_j"]].itertuples(
+                    index=False
+                )
+            )
+            for arm, arm_runs in runs.groupby("arm", sort=False)
+        }
+        groups: dict[tuple, list[str]] = {}
+        for arm, outcome in by_arm.items():
+            groups.setdefault(outcome, []).append(str(arm))
+        for arms in groups.values():
+            if len(arms) > 1:
+                where.setdefault(tuple(arms), []).append(str(deployment))
+    return [
+        f"{' and '.join(arms)} made the same tokens with the same energy on every seed "
+        f"({', '.join(deployments)}): the same settings throughout, so a target one meets, the "
+        "other meets by the same run"
+        for arms, deployments in where.items()
+    ]
 
 
 def evaluation_tables(evaluation: Evaluation, key: str, what: str) -> list[cells.Table]:
@@ -61,7 +99,13 @@ def evaluation_tables(evaluation: Evaluation, key: str, what: str) -> list[cells
         " % of per-GPU samples above the cap and no ",
         evaluation.summary_json.num("objective.breaker_window_s", "g"),
         " s window whose mean is above it (the objective); an arm outside it ranks below every "
-        "arm within it.",
+        "arm within it. Violation rate: the share of per-GPU power samples above the cap; "
+        "exceedance: the share of ",
+        evaluation.summary_json.num("exceedance_window_s", "g"),
+        " s windows (sliding, per GPU) whose mean is above it; breaker-window exceedance: the "
+        "same at the objective's ",
+        evaluation.summary_json.num("objective.breaker_window_s", "g"),
+        " s.",
     ]
     return [
         cells.csv_table(
@@ -70,7 +114,7 @@ def evaluation_tables(evaluation: Evaluation, key: str, what: str) -> list[cells
             evaluation.summary,
             tab.EVALUATION_COLS,
             ["deployment", "arm"],
-            note=budget,
+            note=[*budget, *(f" {line}." for line in same_runs(evaluation.metrics.frame))],
         ),
         cells.csv_table(
             f"{key}ratios",
@@ -88,12 +132,7 @@ def scenario_setting(evaluation: Evaluation) -> cells.Cell:
     it met, from its ``summary.json``."""
     parts: list[cells.Part] = []
     for name, deployment in evaluation.summary_json.get("deployments").items():
-        changing = (
-            " (its cap or workload changes over the run: the schedule is in the evaluate "
-            "stage's table.md)"
-            if deployment.get("schedule")
-            else ""
-        )
+        changing = schedule_phrase(deployment.get("schedule") or [])
         parts += [
             f"{name}: cap ",
             evaluation.summary_json.num(f"deployments.{name}.cap_w", ",.1f"),
@@ -140,3 +179,17 @@ def scenarios_section(
         blocks.append(html.bullet_list([setting], base))
         blocks += [html.table_html(t, base) for t in tables]
     return html.section("Scenarios (SIMULATED)", *blocks, key="scenarios")
+
+
+def schedule_phrase(schedule: list[dict[str, Any]]) -> str:
+    """What a deployment's scenario ``schedule`` (its segments: ``cap_frac``,
+    ``completion_tokens``, ``slowdown``) does to the run, for the scenario's line: changes over
+    the run, a change held over all of it, or nothing (one segment of the deployment's own cap and
+    workload)."""
+    held = {(s["cap_frac"], s["completion_tokens"], s["slowdown"]) for s in schedule}
+    where = ": the schedule is in the evaluate stage's table.md)"
+    if len(held) > 1:
+        return f" (its cap or workload changes over the run{where}"
+    if held and held != {(1.0, None, 1.0)}:
+        return f" (a cap fraction, completion length or slowdown held over the run{where}"
+    return ""

@@ -197,9 +197,22 @@ def make_figures(
     for name, title in REPORT_FIGURES.items():
         draw, data = drawn[name]
         pdf, png = fig.save_figure(draw(), out / "figures", name, r.dpi)
-        caption = fig.CAPTIONS[name].format(gpu=gpu_names(infos), **fig.CAPTION_FIGURES)
+        caption = fig.CAPTIONS[name].format(
+            gpu=gpu_names(infos), fleet_runs=fleet_runs(fleet_json), **fig.CAPTION_FIGURES
+        )
         made.append((name, title, f"{fig.data_label(data)}. {caption}", png, pdf))
     return made
+
+
+def fleet_runs(fleet: cells.JsonFile) -> str:
+    """What the fleet stage's fleet (its ``summary.json``) is made of, for the fleet figure's
+    caption: how many runs and of which model sizes (the laptop study's are tiny CPU runs, the
+    power of their phases simulated)."""
+    runs = len(fleet.get("run_ids"))
+    sizes = fleet.get("model_sizes") if fleet.has("model_sizes") else []
+    if sizes == ["tiny"]:
+        return f"{runs} run(s) of the tiny model on the CPU, not an estimate for GPU runs"
+    return f"{runs} run(s)" + (f" of {', '.join(sizes)}" if sizes else "")
 
 
 def _setup(
@@ -317,6 +330,13 @@ def _setup(
     )
 
 
+def _fleet_basis(row: pd.Series) -> str:
+    """``; `` and what the fleet stage's fleet is made of, from its oversubscription row's
+    note (the economics stage's ``fleet_basis``), or nothing where the row has none."""
+    note = row.get("note")
+    return f"; {note}" if isinstance(note, str) and note else ""
+
+
 def _cautions(
     oversub: cells.CsvFile, fleet: cells.JsonFile, infos: list[RunInfo], out: Path
 ) -> str:
@@ -336,7 +356,7 @@ def _cautions(
             oversub.num("window_s", "g", scope="fleet stage"),
             " s window with margin ",
             oversub.num("margin", "g", scope="fleet stage"),
-            f" ({stage['data']}) gives a factor of ",
+            f" ({stage['data']}{_fleet_basis(stage)}) gives a factor of ",
             oversub.num("factor", ".3f", scope="fleet stage"),
             " x; across fleet sizes it goes from ",
             oversub.num("factor", ".3f", scope="scaling study", n_gpus=smallest["n_gpus"]),
@@ -427,7 +447,7 @@ def _fleet_year_note(constants: cells.CsvFile) -> cells.Cell:
         "throughput are ratios of totals over seeds (all seeds' energy, cost or GPU time over "
         "all their tokens), consistent with the fleet-year columns; intervals are the ratio "
         "estimator's (Student-t on the seeds' residuals about the ratio). Source run: tiny "
-        "model on the CPU, not an estimate for A100s.",
+        "model on the CPU, not an estimate for GPU runs.",
     ]
 
 
@@ -533,6 +553,7 @@ def _write_report(config: Config, inputs: ReportInputs, out: Path) -> ReportResu
             authority,
             tab.AUTHORITY_COLS,
             ["data", "deployment", "actuator"],
+            note=tab.AUTHORITY_NOTE,
         ),
         *filter(None, [study_authority_table(authority, config)]),
         cells.csv_table(
@@ -574,11 +595,14 @@ def _write_report(config: Config, inputs: ReportInputs, out: Path) -> ReportResu
             ["source", "deployment", "arm", "versus"],
             controller_savings,
             note="Saved: for the same work, the baseline's (versus's) fleet-year of tokens made "
-            "by the controller instead, so never more than the baseline's own yearly spend. "
+            "by the controller instead, so never more than the baseline's own yearly spend; "
+            "negative: the controller costs more. "
             "Bill change: the fleet's yearly electricity bill and carbon, the controller's "
             "fleet-year minus the baseline's (the same GPUs and hours, each arm making its own "
-            "tokens); the two can differ in sign. Source run: tiny model on the CPU, not an "
-            "estimate for A100s.",
+            "tokens); the two can differ in sign. Energy per token and throughput % are ratios "
+            "of totals over seeds, as the fleet-year is (the ratios table's are means of per-seed "
+            "ratios, so the two differ a little). Source run: tiny model on the CPU, not an "
+            "estimate for GPU runs.",
         ),
         cells.csv_table(
             "oversubscription",

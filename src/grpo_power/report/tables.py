@@ -63,12 +63,8 @@ def _ratio_reasons(
         return [summary.num("violation_rate", ".2f", 100.0, **keys), " %"]
 
     change = ppo.tokens / batch8.tokens - 1.0
-    fixed_is_largest = [
-        "this run's fixed arm is its largest static batch; against the study's largest "
-        f"({batch8.arm}) the study's live PPO also made {abs(change):.1%} "
-        f"{'fewer' if change < 0 else 'more'} tokens (summary); the abstract does not say what "
-        "its fixed baseline was"
-    ]
+    largest = "this run's fixed arm is its largest static batch; "
+    unsaid = "the abstract does not say what its fixed baseline was"
     safe = f"deployments.{sharded}.arms.fixed-safe.concurrency"
     return {
         "violations_vs_fixed": [
@@ -76,8 +72,14 @@ def _ratio_reasons(
             *violations(single_gpu, "fixed"),
             f" of samples, the study's {batch8.arm}: {batch8.violation_pct:g} % (summary)",
         ],
-        "output_vs_fixed": fixed_is_largest,
-        "tokens_per_mj_vs_fixed": fixed_is_largest,
+        "output_vs_fixed": [
+            f"{largest}against the study's largest ({batch8.arm}) the study's live PPO also "
+            f"made {abs(change):.1%} {'fewer' if change < 0 else 'more'} tokens (summary); "
+            f"{unsaid}"
+        ],
+        "tokens_per_mj_vs_fixed": [
+            f"{largest}the study's summary gives no energy of its live arms; {unsaid}"
+        ],
         "output_vs_fixed_safe": [
             "this run's fixed-safe holds concurrency ",
             evaluation.num(safe, ".0f") if evaluation.has(safe) else "n/a",
@@ -177,8 +179,8 @@ def study_table(
                 "loses its authority",
                 ABSTRACT,
                 [
-                    authority.num("authority", ".3f", actuator="num_generations", **keys),
-                    " (retained ",
+                    authority.num("authority", ".1f", 100.0, actuator="num_generations", **keys),
+                    " % (retained ",
                     authority.num(
                         "retained_authority", ".0f", 100.0, actuator="num_generations", **keys
                     ),
@@ -259,11 +261,21 @@ def study_table(
                 with_unit(headline.num("value", ",.0f", **keys), row["unit"]),
                 f"{row['data']}; "
                 + (f"{caution}; " if caution else "")
+                + (SIGNS["saved"] if " saved " in row["quantity"] else "")
+                + (SIGNS["change"] if "yearly" in row["quantity"] else "")
                 + "the abstract names these savings without a figure; see the economics "
                 "section for assumptions",
             ]
         )
     return table
+
+
+# What a saving's or a yearly change's sign means, in the study table's notes: the two sit
+# side by side there with opposite signs for the same direction.
+SIGNS = {
+    "saved": "negative: the controller costs more for the same work; ",
+    "change": "negative: a lower bill or less carbon than the baseline's fleet; ",
+}
 
 
 # Why concurrency moves a sharded deployment's power less here than in the study.
@@ -344,7 +356,14 @@ AUTHORITY_COLS = (
     Col("power at highest level (W)", "power_high_w", ".1f"),
     Col("authority", "authority", ".3f"),
     Col("retained %", "retained_authority", ".0f", 100.0),
-    Col("selected", "selected"),
+    Col("above threshold", "selected"),
+    Col("online", "online"),
+)
+# What the authority table's two flags mean together (a group size "selected" read as driven).
+AUTHORITY_NOTE = (
+    "Above threshold: |authority| at least the config's authority.threshold. An actuator enters "
+    "a deployment's action space only where it is above threshold and online (it can change "
+    "between steps); an offline one (num_generations, the group size) is a run's setting."
 )
 CONSTANT_COLUMNS = ["constant", "value", "unit", "source", "year"]
 # Constants whose value is a calendar year, shown without a thousands separator.
@@ -377,8 +396,16 @@ SAVINGS_COLS = (
     Col("GPU-time $ saved on versus's fleet-year of tokens", "gpu_usd_saved_per_year", ",.0f"),
     Col("tCO2eq saved on versus's fleet-year of tokens", "carbon_t_saved_per_year", ",.1f"),
     # the fleet's yearly bill: the arm's minus the baseline's, the same GPUs and hours
-    Col("fleet's yearly electricity bill change ($)", "fleet_energy_usd_change_per_year", "+,.0f"),
-    Col("fleet's yearly carbon change (tCO2eq)", "fleet_carbon_t_change_per_year", "+,.1f"),
+    Col(
+        "fleet's yearly electricity bill change ($; negative: lower)",
+        "fleet_energy_usd_change_per_year",
+        "+,.0f",
+    ),
+    Col(
+        "fleet's yearly carbon change (tCO2eq; negative: lower)",
+        "fleet_carbon_t_change_per_year",
+        "+,.1f",
+    ),
     Col("data", "data"),
 )
 OVERSUBSCRIPTION_COLS = (

@@ -104,6 +104,10 @@ def analyze_fleet(
     summary: dict[str, Any] = {
         "inputs": [str(part.path) for r in runs for part in r.files],
         "run_ids": ids,
+        # the model sizes the runs ran (their bins' model_size; imported traces have none)
+        "model_sizes": sorted(
+            {str(r.info["model_size"]) for r in runs if r.info.get("model_size")}
+        ),
         "data": label,
         "simulated": label == "simulated",
         "alignment": alignment,
