@@ -335,9 +335,19 @@ def fleet(fleet_windows: pd.DataFrame, scaling: pd.DataFrame, window_s: float) -
     a.legend(frameon=False)
     sizing = f"margin {scaling['margin'].iloc[0]:g}, quantile {scaling['peak_quantile'].iloc[0]:g}"
     c.plot(at["n_gpus"], at["factor"], marker="o", ms=3, color="C2", label=f"this run ({sizing})")
+    # the study's reading of its factor: nameplate / mean peak, no margin
+    c.plot(
+        at["n_gpus"],
+        at["factor_no_margin_mean_peak"],
+        marker="o",
+        ms=3,
+        ls="--",
+        color="C2",
+        label="this run (no margin, mean peak: the study's reading)",
+    )
     study_label = f"study: {STUDY_OVERSUBSCRIPTION_TEXT}"
     c.axhline(STUDY_OVERSUBSCRIPTION.low, **CAP_STYLE, label=study_label)
-    for figure, color in zip(PUBLISHED_OVERSUBSCRIPTION, ("C3", "C4", "C5"), strict=True):
+    for figure, color in zip(PUBLISHED_OVERSUBSCRIPTION, ("C3", "C4", "C6"), strict=True):
         if figure.is_range:
             c.axhspan(figure.low, figure.high, color=color, alpha=0.2, label=figure.name)
         else:
@@ -478,7 +488,13 @@ FLEET_WINDOWS_COLUMNS = (
     "peak_share_p95",
     "data",
 )
-SCALING_COLUMNS = (*FLEET_WINDOWS_COLUMNS, "factor", "margin", "peak_quantile")
+SCALING_COLUMNS = (
+    *FLEET_WINDOWS_COLUMNS,
+    "factor",
+    "factor_no_margin_mean_peak",
+    "margin",
+    "peak_quantile",
+)
 AUTHORITY_COLUMNS = (
     "deployment",
     "data",
@@ -566,7 +582,8 @@ CAPTIONS = {
     "band is the study's {study_low:g}-{study_high:g} % authority of concurrency on 72B.",
     "fleet": "Fleet peak demand as a share of nameplate against the averaging window (left) and "
     "the fleet size (middle), and the oversubscription factor nameplate / (peak x (1 + margin)) "
-    "against the fleet size (right), beside the study's {study_peak} and {study_factor} and the "
+    "against the fleet size (right; dashed: with no margin over the mean peak, the study's "
+    "reading), beside the study's {study_peak} and {study_factor} and the "
     "published {published} results. The fleet is the fleet stage's: {fleet_runs}.",
     "ppo_learning": "Training of the PPO meta-controllers (ppo and ppo+hwcap per deployment) in "
     "the simulator: episode return against environment steps where the controller stage logged "
