@@ -74,6 +74,33 @@ def test_a_run_completed_uncollected_is_put_back_and_a_collected_one_measured_an
     job.cancel(check=False)
 
 
+def test_an_earlier_runs_completed_copy_never_stands_in_for_a_cancelled_job(
+    tmp_path: Path,
+) -> None:
+    """A Slurm user's restart: a seed had completed 15 steps; asked again for 120, its new job
+    was cancelled while it still waited in the queue (Ctrl-C), and the restart put the 15-step
+    run back from ``.completed`` as the 120-step run ("completed by job ... while no workflow
+    waited"), which Snakemake then took as done."""
+    config, specs = _local_batch(tmp_path, steps=3)
+    jobs = tmp_path / "jobs"
+    run = specs[0].folder
+    submit_batch(config, specs, jobs, "grpo-power-test", log=lambda _: None)
+    assert (run / ".completed" / "manifest.json").exists()  # the 3-step run's copy
+    _remove_outputs(run)  # the run rule reruns: its steps changed
+    longer = run_spec(config, specs[0].config_file, "fixed", 0, run, 4, replace_other=True)
+    (job,) = start_batch(config, [longer], jobs, "grpo-power-test", log=lambda _: None).values()
+    job.cancel(check=False)  # the workflow stopped while the job waited
+    deadline = time.monotonic() + 60
+    while not job.done() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not (run / ".completed").exists()  # the new job replaced the 3-step run's copy
+    lines: list[str] = []
+    (again,) = start_batch(config, [longer], jobs, "grpo-power-test", log=lines.append).values()
+    assert isinstance(again, submitit.Job), lines  # measured, not the 3-step run put back
+    assert not any("are back from" in line for line in lines), lines
+    again.cancel(check=False)
+
+
 def test_a_changed_config_is_measured_anew_even_uncollected(tmp_path: Path) -> None:
     config, specs = _local_batch(tmp_path, steps=3)
     run = specs[0].folder

@@ -247,6 +247,12 @@ def _restore_uncollected(spec: RunSpec, log: Log) -> dict[str, Any] | None:
     manifest = paths.completed_manifest()
     if manifest is not None or (record := _uncollected_record(spec)) is None:
         return manifest
+    try:
+        copied = RunManifest.read(paths.completed_copy / paths.manifest.name)
+    except ValueError:  # a copy cut short: no run to put back
+        return None
+    if copied is None or copied.same_run(spec.planned) is not None:
+        return None  # an earlier run's copy (another length, seed or setting): not this run
     manifest = paths.restore_completed()
     if manifest is not None:
         log(
@@ -369,7 +375,12 @@ def start_batch(
             )
         if job is None:
             _check_other_run(spec, log)
-        manifest = _restore_uncollected(spec, log)
+        # a job still queued or running has not completed this run: only its own files count
+        manifest = (
+            _restore_uncollected(spec, log)
+            if job is None
+            else RunPaths(spec.folder).completed_manifest()
+        )
         if manifest is not None:
             log(f"{spec.label}: already completed in {spec.folder}")
             handles[index] = manifest
@@ -386,6 +397,10 @@ def start_batch(
         launch.checkpoint_grace_s + RELEASE_MARGIN_S,
         launch.poll_s,
     )
+    for i in pending:
+        # a completed copy left here is an earlier run's, which the new job replaces: were
+        # this job cancelled before it ran, a restart must not put that run back as its own
+        RunPaths(specs[i].folder).discard_completed_copy()
     executor = make_executor(config, submitit_folder, name)
     runner = RunJob(launch.checkpoint_grace_s)
     cluster = resolve_cluster(launch)

@@ -156,10 +156,14 @@ class RunManifest:
         """The manifest a run of ``arm`` and ``seed`` under ``config`` starts with (``steps``:
         ``workload.steps`` when None): what a run folder's must match to be this run, on the
         host that runs it or the one that submits it."""
+        if steps:  # as `grpo-power run --steps` records it: in the config too
+            config = config.model_copy(
+                update={"workload": config.workload.model_copy(update={"steps": steps})}
+            )
         simulated = config.telemetry.source == "simulated"
         extra = {
             "run_id": run_id_of(config, arm, seed),
-            "steps_planned": steps or config.workload.steps,
+            "steps_planned": config.workload.steps,
             "power": "simulated" if simulated else "nvml",
         }
         return cls.create(path, config, arm, seed, extra)

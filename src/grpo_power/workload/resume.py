@@ -110,13 +110,17 @@ class RunPaths:
         """Link the completed run's files into :attr:`completed_copy` (copy them where the file
         system has no hard links), the manifest last. A file removed before it was linked (a
         workflow manager's cleanup in the moment after the run wrote it) leaves no copy."""
-        shutil.rmtree(self.completed_copy, ignore_errors=True)
+        self.discard_completed_copy()
         self.completed_copy.mkdir()
         try:
             for path in (self.trace, self.steps, self.manifest):
                 _link_or_copy(path, self.completed_copy / path.name)
         except FileNotFoundError:
-            shutil.rmtree(self.completed_copy, ignore_errors=True)
+            self.discard_completed_copy()
+
+    def discard_completed_copy(self) -> None:
+        """Remove :attr:`completed_copy` (a new run of this folder replaces the run it holds)."""
+        shutil.rmtree(self.completed_copy, ignore_errors=True)
 
     def restore_completed(self) -> dict[str, Any] | None:
         """Link the completed run's files back from :attr:`completed_copy` where they were removed,
@@ -139,7 +143,7 @@ class RunPaths:
         self.manifest.unlink(missing_ok=True)
         self.log_history.unlink(missing_ok=True)
         unfinished_path(self.manifest).unlink(missing_ok=True)
-        shutil.rmtree(self.completed_copy, ignore_errors=True)
+        self.discard_completed_copy()
         self.remove_checkpoints()
 
     def remove_checkpoints(self) -> None:
