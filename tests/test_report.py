@@ -30,6 +30,8 @@ from grpo_power.cli import app
 from grpo_power.layout import REAL_TRACES_FIGURE, REPORT_FIGURES
 from grpo_power.report.cells import Num, data_label, with_unit
 from grpo_power.report.evaluation import same_runs, schedule_phrase
+from grpo_power.report.inputs import run_power
+from grpo_power.report.stage import infeasible_verdict
 from tests.conftest import REPO, build_stage_outputs, missing_requirement, real_traces
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -277,6 +279,30 @@ def test_the_authority_table_says_what_enters_the_action_space(report: dict) -> 
     offline = [r for r in rows if "<td>num_generations</td>" in r]
     assert len(offline) == (authority["actuator"] == "num_generations").sum() > 0
     assert all(r.rstrip().endswith("<td>False</td>") for r in offline)  # the online column
+
+
+def test_the_run_power_panels_draw_the_cap_the_runs_are_judged_by(report: dict) -> None:
+    """After `--config cap_w=280` only the arms that read the cap reran; the fixed runs'
+    manifests kept 300 W, and the power panels drew 300 W beside windows judged at 280 W."""
+    runs = report["paths"]["runs"]
+    recorded = {json.loads((f / "manifest.json").read_text())["config"]["cap_w"] for f in runs}
+    judged_w = min(recorded) - 40.0  # the study's cap now, none of the runs' own
+    traces, samples = run_power(runs, 30.0, 500, judged_w)
+    assert set(traces["cap_w"]) == set(samples["cap_w"]) == {judged_w}
+
+
+def test_an_infeasible_cap_says_why_its_lowest_mean_is_not_enough() -> None:
+    """A Slurm user read "cap infeasible ... (lowest achievable 84 W under 300 W)" as a
+    contradiction: the mean was under the cap, its peaks were not within the budget."""
+    verdict = "cap infeasible for this deployment with these actuators"
+    under = infeasible_verdict({"verdict": verdict, "lowest_power_w": 84.2}, 300.0)
+    assert under == (
+        f"{verdict} (lowest achievable mean power 84 W per GPU under the run's lowest cap, "
+        "300 W: a mean under the cap, but no setting keeps its samples and windows within the "
+        "budget)"
+    )
+    over = infeasible_verdict({"verdict": verdict, "lowest_power_w": 251.0}, 240.0)
+    assert over.endswith("240 W: no setting brings the mean under the cap)")
 
 
 def test_a_scenario_says_its_cap_or_workload_changes_only_where_it_does() -> None:
@@ -566,7 +592,11 @@ def test_the_snakemake_reports_captions_state_the_configs_settings() -> None:
     from grpo_power.config import Config
 
     config = Config.model_validate(
-        {"evaluate": {"confidence": 0.9, "exceedance_window_s": 1.0}}
+        {
+            "evaluate": {"confidence": 0.9, "exceedance_window_s": 1.0},
+            "cap_w": 280,
+            "results_dir": "results-mystudy",
+        }
     ).model_dump(mode="json")
     snakemake = types.SimpleNamespace(config=config)
     rendered = {
@@ -575,6 +605,10 @@ def test_the_snakemake_reports_captions_state_the_configs_settings() -> None:
     }
     assert not [name for name, text in rendered.items() if "95 %" in text]
     assert "exceedance at 1 s" in rendered["evaluate.rst"]
+    # a study of its own cap and results folder (they read 320 W and results/)
+    assert "(results-mystudy/report/index.html)" in rendered["index.rst"]
+    for name in ("figure_power_traces.rst", "figure_power_distributions.rst"):
+        assert "the real runs' 280 W" in " ".join(rendered[name].split()), name
     for name in (
         "evaluate.rst",
         "economics_costs.rst",

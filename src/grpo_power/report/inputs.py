@@ -87,12 +87,14 @@ def _thin(frame: pd.DataFrame, max_points: int) -> pd.DataFrame:
 
 
 def run_power(
-    folders: list[Path], trace_s: float, max_points: int
+    folders: list[Path], trace_s: float, max_points: int, cap_w: float
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Power of the real runs: (trace window, distribution sample).
 
     The trace window starts at the first step (after model loading) and lasts ``trace_s``; it
-    shows GPU 0. Columns: ``panel, arm, t_s, power_w, cap_w, data``.
+    shows GPU 0. Columns: ``panel, arm, t_s, power_w, cap_w, data``; ``cap_w`` is the cap the
+    windows stage judges the runs by, the config's (a run of an arm that never reads the cap
+    is not rerun when it changes, and its manifest keeps the old one).
     """
     traces, samples = [], []
     for folder in folders:
@@ -104,7 +106,7 @@ def run_power(
         info = {
             "panel": f"{manifest['size']} (run)",
             "arm": manifest["arm"],
-            "cap_w": float(manifest["config"]["cap_w"]),
+            "cap_w": cap_w,
             "data": trace.metadata.source,
         }
         gpu0 = frame[frame["gpu"] == frame["gpu"].min()]

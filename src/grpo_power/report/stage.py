@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -117,7 +118,7 @@ def make_figures(
     """
     r = config.report
     fig.apply_style()
-    run_traces, run_samples = run_power(inputs.runs, r.trace_s, r.max_points)
+    run_traces, run_samples = run_power(inputs.runs, r.trace_s, r.max_points, config.cap_w)
     sim_traces, sim_samples = sim_power(inputs.evaluate, r.trace_s, r.max_points)
     summary = read_csv(
         inputs.evaluate / EVALUATE.summary_csv,
@@ -215,6 +216,23 @@ def fleet_runs(fleet: cells.JsonFile) -> str:
     return f"{runs} run(s)" + (f" of {', '.join(sizes)}" if sizes else "")
 
 
+def infeasible_verdict(oracle: dict[str, Any], lowest_cap_w: float) -> str:
+    """The deployments table's verdict on a cap no setting keeps within the budget (``oracle``:
+    the evaluation's oracle arm), with its lowest achievable mean power per GPU and what that
+    says: a mean under the cap whose peaks still break the budget reads as a contradiction
+    without it."""
+    lowest_w = float(oracle["lowest_power_w"])
+    why = (
+        "a mean under the cap, but no setting keeps its samples and windows within the budget"
+        if lowest_w < lowest_cap_w
+        else "no setting brings the mean under the cap"
+    )
+    return (
+        f"{oracle['verdict']} (lowest achievable mean power {lowest_w:.0f} W per GPU under the "
+        f"run's lowest cap, {lowest_cap_w:g} W: {why})"
+    )
+
+
 def _setup(
     infos: list[RunInfo],
     evaluate: cells.JsonFile,
@@ -279,8 +297,7 @@ def _setup(
     for name, info in evaluate.get("deployments").items():
         oracle = info["arms"].get("oracle", {})
         verdict = (
-            f"{oracle['verdict']} (lowest achievable {oracle['lowest_power_w']:.0f} W under "
-            f"{oracle.get('lowest_power_cap_w', info['cap_w']):g} W)"
+            infeasible_verdict(oracle, oracle.get("lowest_power_cap_w", info["cap_w"]))
             if oracle.get("feasible") is False
             else "feasible"
             if oracle
