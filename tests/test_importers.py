@@ -487,6 +487,44 @@ def test_import_tells_the_format_from_the_file(tmp_path: Path) -> None:
     assert len(result.output.strip().splitlines()) == 1  # one line, the long header cut short
 
 
+def test_import_never_writes_over_another_trace(tmp_path: Path) -> None:
+    """A researcher's finding: `telemetry import --out` replaced a `telemetry record` trace
+    without a word (record itself never overwrites). It now replaces only its own earlier
+    import of the same log, with a note, and refuses anything else in one line."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from grpo_power.cli import app
+
+    runner = CliRunner()
+    log, other = tmp_path / "node.csv", tmp_path / "other.csv"
+    shutil.copy(DATA / "nvidia-smi-a100.csv", log)
+    shutil.copy(DATA / "nvidia-smi-a100.csv", other)
+    out = tmp_path / "mine.parquet"
+
+    def imported(source: Path) -> Any:
+        return runner.invoke(app, ["telemetry", "import", str(source), "-o", str(out)])
+
+    assert imported(log).exit_code == 0
+    again = imported(log)  # options fixed, the same log again: replaced, and said so
+    assert again.exit_code == 0 and f"note: {out}: an earlier import of {log}, replaced" in (
+        again.output
+    )
+    before = out.read_bytes()
+    refused = imported(other)
+    assert refused.exit_code == 2 and out.read_bytes() == before
+    assert refused.output.strip() == (
+        f"error: {out}: a trace imported from {log} is already there; expected a path where no "
+        "file is (an import replaces only its own earlier import of the same log): give "
+        "another --out, or remove it"
+    )
+    recorded = tmp_path / "recorded.parquet"
+    shutil.copy(out, recorded)  # stands in for any trace that is not this log's import
+    done = runner.invoke(app, ["telemetry", "import", str(other), "-o", str(recorded)])
+    assert done.exit_code == 2 and "is already there" in done.output
+
+
 def test_import_tells_a_prometheus_answer_without_labels_by_its_shape(tmp_path: Path) -> None:
     """A query whose sum() dropped the labels names no power series: auto-detection took the
     answer for an nvidia-smi CSV ("missing column 'timestamp' ... 163 columns"); it is told by

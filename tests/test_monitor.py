@@ -274,6 +274,9 @@ def test_arguments_of_the_wrong_kind_are_refused_naming_what_was_expected(
 
     with pytest.raises(TypeError, match=r"^PowerMonitor: unexpected argument 'cap'; expected"):
         PowerMonitor(cap=320)  # type: ignore[call-arg]
+    zeus = r"^PowerMonitor: unexpected argument 'gpu_indices' \(Zeus's gpu_indices is gpus here\)"
+    with pytest.raises(TypeError, match=zeus):
+        PowerMonitor(gpu_indices=[0])  # type: ignore[call-arg]
     with pytest.raises(TypeError, match=r"got str 'power.parquet' \(a trace file goes in trace="):
         PowerCallback("power.parquet")  # type: ignore[arg-type]
     power = PowerCallback(source="simulated", cap_w=280)
@@ -1305,3 +1308,32 @@ def test_a_cap_is_reported_against_only_when_one_was_set(config: Config) -> None
         assert w.measurement is not None and w.measurement.cap_w == cap_w
         assert (w.share_above_cap is None) == (cap_w is None)
     assert w.share_above_cap == 1.0  # the simulated A100 idles above 50 W
+
+
+def _outer_window(nested: bool) -> Any:
+    """A window over generation then idle, with or without 100 short windows nested in it."""
+    monitor = PowerMonitor(period_s=0.1, source="simulated", cap_w=300)
+    with monitor, monitor.window("run") as run:
+        with monitor.window("generate", phase="generate", batch=64):
+            time.sleep(0.6)
+        for i in range(100):
+            if nested:
+                with monitor.window(f"step{i}"):
+                    time.sleep(0.002)
+            else:
+                time.sleep(0.002)
+        monitor.signal.set("idle", 1)
+        time.sleep(0.6)
+    return run.measurement
+
+
+def test_a_windows_share_above_cap_does_not_depend_on_the_windows_nested_in_it() -> None:
+    """A researcher's finding: each window's start and end take a reading, and an outer window
+    counted every one as a whole sample, so 200 short windows inside it took its share above
+    the cap from 0.39 to 0.03 and its p95 from 322 W to 148 W. Each sample now stands for the
+    time beside it."""
+    plain, nested = _outer_window(nested=False), _outer_window(nested=True)
+    assert nested.samples > 2 * plain.samples  # the nested windows' edge readings are there
+    assert plain.share_above_cap > 0.2  # the generation phase is above the cap
+    assert nested.share_above_cap == pytest.approx(plain.share_above_cap, abs=0.1)
+    assert nested.p95_power_w == pytest.approx(plain.p95_power_w, rel=0.05)

@@ -98,9 +98,13 @@ def telemetry_record(
         command, out, cfg, show_progress=sys.stderr.isatty(), on_source=say_source
     )
     trace = read_trace(recording.trace_path)
-    _print_summary(trace.metadata.source, recording.trace_path, summary_table(trace))
+    # on stderr, as `time` prints: the recorded command's stdout stays its own (a JSON stream)
+    table = summary_table(trace)
+    _print_summary(trace.metadata.source, recording.trace_path, table, err=True)
     if recording.missed_slots:
-        typer.echo(f"note: {recording.missed_slots} sample slot(s) missed (sampler fell behind)")
+        typer.echo(
+            f"note: {recording.missed_slots} sample slot(s) missed (sampler fell behind)", err=True
+        )
     if recording.returncode != 0:
         typer.echo(f"the recorded command {recording.outcome}", err=True)
     raise typer.Exit(recording.exit_code)
@@ -187,7 +191,7 @@ def telemetry_import(
         rotated_format,
         rotated_parts_beside,
     )
-    from grpo_power.telemetry.store import trace_output_problem, write_trace
+    from grpo_power.telemetry.store import earlier_import, trace_output_problem, write_trace
 
     parts = one_log(logs)
     log, rotated = parts[-1], is_rotated(parts)
@@ -197,6 +201,7 @@ def telemetry_import(
     problem = trace_output_problem(out)
     if problem:
         raise ValueError(problem)
+    replacing = earlier_import(out, parts)
     given, told = fmt != "auto", False
     if not given and rotated:
         kind, reason = rotated_format(parts)
@@ -250,6 +255,8 @@ def telemetry_import(
         raise ValueError(f"{error}{hint}") from None
     write_trace(out, frame, metadata)
     typer.echo(f"imported {len(frame)} samples of {frame['gpu'].nunique()} GPU(s) into {out}")
+    if replacing:
+        typer.echo(f"note: {replacing}")
     if told:
         typer.echo(f"note: {log}: format {fmt} (told from the file; --format to choose)")
     echo_notes((metadata.model_extra or {}).get("notes", []))
@@ -300,9 +307,12 @@ def telemetry_summary(
     echo_notes(trace.notes)
 
 
-def _print_summary(source: str, path: Path, table: Any) -> None:
+def _print_summary(source: str, path: Path, table: Any, err: bool = False) -> None:
+    """Print a trace's summary table (``err``: on stderr, beside a recorded command's own
+    output); ``energy_span_s`` is the time with readings the energy and the mean are over
+    (``duration_s`` less the gaps)."""
     label = " (SIMULATED power)" if source == "simulated" else ""
-    typer.echo(f"trace {path}{label}")
+    typer.echo(f"trace {path}{label}", err=err)
     shown = table.assign(
         energy_wh=table["energy_j"] / 3600.0,
     )[
@@ -310,6 +320,7 @@ def _print_summary(source: str, path: Path, table: Any) -> None:
             "gpu",
             "samples",
             "duration_s",
+            "energy_span_s",
             "energy_j",
             "energy_wh",
             "energy_source",
@@ -317,4 +328,4 @@ def _print_summary(source: str, path: Path, table: Any) -> None:
             "peak_power_w",
         ]
     ]
-    typer.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    typer.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.2f}"), err=err)

@@ -57,7 +57,7 @@ from grpo_power.telemetry.store import (
     numbered_trace_path,
     trace_output_problem,
 )
-from grpo_power.telemetry.summary import trapezoid_cumulative_j
+from grpo_power.telemetry.summary import sample_weights_s, trapezoid_cumulative_j
 
 logger = logging.getLogger(__name__)
 # windows grpo-power opens for itself (the PowerCallback's log interval): a run stopped part-way
@@ -84,9 +84,13 @@ class Measurement:
         gpu_energy_j: energy per GPU index, J.
         energy_source: ``counter`` (the energy counter's difference) or ``integrated``.
         mean_power_w: mean power per GPU, W (energy / time / GPUs).
-        p95_power_w: 95th percentile of the per-GPU samples, W.
+        p95_power_w: 95th percentile of the per-GPU power over the window's time, W (each
+            sample weighted by the time it stands for: see ``share_above_cap``).
         peak_power_w: the highest per-GPU sample, W.
-        share_above_cap: share of per-GPU samples above ``cap_w`` (None without a cap).
+        share_above_cap: share of the window's per-GPU time above ``cap_w``, each sample
+            standing for half the intervals beside it (None without a cap): the share of
+            samples where they are evenly spaced, but a nested window's edge readings, taken
+            between the scheduled ones, count for the little time they stand for.
         cap_w: the per-GPU cap, W, or None.
         samples: per-GPU samples in the window (its two boundary reads included).
         phases: time and energy per phase the workload announced (empty when none was).
@@ -225,9 +229,11 @@ class PowerMonitor:
     ) -> None:
         unknown = sorted(set(sampler_options) - {"origin_s", "energy_offset_j"})
         if unknown:
+            zeus = " (Zeus's gpu_indices is gpus here)" if unknown[0] == "gpu_indices" else ""
             raise TypeError(
-                f"PowerMonitor: unexpected argument {unknown[0]!r}; expected gpus, period_s, "
-                "source, trace, cap_w, config, signal, history_s, origin_s or energy_offset_j"
+                f"PowerMonitor: unexpected argument {unknown[0]!r}{zeus}; expected gpus, "
+                "period_s, source, trace, cap_w, config, signal, history_s, origin_s or "
+                "energy_offset_j"
             )
         if cap_w is None and config is not None:
             cap_w = config.cap_w
@@ -493,9 +499,11 @@ class PowerMonitor:
         gpu_energy_j: dict[int, float] = {}
         phase_energy_j: dict[str, float] = {}
         sources = set()
+        weights_s = np.zeros(len(rows["t"]))  # the time each sample stands for, per GPU
         for gpu in np.unique(rows["gpu"]).astype(int):
             mine = rows["gpu"] == gpu
             t_s, power_w, counter = rows["t"][mine], rows["power_w"][mine], rows["energy_j"][mine]
+            weights_s[mine] = sample_weights_s(t_s, max_gap_s)
             if len(counter) >= 2 and not np.isnan(counter).any():
                 cumulative_j, source = counter - counter[0], "counter"
             else:
@@ -505,6 +513,8 @@ class PowerMonitor:
             if changes:
                 _split_by_phase(t_s, cumulative_j, changes, phase_energy_j)
         power_w = rows["power_w"]
+        if not weights_s.sum() > 0:  # one reading per GPU: each counts alike
+            weights_s = np.ones(len(power_w))
         energy_j = float(sum(gpu_energy_j.values()))
         n_gpus = max(1, len(gpu_energy_j))
         return Measurement(
@@ -514,10 +524,16 @@ class PowerMonitor:
             gpu_energy_j=gpu_energy_j,
             energy_source=",".join(sorted(sources)) or "none",
             mean_power_w=energy_j / time_s / n_gpus if time_s > 0 else float("nan"),
-            p95_power_w=float(np.percentile(power_w, 95)) if len(power_w) else float("nan"),
+            p95_power_w=(
+                float(np.percentile(power_w, 95, weights=weights_s, method="inverted_cdf"))
+                if len(power_w)
+                else float("nan")
+            ),
             peak_power_w=float(power_w.max()) if len(power_w) else float("nan"),
             share_above_cap=(
-                float((power_w > self.cap_w).mean()) if len(power_w) and self.cap_w else None
+                float(weights_s[power_w > self.cap_w].sum() / weights_s.sum())
+                if len(power_w) and self.cap_w
+                else None
             ),
             cap_w=self.cap_w,
             samples=len(power_w) // n_gpus,

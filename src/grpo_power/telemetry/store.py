@@ -79,6 +79,39 @@ def trace_output_problem(path: Path | str) -> str | None:
     return problem
 
 
+def earlier_import(out: Path, logs: list[Path]) -> str | None:
+    """Whether an import may write ``out`` where a file already is: None where nothing is
+    there; a note where it is an earlier import of the same log (``logs``: the log's parts),
+    which the import replaces.
+
+    Raises:
+        ValueError: another trace (a recording, another log's import) or another file is
+            there, which an import never writes over (``telemetry record`` never does either).
+    """
+    if not out.exists():
+        return None
+    import pyarrow.parquet as pq
+
+    try:
+        raw = TraceMetadata.raw_from_schema(pq.read_schema(out), str(out)) or {}
+    except (OSError, ValueError, pa.ArrowException):
+        raw = {}
+    source = raw.get("imported_from")
+    if isinstance(source, str) and Path(source).resolve() in {p.resolve() for p in logs}:
+        return f"{out}: an earlier import of {source}, replaced"
+    held = (
+        f"a trace imported from {source}"
+        if isinstance(source, str)
+        else f"a trace of source {raw['source']}"
+        if "source" in raw
+        else "a file"
+    )
+    raise ValueError(
+        f"{out}: {held} is already there; expected a path where no file is (an import replaces "
+        "only its own earlier import of the same log): give another --out, or remove it"
+    )
+
+
 class TraceWriter(ParquetJournal):
     """Append samples to a trace file; see :class:`grpo_power.journal.ParquetJournal`.
 

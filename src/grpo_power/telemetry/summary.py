@@ -33,6 +33,18 @@ def trapezoid_energy_j(t_s: np.ndarray, power_w: np.ndarray, max_gap_s: float) -
     return float(trapezoid_cumulative_j(t_s, power_w, max_gap_s)[-1]) if len(t_s) >= 2 else 0.0
 
 
+def sample_weights_s(t_s: np.ndarray, max_gap_s: float) -> np.ndarray:
+    """The time each sample of a series (times ``t_s``, ascending) stands for, s: half of each
+    interval beside it not longer than ``max_gap_s``. A reading taken between the scheduled
+    ones (a measurement window's edge) stands for the little time around it, not for a whole
+    period, so shares and percentiles of time do not depend on how many edges fall inside."""
+    if len(t_s) < 2:
+        return np.ones(len(t_s))
+    dt_s = np.diff(t_s)
+    half_s = np.where(dt_s <= max_gap_s, 0.5 * dt_s, 0.0)
+    return np.concatenate([[0.0], half_s]) + np.concatenate([half_s, [0.0]])
+
+
 def covered_seconds(t_s: np.ndarray, max_gap_s: float) -> float:
     """Time covered by samples, s: the sum of intervals not longer than ``max_gap_s``."""
     dt_s = np.diff(t_s)
