@@ -406,3 +406,18 @@ def test_a_command_stopped_by_sigterm_removes_what_it_built_aside(tmp_path: Path
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=30) == 128 + signal.SIGTERM
     assert list(out.parent.iterdir()) == []
+
+
+def test_a_working_folders_config_of_another_tool_says_why_it_was_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Hydra project's config/config.yaml broke `telemetry summary` with "defaults: unknown
+    key", which did not say the file was picked up only because it was in the working folder."""
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "config.yaml").write_text("defaults:\n  - model: small\n")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli.app, ["telemetry", "record", "--", "true"])
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith("error: config/config.yaml: defaults: unknown key")
+    assert "is read as the config when no --config is given, being in the working folder" in line

@@ -171,8 +171,8 @@ ConfigOption = Annotated[
     typer.Option(
         "--config",
         "-c",
-        help="Config file, validated against the schema (no config/config.yaml here: the "
-        "packaged default).",
+        help="Config file, validated against the schema (default: config/config.yaml in the "
+        "working folder, else the packaged default).",
         callback=_config_default,
     ),
 ]
@@ -279,8 +279,19 @@ def config_from(path: Path, options: dict[str, tuple[str, Any]] | None = None) -
     gives as a scalar was replaced by an option's mapping and never reported), then with the
     command's ``options`` over it (option -> (dotted config field, value); a value of None was
     not given), whose errors name the options given (``--concurrency 64 over config.yaml:
-    ...``): the file alone was valid, so they are the options'."""
-    cfg = load_config(path)
+    ...``): the file alone was valid, so they are the options'. A ``config/config.yaml`` of
+    the working folder that is not a grpo-power config (a Hydra project's) says it was read
+    because it is there."""
+    try:
+        cfg = load_config(path)
+    except ConfigError as error:
+        if Path(path).resolve() != Path(DEFAULT_CONFIG_PATH).resolve():
+            raise
+        raise ConfigError(
+            f"{error} ({path} is read as the config when no --config is given, being in the "
+            f"working folder: give --config FILE, e.g. the packaged default "
+            f"{packaged_config_path()})"
+        ) from None
     given = {option: pair for option, pair in (options or {}).items() if pair[1] is not None}
     if not given:
         return cfg
