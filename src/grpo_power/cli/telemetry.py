@@ -302,6 +302,11 @@ def telemetry_summary(
                 f"{c.integrated_j:.1f} J, difference {c.integrated_j - c.counter_j:+.1f} J "
                 f"({c.difference_pct:+.2f} %)"
             )
+        if checks and trace.metadata.source == "simulated":
+            typer.echo(
+                "note: the simulated GPU's counter integrates its readings between the samples, "
+                "so this checks the sampling, not a hardware counter"
+            )
     if not trace.complete:
         typer.echo("note: read from the journal of a recording that did not finish", err=True)
     echo_notes(trace.notes)
