@@ -209,6 +209,14 @@ def test_a_bad_workflow_config_names_the_file_that_set_each_field(tmp_path: Path
     assert missing.returncode == 1
     expected = "\n--config: sim.calibration: expected an existing file, found no such file"
     assert expected in missing.stdout + missing.stderr
+    # a results folder that cannot be made (a read-only mount): one line, not a traceback
+    unwritable = _snakemake(folder, "-n", "--config", "results_dir=/proc/forbidden")
+    output = unwritable.stdout + unwritable.stderr
+    assert unwritable.returncode == 1 and "Traceback" not in output
+    assert (
+        "\nresults_dir: cannot write /proc/forbidden/configs (No such file or directory); "
+        "expected a folder this user can create and write, got /proc/forbidden\n"
+    ) in output
 
 
 def test_a_controller_run_of_a_size_no_deployment_lists_stops_the_workflow(

@@ -113,7 +113,13 @@ LAYOUT = CFG.layout  # every folder and file name: src/grpo_power/layout.py
 # Rules hand this file to the CLI. It is named by the config's content (so a dry run with another
 # config never rewrites the file a running workflow reads) and is no param: each rule's params
 # hold the settings its outputs depend on, so a change reruns only the rules it concerns.
-RESOLVED_CONFIG = str(write_resolved_config(CFG, LAYOUT.configs))
+try:
+    RESOLVED_CONFIG = str(write_resolved_config(CFG, LAYOUT.configs))
+except OSError as error:  # results_dir on a read-only or missing mount: one line, not a traceback
+    raise WorkflowError(
+        f"results_dir: cannot write {LAYOUT.configs} ({error.strerror or error}); expected a "
+        f"folder this user can create and write, got {CFG.results_dir}"
+    ) from None
 
 
 def analysis_resources(**job):
