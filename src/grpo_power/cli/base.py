@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
 import typer
+import yaml
 from typer.core import TyperGroup
 
 from grpo_power.config import (
@@ -274,6 +275,16 @@ SplitOption = Annotated[
 ]
 
 
+def _another_tools_config(path: Path) -> bool:
+    """Whether ``path`` is a mapping with a top-level key no grpo-power config has (a Hydra
+    project's ``defaults:``): another tool's config, not a grpo-power one with a bad value."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return False
+    return isinstance(data, dict) and any(key not in Config.model_fields for key in data)
+
+
 def config_from(path: Path, options: dict[str, tuple[str, Any]] | None = None) -> Config:
     """The config file ``path`` validated alone (its errors name the file: a section the file
     gives as a scalar was replaced by an option's mapping and never reported), then with the
@@ -285,7 +296,8 @@ def config_from(path: Path, options: dict[str, tuple[str, Any]] | None = None) -
     try:
         cfg = load_config(path)
     except ConfigError as error:
-        if Path(path).resolve() != Path(DEFAULT_CONFIG_PATH).resolve():
+        here = Path(path).resolve() == Path(DEFAULT_CONFIG_PATH).resolve()
+        if not here or not _another_tools_config(Path(path)):
             raise
         raise ConfigError(
             f"{error} ({path} is read as the config when no --config is given, being in the "
