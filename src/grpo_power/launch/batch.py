@@ -249,10 +249,12 @@ def _restore_uncollected(spec: RunSpec, log: Log) -> dict[str, Any] | None:
         return manifest
     try:
         copied = RunManifest.read(paths.completed_copy / paths.manifest.name)
-    except ValueError:  # a copy cut short: no run to put back
+        # an earlier run's copy (another length, seed or setting) is not this run
+        same = copied is not None and copied.same_run(spec.planned) is None
+    except ValueError:  # a copy cut short, or a config it records no longer valid
         return None
-    if copied is None or copied.same_run(spec.planned) is not None:
-        return None  # an earlier run's copy (another length, seed or setting): not this run
+    if not same:
+        return None
     manifest = paths.restore_completed()
     if manifest is not None:
         log(
