@@ -526,6 +526,16 @@ def test_a_fleet_of_two_parts_is_provisioned_at_their_mean_nameplate(tmp_path: P
     assert row["capacity_mw_avoided"] == pytest.approx(row["extra_gpus"] * (550.0 + host_w) / 1e6)
     page = (tmp_path / "out" / "report" / "index.html").read_text()
     assert re.search(r"each GPU provisioned at <span[^>]*>550</span> W", page)
+    # a reviewer's findings: the $ is the power of the extra GPUs, and a factor of a drawn
+    # fleet stands beside the traced GPUs' own
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", "", page)).split())
+    fleet = json.loads((tmp_path / "out" / "fleet" / "summary.json").read_text())
+    assert f"the power of {row['extra_gpus']:,} more GPUs (and their hosts) in what the" in text
+    assert row["factor_from_gpus"] != fleet["n_gpus"]  # the scaling study's, drawn
+    assert (
+        "the traced GPUs drawn with replacement as if independent; the traced fleet of "
+        f"{fleet['n_gpus']} GPU(s) itself has a factor of {fleet['factor']:.3f} x"
+    ) in text
 
 
 def test_the_planner_prices_at_an_analysts_own_figures_and_varies_each(tmp_path: Path) -> None:

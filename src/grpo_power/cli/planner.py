@@ -108,9 +108,10 @@ def planner_run(
     value = e["oversubscription"]
     typer.echo(
         f"GPU energy x PUE ({e['pue']:g}) {e['wall_kwh']:.4g} kWh, "
-        f"${e['energy_usd']:.4g}, {e['carbon_kg']:.4g} kg CO2eq; capital avoided for "
-        f"{e['fleet_gpus']:,} GPUs: ${value['capital_usd_avoided']:,.0f} (factor "
-        f"{value['factor']:.3g}x of the {value['factor_from_gpus']:,}-GPU fleet)"
+        f"${e['energy_usd']:.4g}, {e['carbon_kg']:.4g} kg CO2eq; capital avoided: "
+        f"${value['capital_usd_avoided']:,.0f}, {value['extra_gpus']:,} more GPUs in the power "
+        f"of {e['fleet_gpus']:,} (factor {value['factor']:.3g}x of the "
+        f"{value['factor_from_gpus']:,}-GPU fleet, {value['data']})"
     )
     typer.echo(f"report -> {result.report}")
     echo_notes([*result.notes, *fleet_notes(s)])

@@ -113,7 +113,8 @@ class FleetRows:
     n_gpus: int
     own: pd.Series
     scaling: pd.DataFrame
-    basis: str = ""  # what the fleet stage's fleet is made of (:func:`fleet_basis`)
+    runs: str = ""  # what the fleet stage's runs are (:func:`fleet_runs`)
+    alignment: str = "monte_carlo"  # how the fleet stage's own fleet combined them
 
     @classmethod
     def read(cls, fleet_dir: Path | str) -> FleetRows:
@@ -132,25 +133,37 @@ class FleetRows:
         )
         if fleet.empty or scaling.empty:
             raise ValueError(f"{fleet_dir}: no fleet rows at the fleet window {window_s:g} s")
-        return cls(n_gpus, fleet.iloc[0], scaling.sort_values("n_gpus"), fleet_basis(summary))
+        return cls(
+            n_gpus,
+            fleet.iloc[0],
+            scaling.sort_values("n_gpus"),
+            fleet_runs(summary),
+            str(summary.get("alignment") or "monte_carlo"),
+        )
+
+    def made_of(self, own: bool) -> str:
+        """What a studied fleet's factor comes from, for the notes of the value rows: the fleet
+        stage's runs combined as its own fleet combined them (``own``), or drawn by Monte
+        Carlo, as every fleet of the scaling study is (its GPUs draws of the traced ones, as if
+        independent); empty where the runs are not known."""
+        if not self.runs:
+            return ""
+        if own and self.alignment == "wall_clock":
+            return f"{self.runs}, aligned by wall clock"
+        return f"{self.runs}, drawn by Monte Carlo (each run repeated end to end over the horizon)"
 
 
-def fleet_basis(summary: dict[str, Any]) -> str:
-    """What the fleet stage's fleet (its ``summary.json``) is made of, for the note of the
-    economics fleet's row: its runs, how long they are, and how they were combined (the
-    capital headline rests on it: in the laptop study, tiny CPU runs of seconds)."""
+def fleet_runs(summary: dict[str, Any]) -> str:
+    """What the fleet stage's runs (its ``summary.json``) are: how many, of which model sizes,
+    how long (the capital headline rests on them: in the laptop study, tiny CPU runs of
+    seconds)."""
     runs = summary.get("run_ids") or []
     lengths_s = summary.get("source_lengths_s") or []
     span = f", {min(lengths_s):,.4g}-{max(lengths_s):,.4g} s long" if lengths_s else ""
-    combined = (
-        "aligned by wall clock"
-        if summary.get("alignment") == "wall_clock"
-        else "drawn by Monte Carlo (each run repeated end to end over the horizon)"
-    )
     sizes = summary.get("model_sizes") or []
     # tiny CPU runs drive simulated A100 power by their phases: seconds long, not a 7B run
     of = f" ({TINY_RUN_NOTE})" if sizes == ["tiny"] else f" of {', '.join(sizes)}" if sizes else ""
-    return f"the fleet stage's {len(runs)} run(s){of}{span}, {combined}"
+    return f"the fleet stage's {len(runs)} run(s){of}{span}"
 
 
 def monte_carlo_label(data: str, traced_gpus: int) -> str:
@@ -189,7 +202,7 @@ def oversubscription_table(fleet: FleetRows, nameplate_w: float, a: Assumptions)
 
     ``nameplate_w``: the GPU's board power, W (the power each GPU is provisioned at)."""
     own, scaling = fleet.own, fleet.scaling
-    rows = [value_row("fleet stage", fleet.n_gpus, own, nameplate_w, a, fleet.basis)]
+    rows = [value_row("fleet stage", fleet.n_gpus, own, nameplate_w, a, fleet.made_of(True))]
     rows += [
         value_row("scaling study", int(r["n_gpus"]), r, nameplate_w, a)
         for _, r in scaling.iterrows()
@@ -197,6 +210,7 @@ def oversubscription_table(fleet: FleetRows, nameplate_w: float, a: Assumptions)
     # the studied fleets by size, the fleet stage's own first among equal sizes; one without a
     # factor (no full window of the sizing length) is no basis while another has one
     studied = pd.DataFrame([own, *(r for _, r in scaling.iterrows())])
+    studied["own"] = [True] + [False] * len(scaling)  # the fleet stage's own fleet, or drawn
     studied = studied.sort_values("n_gpus", kind="stable")
     with_factor = studied[np.isfinite(studied["factor"].astype(float))]
     studied = with_factor if len(with_factor) else studied
@@ -210,7 +224,8 @@ def oversubscription_table(fleet: FleetRows, nameplate_w: float, a: Assumptions)
             f"no studied fleet is as small as {a.fleet_gpus:,} GPUs: the factor of the smallest "
             f"({int(basis['n_gpus']):,} GPUs), which can overstate a smaller fleet's"
         )
-    made_of = f"factor of the {int(basis['n_gpus']):,}-GPU fleet of {fleet.basis}"
-    note = "; ".join(n for n in (made_of if fleet.basis else "", note) if n)
+    runs = fleet.made_of(bool(basis["own"]))
+    made_of = f"factor of the {int(basis['n_gpus']):,}-GPU fleet of {runs}" if runs else ""
+    note = "; ".join(n for n in (made_of, note) if n)
     rows.append(value_row("economics fleet", a.fleet_gpus, basis, nameplate_w, a, note))
     return pd.DataFrame(rows)

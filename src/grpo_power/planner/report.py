@@ -81,7 +81,7 @@ ENERGY_COLS = (
     cells.Col("carbon (kg CO2eq)", "carbon_kg", ",.5f"),
     cells.Col("tokens", "tokens", ",.0f"),
     cells.Col("kWh per M tokens", "kwh_per_mtok", ",.2f"),
-    cells.Col("fleet-year MWh", "annual_mwh", ",.0f"),
+    cells.Col("fleet-year MWh (GPU energy x PUE)", "annual_mwh", ",.0f"),
     cells.Col("fleet-year energy $", "annual_energy_usd", ",.0f"),
     cells.Col("fleet-year t CO2eq", "annual_carbon_t", ",.0f"),
 )
@@ -230,11 +230,17 @@ def _write_report(folders: PlannerFolders, out: Path, config: Config) -> Path:
             summary.num("annual_energy_usd", ",.0f"),
             "; oversubscription avoids $",
             summary.num("oversubscription.capital_usd_avoided", ",.0f"),
-            " of capacity at the factor of the ",
+            " of capacity, the power of ",
+            summary.num("oversubscription.extra_gpus", ",.0f"),
+            " more GPUs (and their hosts) in what the ",
+            summary.num("fleet_gpus", ",.0f"),
+            " are provisioned for, at the factor of the ",
             summary.num("oversubscription.factor_from_gpus", ",.0f"),
             "-GPU fleet (",
             summary.num("oversubscription.factor", ".3f"),
-            " x), each GPU provisioned at ",
+            f" x; {summary.get('oversubscription.data')}",
+            *_drawn_beside_traced(summary, fleet_json),
+            "), each GPU provisioned at ",
             summary.num("nameplate_w", ",.0f"),
             f" W ({_nameplate_origin(summary)}) plus its host's share.",
             *_above_nameplate(summary),
@@ -405,6 +411,21 @@ def index_file_skipped(folders: PlannerFolders) -> str:
     index = cells.CsvFile(folders.traces / INDEX).frame
     rows = index[index["status"] == "skipped"]
     return "; ".join(f"{r['key']} ({r['reason']})" for _, r in rows.iterrows())
+
+
+def _drawn_beside_traced(summary: cells.JsonFile, fleet: cells.JsonFile) -> list[cells.Part]:
+    """Where the capital's factor is a drawn fleet's, not the traced GPUs' own (a scaling
+    study's fleet draws the traced GPUs with replacement, as if independent, which a few
+    traced GPUs can flatter): the traced fleet's own factor beside it."""
+    if summary.get("oversubscription.factor_from_gpus") == fleet.get("n_gpus"):
+        return []
+    return [
+        ": the traced GPUs drawn with replacement as if independent; the traced fleet of ",
+        fleet.num("n_gpus", ",.0f"),
+        " GPU(s) itself has a factor of ",
+        fleet.num("factor", ".3f"),
+        " x",
+    ]
 
 
 def _nameplate_origin(summary: cells.JsonFile) -> str:
