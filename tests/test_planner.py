@@ -532,6 +532,9 @@ def test_a_fleet_of_two_parts_is_provisioned_at_their_mean_nameplate(tmp_path: P
     fleet = json.loads((tmp_path / "out" / "fleet" / "summary.json").read_text())
     assert f"the power of {row['extra_gpus']:,} more GPUs (and their hosts) in what the" in text
     assert row["factor_from_gpus"] != fleet["n_gpus"]  # the scaling study's, drawn
+    fleet_table = text.split("Fleet of the traces")[1].split("source:")[0]
+    assert fleet["alignment"] == "monte_carlo"
+    assert "Monte Carlo from measured traces" in fleet_table  # it read "measured (imported)"
     assert (
         "the traced GPUs drawn with replacement as if independent; the traced fleet of "
         f"{fleet['n_gpus']} GPU(s) itself has a factor of {fleet['factor']:.3f} x"

@@ -17,6 +17,7 @@ import pandas as pd
 
 from grpo_power.atomic import merge_folder_atomic, write_text_atomic
 from grpo_power.config import Config
+from grpo_power.economics.oversubscription import monte_carlo_labelled
 from grpo_power.layout import FLEET, PLANNER_ECONOMICS, REPORT
 from grpo_power.listing import named_few
 from grpo_power.planner.discover import INDEX, NOTE_SEPARATOR
@@ -255,6 +256,9 @@ def _write_report(folders: PlannerFolders, out: Path, config: Config) -> Path:
                 "table).",
             ]
         )
+    # the figures drawn: a drawn fleet's GPUs are draws of the traced ones, labelled in the
+    # table as the economics labels them (it said "measured (imported)" of them)
+    fleet_windows.frame = monte_carlo_labelled(fleet_windows.frame, int(fleet_json.get("n_gpus")))
     unresolved, coarsest_s = unresolved_windows(
         index_file, sorted(set(fleet_windows.frame["window_s"]))
     )
