@@ -535,6 +535,8 @@ def test_a_fleet_of_two_parts_is_provisioned_at_their_mean_nameplate(tmp_path: P
     fleet_table = text.split("Fleet of the traces")[1].split("source:")[0]
     assert fleet["alignment"] == "monte_carlo"
     assert "Monte Carlo from measured traces" in fleet_table  # it read "measured (imported)"
+    cap = f"Exceedance is judged against a cap of {config.cap_w:g} W per GPU (the config's cap_w"
+    assert cap in text  # the cap was in the figures' captions only
     assert (
         "the traced GPUs drawn with replacement as if independent; the traced fleet of "
         f"{fleet['n_gpus']} GPU(s) itself has a factor of {fleet['factor']:.3f} x"

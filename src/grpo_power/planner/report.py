@@ -211,7 +211,15 @@ def _write_report(folders: PlannerFolders, out: Path, config: Config) -> Path:
             fleet_json.num("factor", ".3f"),
             " x with margin ",
             fleet_json.num("margin", "g"),
-            ".",
+            ". Exceedance is judged against a cap of ",
+            fleet_json.num("cap_w_per_gpu", "g"),
+            " W per GPU ("
+            + (
+                "planner.cap_w"
+                if config.planner.cap_w is not None
+                else "the config's cap_w; planner.cap_w or --cap-w sets the planner's own"
+            )
+            + "), the fleet's the sum over its GPUs.",
         ],
         [
             "GPU energy x PUE (PUE ",
