@@ -257,8 +257,8 @@ def test_the_fleet_of_tiny_runs_says_so_wherever_its_factor_is_shown(report: dic
     summary = json.loads((root / "fleet" / "summary.json").read_text())
     assert summary["model_sizes"] == ["tiny"]  # the fleet stage names what its runs ran
     page = _text((root / "report" / "index.html").read_text())
-    tiny = f"{len(summary['run_ids'])} run(s) of the tiny model on the CPU, not an estimate"
-    assert f"The fleet is the fleet stage's: {tiny}" in page  # the fleet figure's caption
+    tiny = f"{len(summary['run_ids'])} run(s) (tiny model on the CPU, not an estimate for GPU"
+    assert f"The fleet is made of the fleet stage's {tiny} runs)" in page  # the fleet caption
     oversubscription = pd.read_csv(root / "economics" / "oversubscription.csv")
     for scope in ("fleet stage", "economics fleet"):
         note = oversubscription[oversubscription["scope"] == scope]["note"].iloc[0]

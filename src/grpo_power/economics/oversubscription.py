@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from grpo_power.analysis.fleet.stage import fleet_runs
 from grpo_power.economics.cost import Assumptions
-from grpo_power.economics.sensitivity import TINY_RUN_NOTE
 from grpo_power.layout import FLEET
 from grpo_power.stage_files import read_csv, read_json
 
@@ -151,19 +151,6 @@ class FleetRows:
         if own and self.alignment == "wall_clock":
             return f"{self.runs}, aligned by wall clock"
         return f"{self.runs}, drawn by Monte Carlo (each run repeated end to end over the horizon)"
-
-
-def fleet_runs(summary: dict[str, Any]) -> str:
-    """What the fleet stage's runs (its ``summary.json``) are: how many, of which model sizes,
-    how long (the capital headline rests on them: in the laptop study, tiny CPU runs of
-    seconds)."""
-    runs = summary.get("run_ids") or []
-    lengths_s = summary.get("source_lengths_s") or []
-    span = f", {min(lengths_s):,.4g}-{max(lengths_s):,.4g} s long" if lengths_s else ""
-    sizes = summary.get("model_sizes") or []
-    # tiny CPU runs drive simulated A100 power by their phases: seconds long, not a 7B run
-    of = f" ({TINY_RUN_NOTE})" if sizes == ["tiny"] else f" of {', '.join(sizes)}" if sizes else ""
-    return f"the fleet stage's {len(runs)} run(s){of}{span}"
 
 
 def monte_carlo_label(data: str, traced_gpus: int) -> str:

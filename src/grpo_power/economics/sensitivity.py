@@ -21,13 +21,13 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
+from grpo_power.analysis.fleet.stage import TINY_RUN_NOTE
 from grpo_power.config import EconomicsConfig
 from grpo_power.config.carbon_region import carbon_intensity
 from grpo_power.economics.cost import Assumptions, arm_costs, savings
 
 HEADLINE_COLUMNS = ("source", "deployment", "quantity", "unit", "value", "data", "note")
 # The note of a headline row from a run-stage run with simulated power (the CPU's tiny model).
-TINY_RUN_NOTE = "tiny model on the CPU, not an estimate for GPU runs"
 
 
 def row_note(source: str, data: str) -> str:

@@ -584,7 +584,7 @@ CAPTIONS = {
     "the fleet size (middle), and the oversubscription factor nameplate / (peak x (1 + margin)) "
     "against the fleet size (right; dashed: with no margin over the mean peak, the study's "
     "reading), beside the study's {study_peak} and {study_factor} and the "
-    "published {published} results. The fleet is the fleet stage's: {fleet_runs}.",
+    "published {published} results. The fleet is made of {fleet_runs}.",
     "ppo_learning": "Training of the PPO meta-controllers (ppo and ppo+hwcap per deployment) in "
     "the simulator: episode return against environment steps where the controller stage logged "
     "it, the returns of the trained policy, a random policy and the oracle's setting on the "

@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from grpo_power.analysis.authority import STUDY_CONCURRENCY_AUTHORITY_72B
+from grpo_power.analysis.fleet.stage import fleet_runs
 from grpo_power.analysis.reference import PUBLISHED_OVERSUBSCRIPTION, STUDY_SAMPLE_PERIOD_S
 from grpo_power.atomic import merge_folder_atomic, write_text_atomic
 from grpo_power.config import Config, static_setting
@@ -199,21 +200,10 @@ def make_figures(
         draw, data = drawn[name]
         pdf, png = fig.save_figure(draw(), out / "figures", name, r.dpi)
         caption = fig.CAPTIONS[name].format(
-            gpu=gpu_names(infos), fleet_runs=fleet_runs(fleet_json), **fig.CAPTION_FIGURES
+            gpu=gpu_names(infos), fleet_runs=fleet_runs(fleet_json.data), **fig.CAPTION_FIGURES
         )
         made.append((name, title, f"{fig.data_label(data)}. {caption}", png, pdf))
     return made
-
-
-def fleet_runs(fleet: cells.JsonFile) -> str:
-    """What the fleet stage's fleet (its ``summary.json``) is made of, for the fleet figure's
-    caption: how many runs and of which model sizes (the laptop study's are tiny CPU runs, the
-    power of their phases simulated)."""
-    runs = len(fleet.get("run_ids"))
-    sizes = fleet.get("model_sizes") if fleet.has("model_sizes") else []
-    if sizes == ["tiny"]:
-        return f"{runs} run(s) of the tiny model on the CPU, not an estimate for GPU runs"
-    return f"{runs} run(s)" + (f" of {', '.join(sizes)}" if sizes else "")
 
 
 def infeasible_verdict(oracle: dict[str, Any], lowest_cap_w: float) -> str:
@@ -349,7 +339,7 @@ def _setup(
 
 def _fleet_basis(row: pd.Series) -> str:
     """``; `` and what the fleet stage's fleet is made of, from its oversubscription row's
-    note (the economics stage's ``fleet_basis``), or nothing where the row has none."""
+    note (``FleetRows.made_of``), or nothing where the row has none."""
     note = row.get("note")
     return f"; {note}" if isinstance(note, str) and note else ""
 

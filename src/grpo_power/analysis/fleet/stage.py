@@ -30,6 +30,21 @@ from grpo_power.analysis.windows import WindowCounts, window_bins_of
 from grpo_power.config import Config
 from grpo_power.layout import FLEET, WINDOWS
 
+# What a run of the tiny model stands for: its phases drive simulated power on a CPU, seconds
+# long, not a GPU run's (the economics' run rows, the fleet's notes and the report say it).
+TINY_RUN_NOTE = "tiny model on the CPU, not an estimate for GPU runs"
+
+
+def fleet_runs(summary: dict[str, Any]) -> str:
+    """What a fleet's runs (its ``summary.json``) are: how many, of which model sizes, how long
+    (the capital headline rests on them: in the laptop study, tiny CPU runs of seconds)."""
+    runs = summary.get("run_ids") or []
+    lengths_s = summary.get("source_lengths_s") or []
+    span = f", {min(lengths_s):,.4g}-{max(lengths_s):,.4g} s long" if lengths_s else ""
+    sizes = summary.get("model_sizes") or []
+    of = f" ({TINY_RUN_NOTE})" if sizes == ["tiny"] else f" of {', '.join(sizes)}" if sizes else ""
+    return f"the fleet stage's {len(runs)} run(s){of}{span}"
+
 
 @dataclass
 class FleetResult:
