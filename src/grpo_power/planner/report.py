@@ -312,7 +312,11 @@ def _write_report(folders: PlannerFolders, out: Path, config: Config) -> Path:
                 ),
                 out,
             ),
-            *([html.bullet_list([unresolved], out, css="note")] if unresolved else []),
+            *[
+                html.bullet_list([note], out, css="note")
+                for note in (unresolved, repeated_windows(fleet_json, fleet_windows.frame))
+                if note
+            ],
             key="fleet",
         ),
         html.section(
@@ -397,6 +401,36 @@ def unresolved_windows(
         "each sample is held for its period, so a peak shorter than the period can fall between "
         "samples, and those rows can understate the fleet's short peaks.",
     ], coarsest_s
+
+
+def repeated_windows(fleet: cells.JsonFile, windows: pd.DataFrame) -> list[cells.Part]:
+    """What a Monte Carlo fleet's rows (``windows``, the fleet table) rest on where each draw's
+    timeline (the fleet summary's ``horizon_s``) is longer than a trace: the traces repeated end
+    to end, and the windows longer than every trace resting on that repetition alone, as a
+    paragraph ([] for a wall-clock fleet, or one whose traces all span the timeline)."""
+    lengths_s = [float(x) for x in fleet.data.get("source_lengths_s") or []]
+    horizon_s = fleet.data.get("horizon_s")
+    if fleet.get("alignment") != "monte_carlo" or not lengths_s or horizon_s is None:
+        return []
+    if float(horizon_s) <= min(lengths_s):
+        return []
+    longest_s = max(lengths_s)
+    beyond = [float(w) for w in windows["window_s"] if float(w) > longest_s]
+    every = "every trace" if float(horizon_s) > longest_s else "a trace"
+    spans = f"{min(lengths_s):g}-{longest_s:g}" if min(lengths_s) < longest_s else f"{longest_s:g}"
+    note: list[cells.Part] = [
+        "Each draw's timeline (",
+        fleet.num("horizon_s", "g"),
+        f" s, fleet.horizon_s) is longer than {every} ({spans} s of complete bins): the "
+        "traces are repeated end to end to fill it, each treated as periodic, an assumption, "
+        "not a measurement",
+    ]
+    if beyond:
+        note.append(
+            f"; the {', '.join(f'{w:g}' for w in beyond)} s row(s) are longer than every trace "
+            "and rest on that repetition alone"
+        )
+    return [*note, "."]
 
 
 def import_notes(imported: pd.DataFrame) -> list[str]:
