@@ -1155,6 +1155,15 @@ def test_traces_shorter_than_the_sizing_window_say_the_factor_repeats_them(
         "end over a 600 s timeline: an assumption"
     )
     assert f"note: {note}" in " ".join(result.output.split())
+    # the capital's factor is the scaling fleet's, drawn from one traced GPU: the line says so
+    # and gives the traced fleet's own (it gave the drawn 4,096-GPU fleet's alone)
+    economics = json.loads((out / "economics" / "summary.json").read_text())
+    assert economics["oversubscription"]["factor_from_gpus"] > summary["n_gpus"] == 1
+    assert (
+        f"the traced GPUs drawn with replacement as if independent; the traced fleet's own "
+        f"factor is {summary['factor']:.3g}x)"
+    ) in " ".join(result.output.split())
+    assert "fleet of 1 GPU by monte_carlo alignment" in result.output
     page = " ".join(html.unescape((out / "report" / "index.html").read_text()).split())
     assert note[0].upper() + note[1:] in page
     page = re.sub("<[^>]+>", "", page)  # a number's provenance span

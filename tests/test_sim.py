@@ -461,6 +461,28 @@ def test_completion_lengths_are_fitted_from_step_totals_and_longest(median, sigm
     assert fit["completion_tokens_sigma"] == pytest.approx(sigma, abs=0.1)
 
 
+def test_completion_lengths_that_run_the_fit_to_its_bound_are_not_identifiable():
+    """A tiny random-weight model's steps (the laptop study's real sweep): a few completions
+    end early, most run to max new tokens. The fit ran to its sigma bound (a median of 447
+    tokens, sigma 2.0, for limits of 8 to 64) and was written as identifiable, and identify
+    told the user to simulate it."""
+    steps = pd.DataFrame(
+        [(32, total, 32, 32) for total in (952, 1015, 927, 972, 1023, 962)]
+        + [(32, total, 64, 64) for total in (1824, 1907, 1878)]
+        + [(64, total, 32, 32) for total in (1929, 2021, 2048)]
+        + [(32, total, 8, 8) for total in (251, 256, 248)]
+        + [(8, total, 32, 32) for total in (232, 256, 235)],
+        columns=["sequences", "completion_tokens", "max_completion_tokens", "max_new_tokens"],
+    )
+    fit = fit_completion_lengths(steps)
+    assert not fit["identifiable"]
+    assert fit["reason"].startswith("the fit runs to its bound (")
+    assert (
+        "the completions ran to 95% of max new tokens (15 of 18 steps had one end early)"
+        in (fit["reason"])
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # schedules: a cap that changes, completions that end earlier, derating
 

@@ -99,7 +99,8 @@ def planner_run(
     label = " (SIMULATED power)" if s["simulated"] else ""
     typer.echo(
         f"planner: {result.traces} trace(s), {e['gpus']} GPU(s) ({result.skipped} file(s) "
-        f"skipped){label}; fleet of {s['n_gpus']} GPUs by {s['alignment']} alignment"
+        f"skipped){label}; fleet of {s['n_gpus']} GPU{'' if s['n_gpus'] == 1 else 's'} by "
+        f"{s['alignment']} alignment"
     )
     typer.echo(
         f"fleet peak {100 * s['peak_share_sizing']:.1f} % of nameplate at {s['window_s']:g} s: "
@@ -111,7 +112,14 @@ def planner_run(
         f"${e['energy_usd']:.4g}, {e['carbon_kg']:.4g} kg CO2eq; capital avoided: "
         f"${value['capital_usd_avoided']:,.0f}, {value['extra_gpus']:,} more GPUs in the power "
         f"of {e['fleet_gpus']:,} (factor {value['factor']:.3g}x of the "
-        f"{value['factor_from_gpus']:,}-GPU fleet, {value['data']})"
+        f"{value['factor_from_gpus']:,}-GPU fleet, {value['data']}"
+        + (
+            ""
+            if value["factor_from_gpus"] == s["n_gpus"]
+            else f": the traced GPUs drawn with replacement as if independent; the traced "
+            f"fleet's own factor is {s['factor']:.3g}x"
+        )
+        + ")"
     )
     typer.echo(f"report -> {result.report}")
     echo_notes([*result.notes, *fleet_notes(s)])

@@ -13,7 +13,8 @@ the cap), the same code that scores the arms. When the workload or the cap chang
 run (a schedule), each segment is judged on its own samples and gets its own best setting.
 
 The full product of every integer value of every actuator (and the limits) is too large to
-simulate (7b: 32 x 57 x 8 x 9 settings x 5 limits), so the search is:
+simulate (7b: 32 x 57 x 8 x 9 settings x 6 limits: 5 shares of the cap and none), so the
+search is:
 
 1. screen the product of the generation actuators' levels (``GRID_ACTUATORS``, each
    ``ActuatorBounds.levels()``: bounds and powers of two) x the power limits, the training chunk

@@ -313,6 +313,11 @@ def _on_rows(rows: np.ndarray, values: np.ndarray) -> np.ndarray:
     return out
 
 
+# the widest lognormal spread of completion lengths a fit may take (a sigma of 2 spans a factor
+# of 7 either side of the median in one sd: wider is no distribution a run's steps can pin down)
+SIGMA_MAX = 2.0
+
+
 def fit_completion_lengths(steps: Any) -> dict[str, Any]:
     """The completion-length distribution of measured steps, in the simulator's model
     (``sim/step_model.py``: ``expected_completion_lengths``, lognormal about the end-of-sequence
@@ -325,9 +330,11 @@ def fit_completion_lengths(steps: Any) -> dict[str, Any]:
 
     Returns:
         ``identifiable``: False when no completion ended before max new tokens (a random-weight
-        model never samples end of sequence; ``reason`` says so); else ``completion_tokens``
-        (the median, tokens) and ``completion_tokens_sigma`` fitted by least squares on the log
-        of each step's total and longest completion, with the relative RMS residual of each.
+        model never samples end of sequence), or when the fit runs to a bound of its median or
+        spread (a few early ends do not pin it down; ``reason`` says which); else
+        ``completion_tokens`` (the median, tokens) and ``completion_tokens_sigma`` fitted by
+        least squares on the log of each step's total and longest completion, with the relative
+        RMS residual of each.
     """
     from scipy.optimize import least_squares
 
@@ -359,7 +366,22 @@ def fit_completion_lengths(steps: Any) -> dict[str, Any]:
 
     start = [math.log(float(np.median(total / n))), 0.5]
     high = math.log(10.0 * float(limit.max()))
-    fit = least_squares(residuals, start, bounds=([0.0, 0.0], [high, 2.0]))
+    low_x, high_x = np.array([0.0, 0.0]), np.array([high, SIGMA_MAX])
+    fit = least_squares(residuals, start, bounds=(low_x, high_x))
+    near = 1e-3 * (high_x - low_x)  # within this of a bound is at it (a solver's last digits)
+    if ((fit.x - low_x < near) | (high_x - fit.x < near)).any():
+        early = int(np.count_nonzero(total < n * limit))
+        share = float(total.sum() / (n * limit).sum())
+        return {
+            **out,
+            "identifiable": False,
+            "reason": f"the fit runs to its bound (median {math.exp(fit.x[0]):.0f} tokens, "
+            f"lognormal sigma {fit.x[1]:.2f}; bounds: a median of 1 to {math.exp(high):.0f} "
+            f"tokens, sigma 0 to {SIGMA_MAX:g}): the completions ran to {share:.0%} of max new "
+            f"tokens ({early} of {len(rows)} steps had one end early), which no lognormal about "
+            "an end-of-sequence length describes (a model that rarely samples end of sequence: "
+            "random weights?), so sim.completion_tokens stays as configured",
+        }
     sums, tops = predicted(fit.x)
     return {
         **out,
