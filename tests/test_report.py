@@ -29,7 +29,7 @@ from typer.testing import CliRunner
 from grpo_power.cli import app
 from grpo_power.layout import REAL_TRACES_FIGURE, REPORT_FIGURES
 from grpo_power.report.cells import Num, data_label, with_unit
-from grpo_power.report.evaluation import same_runs, schedule_phrase
+from grpo_power.report.evaluation import edge_verdicts, same_runs, schedule_phrase
 from grpo_power.report.inputs import run_power
 from grpo_power.report.stage import infeasible_verdict
 from tests.conftest import REPO, build_stage_outputs, missing_requirement, real_traces
@@ -343,6 +343,35 @@ def test_arms_whose_runs_coincide_are_named_under_the_evaluation() -> None:
         (one_seed_apart["arm"] == "oracle+hwcap") & (one_seed_apart["seed"] == 1), "energy_j"
     ] += 1.0
     assert same_runs(one_seed_apart) == []
+
+
+def test_verdicts_on_the_budgets_edge_are_named_under_the_evaluation() -> None:
+    """A reviewer found 14b's fixed arm "within budget" at 1.998 % and 72b's "outside" at
+    2.010 %, both with intervals across the 2 % budget: the verdict is the mean's, unsaid."""
+    summary = pd.DataFrame(
+        [
+            ("14b", "fixed", 0.01998, 0.0198, 0.0202, True),
+            ("14b", "threshold", 0.0070, 0.0068, 0.0073, True),
+            ("72b", "fixed", 0.02010, 0.0198, 0.0204, False),
+            ("72b", "uncontrolled", 0.0552, 0.0548, 0.0556, False),
+            ("7b", "fixed-safe", 0.0190, 0.0180, 0.0200, True),  # its interval ends at the budget
+        ],
+        columns=[
+            "deployment",
+            "arm",
+            "violation_rate",
+            "violation_rate_ci_low",
+            "violation_rate_ci_high",
+            "within_budget",
+        ],
+    )
+    assert edge_verdicts(summary, 0.02, "95 %") == [
+        "On 14b the 95 % interval of the violation rate spans the 2 % budget for fixed 1.998 % "
+        "[1.98, 2.02], within: the verdict is the mean's, and other seeds may give the other one",
+        "On 72b the 95 % interval of the violation rate spans the 2 % budget for fixed 2.010 % "
+        "[1.98, 2.04], outside: the verdict is the mean's, and other seeds may give the other "
+        "one",
+    ]
 
 
 def test_data_labels_and_dollars_read_as_written() -> None:

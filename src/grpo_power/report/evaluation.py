@@ -89,6 +89,32 @@ def same_runs(metrics: pd.DataFrame) -> list[str]:
     ]
 
 
+def edge_verdicts(summary: pd.DataFrame, budget: float, interval: str) -> list[str]:
+    """Arms whose verdict on the violation budget rests on the mean alone (``summary``: the
+    evaluate stage's ``summary.csv``; ``budget``: its violation budget, a share): the interval
+    of their violation rate over seeds spans the budget, so other seeds may give the other
+    verdict. One line per deployment with such arms ([] where every interval is on one side)."""
+    lines = []
+    for deployment, rows in summary.groupby("deployment", sort=False):
+        edge = rows[
+            (rows["violation_rate_ci_low"] <= budget) & (budget < rows["violation_rate_ci_high"])
+        ]
+        if edge.empty:
+            continue
+        arms = "; ".join(
+            f"{r.arm} {100 * r.violation_rate:.3f} % "
+            f"[{100 * r.violation_rate_ci_low:.2f}, {100 * r.violation_rate_ci_high:.2f}], "
+            + ("within" if r.within_budget else "outside")
+            for r in edge.itertuples()
+        )
+        lines.append(
+            f"On {deployment} the {interval} interval of the violation rate spans the "
+            f"{100 * budget:g} % budget for {arms}: the verdict is the mean's, and other seeds "
+            "may give the other one"
+        )
+    return lines
+
+
 def evaluation_tables(evaluation: Evaluation, key: str, what: str) -> list[cells.Table]:
     """The arm table and the ratio table of one evaluation; ``key`` prefixes the tables' anchors
     and ``what`` names the evaluation in their titles."""
@@ -114,7 +140,18 @@ def evaluation_tables(evaluation: Evaluation, key: str, what: str) -> list[cells
             evaluation.summary,
             tab.EVALUATION_COLS,
             ["deployment", "arm"],
-            note=[*budget, *(f" {line}." for line in same_runs(evaluation.metrics.frame))],
+            note=[
+                *budget,
+                *(
+                    f" {line}."
+                    for line in edge_verdicts(
+                        evaluation.summary.frame,
+                        float(evaluation.summary_json.get("objective.violation_budget")),
+                        interval,
+                    )
+                ),
+                *(f" {line}." for line in same_runs(evaluation.metrics.frame)),
+            ],
         ),
         cells.csv_table(
             f"{key}ratios",
