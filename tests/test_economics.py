@@ -352,6 +352,17 @@ def test_where_the_planners_nameplate_came_from() -> None:
     )
     assert nameplate_origin(notes) == "the config's gpu.nameplate_w"
     assert nameplate_origin("x.csv: timestamps read as local time") == FROM_THE_TRACES
+    # a DCGM log names its part, not its board power: the part's default (it read "from the
+    # traces themselves (the log's power limit, ...)")
+    part = (
+        "x.csv: no power.default_limit: nameplate 400 W, the default board power of NVIDIA "
+        "A100-SXM4-80GB (boards of 500 W exist: give --nameplate-w) | x.csv: 3 gaps"
+    )
+    assert nameplate_origin(part) == "the default board power of NVIDIA A100-SXM4-80GB"
+    enforced = "x.csv: no power.default_limit, and X is neither ...: nameplate 350 W, the highest "
+    assert nameplate_origin(enforced + "enforced power limit (...)") == (
+        "the highest enforced power limit"
+    )
 
 
 def test_hours_in_year() -> None:

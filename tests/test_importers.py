@@ -260,6 +260,38 @@ def test_a_dcgm_csv_of_several_hosts_tells_their_gpus_apart(tmp_path: Path) -> N
     assert meta.host == "b2" and "gpu_ids" not in meta.model_extra
 
 
+def test_a_gpu_whose_exporter_moved_hosts_stays_one_gpu_by_its_uuid(tmp_path: Path) -> None:
+    """A dcgm-exporter pod rescheduled part way (Kubernetes): its Hostname label changes, each
+    GPU's UUID does not. The GPUs were (host, index) pairs, 2 GPUs read as 4 whose UUIDs
+    clashed and were dropped, and the planner's fleet then found no bin where all 4 had
+    readings and stopped the whole run. Each UUID is one GPU, named by its first host."""
+    log = tmp_path / "node04.csv"
+    rows = [
+        f"2026-11-01T10:00:{s:02d}Z,{'exp-a' if s < 3 else 'exp-b'},{g},GPU-{g}aa,{200 + g + s}"
+        for s in range(6)
+        for g in (0, 1)
+    ]
+    log.write_text("timestamp,Hostname,gpu,UUID,DCGM_FI_DEV_POWER_USAGE\n" + "\n".join(rows) + "\n")
+    frame, meta = import_log(log, "dcgm", nameplate_w=400.0)
+    assert sorted(frame["gpu"].unique()) == [0, 1]
+    assert meta.gpu_uuids == {"0": "GPU-0aa", "1": "GPU-1aa"}
+    assert meta.model_extra["gpu_ids"] == {"0": "exp-a:0", "1": "exp-a:1"}
+    assert frame[frame["gpu"] == 1]["power_w"].tolist() == [201.0 + s for s in range(6)]
+    (note,) = [n for n in meta.model_extra["notes"] if "names in column" in n]
+    assert "2 names in column 'Hostname', 2 GPU UUID(s) under more than one" in note
+    # two hosts' GPUs, each under its own host throughout, stay two hosts' GPUs
+    two = tmp_path / "two.csv"
+    two.write_text(
+        log.read_text()
+        .replace("exp-b,0,GPU-0aa", "exp-b,0,GPU-0bb")
+        .replace("exp-b,1,GPU-1aa", "exp-b,1,GPU-1bb")
+        .replace("exp-a,0,GPU-0aa", "exp-a,0,GPU-0aa")
+    )
+    frame, meta = import_log(two, "dcgm", nameplate_w=400.0)
+    assert sorted(frame["gpu"].unique()) == [0, 1, 2, 3]
+    assert meta.gpu_uuids == {"0": "GPU-0aa", "1": "GPU-1aa", "2": "GPU-0bb", "3": "GPU-1bb"}
+
+
 def test_a_log_without_an_index_names_its_gpus_by_bus_id_or_uuid(tmp_path: Path) -> None:
     """NVIDIA's example queries log pci.bus_id, not index: GPUs are numbered in bus order and
     named in the metadata; a log naming GPUs in no way is refused, saying which columns do."""

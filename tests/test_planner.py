@@ -1051,6 +1051,98 @@ def test_planner_run_names_the_traces_left_out_of_the_fleet_and_why(tmp_path: Pa
     assert "bins.parquet" not in error
 
 
+def test_a_log_whose_gpus_were_logged_one_after_another_is_left_out_not_fatal(
+    tmp_path: Path,
+) -> None:
+    """One DCGM CSV of two hosts, the second logged after the first had stopped: its GPUs have
+    no bin in common, and `planner run` stopped on "no bin where all 2 GPUs have data", naming
+    its own bins file, for the whole folder. That log is left out of the fleet, named, and why."""
+    folder, out = tmp_path / "logs", tmp_path / "out"
+    _trace_csv(folder / "node.csv", {0: np.full(600, 300.0), 1: np.full(600, 250.0)}, 1.8e9)
+    rows = [
+        f"2027-01-15T08:{m:02d}:{s:02d}Z,{host},0,{240 + s}"
+        for host, m in (("a1", 0), ("b2", 5))
+        for s in range(30)
+    ]
+    (folder / "handover.csv").write_text(
+        "timestamp,Hostname,gpu,DCGM_FI_DEV_POWER_USAGE\n" + "\n".join(rows) + "\n"
+    )
+    result = CliRunner().invoke(app, ["planner", "run", str(folder), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert (
+        f"left out of the fleet: handover ({folder}/handover.csv: no 0.5 s energy bin where all "
+        "of its GPUs have a reading: 60 sample(s) of 2 GPU(s) over 329 s (its GPUs logged at "
+        "different times: split the log by host or GPU))"
+    ) in said
+    fleet = json.loads((out / "fleet" / "summary.json").read_text())
+    assert fleet["n_gpus"] == 2  # the node's
+
+
+def test_a_wall_clock_fleet_says_which_time_it_is_of_and_reads_its_one_peak(
+    tmp_path: Path,
+) -> None:
+    """A planner found the wall-clock fleet of 128 GPUs was the 2.83 h every trace shared, set
+    by a log that started late, while the energy counted every log's 3-5 h: unsaid. And its one
+    draw's peak read "(sizing quantile 0.95)" and "peak share % (mean)", both its highest
+    window. The fleet says its time and which traces bound it, and reads its peak as such."""
+    folder, out = tmp_path / "logs", tmp_path / "out"
+    t0 = 1.8e9  # 2027-01-15 08:00:00 UTC
+    _trace_csv(folder / "early.csv", {0: np.full(900, 300.0)}, t0)
+    _trace_csv(folder / "late.csv", {0: np.full(900, 250.0)}, t0 + 120)
+    result = CliRunner().invoke(app, ["planner", "run", str(folder), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    fleet = json.loads((out / "fleet" / "summary.json").read_text())
+    assert fleet["alignment"] == "wall_clock"
+    note = (
+        "the wall-clock fleet is the time every trace covers: 2027-01-15 08:02:00 to 08:14:59 "
+        "UTC (0.22 h), from the start of late (the last to start) to the end of early (the first "
+        "to end); its peaks and factor are of that time, the energy and cost of each trace's "
+        "whole span"
+    )
+    assert f"note: {note}" in " ".join(result.output.split())
+    page = html.unescape(re.sub(r"<[^>]+>", " ", (out / "report" / "index.html").read_text()))
+    page = " ".join(page.split())
+    assert note[0].upper() + note[1:] in page
+    assert "% of nameplate in its highest 30 s window, so it can be" in page
+    assert "sizing quantile" not in page and "peak share % (mean)" not in page
+    assert "peak share % (highest window)" in page
+
+
+def test_a_failed_or_empty_prometheus_answer_is_not_passed_over_in_silence(
+    tmp_path: Path,
+) -> None:
+    """A Prometheus answer saved from a failed query (too fine a step) or one that matched no
+    series was skipped as "not a Prometheus query result", the run exiting 0 without that node
+    and saying nothing. The failed one is an error naming the file and Prometheus's reason; the
+    empty one is skipped for what it is, which `planner run` says."""
+    folder, out = tmp_path / "logs", tmp_path / "out"
+    _trace_csv(folder / "node.csv", {0: np.full(600, 300.0)}, 1.8e9)
+    (folder / "node07.json").write_text(
+        '{"status": "success", "data": {"resultType": "matrix", "result": []}}'
+    )
+    result = CliRunner().invoke(app, ["planner", "run", str(folder), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert (
+        "note: skipped: node07 (a Prometheus query result with no series (a selector or time "
+        "range that matched nothing): query the DCGM power field over the logged time) (every "
+        f"reason: {out}/traces/index.csv)"
+    ) in " ".join(result.output.split())
+    (folder / "node07.json").write_text(
+        '{"status": "error", "errorType": "bad_data", "error": "exceeded maximum resolution of '
+        '11,000 points per timeseries. Try decreasing the query resolution (?step=XX)"}'
+    )
+    result = CliRunner().invoke(app, ["planner", "run", str(folder), "--out", str(out)])
+    assert result.exit_code == 2
+    (error,) = [line for line in result.output.splitlines() if line.startswith("error")]
+    assert error == (
+        f"error: {folder}/node07.json: status: expected 'success' (a query's answer with its "
+        "series), got 'error': bad_data: exceeded maximum resolution of 11,000 points per "
+        "timeseries. Try decreasing the query resolution (?step=XX); query again and save the "
+        "answer"
+    )
+
+
 def test_replanning_into_a_folder_keeps_only_its_traces_and_refuses_a_fleet_of_others(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1213,7 +1305,7 @@ def test_the_planner_report_states_the_files_settings_and_captions_what_is_drawn
     assert (fleet["window_s"], fleet["margin"], fleet["peak_quantile"]) == (30.0, 0.1, 0.95)
     page = html.unescape(re.sub(r"<[^>]+>", "", (tmp_path / "report" / "index.html").read_text()))
     page = " ".join(page.split())
-    assert "at the 30 s window (sizing quantile 0.95)" in page
+    assert "at the 30 s window (sizing quantile 0.95 of its draws)" in page
     assert "x with margin 0.1." in page
     assert f"a fleet of {economics['fleet_gpus']:,} such GPUs running 8,760 h a year" in page
     assert f"a fleet of {fleet['n_gpus']} GPUs by monte_carlo" in page

@@ -21,6 +21,8 @@ from grpo_power.cli.base import (
     user_errors,
 )
 from grpo_power.config import DEFAULT_CONFIG_PATH, Config
+from grpo_power.layout import PLANNER_TRACES, PlannerLayout
+from grpo_power.listing import named_few
 
 TracesArgument = Annotated[
     Path | None,
@@ -98,7 +100,7 @@ def planner_run(
     s, e = result.fleet.summary, result.economics
     label = " (SIMULATED power)" if s["simulated"] else ""
     typer.echo(
-        f"planner: {result.traces} trace(s), {e['gpus']} GPU(s) ({result.skipped} file(s) "
+        f"planner: {result.traces} trace(s), {e['gpus']} GPU(s) ({len(result.skipped)} file(s) "
         f"skipped){label}; fleet of {s['n_gpus']} GPU{'' if s['n_gpus'] == 1 else 's'} by "
         f"{s['alignment']} alignment"
     )
@@ -122,7 +124,15 @@ def planner_run(
         + ")"
     )
     typer.echo(f"report -> {result.report}")
-    echo_notes([*result.notes, *fleet_notes(s)])
+    skipped = (
+        [
+            f"skipped: {named_few(result.skipped, sep='; ', more='more skipped')} (every reason: "
+            f"{PlannerLayout(Path(out)).traces / PLANNER_TRACES.index})"
+        ]
+        if result.skipped
+        else []
+    )
+    echo_notes([*result.notes, *fleet_notes(s), *skipped])
 
 
 @planner_app.command("import")

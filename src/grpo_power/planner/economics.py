@@ -125,7 +125,13 @@ def trace_records(
 
 
 # the import's note on a nameplate it did not read from the log (planner.discover, telemetry)
-_NAMEPLATE_FROM = re.compile(r"nameplate [0-9.]+ W from ([^:|]+)")
+# the import's notes of a nameplate not in the log: "nameplate 400 W from the config's ...",
+# "nameplate 400 W, the default board power of NVIDIA A100-SXM4-80GB (boards of ...)",
+# "nameplate 350 W, the highest enforced power limit (...)"
+_NAMEPLATE_FROM = re.compile(
+    r"nameplate [0-9.]+ W(?: from ([^:|]+)|, (the default board power of [^(|]+|the highest "
+    r"enforced power limit))"
+)
 # where a nameplate came from when the import noted nothing: the log or the trace gave it
 FROM_THE_TRACES = "the traces themselves (the log's power limit, or the trace's metadata)"
 
@@ -135,7 +141,7 @@ def nameplate_origin(notes: str) -> str:
     (e.g. ``the config's gpu.nameplate_w``) where it took it from elsewhere than the log, else
     :data:`FROM_THE_TRACES`."""
     found = _NAMEPLATE_FROM.search(notes)
-    return found.group(1).strip() if found else FROM_THE_TRACES
+    return (found.group(1) or found.group(2)).strip() if found else FROM_THE_TRACES
 
 
 def priced(records: pd.DataFrame, a: Assumptions) -> pd.DataFrame:

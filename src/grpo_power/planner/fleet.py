@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 from grpo_power.analysis.fleet import FleetResult, analyze_fleet, read_run_bins, write_fleet
 from grpo_power.analysis.fleet.inputs import RunBins
 from grpo_power.analysis.fleet.same_gpus import gpu_set, join_same_gpus
-from grpo_power.analysis.fleet.wall_clock import coverage_note
+from grpo_power.analysis.fleet.wall_clock import coverage_note, span_note
 from grpo_power.config import Config
 from grpo_power.layout import FLEET
 from grpo_power.listing import named_few
@@ -75,8 +75,8 @@ def fleet_of_traces(
             the bins where every GPU has a reading hold no whole sizing window.
     """
     runs = [(path, read_run_bins(path)) for path in window_outputs]
-    usable = [(path, run) for path, run in runs if run.bin_range is not None]
-    left_out = [_left_out(run, sources or {}) for _, run in runs if run.bin_range is None]
+    usable = [(path, run) for path, run in runs if _summable(run)]
+    left_out = [_left_out(run, sources or {}) for _, run in runs if not _summable(run)]
     if not usable:
         named = named_few(
             [f"{entry['source']}: {entry['reason']}" for entry in left_out], JOINED_NAMED, "; "
@@ -111,11 +111,17 @@ def fleet_of_traces(
     return result
 
 
+def _summable(run: RunBins) -> bool:
+    """Whether a fleet can sum ``run``: it has a complete energy bin, and one where every one of
+    its GPUs has a reading (a log of several hosts logged one after another has none)."""
+    return run.bin_range is not None and run.complete_bins != 0
+
+
 def _left_out(run: RunBins, sources: Mapping[str, str]) -> dict[str, str]:
-    """A run without a complete energy bin, as the fleet summary's ``left_out`` names it: its
-    ``run_id``, the ``source`` it was read from (``sources``' entry for it, else the log its
-    trace was imported from, else the trace) and the ``reason``: how many samples over how long
-    its trace holds."""
+    """A run without a complete energy bin, or without one where all its GPUs have a reading,
+    as the fleet summary's ``left_out`` names it: its ``run_id``, the ``source`` it was read from
+    (``sources``' entry for it, else the log its trace was imported from, else the trace) and
+    the ``reason``: how many samples over how long its trace holds."""
     trace = Path(str(run.info.get("trace", run.path)))
     source, held = str(trace), ""
     try:
@@ -127,11 +133,13 @@ def _left_out(run: RunBins, sources: Mapping[str, str]) -> dict[str, str]:
         source = str(raw.get("imported_from") or source)
         span_s = float(t["t"].max() - t["t"].min()) if len(t) else 0.0
         held = f": {len(t):,} sample(s) of {t['gpu'].nunique()} GPU(s) over {span_s:g} s"
-    return {
-        "run_id": run.run_id,
-        "source": sources.get(run.run_id, source),
-        "reason": f"no complete {run.bin_s:g} s energy bin{held} (too short, or cut by gaps)",
-    }
+    reason = f"no complete {run.bin_s:g} s energy bin{held} (too short, or cut by gaps)"
+    if run.bin_range is not None:
+        reason = (
+            f"no {run.bin_s:g} s energy bin where all of its GPUs have a reading"
+            f"{held} (its GPUs logged at different times: split the log by host or GPU)"
+        )
+    return {"run_id": run.run_id, "source": sources.get(run.run_id, source), "reason": reason}
 
 
 def _drawn_note(runs: Sequence[RunBins], summary: dict[str, Any]) -> str | None:
@@ -222,7 +230,12 @@ def fleet_notes(summary: dict[str, Any]) -> list[str]:
         )
     extra = [
         note
-        for note in (coverage_note(summary), summary.get("sizing_note"), summary.get("cap_note"))
+        for note in (
+            span_note(summary),
+            coverage_note(summary),
+            summary.get("sizing_note"),
+            summary.get("cap_note"),
+        )
         if note
     ]
     return left_out + joined + summary.get("gpu_notes", []) + extra

@@ -70,6 +70,16 @@ FLEET_COLS = (
     cells.Col("factor (x)", "factor", ".3f"),
     cells.Col("data", "data"),
 )
+# a wall-clock fleet is one draw, the traced time itself: its mean and sizing peak are both its
+# highest window, and a quantile of draws names nothing
+WALL_CLOCK_FLEET_COLS = (
+    cells.Col("window (s)", "window_s", "g"),
+    cells.Col("windows", "windows_per_draw", ",.0f"),
+    cells.Col("exceedance of the fleet cap", "exceedance_mean", ".4f"),
+    cells.Col("peak share % (highest window)", "peak_share_sizing", ".1f", 100.0),
+    cells.Col("factor (x)", "factor", ".3f"),
+    cells.Col("data", "data"),
+)
 ENERGY_COLS = (
     cells.Col("trace", "deployment"),
     cells.Col("data", "data"),
@@ -164,6 +174,7 @@ def _write_report(folders: PlannerFolders, out: Path, config: Config) -> Path:
     index_file.frame = labelled[labelled["status"] == "imported"]
     cap_w = float(fleet_json.get("cap_w_per_gpu"))
     window_s = float(fleet_json.get("window_s"))
+    wall_clock = fleet_json.get("alignment") == "wall_clock"
     drawn_note = ""
     if len(imported) > DRAWN_TRACES:
         drawn_note = (
@@ -203,11 +214,18 @@ def _write_report(folders: PlannerFolders, out: Path, config: Config) -> Path:
             *_gpus(fleet_json.num("n_gpus", ",.0f")),
             f" by {fleet_json.get('alignment')} alignment peaks at ",
             fleet_json.num("peak_share_sizing", ".1f", 100.0),
-            " % of nameplate at the ",
-            fleet_json.num("window_s", "g"),
-            " s window (sizing quantile ",
-            fleet_json.num("peak_quantile", "g"),
-            "), so it can be oversubscribed by a factor of ",
+            *(
+                [" % of nameplate in its highest ", fleet_json.num("window_s", "g"), " s window"]
+                if wall_clock
+                else [
+                    " % of nameplate at the ",
+                    fleet_json.num("window_s", "g"),
+                    " s window (sizing quantile ",
+                    fleet_json.num("peak_quantile", "g"),
+                    " of its draws)",
+                ]
+            ),
+            ", so it can be oversubscribed by a factor of ",
             fleet_json.num("factor", ".3f"),
             " x with margin ",
             fleet_json.num("margin", "g"),
@@ -308,7 +326,11 @@ def _write_report(folders: PlannerFolders, out: Path, config: Config) -> Path:
             "Fleet",
             html.table_html(
                 cells.csv_table(
-                    "fleet", "Fleet of the traces", fleet_windows, FLEET_COLS, ["window_s"]
+                    "fleet",
+                    "Fleet of the traces",
+                    fleet_windows,
+                    WALL_CLOCK_FLEET_COLS if wall_clock else FLEET_COLS,
+                    ["window_s"],
                 ),
                 out,
             ),

@@ -36,7 +36,7 @@ class PlannerResult:
     fleet: FleetResult
     economics: dict[str, Any]
     traces: int
-    skipped: int
+    skipped: list[str]  # each skipped file of the folder, "key (why)"
     notes: list[str]  # what the import inferred or repaired, one note each
 
 
@@ -82,5 +82,5 @@ def run_planner(
         steps.update()
         report = planner_report(folders, layout.report, config)
         steps.update()
-    notes = import_notes(imported)
-    return PlannerResult(report, fleet, economics, len(keys), len(index) - len(keys), notes)
+    skipped = [f"{r.key} ({r.reason})" for r in index[index["status"] == "skipped"].itertuples()]
+    return PlannerResult(report, fleet, economics, len(keys), skipped, import_notes(imported))

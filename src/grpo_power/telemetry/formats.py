@@ -90,7 +90,15 @@ def _json_kind(path: Path) -> tuple[str | None, str]:
     """A ``.json`` (or ``.jsonl``) file's format (or why it is skipped): a Prometheus query
     result or a JSON-lines export of series (its first series' ``metric`` and ``values`` near the
     start) holding DCGM power series, or not a trace."""
-    if not _prometheus_shaped(_first_line(path, whole=False)):
+    head = _first_line(path, whole=False)
+    if re.search(r'"status"\s*:\s*"error"', head):
+        return "prometheus", ""  # a failed query's answer: its reader says why, naming the file
+    if re.search(r'"result"\s*:\s*\[\s*\]', head):
+        return None, (
+            "a Prometheus query result with no series (a selector or time range that matched "
+            "nothing): query the DCGM power field over the logged time"
+        )
+    if not _prometheus_shaped(head):
         return None, "a .json file that is not a Prometheus query result"
     carry = b""
     try:

@@ -330,6 +330,13 @@ def _gpu_numbers(
         numbers, pairs = pd.factorize(pd.MultiIndex.from_arrays([hosts, within]), sort=True)
         ids = {str(i): f"{host}:{name}" for i, (host, name) in enumerate(pairs)}
         how = f"{len(set(hosts))} hosts in column '{column}': their GPUs numbered by host and {by}"
+        numbers, ids, moved = _one_number_per_uuid(frame, numbers, ids)
+        if moved:
+            how = (
+                f"{len(set(hosts))} names in column '{column}', {moved} GPU UUID(s) under more "
+                "than one (an exporter that restarted on another pod or address, a host "
+                f"renamed): each UUID is one GPU, named by its first {column} and {by}"
+            )
     elif by != "index":
         ids = {str(i): str(name) for i, name in enumerate(uniques)}
         how = f"no GPU index column: GPUs numbered by their {by} in sorted order"
@@ -342,6 +349,30 @@ def _gpu_numbers(
     host = f"{len(set(hosts))} hosts" if several else (hosts[0] or "unknown")
     numbers = np.asarray(numbers, dtype=np.int64)
     return numbers, host, ids, _gpu_uuids(path, frame, numbers, notes), notes
+
+
+def _one_number_per_uuid(
+    frame: pd.DataFrame, numbers: np.ndarray, ids: dict[str, str]
+) -> tuple[np.ndarray, dict[str, str], int]:
+    """Host-and-index ``numbers`` (and their names ``ids``) renumbered so that each GPU UUID is
+    one number, where every row names its UUID and one UUID sits under several hosts (the host
+    label of an exporter that restarted elsewhere: the same GPU, not another): the UUID's first
+    host-and-index number names it, and the numbers are made consecutive in that order.
+    Returns (numbers, ids, UUIDs that sat under several numbers: 0 where nothing changed)."""
+    if "gpu_uuid" not in frame:
+        return numbers, ids, 0
+    uuids = frame["gpu_uuid"].astype(str).str.strip().to_numpy()
+    if np.isin(uuids, list(MISSING_VALUES)).any():
+        return numbers, ids, 0
+    pairs = pd.DataFrame({"n": numbers, "uuid": uuids}).drop_duplicates()
+    per_uuid = pairs.groupby("uuid")["n"].agg(["min", "nunique"])
+    moved = int((per_uuid["nunique"] > 1).sum())
+    if not moved or pairs.groupby("n")["uuid"].nunique().max() > 1:
+        return numbers, ids, 0  # a number of two UUIDs: not a label's change (_gpu_uuids says)
+    first = per_uuid["min"].sort_values()
+    renumber = {int(n): i for i, n in enumerate(first.to_numpy())}
+    new = pd.Series(per_uuid["min"].reindex(uuids).to_numpy()).map(renumber).to_numpy()
+    return new, {str(renumber[int(n)]): ids[str(int(n))] for n in first.to_numpy()}, moved
 
 
 def _gpu_uuids(

@@ -49,9 +49,12 @@ def _series_list(path: Path, document: Any) -> list[Any]:
     """The series of an API answer (``{"status", "data": {"resultType", "result"}}``), of its
     ``data`` object, or of a bare list (promtool's)."""
     if isinstance(document, dict) and document.get("status", "success") != "success":
+        kind = f"{document['errorType']}: " if document.get("errorType") else ""
+        said = " ".join(f"{kind}{document.get('error', '')}".split())
         raise ImportError_(
-            f"{path}: status: expected 'success', got {document.get('status')!r} "
-            f"({str(document.get('error', ''))[:80]})"
+            f"{path}: status: expected 'success' (a query's answer with its series), got "
+            f"{document.get('status')!r}: {said[:200] or 'no error given'}; query again and save "
+            "the answer"
         )
     if isinstance(document, dict) and "data" in document:
         document = document["data"]

@@ -57,6 +57,13 @@ class RunBins:
         r = self.info.get("bin_range")
         return None if r is None else (int(r[0]), int(r[1]))
 
+    @property
+    def complete_bins(self) -> int | None:
+        """Bins holding a reading of every GPU of the run (None: a windows output written
+        before the count was kept)."""
+        n = self.info.get("complete_bins")
+        return None if n is None else int(n)
+
 
 def bins_path(path: Path | str) -> Path:
     """``path`` itself if it is a file, else ``path/bins.parquet`` (a windows output folder)."""

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from grpo_power.analysis.fleet.inputs import RunBins, read_bins
 from grpo_power.analysis.windows import (
@@ -28,7 +29,9 @@ def wall_clock_fleet(
     """The input runs summed bin by bin in real time, one time partition at a time.
 
     Returns per-window counts against ``cap_w`` (the fleet's total cap) and a summary of the
-    common time range. Only bins where every GPU of every run has data count: the summary says
+    common time range (``common_start_unix_s`` to ``common_end_unix_s``, set by the run that
+    starts last, ``starts_last``, and the one that ends first, ``ends_first``). Only bins
+    where every GPU of every run has data count: the summary says
     how many (``complete_bins`` of ``common_bins``) and, per run, in how many of the common bins
     one of its GPUs has none (``bins_without_a_reading``: a gap, a logger restarted, a GPU lost).
     """
@@ -43,6 +46,9 @@ def wall_clock_fleet(
     lo = max(r[0] for r in ranges)  # type: ignore[index]
     hi = min(r[1] for r in ranges)  # type: ignore[index]
     info["common_bins"] = max(0, hi - lo + 1)
+    info["common_start_unix_s"], info["common_end_unix_s"] = lo * bin_s, (hi + 1) * bin_s
+    info["starts_last"] = max(runs, key=lambda r: r.bin_range[0]).run_id  # type: ignore[index]
+    info["ends_first"] = min(runs, key=lambda r: r.bin_range[1]).run_id  # type: ignore[index]
     for start in range(lo, hi + 1, partition_bins):
         stop = min(start + partition_bins, hi + 1)
         size = stop - start
@@ -65,6 +71,27 @@ def wall_clock_fleet(
 
 NOTED_LOSS = 0.01  # a wall-clock fleet that leaves out this share of its bins says so
 SHARED_GAP = 0.9  # every trace missing at least this share of the most any misses: a shared gap
+
+
+def span_note(summary: dict[str, Any]) -> str | None:
+    """The time a wall-clock fleet of several runs (its ``summary.json``) is the fleet of: the
+    span every run covers, from the start of the last to start to the end of the first to end,
+    where its peak and factor come from (the energy of each run counts its whole span); None for
+    a fleet of one run, or one drawn by Monte Carlo."""
+    if summary.get("alignment") != "wall_clock" or len(summary.get("run_ids", [])) < 2:
+        return None
+    start_s, end_s = summary.get("common_start_unix_s"), summary.get("common_end_unix_s")
+    if start_s is None or end_s is None or end_s <= start_s:
+        return None
+    start, end = (pd.Timestamp(x, unit="s", tz="UTC") for x in (start_s, end_s))
+    shown_end = end.strftime("%H:%M:%S" if end.date() == start.date() else "%Y-%m-%d %H:%M:%S")
+    return (
+        f"the wall-clock fleet is the time every trace covers: {start:%Y-%m-%d %H:%M:%S} to "
+        f"{shown_end} UTC ({(end_s - start_s) / 3600:.2f} h), from the start of "
+        f"{summary['starts_last']} (the last to start) to the end of {summary['ends_first']} "
+        "(the first to end); its peaks and factor are of that time, the energy and cost of each "
+        "trace's whole span"
+    )
 
 
 def coverage_note(summary: dict[str, Any]) -> str | None:

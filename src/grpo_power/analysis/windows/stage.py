@@ -283,9 +283,20 @@ def analyze_trace(
         "trace_complete": trace.complete,
         "bins": len(bins),
         "bin_range": [int(bins["bin"].min()), int(bins["bin"].max())] if len(bins) else None,
+        "complete_bins": _complete_bins(bins["bin"].to_numpy(), bins["gpu"].nunique()),
     }
     gaps = pd.DataFrame(gap_rows, columns=GAP_COLUMNS)
     return WindowsResult(exceedance=exceedance, gaps=gaps, bins=bins, summary=summary)
+
+
+def _complete_bins(bin_index: np.ndarray, n_gpus: int) -> int:
+    """How many bins hold a reading of every one of the ``n_gpus`` GPUs with bins (``bin_index``:
+    the per-GPU bins' bin numbers; a GPU of one stray row has none, and a fleet leaves it out):
+    the bins a fleet can sum the trace over, as the fleet's own sum does."""
+    if len(bin_index) == 0:
+        return 0
+    per_bin = np.bincount(bin_index - bin_index.min())
+    return int(np.count_nonzero(per_bin == n_gpus))
 
 
 def bins_metadata(result: WindowsResult) -> dict[bytes, bytes]:
@@ -305,6 +316,7 @@ def bins_metadata(result: WindowsResult) -> dict[bytes, bytes]:
         "bin_s",
         "start_unix_s",
         "bin_range",
+        "complete_bins",
         "trace",
     )
     info = {k: result.summary[k] for k in keys}
