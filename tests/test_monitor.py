@@ -127,6 +127,29 @@ def test_a_windows_phases_add_up_to_its_energy_when_the_sampler_falls_behind() -
     assert w.phases["train"].energy_j == pytest.approx(w.energy_j, rel=1e-9)
 
 
+def test_a_script_that_fails_before_sampling_leaves_no_trace_to_step_around(
+    tmp_path: Path,
+) -> None:
+    """A script whose PowerCallback was made and whose next line failed (a PowerCapCallback
+    refusing its cap) left an empty power.parquet.partial; the next run said "power.parquet
+    exists" and recorded into power-2.parquet. A monitor never started leaves nothing."""
+    import subprocess
+    import sys
+
+    trace = tmp_path / "power.parquet"
+    failing = (
+        "from grpo_power.callbacks import PowerCallback\n"
+        f"power = PowerCallback(trace={str(trace)!r}, cap_w=300)\n"
+        "raise SystemExit('the next line failed')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", failing], capture_output=True, text=True)
+    assert done.returncode == 1 and "the next line failed" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+    with PowerMonitor(period_s=0.02, source="simulated", trace=trace) as monitor:
+        time.sleep(0.1)
+    assert monitor.trace is not None and monitor.trace.path == trace
+
+
 def test_a_monitor_never_writes_over_a_trace_nor_into_a_folder(tmp_path: Path) -> None:
     """A trace path that holds a trace (an earlier job's, a run resumed in a new process) is
     kept: the recording goes to the next numbered name (it was overwritten); a folder given as
@@ -284,8 +307,14 @@ def test_arguments_of_the_wrong_kind_are_refused_naming_what_was_expected(
         PowerCapCallback(Hold(), cap_w=300.0, monitor=power)  # type: ignore[arg-type]
     with caplog.at_level(logging.WARNING, logger="grpo_power"):
         PowerCapCallback(Hold(), cap_w=300.0, monitor=power.monitor)  # two caps in force
+        # a monitor judging by no cap: power/share_above_cap goes unlogged (it went unsaid)
+        PowerCapCallback(Hold(), cap_w=300.0, monitor=PowerMonitor(source="simulated"))
         monitor = PowerMonitor()
     assert "PowerCapCallback: cap_w 300 W, its monitor's 280 W" in caplog.text
+    assert (
+        "PowerCapCallback: cap_w 300 W, its monitor none: power/share_above_cap is not logged "
+        "(give the monitor's PowerCallback cap_w=300 too)"
+    ) in caplog.text
     fell_back = "PowerMonitor: no NVIDIA GPU found: power is the simulated" in caplog.text
     assert fell_back == (monitor.source.kind == "simulated")
 
@@ -602,12 +631,16 @@ def test_a_hardware_tier_controller_gets_the_limit_it_was_trained_under(
     with caplog.at_level(logging.WARNING, logger="grpo_power.callbacks.cap"):
         PowerCapCallback(Tiered(), cap_w=300.0, monitor=monitor)
         _warn_above_settings(
-            {"max_new_tokens": ActuatorBounds(min=48, max=48)}, {"max_new_tokens": 8}
+            {"max_new_tokens": ActuatorBounds(min=48, max=48)},
+            {"max_new_tokens": 8},
+            "the trained controller's bounds",
+            "give bounds= to keep it lower",
         )
     assert "trained under a GPU power limit of 0.9 of the cap (270 W at 300 W)" in caplog.text
-    assert "sets max_new_tokens up to 48 (its bounds 48-48), above the trainer's own 8" in (
-        caplog.text
-    )
+    assert (
+        "the trained controller's bounds let the controller set max_new_tokens up to 48 (bounds "
+        "48-48), above the trainer's own 8; give bounds= to keep it lower"
+    ) in caplog.text
 
 
 def test_a_controller_that_cannot_decide_is_refused_in_one_line(tmp_path: Path) -> None:
@@ -858,6 +891,54 @@ def test_a_controller_of_ones_own_never_lengthens_completions_past_the_users_set
         assert [e["power_cap/max_new_tokens"] for e in steps] == [80, 80, 20]
         assert [e["completions/max_length"] for e in steps][:2] == [80, 80]  # random weights
         assert steps[-1]["completions/max_length"] <= 20
+
+
+def test_bounds_above_the_trainers_own_setting_are_warned_about(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """bounds= of max_new_tokens up to 40 on a trainer of max_completion_length 16 let a
+    controller of one's own generate 40 tokens without a word (a trained controller's bounds
+    were warned about): the user's bounds are too."""
+    from grpo_power.callbacks import PowerCapCallback
+    from grpo_power.control.contract import Action
+
+    cap = PowerCapCallback(
+        Plays([Action(max_new_tokens=40)]),
+        cap_w=300.0,
+        bounds={"max_new_tokens": ActuatorBounds(min=4, max=40)},
+    )
+    trainer = _tiny_grpo(tmp_path, [cap], max_completion_length=16, max_steps=1)
+    with caplog.at_level("WARNING", logger="grpo_power.callbacks.cap"):
+        trainer.train()
+    assert (
+        "bounds= let the controller set max_new_tokens up to 40 (bounds 4-40), above the "
+        "trainer's own 16; lower their max to keep it there"
+    ) in caplog.text
+    assert trainer.state.log_history[0]["power_cap/max_new_tokens"] == 40
+
+
+def test_truncated_completions_masked_out_of_the_loss_still_count_as_generated(
+    tmp_path: Path,
+) -> None:
+    """With TRL's mask_truncated_completions (a DAPO setting) a completion that runs to max new
+    tokens gets a mask of zeros: step_tokens and tokens_per_s read 0 though every step
+    generated, and a controller shortening completions (more truncated) saw its own
+    throughput fall to 0. They count the tokens generated, as TRL's completion lengths do."""
+    from grpo_power.callbacks import PowerCapCallback
+
+    watching = Watching()
+    trainer = _tiny_grpo(
+        tmp_path,
+        [PowerCapCallback(watching, cap_w=300.0)],
+        max_completion_length=12,
+        mask_truncated_completions=True,
+    )
+    trainer.train()
+    steps = [e for e in trainer.state.log_history if "loss" in e]
+    assert any(e["completions/clipped_ratio"] > 0 for e in steps)  # random weights: truncated
+    completions = [4 * e["completions/mean_length"] for e in steps]
+    assert [e["power_cap/step_tokens"] for e in steps] == pytest.approx(completions)
+    assert all(tokens_per_s > 0 for tokens_per_s in watching.seen[1:])
 
 
 def test_the_controller_sees_the_completion_tokens_per_second_the_simulator_counts(

@@ -97,6 +97,16 @@ class ParquetJournal:
         self.closed = True
         return self.path if complete else earlier
 
+    def discard(self) -> None:
+        """Close the journal and remove it, writing no file (a writer that was never given
+        rows, as a script that failed before it began leaves one). Idempotent."""
+        if self.closed:
+            return
+        self._stream.close()
+        self._sink.close()
+        self._journal.unlink(missing_ok=True)
+        self.closed = True
+
     def __enter__(self) -> ParquetJournal:
         return self
 

@@ -109,7 +109,9 @@ UNAVAILABLE_HINTS = {  # how a run gets an actuator its trainer lacks
     "concurrency": " (swap in grpo_power.workload.trainer.PowerAwareGRPOTrainer)",
     "train_micro_batch": " (PowerAwareGRPOTrainer with train_micro_batch=...)",
     "max_new_tokens": " (it does not generate)",
-    "pause_s": " (give the pause bounds, or pause_s=...)",
+    "pause_s": " (a controller's pause needs bounds={'pause_s': ActuatorBounds(min=0, max=...)}; "
+    "the callback's own pause_s= waits after a window above the cap, whatever the controller "
+    "asks)",
 }
 
 
@@ -154,21 +156,26 @@ def controller_bounds(
     return bounds
 
 
-def _warn_above_settings(bounds: dict[str, ActuatorBounds], settings: dict[str, int]) -> None:
-    """Warn where a trained controller's bounds reach above the trainer's own setting (its
-    ``max_completion_length``, ...): it drives the trainer there, as trained, which the user's
-    setting may have been chosen to avoid (memory)."""
+def _warn_above_settings(
+    bounds: dict[str, ActuatorBounds], settings: dict[str, int], whose: str, advice: str
+) -> None:
+    """Warn where ``bounds`` (``whose``: a trained controller's, or the user's ``bounds=``)
+    reach above the trainer's own setting (its ``max_completion_length``, ...): the controller
+    may drive the trainer there, which the user's setting may have been chosen to avoid
+    (memory); ``advice`` says how to keep it lower."""
     for name, value in settings.items():
         held = bounds.get(name)
         if held is not None and held.max > value:
             logger.warning(
-                "PowerCapCallback: the trained controller sets %s up to %d (its bounds %d-%d), "
-                "above the trainer's own %d; give bounds= to keep it lower",
+                "PowerCapCallback: %s let the controller set %s up to %d (bounds %d-%d), above "
+                "the trainer's own %d; %s",
+                whose,
                 name,
                 held.max,
                 held.min,
                 held.max,
                 value,
+                advice,
             )
 
 
@@ -259,7 +266,14 @@ class PowerCapCallback(TrainerCallback):
             check_cap_within_nameplate("PowerCapCallback", self.cap_w, self.monitor.source.gpus)
             warn_if_node_gpus_hidden(self.monitor.source.kind)
             judged_w = self.monitor.cap_w
-            if judged_w is not None and not math.isclose(judged_w, self.cap_w):
+            if judged_w is None:
+                logger.warning(
+                    "PowerCapCallback: cap_w %g W, its monitor none: power/share_above_cap is not "
+                    "logged (give the monitor's PowerCallback cap_w=%g too)",
+                    self.cap_w,
+                    self.cap_w,
+                )
+            elif not math.isclose(judged_w, self.cap_w):
                 logger.warning(
                     "PowerCapCallback: cap_w %g W, its monitor's %g W: power/share_above_cap is "
                     "judged by the monitor's, power_cap/run_share_above_cap by %g W",
@@ -334,7 +348,14 @@ class PowerCapCallback(TrainerCallback):
         given = self._given_bounds  # the user's, for the actuators they name
         own = controller_bounds(self.controller, self._config, settings)
         if getattr(self.controller, "space", None) is not None:
-            _warn_above_settings({k: b for k, b in own.items() if k not in given}, settings)
+            trained = {k: b for k, b in own.items() if k not in given}
+            _warn_above_settings(
+                trained,
+                settings,
+                "the trained controller's bounds",
+                "give bounds= to keep it lower",
+            )
+        _warn_above_settings(given, settings, "bounds=", "lower their max to keep it there")
         self.bounds = {**own, **given}
         self.actuators = Actuators(self.trainer, self.bounds)
         self.actuators.apply(Action(**settings))  # each train() starts from the user's settings

@@ -40,6 +40,25 @@ def generation_cycle_steps(trainer: Any) -> int:
     return max(1, math.ceil(micro_steps * max(1, int(iterations)) / max(1, int(accumulation))))
 
 
+def generated_tokens(batch: dict[str, Any], trainer: Any) -> int:
+    """The completion tokens a GRPO trainer's generated ``batch`` holds: its completion mask's
+    (1 up to and with each completion's end of sequence), and where the trainer masks out
+    truncated completions (TRL's ``mask_truncated_completions``: their mask is all 0, though
+    they were generated, to max new tokens) the tokens of those rows that are not padding."""
+    mask = batch["completion_mask"]
+    count = int(mask.sum())
+    ids = batch.get("completion_ids")
+    if not getattr(trainer, "mask_truncated_completions", False) or ids is None:
+        return count
+    masked = mask.sum(dim=1) == 0
+    if not bool(masked.any()):
+        return count
+    tokenizer = getattr(trainer, "_tokenizer", None) or getattr(trainer, "processing_class", None)
+    pad = getattr(tokenizer, "pad_token_id", None)
+    rows = ids[masked]
+    return count + int(rows.numel() if pad is None else (rows != pad).sum())
+
+
 class GeneratedTokens:
     """Counts the completion tokens ``trainer`` generates for training on this process (where
     it is a GRPO trainer: :attr:`available`), until :meth:`remove`."""
@@ -56,7 +75,7 @@ class GeneratedTokens:
             batch = generate(*args, **kwargs)
             mask = batch.get("completion_mask") if isinstance(batch, dict) else None
             if mask is not None and trainer.model.training:  # not an evaluation's batch
-                self.count += int(mask.sum())
+                self.count += generated_tokens(batch, trainer)
             return batch
 
         setattr(trainer, GENERATE, counted)  # an instance attribute, deleted by remove()

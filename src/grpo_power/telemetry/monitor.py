@@ -280,6 +280,8 @@ class PowerMonitor:
         self._history_s = history_s
         self.sampler = self._sampler(**sampler_options)
         self._started = self._stopped = False
+        if self.trace is not None and isinstance(trace, str | Path):
+            atexit.register(self._discard_unused_trace)  # until start()
 
     def _sampler(self, **options: Any) -> PowerSampler:
         return PowerSampler(
@@ -338,10 +340,19 @@ class PowerMonitor:
 
     # -- lifecycle -------------------------------------------------------------------------
 
+    def _discard_unused_trace(self) -> None:
+        """At exit, the journal of the trace a monitor opened and never started sampling into
+        (a script that failed before its training began) removed, so that the next run's
+        recording takes the trace's name rather than ``<stem>-2``."""
+        unused = not self._started and not self._stopped and self.trace is not None
+        if unused and self.trace.rows_written == 0:  # type: ignore[union-attr]
+            self.trace.discard()  # type: ignore[union-attr]
+
     def start(self) -> PowerMonitor:
         """Start sampling (a window started before this starts it); after :meth:`stop`, a new
         session (see the class docstring)."""
         if not self._started:
+            atexit.unregister(self._discard_unused_trace)
             if self._stopped:
                 self._reopen()
             self._started, self._stopped = True, False
