@@ -1866,7 +1866,7 @@ ACCEPTED: list[Accepted] = [
         IMPORT,
         [
             "imported 4 samples of 1 GPU(s)",
-            "gpu 0: the energy counter steps back 1 time(s), first at line 4",
+            "the energy counter steps back (gpu 0: 1 time(s), first at line 4; restarted:",
             "counted on across each restart, its interval by integrated power",
         ],
         ["{out}/trace.parquet"],
@@ -1903,7 +1903,7 @@ ACCEPTED: list[Accepted] = [
             },
         ),
         SUMMARY,
-        ["0 4 3.00 3.00 750.00 0.21 counter 250.00", "the energy counter steps back 1 time(s)"],
+        ["0 4 3.00 3.00 750.00 0.21 counter 250.00", "the energy counter steps back (gpu 0: 1 time(s)"],
     ),
     Accepted(
         "import-byte-order-mark",

@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from grpo_power.listing import named_few
+
 MAX_NAMEPLATE_MULTIPLE = 3.0  # power above this many times nameplate is not a real reading
 
 
@@ -276,8 +278,8 @@ def counter_restarts(
     rows: np.ndarray | None = None,
     row_word: str = "row",
 ) -> tuple[np.ndarray, list[str]]:
-    """The energy counter continued across its restarts, and a note per GPU whose counter
-    restarted.
+    """The energy counter continued across its restarts, and a note naming the GPUs whose
+    counter restarted (one note for them all: a driver reload restarts every GPU's).
 
     A cumulative counter (NVML's, DCGM's total energy) only grows; one that steps back was
     restarted (a driver reload, a GPU reset, an exporter restarted). Taken as it is, a
@@ -296,7 +298,7 @@ def counter_restarts(
         return energy_j, []
     shown = rows if rows is not None else np.arange(1, len(t) + 1)
     out = energy_j.astype(np.float64, copy=True)
-    notes = []
+    restarted = []  # per GPU: "gpu G: N time(s), first at row R"
     for g in np.unique(gpu[order][1:][back]):
         mine = order[gpu[order] == g]
         if not np.isfinite(energy_j[mine]).all():
@@ -307,12 +309,14 @@ def counter_restarts(
         step[restarts] = bridged[restarts]
         out[mine] = energy_j[mine][0] + np.concatenate([[0.0], np.cumsum(step)])
         first = int(shown[mine[restarts[0] + 1]])
-        notes.append(
-            f"{where}: gpu {int(g)}: the energy counter steps back {len(restarts)} time(s), first "
-            f"at {row_word} {first} (restarted: a driver reload, a GPU reset or an exporter "
-            "restarted): counted on across each restart, its interval by integrated power"
-        )
-    return out, notes
+        restarted.append(f"gpu {int(g)}: {len(restarts)} time(s), first at {row_word} {first}")
+    if not restarted:
+        return out, []
+    return out, [
+        f"{where}: the energy counter steps back ({named_few(restarted, sep='; ')}; restarted: "
+        "a driver reload, a GPU reset or an exporter restarted): counted on across each "
+        "restart, its interval by integrated power"
+    ]
 
 
 def _previous_row(gpu: np.ndarray, row: int) -> int:

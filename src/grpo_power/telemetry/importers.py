@@ -429,6 +429,13 @@ def _power(
         names = ", ".join(f"'{original[name]}'" for name in passed)
         verb = "is" if len(passed) == 1 else "are"
         notes.append(f"{path}: power from '{original[chosen]}': {names} {verb} [N/A] in every row")
+    unread = [n for n in candidates if n != chosen and n not in passed and parsed[n].notna().any()]
+    if unread:  # a DCGM log of both power fields: the instantaneous one is read
+        names = ", ".join(f"'{original[name]}'" for name in unread)
+        notes.append(
+            f"{path}: power from '{original[chosen]}' (its peaks and shares above the cap are "
+            f"of these readings); {names}, in the log too, not read"
+        )
     power = parsed[chosen]
     lost = power.isna().to_numpy(copy=True)  # only a row without a reading can say the GPU is lost
     if lost.any():
