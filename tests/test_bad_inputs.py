@@ -1903,7 +1903,10 @@ ACCEPTED: list[Accepted] = [
             },
         ),
         SUMMARY,
-        ["0 4 3.00 3.00 750.00 0.21 counter 250.00", "the energy counter steps back (gpu 0: 1 time(s)"],
+        [
+            "0 4 3.00 3.00 750.00 0.21 counter 250.00",
+            "the energy counter steps back (gpu 0: 1 time(s)",
+        ],
     ),
     Accepted(
         "import-byte-order-mark",

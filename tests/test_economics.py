@@ -254,8 +254,10 @@ def test_the_headline_leads_with_the_simulated_deployments() -> None:
     assert (tiny["note"] == "tiny model on the CPU, not an estimate for GPU runs").all()
     assert (table.loc[table["source"] == "simulator", "note"] == "").all()
     quantities = set(table["quantity"])
-    assert "energy $ saved on fixed's fleet-year of tokens, ppo vs fixed" in quantities
-    assert "fleet's yearly electricity bill change, ppo vs fixed" in quantities
+    assert "GPU energy $ saved on fixed's fleet-year of tokens, ppo vs fixed" in quantities
+    assert "fleet's yearly GPU electricity bill change at equal GPU-hours, ppo vs fixed" in (
+        quantities
+    )
 
 
 def test_the_gpu_hour_price_has_a_sensitivity_range(config: Config) -> None:
@@ -301,7 +303,7 @@ def test_the_gpu_hour_price_has_a_sensitivity_range(config: Config) -> None:
     fixed_mtok = 10 * 8760 * 1e6 / 1e6
     low = f"{gpu_hour.low:g} $/GPU-h"
     assert saved.loc[low, "value"] == pytest.approx(0.5 * gpu_hour.low * fixed_mtok)
-    energy = gpu[gpu["quantity"].str.startswith("energy cost per Mtok")]
+    energy = gpu[gpu["quantity"].str.startswith("GPU energy cost per Mtok")]
     assert (energy["change_pct"].abs() < 1e-9).all()  # energy does not move with it
     with pytest.raises(ConfigError, match="gpu_hour_usd"):
         validate_config({"economics": {"sensitivity": {"gpu_hour_usd": {"low": 1, "high": 3}}}})
@@ -655,7 +657,7 @@ def test_economics_stage_on_small_inputs(study: tuple[Config, dict]) -> None:
     assert summary["carbon_region"] == "USA" and summary["pilot"]["smallest"]
     sensitivity = pd.read_csv(out / "sensitivity.csv")
     price = sensitivity[sensitivity["parameter"] == "electricity price"]
-    saved = price[price["quantity"].str.startswith("energy $ saved")]
+    saved = price[price["quantity"].str.startswith("GPU energy $ saved")]
     assert len(saved) == 2 * 2  # low and high price, two deployments
     pue = sensitivity[
         (sensitivity["parameter"] == "PUE") & sensitivity["quantity"].str.startswith("carbon per")

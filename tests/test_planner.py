@@ -600,7 +600,11 @@ def test_the_planner_prices_at_an_analysts_own_figures_and_varies_each(tmp_path:
     page = (tmp_path / "out" / "report" / "index.html").read_text()
     assert "Sensitivity of the headline" in page and "utility disclosure" in page
     text = " ".join(html.unescape(re.sub(r"<[^>]+>", "", page)).split())
-    assert "wall kWh: GPU energy x PUE 1.3 (the hosts' not counted)" in text
+    assert "kWh: GPU energy x PUE 1.3 (the hosts' not counted)" in text
+    # the GPU-hour price moves nothing of the planner's headline: not a column of its table
+    sensitivity = "Sensitivity of the headline to electricity price, PUE, carbon intensity and "
+    assert sensitivity + "capacity cost (measured" in text
+    assert "GPU-hour price:" not in text and "The capital is a one-time cost" in text
     assert "Fleet-year: 10,000 GPUs running 8,760 h a year" in text
 
 
@@ -702,6 +706,16 @@ def test_the_planner_says_which_cap_it_judges_by_and_takes_its_own(tmp_path: Pat
     assert "planner.cap_w (--cap-w) gives the cap" in result.output
     page = html.unescape(re.sub(r"<[^>]+>", " ", (out / "report" / "index.html").read_text()))
     assert said[1:] in " ".join(page.split())
+    # the capital provisions each H100's host at the packaged DGX A100 figure: said (it was not)
+    host = (
+        "the capital counts each GPU's host at 412.5 W (economics.host_power, the packaged "
+        "default: NVIDIA DGX A100 datasheet"
+    )
+    assert host in " ".join(result.output.split())
+    assert "Caution: " + host in " ".join(page.split())
+    hosts = {"value": 575, "source": "DGX H100 datasheet", "year": 2023}
+    h100_hosts = validate_config({"economics": {"host_power": hosts}})
+    assert run_planner(folder, tmp_path / "hosts", h100_hosts).economics["host_note"] is None
     own = CliRunner().invoke(
         app, ["planner", "run", str(folder), "--out", str(out), "--cap-w", "600"]
     )

@@ -224,8 +224,10 @@ def test_the_economics_section_says_what_its_figures_are(report: dict) -> None:
     assert "kWh per M tokens (GPU energy x PUE)" in costs and "(wall)" not in costs
     assert "Source run: tiny model on the CPU, not an estimate for GPU runs." in costs
     savings = _text(_table_html(page, "savings"))
-    assert "energy $ saved on versus's fleet-year of tokens" in savings
-    assert "fleet's yearly electricity bill change ($; negative: lower)" in savings
+    assert "GPU energy $ saved on versus's fleet-year of tokens" in savings
+    assert "fleet's yearly GPU electricity bill change at equal GPU-hours ($; negative: lower)" in (
+        savings
+    )
     assert "the baseline's (versus's) fleet-year of tokens" in savings
     sensitivity = _table_html(page, "sensitivity")
     rows = [
@@ -244,10 +246,16 @@ def test_the_economics_section_says_what_its_figures_are(report: dict) -> None:
     low = gpu[(gpu["parameter"] == "GPU-hour price") & (gpu["setting"] == "1.517 $/GPU-h")]
     assert len(low) and (low["change_pct"].abs() > 1).all()  # 0.37 - 1 = -63 %
     study = _text(_table_html(page, "study"))
-    assert "fleet's yearly electricity bill change" in study
+    assert "fleet's yearly GPU electricity bill change" in study
     # "saved" and "change" sit side by side with opposite signs for a better controller
     assert "negative: the controller costs more for the same work" in study
     assert "negative: a lower bill or less carbon than the baseline's fleet" in study
+    # an economics reviewer read the capital, in the controller's savings, as the controller's
+    assert "a one-time cost, of oversubscribing the fleet of every arm's runs, not a saving" in (
+        study
+    )
+    # and would have summed the GPU-time $ with the energy $ and the capital
+    assert "GPU-time $ is a renter's price" in _text(sensitivity)
 
 
 def test_the_fleet_of_tiny_runs_says_so_wherever_its_factor_is_shown(report: dict) -> None:

@@ -132,7 +132,8 @@ def planner_run(
         if result.skipped
         else []
     )
-    echo_notes([*result.notes, *fleet_notes(s), *skipped])
+    host = [e["host_note"]] if e.get("host_note") else []
+    echo_notes([*result.notes, *fleet_notes(s), *host, *skipped])
 
 
 @planner_app.command("import")

@@ -72,15 +72,15 @@ def headline(
             rows.append({**key, "quantity": quantity, "unit": unit, "value": float(value)})
 
         for arm in (controller, baseline):
-            add(f"energy cost per Mtok, {arm}", "$", per_arm.loc[arm, "energy_usd_per_mtok"])
+            add(f"GPU energy cost per Mtok, {arm}", "$", per_arm.loc[arm, "energy_usd_per_mtok"])
             add(f"carbon per Mtok, {arm}", "kgCO2eq", per_arm.loc[arm, "carbon_kg_per_mtok"])
         versus = f"{controller} vs {baseline}"
         work = f"{baseline}'s fleet-year of tokens"
-        add(f"energy $ saved on {work}, {versus}", "$", pair["energy_usd_saved_per_year"])
+        add(f"GPU energy $ saved on {work}, {versus}", "$", pair["energy_usd_saved_per_year"])
         add(f"GPU-time $ saved on {work}, {versus}", "$", pair["gpu_usd_saved_per_year"])
         add(f"carbon saved on {work}, {versus}", "tCO2eq", pair["carbon_t_saved_per_year"])
         bill = pair["fleet_energy_usd_change_per_year"]
-        add(f"fleet's yearly electricity bill change, {versus}", "$", bill)
+        add(f"fleet's yearly GPU electricity bill change at equal GPU-hours, {versus}", "$", bill)
         carbon = pair["fleet_carbon_t_change_per_year"]
         add(f"fleet's yearly carbon change, {versus}", "tCO2eq", carbon)
     rows.append(capital_row(oversubscription(a)))
@@ -95,7 +95,7 @@ def capital_row(oversubscription: pd.DataFrame) -> dict[str, object]:
         "source": "fleet",
         "deployment": f"{int(fleet['n_gpus']):,} GPUs",
         "quantity": "capital avoided by oversubscription",
-        "unit": "$",
+        "unit": "$ (one-time)",
         "value": fleet["capital_usd_avoided"],
         "data": fleet["data"],
         "note": fleet["note"] if isinstance(fleet.get("note"), str) else "",

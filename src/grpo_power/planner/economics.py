@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_power.atomic import write_csv_atomic, write_json_atomic
-from grpo_power.config import Config
+from grpo_power.config import Config, EconomicsConfig
 from grpo_power.economics.cost import J_PER_KWH, Assumptions, per_run
 from grpo_power.economics.oversubscription import FleetRows, oversubscription_table
 from grpo_power.economics.records import RECORD_COLUMNS
@@ -62,6 +62,7 @@ def trace_records(
     ``nameplate_w``), so that the capital provisioned at that nameplate can say so."""
     index = read_csv(traces_dir / INDEX, INDEX_FILE, ("key", "status", "tokens"))
     rows, left_out = [], []
+    parts: set[str] = set()  # the GPU parts the traces name
     origins: list[str] = []
     above: list[dict[str, Any]] = []
     nameplates: dict[str | tuple[str, int], float] = {}  # by UUID, else by trace and number
@@ -73,6 +74,7 @@ def trace_records(
             reason = "one sample per GPU: no time to price its energy over"
             left_out.append({"run_id": str(entry["key"]), "reason": reason})
             continue
+        parts.add(meta.gpu_name)
         for gpu in gpus:
             uuid = None if meta.simulated else meta.gpu_uuids.get(str(gpu.gpu))
             nameplates[uuid or (entry["key"], gpu.gpu)] = meta.nameplate_w
@@ -120,7 +122,7 @@ def trace_records(
     }
     nameplate_w = sum(nameplates.values()) / pooled_gpus
     if provenance is not None:
-        provenance.update(nameplate_from=origins, above_nameplate=above)
+        provenance.update(nameplate_from=origins, above_nameplate=above, parts=sorted(parts))
     return pd.concat([records, pd.DataFrame([pooled])], ignore_index=True), nameplate_w, left_out
 
 
@@ -179,6 +181,21 @@ HEADLINE_QUANTITIES = (
 )
 
 
+def host_note(parts: list[str], config: Config) -> str | None:
+    """What the capital's host power rests on where it is the packaged default's, a DGX A100's,
+    and the traces are of another part (``parts``: the GPU names the traces give): their hosts
+    draw another power, which the config should give; None otherwise."""
+    default = EconomicsConfig.model_fields["host_power"].default_factory()  # type: ignore[misc]
+    others = [p for p in parts if not p.startswith("NVIDIA A100")]
+    if config.economics.host_power != default or not others:
+        return None
+    return (
+        f"the capital counts each GPU's host at {default.value:g} W (economics.host_power, the "
+        f"packaged default: {default.source}), and the traces are of {', '.join(others)}: give "
+        "economics.host_power for their hosts (config/h100.yaml gives a DGX H100's, 575 W)"
+    )
+
+
 def planner_economics(
     traces_dir: Path | str, fleet_dir: Path | str, out: Path | str, config: Config
 ) -> dict[str, Any]:
@@ -223,6 +240,7 @@ def planner_economics(
         # where the traces' nameplates came from, and the traces reading above theirs
         "nameplate_from": provenance["nameplate_from"],
         "above_nameplate": provenance["above_nameplate"],
+        "host_note": host_note(provenance["parts"], config),
         "left_out": left_out,
         "inputs": {"traces": str(traces_dir), "fleet": str(fleet_dir)},
     }

@@ -80,6 +80,12 @@ WALL_CLOCK_FLEET_COLS = (
     cells.Col("factor (x)", "factor", ".3f"),
     cells.Col("data", "data"),
 )
+# the planner's headline has no GPU-time row: the GPU-hour price moves none of it (left out)
+PLANNER_SENSITIVITY_NOTE = (
+    "One assumption changed at a time; the others as configured. Energy: GPU energy x PUE, the "
+    "hosts' not counted (the capital counts their power). The capital is a one-time cost, not a "
+    "yearly one."
+)
 ENERGY_COLS = (
     cells.Col("trace", "deployment"),
     cells.Col("data", "data"),
@@ -87,7 +93,7 @@ ENERGY_COLS = (
     cells.Col("span per GPU (s, mean)", "wall_s", ",.1f"),
     cells.Col("energy (J)", "energy_j", ",.0f"),
     cells.Col("mean W per GPU", "power_w_per_gpu", ",.1f"),
-    cells.Col("wall kWh (GPU energy x PUE)", "wall_kwh", ",.4f"),
+    cells.Col("kWh (GPU energy x PUE)", "wall_kwh", ",.4f"),
     cells.Col("energy $", "energy_usd", ",.5f"),
     cells.Col("carbon (kg CO2eq)", "carbon_kg", ",.5f"),
     cells.Col("tokens", "tokens", ",.0f"),
@@ -271,6 +277,11 @@ def _write_report(folders: PlannerFolders, out: Path, config: Config) -> Path:
             summary.num("nameplate_w", ",.0f"),
             f" W ({_nameplate_origin(summary)}) plus its host's share.",
             *_above_nameplate(summary),
+            *(
+                [" Caution: " + summary.data["host_note"] + "."]
+                if summary.data.get("host_note")
+                else []
+            ),
         ],
     ]
     if summary.get("tokens_used"):
@@ -351,7 +362,7 @@ def _write_report(folders: PlannerFolders, out: Path, config: Config) -> Path:
                     ENERGY_COLS,
                     ["deployment"],
                     note=[
-                        "wall kWh: GPU energy x PUE ",
+                        "kWh: GPU energy x PUE ",
                         summary.num("pue", "g"),
                         " (the hosts' not counted). Fleet-year: ",
                         *_gpus(summary.num("fleet_gpus", ",.0f")),
@@ -377,7 +388,10 @@ def _write_report(folders: PlannerFolders, out: Path, config: Config) -> Path:
                 ),
                 out,
             ),
-            html.table_html(tab.sensitivity_table(sensitivities), out),
+            html.table_html(
+                tab.sensitivity_table(sensitivities, PLANNER_SENSITIVITY_NOTE, ("GPU-hour price",)),
+                out,
+            ),
             html.table_html(tab.constants_table("constants", "Constants", constants), out),
             key="economics",
         ),

@@ -243,7 +243,7 @@ def study_table(
         table, comparison, kept, ("reference", "quantity", "note"), "the real runs' fleet: "
     )
     for _, row in headline.select(parameter="base").iterrows():
-        wanted = ("energy $ saved", "carbon saved", "fleet's yearly", "capital avoided")
+        wanted = ("GPU energy $ saved", "carbon saved", "fleet's yearly", "capital avoided")
         if not row["quantity"].startswith(wanted):
             continue
         caution = row["note"] if "note" in row and isinstance(row["note"], str) else ""
@@ -263,6 +263,7 @@ def study_table(
                 + (f"{caution}; " if caution else "")
                 + (SIGNS["saved"] if " saved " in row["quantity"] else "")
                 + (SIGNS["change"] if "yearly" in row["quantity"] else "")
+                + (SIGNS["capital"] if row["quantity"].startswith("capital") else "")
                 + "the abstract names these savings without a figure; see the economics "
                 "section for assumptions",
             ]
@@ -275,6 +276,9 @@ def study_table(
 SIGNS = {
     "saved": "negative: the controller costs more for the same work; ",
     "change": "negative: a lower bill or less carbon than the baseline's fleet; ",
+    # the fleet stage's fleet is of every arm's runs: the capital is not the controller's
+    "capital": "a one-time cost, of oversubscribing the fleet of every arm's runs, not a saving "
+    "of the controller; ",
 }
 
 
@@ -392,12 +396,12 @@ SAVINGS_COLS = (
     Col("energy per token %", "energy_per_token_change_pct", "+,.1f"),
     Col("throughput %", "throughput_change_pct", "+,.1f"),
     # what making the baseline's (versus's) fleet-year of tokens with the arm saves
-    Col("energy $ saved on versus's fleet-year of tokens", "energy_usd_saved_per_year", ",.0f"),
+    Col("GPU energy $ saved on versus's fleet-year of tokens", "energy_usd_saved_per_year", ",.0f"),
     Col("GPU-time $ saved on versus's fleet-year of tokens", "gpu_usd_saved_per_year", ",.0f"),
     Col("tCO2eq saved on versus's fleet-year of tokens", "carbon_t_saved_per_year", ",.1f"),
     # the fleet's yearly bill: the arm's minus the baseline's, the same GPUs and hours
     Col(
-        "fleet's yearly electricity bill change ($; negative: lower)",
+        "fleet's yearly GPU electricity bill change at equal GPU-hours ($; negative: lower)",
         "fleet_energy_usd_change_per_year",
         "+,.0f",
     ),
@@ -453,17 +457,33 @@ def constants_table(key: str, title: str, source: CsvFile) -> Table:
     return table
 
 
-def sensitivity_table(source: CsvFile) -> Table:
+SENSITIVITY_NOTE = (
+    "One assumption changed at a time; the others as configured. The simulated deployments "
+    "first; savings are for the baseline's fleet-year of tokens made by the controller, the "
+    "bill change is the controller's fleet-year minus the baseline's. Energy: GPU energy x PUE, "
+    "the hosts' not counted (the capital counts their power). GPU-time $ is a renter's price, "
+    "which holds the provider's power and capital: not to be added to the energy $ or the "
+    "capital avoided. The capital is a one-time cost, not a yearly one."
+)
+
+
+def sensitivity_table(
+    source: CsvFile, note: str = SENSITIVITY_NOTE, left_out: tuple[str, ...] = ()
+) -> Table:
     """The economics stage's ``sensitivity.csv`` pivoted: one row per headline quantity, one
-    column per setting (the base case, then each assumption at each end); the title carries
-    the rows' data label (SIMULATED where they are)."""
+    column per setting (the base case, then each assumption at each end), but for the
+    parameters ``left_out`` (those that move none of the rows, as the GPU-hour price in planner
+    mode); the title carries the rows' data label (SIMULATED where they are) and ``note`` is
+    said under it."""
     frame = source.frame
+    frame = frame[~frame["parameter"].isin(left_out)]
     settings = list(dict.fromkeys(zip(frame["parameter"], frame["setting"], strict=True)))
     quantities = frame[frame["parameter"] == "base"]
+    varied = [p for p in dict.fromkeys(frame["parameter"]) if p != "base"]
     table = Table(
         "sensitivity",
-        "Sensitivity of the headline to price, PUE, carbon intensity, capacity cost and "
-        f"GPU-hour price ({data_label(frame['data'])})",
+        f"Sensitivity of the headline to {', '.join(varied[:-1])} and {varied[-1]} "
+        f"({data_label(frame['data'])})",
         [
             "source",
             "deployment",
@@ -474,9 +494,7 @@ def sensitivity_table(source: CsvFile) -> Table:
             *(f"{p}: {s}" for p, s in settings),
         ],
         sources=[source.path],
-        note="One assumption changed at a time; the others as configured. The simulated "
-        "deployments first; savings are for the baseline's fleet-year of tokens made by the "
-        "controller, the bill change is the controller's fleet-year minus the baseline's.",
+        note=note,
     )
     for _, q in quantities.iterrows():
         keys = {"source": q["source"], "deployment": q["deployment"], "quantity": q["quantity"]}
