@@ -856,7 +856,9 @@ def test_bounds_given_for_one_actuator_leave_a_trained_controllers_others_as_tra
 
     class Trained(Observing):
         space = SimpleNamespace(
-            bounds={"concurrency": (1, 32), "max_new_tokens": (8, 64), "train_micro_batch": (1, 8)}
+            actuators=("concurrency", "max_new_tokens", "train_micro_batch"),
+            bounds={"concurrency": (1, 32), "max_new_tokens": (8, 64), "train_micro_batch": (1, 8)},
+            holds={},
         )
 
     controller = Trained()
@@ -870,6 +872,44 @@ def test_bounds_given_for_one_actuator_leave_a_trained_controllers_others_as_tra
         PowerCapCallback(controller, cap_w=300.0, bounds={"max_new_tokens": (8, 16)})
     with pytest.raises(ValueError, match=r"^PowerCapCallback: bounds: 'max_tokens': expected one"):
         PowerCapCallback(controller, cap_w=300.0, bounds={"max_tokens": bounds["max_new_tokens"]})
+
+
+def test_a_trained_controllers_held_actuators_read_as_trained_and_keep_the_users_setting(
+    tmp_path: Path,
+) -> None:
+    """A trained controller holds the actuators without authority on its deployment (7b: the
+    training chunk at 1; 14b: max new tokens at 64). Its observation read a chunk the stock
+    trainer lacks at its bound, 8 (18 standard deviations off its training), and the 7b
+    controller paused 6-8 s before every step; and its held 64 new tokens overrode a trainer's
+    16. Held actuators read their hold level and keep the trainer's own setting."""
+    from types import SimpleNamespace
+
+    from grpo_power.callbacks import PowerCapCallback
+    from grpo_power.control.contract import Action
+
+    class Trained(Observing):
+        space = SimpleNamespace(
+            actuators=("concurrency",),
+            bounds={"concurrency": (1, 32), "max_new_tokens": (8, 64), "train_micro_batch": (1, 8)},
+            holds={"max_new_tokens": 64, "train_micro_batch": 1, "pause_s": 0},
+        )
+
+        def decide(self, observation: Any) -> Action:  # as ControlSpace.to_action gives it
+            super().decide(observation)
+            return Action(concurrency=8, max_new_tokens=64, train_micro_batch=1, pause_s=0)
+
+    controller = Trained()
+    cap = PowerCapCallback(controller, cap_w=300.0)
+    trainer = _tiny_grpo(tmp_path, [cap], max_completion_length=16, max_steps=2)
+    trainer.train()
+    seen = controller.seen[-1]
+    assert (seen.max_new_tokens, seen.train_micro_batch, seen.pause_s) == (64, 1, 0)
+    steps = [e for e in trainer.state.log_history if "loss" in e]
+    assert [e["power_cap/max_new_tokens"] for e in steps] == [16, 16]
+    assert all(e["completions/max_length"] <= 16 for e in steps)
+    last = trainer.state.log_history[-1]
+    assert last["power_cap/train_micro_batch_unavailable_steps"] == 0  # held: never asked for
+    assert last["power_cap/concurrency_unavailable_steps"] == 2  # driven: the stock trainer lacks
 
 
 def test_a_controller_of_ones_own_never_lengthens_completions_past_the_users_setting(

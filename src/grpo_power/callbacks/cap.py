@@ -61,7 +61,7 @@ import math
 import time
 import weakref
 from collections import deque
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -177,6 +177,16 @@ def _warn_above_settings(
                 value,
                 advice,
             )
+
+
+def held_actuators(controller: Controller) -> dict[str, int]:
+    """The actuators a trained controller holds rather than drives (its action space's
+    ``holds``: those without authority on its deployment), at the level it was trained with;
+    none for a controller of one's own."""
+    space = getattr(controller, "space", None)
+    if space is None:
+        return {}
+    return {name: level for name, level in space.holds.items() if name not in space.actuators}
 
 
 def checked_bounds(bounds: Any) -> dict[str, ActuatorBounds]:
@@ -347,8 +357,9 @@ class PowerCapCallback(TrainerCallback):
         settings = self._settings.setdefault(self.trainer, trainer_settings(self.trainer))
         given = self._given_bounds  # the user's, for the actuators they name
         own = controller_bounds(self.controller, self._config, settings)
-        if getattr(self.controller, "space", None) is not None:
-            trained = {k: b for k, b in own.items() if k not in given}
+        space = getattr(self.controller, "space", None)
+        if space is not None:
+            trained = {k: b for k, b in own.items() if k not in given and k in space.actuators}
             _warn_above_settings(
                 trained,
                 settings,
@@ -428,8 +439,15 @@ class PowerCapCallback(TrainerCallback):
         assert self.actuators is not None
         values = self.actuators.values()
 
+        held = held_actuators(self.controller)
+
         def setting(name: str) -> int:
-            """An actuator's value; one the trainer lacks at its upper bound (0 unbounded)."""
+            """An actuator's value: one a trained controller holds at its hold level (a constant
+            of its training, whatever the trainer's setting: read as the trainer's or a bound,
+            7b's training chunk of 1 read 8, 18 standard deviations off, and it paused 7 s
+            before every step); one the trainer lacks at its upper bound (0 unbounded)."""
+            if name in held:
+                return held[name]
             if name in values:
                 return values[name]
             return self.bounds[name].max if name in self.bounds else 0
@@ -464,6 +482,11 @@ class PowerCapCallback(TrainerCallback):
                     f"PowerCapCallback: {type(self.controller).__name__}.decide returned "
                     f"{type(action).__name__}; expected a grpo_power.control.contract.Action"
                 )
+            if not stale:  # the fail-safe holds every actuator low, held ones too
+                # a trained controller's held actuators keep the trainer's own settings (hold
+                # levels are the simulator's, not the user's: 14b's 64 new tokens on a trainer
+                # of 16)
+                action = replace(action, **dict.fromkeys(held_actuators(self.controller)))
             decided = [action, stale, observation.mean_power_w > self.cap_w]
             self.last_observation = observation
         if self.several_processes:
