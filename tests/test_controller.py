@@ -388,6 +388,15 @@ def test_missing_controller_names_the_file_and_the_command(tmp_path):
         PPOController.load(tmp_path / "controller" / "7b")
     message = str(error.value)
     assert "controller.json" in message and "grpo-power controller train --deployment 7b" in message
+    # a folder of one's own names no deployment: it said `--deployment user` of `user/`
+    with pytest.raises(FileNotFoundError, match="controller train --deployment DEPLOYMENT --out"):
+        PPOController.load(tmp_path / "user")
+    # the controller.json itself, given for its folder: said so (it looked for
+    # controller.json/controller.json and suggested `--deployment controller.json`)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "controller.json").write_text("{}")
+    with pytest.raises(ValueError, match=r"controller.json: a file; expected the controller's fo"):
+        PPOController.load(tmp_path / "mine" / "controller.json")
 
 
 def test_a_damaged_or_mixed_controller_folder_is_refused_naming_the_file(trained, tmp_path):

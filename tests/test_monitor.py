@@ -874,6 +874,29 @@ def test_bounds_given_for_one_actuator_leave_a_trained_controllers_others_as_tra
         PowerCapCallback(controller, cap_w=300.0, bounds={"max_tokens": bounds["max_new_tokens"]})
 
 
+def test_a_controller_used_at_a_cap_it_was_not_trained_for_is_warned_about(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A controller trained at 320 W (caps within 8 % of it) loaded at 200 W said nothing, and
+    the run spent a quarter of its samples above the cap."""
+    from grpo_power.callbacks import PowerCapCallback
+
+    class Trained(Observing):
+        def __init__(self) -> None:
+            super().__init__()
+            self.meta = {"cap_w": 320.0, "training": {"cap_jitter_frac": 0.08}}
+
+    with caplog.at_level("WARNING", logger="grpo_power.callbacks.cap"):
+        PowerCapCallback(Trained(), cap_w=300.0)  # within its training's caps
+        assert "trained at a cap" not in caplog.text
+        PowerCapCallback(Trained(), cap_w=200.0)
+    assert (
+        "the controller was trained at a cap of 320 W (caps within 8 % of it), this run's is "
+        "200 W: it acts outside what it learnt; train one at this cap (grpo-power controller "
+        "train --cap-w 200)"
+    ) in caplog.text
+
+
 def test_a_trained_controllers_held_actuators_read_as_trained_and_keep_the_users_setting(
     tmp_path: Path,
 ) -> None:

@@ -38,6 +38,8 @@ TRACE_METADATA_KEY = b"grpo_power"  # a power trace's TraceMetadata (telemetry/s
 SIM_RUN_METADATA_KEY = b"grpo_power_sim_run"  # a simulated run's samples (control/rollout.py)
 BINS_METADATA_KEY = b"grpo_power_bins"  # the windows stage's energy bins (analysis/bins.py)
 
+# The folder of the study's trained controllers, one folder each in it, under RESULTS_DIR.
+CONTROLLERS_FOLDER = "controller"
 # The arms the study trains a controller of their own for (``controller train --arm``).
 CONTROLLER_ARMS = ("ppo", "ppo+hwcap")
 
@@ -364,7 +366,7 @@ class ResultsLayout:
 
     @property
     def controllers(self) -> Path:
-        return self.root / "controller"
+        return self.root / CONTROLLERS_FOLDER
 
     def controller(self, deployment: str, arm: str = "ppo") -> Path:
         """One deployment's controller folder of ``arm`` (:func:`controller_in`)."""

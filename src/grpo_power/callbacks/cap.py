@@ -179,6 +179,28 @@ def _warn_above_settings(
             )
 
 
+def _warn_other_cap(controller: Controller, cap_w: float) -> None:
+    """Warn where a trained controller (its ``controller.json``, ``meta``) learnt at a cap this
+    run's ``cap_w`` lies outside (its cap and the training's ``cap_jitter_frac`` about it): it
+    acts on power shares of a cap it never saw (at 200 W, a 320 W controller's run spent a
+    quarter of its samples above the cap)."""
+    meta = getattr(controller, "meta", None)
+    if not isinstance(meta, dict) or not isinstance(meta.get("cap_w"), int | float):
+        return
+    trained_w = float(meta["cap_w"])
+    jitter = float((meta.get("training") or {}).get("cap_jitter_frac") or 0.0)
+    if abs(cap_w - trained_w) > jitter * trained_w + 1e-9:
+        logger.warning(
+            "PowerCapCallback: the controller was trained at a cap of %g W (caps within %g %% "
+            "of it), this run's is %g W: it acts outside what it learnt; train one at this cap "
+            "(grpo-power controller train --cap-w %g)",
+            trained_w,
+            100 * jitter,
+            cap_w,
+            cap_w,
+        )
+
+
 def held_actuators(controller: Controller) -> dict[str, int]:
     """The actuators a trained controller holds rather than drives (its action space's
     ``holds``: those without authority on its deployment), at the level it was trained with;
@@ -264,6 +286,7 @@ class PowerCapCallback(TrainerCallback):
         check_monitor("PowerCapCallback", monitor)
         self.controller = load_controller(controller)
         self.cap_w = float(cap_w)
+        _warn_other_cap(self.controller, self.cap_w)
         rank, local_rank = process_ranks()
         self.deciding, self.sampling = rank == 0, local_rank == 0  # see the module docstring
         self._owns_monitor = monitor is None

@@ -232,7 +232,10 @@ def identify(
             )
         else:
             typer.echo(f"fit completion lengths: not identifiable: {lengths['reason']}")
-    typer.echo(f"wrote {result.calibration_path}, {out}/authority.csv, authority.md, sweeps.csv")
+    typer.echo(
+        f"wrote {result.calibration_path}, {out}/authority.json, authority.csv, authority.md, "
+        f"sweeps.csv{', fit_residuals.csv' if result.fit is not None else ''}"
+    )
 
 
 def _identify_traces(cfg: Any, traces: list[Path], validate: list[Path], out: Path) -> None:

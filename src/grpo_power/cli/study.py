@@ -48,7 +48,12 @@ def controller_train(
         float | None, typer.Option("--cap-w", help="Cap to train for, W (default: config).")
     ] = None,
     timesteps: Annotated[
-        int | None, typer.Option("--timesteps", help="PPO steps (default: config).")
+        int | None,
+        typer.Option(
+            "--timesteps",
+            help="PPO steps, times the deployment's sim.deployments[].training_steps_factor "
+            "(default: config's controller.total_timesteps).",
+        ),
     ] = None,
     arm: Annotated[
         ControllerArm,
@@ -84,7 +89,9 @@ def controller_train(
         f"{e['random_return']:.2f}), violation rate {100 * e['trained_violation_rate']:.2f} % "
         f"(random {100 * e['random_violation_rate']:.2f} %)"
     )
-    typer.echo(f"wrote {out}/controller.json, policy.npz, policy.zip, vecnormalize.pkl")
+    typer.echo(
+        f"wrote {out}/controller.json, policy.npz, policy.zip, vecnormalize.pkl, learning_curve.csv"
+    )
 
 
 @app.command("evaluate")

@@ -31,7 +31,7 @@ import numpy as np
 from grpo_power.config import Config
 from grpo_power.control.contract import ARRAY_FIELDS, Action, Observation
 from grpo_power.control.env import ControlSpace, observation_size, tracks_budget
-from grpo_power.layout import CONTROLLER
+from grpo_power.layout import CONTROLLER, CONTROLLERS_FOLDER
 from grpo_power.stage_files import read_json, require_keys
 
 CONTROLLER_KIND = "grpo-power PPO controller"
@@ -123,6 +123,8 @@ def _train_command(folder: Path, deployment: str | None) -> str:
     folder: the ``ppo+hwcap`` arm's), for messages."""
     name = deployment or folder.name
     base, plus, tier = name.partition("+")
+    if deployment is None and folder.parent.name != CONTROLLERS_FOLDER:
+        base = "DEPLOYMENT"  # a folder of the user's own: its name says no deployment
     arm = f" --arm ppo+{tier}" if plus else ""
     return f"`grpo-power controller train --deployment {base}{arm} --out {folder}`"
 
@@ -241,6 +243,11 @@ class PPOController:
                 another deployment (the message names the file, the field and both values).
         """
         folder = Path(folder)
+        if folder.is_file():  # the controller.json itself, a natural slip
+            raise ValueError(
+                f"{folder}: a file; expected the controller's folder, the one holding "
+                f"{CONTROLLER.controller} and {CONTROLLER.policy_npz} (here {folder.parent})"
+            )
         command = _train_command(folder, deployment)
         for name in (CONTROLLER.controller, CONTROLLER.policy_npz):
             if not (folder / name).exists():
