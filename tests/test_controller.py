@@ -383,6 +383,41 @@ def test_saved_controller_matches_sb3(trained):
     assert {"train_micro_batch", "pause_s"} <= set(names)
 
 
+def test_a_controller_says_which_inputs_lie_far_from_its_training() -> None:
+    """A trained controller in a user's script read a tiny model's tokens per second (or a
+    held chunk at its bound) tens of standard deviations from its training, and acted on it
+    (7 s pauses before every step) without a word: it names such inputs, which
+    PowerCapCallback warns of once each."""
+    from grpo_power.control.contract import ARRAY_FIELDS
+
+    n = len(ARRAY_FIELDS)
+    mean = np.zeros(n)
+    mean[ARRAY_FIELDS.index("tokens_per_s")] = 300.0
+    var = np.ones(n)
+    var[ARRAY_FIELDS.index("tokens_per_s")] = 400.0  # sd 20 tokens/s
+    meta = {
+        "space": {
+            "deployment": "7b",
+            "actuators": ["concurrency"],
+            "bounds": {"concurrency": [1, 32]},
+            "holds": {},
+        },
+        "observation": {
+            "mean": mean.tolist(),
+            "var": var.tolist(),
+            "epsilon": 1e-8,
+            "clip": 10.0,
+            "fields": list(ARRAY_FIELDS),
+        },
+    }
+    arrays = {"w0": np.zeros((1, n)), "b0": np.zeros(1), "activations": np.array([], dtype=str)}
+    controller = PPOController(meta, arrays)
+    seen = Observation(0.0, 0.0, 0.0, 0.0, 0, 0, 48.0, 300.0, 40)
+    assert controller.far_inputs(seen, 5.0) == [("tokens_per_s", 48.0, pytest.approx(-12.6))]
+    near = replace(seen, tokens_per_s=290.0)
+    assert controller.far_inputs(near, 5.0) == []
+
+
 def test_missing_controller_names_the_file_and_the_command(tmp_path):
     with pytest.raises(FileNotFoundError) as error:
         PPOController.load(tmp_path / "controller" / "7b")

@@ -897,6 +897,27 @@ def test_a_controller_used_at_a_cap_it_was_not_trained_for_is_warned_about(
     ) in caplog.text
 
 
+def test_inputs_far_from_a_trained_controllers_training_are_warned_of_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The inputs a trained controller names as far from its training (PPOController.far_inputs)
+    are warned of once each, not at the first decision (no samples yet, as in training)."""
+    from grpo_power.callbacks import PowerCapCallback
+
+    class Far(Observing):
+        def far_inputs(self, observation: Any, sd: float) -> list:
+            return [("tokens_per_s", observation.tokens_per_s, -12.6)]
+
+    controller = Far()
+    trainer = _Regression.trainer(tmp_path, [PowerCapCallback(controller, cap_w=300.0)])
+    with caplog.at_level("WARNING", logger="grpo_power.callbacks.cap"):
+        trainer.train()  # type: ignore[attr-defined]
+    far = [r.getMessage() for r in caplog.records if "standard deviations" in r.getMessage()]
+    assert len(far) == 1 and len(controller.seen) > 2
+    assert far[0].startswith("PowerCapCallback: the trained controller sees tokens_per_s = ")
+    assert "13 standard deviations from its training's mean" in far[0]
+
+
 def test_a_trained_controllers_held_actuators_read_as_trained_and_keep_the_users_setting(
     tmp_path: Path,
 ) -> None:

@@ -105,6 +105,8 @@ STATE_KEY = "grpo_power.PowerCapCallback"
 # log obs_<name> in steps.parquet): its window_s, which the log interval's power/ figures are not
 OBSERVED_POWER = ("mean_power_w", "p95_power_w", "max_power_w", "share_above_cap", "samples")
 
+FAR_SD = 5.0  # a trained controller's input this many standard deviations off: warned about
+
 UNAVAILABLE_HINTS = {  # how a run gets an actuator its trainer lacks
     "concurrency": " (swap in grpo_power.workload.trainer.PowerAwareGRPOTrainer)",
     "train_micro_batch": " (PowerAwareGRPOTrainer with train_micro_batch=...)",
@@ -346,6 +348,7 @@ class PowerCapCallback(TrainerCallback):
         self._recent_steps: deque[tuple[float, float]] = deque(maxlen=1)
         self._phases: ForwardPhases | None = None  # the forward passes, for a monitor of its own
         self._warned_no_tokens = False
+        self._warned_far: set[str] = set()  # inputs a trained controller never saw, warned of
         self._fresh = self.state_dict()  # what a run that does not resume starts from
 
     def state_dict(self) -> dict[str, Any]:
@@ -488,6 +491,26 @@ class PowerCapCallback(TrainerCallback):
             run=self.violations,
         )
 
+    def _warn_far_inputs(self, observation: Observation) -> None:
+        """Warn, once a field, where a trained controller sees an input far from all it was
+        trained on (:data:`FAR_SD` standard deviations: a trainer far from the simulated
+        deployment's, such as a tiny model's tokens per second), which it acts on unreliably;
+        not at a decision before any sample (the simulator's first steps have none either)."""
+        far_inputs = getattr(self.controller, "far_inputs", None)
+        if far_inputs is None or observation.samples == 0:
+            return
+        for name, value, score in far_inputs(observation, FAR_SD):
+            if name not in self._warned_far:
+                self._warned_far.add(name)
+                logger.warning(
+                    "PowerCapCallback: the trained controller sees %s = %.4g, %.0f standard "
+                    "deviations from its training's mean: it acts on inputs it never saw "
+                    "(train it for this run's deployment: the config's sim and workload)",
+                    name,
+                    value,
+                    abs(score),
+                )
+
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         assert self.actuators is not None
         # the decision and the pause are part of the step, as in the simulator and the run's hook
@@ -512,6 +535,7 @@ class PowerCapCallback(TrainerCallback):
                 action = replace(action, **dict.fromkeys(held_actuators(self.controller)))
             decided = [action, stale, observation.mean_power_w > self.cap_w]
             self.last_observation = observation
+            self._warn_far_inputs(observation)
         if self.several_processes:
             broadcast_object_list(decided, from_process=0)  # every rank acts alike
         action, stale, hot = decided

@@ -123,8 +123,8 @@ def _train_command(folder: Path, deployment: str | None) -> str:
     folder: the ``ppo+hwcap`` arm's), for messages."""
     name = deployment or folder.name
     base, plus, tier = name.partition("+")
-    if deployment is None and folder.parent.name != CONTROLLERS_FOLDER:
-        base = "DEPLOYMENT"  # a folder of the user's own: its name says no deployment
+    if deployment is None and folder.parent.name != CONTROLLERS_FOLDER and not plus:
+        base = "DEPLOYMENT"  # a folder of one's own (`user/`): its name says no deployment
     arm = f" --arm ppo+{tier}" if plus else ""
     return f"`grpo-power controller train --deployment {base}{arm} --out {folder}`"
 
@@ -330,6 +330,18 @@ class PPOController:
         if self.tracking is None:
             return array
         return np.append(array, math.log(tracked_multiplier(self.tracking, observation)))
+
+    def far_inputs(self, observation: Observation, sd: float) -> list[tuple[str, float, float]]:
+        """The inputs of ``observation`` more than ``sd`` standard deviations from their mean
+        over the controller's training (where it acts on what it never saw): (field name, the
+        value, how many standard deviations off), in the policy's input order."""
+        values = self.policy_input(observation)
+        scores = (np.asarray(values, dtype=np.float64) - self._mean) * self._scale
+        names = list(self.meta["observation"].get("fields") or range(len(values)))
+        return [
+            (str(names[i]), float(values[i]), float(scores[i]))
+            for i in np.flatnonzero(np.abs(scores) > sd)
+        ]
 
     def decide(self, observation: Observation) -> Action:
         """The actuator values of the next step."""
