@@ -358,7 +358,10 @@ class EconomicsConfig(Strict):
         2025, description="Calendar year the annual figures cover (8784 h in leap years)."
     )
     utilization: Annotated[float, Field(gt=0, le=1)] = Field(
-        1.0, description="Share of the year's hours the fleet runs GRPO training."
+        1.0,
+        description="Share of the year's hours the fleet runs GRPO training; the fleet-year "
+        "figures count those hours only (the rest of the year's energy, other work or idle, is "
+        "not GRPO's and not counted).",
     )
     controller_arm: SimArmName = Field(
         "ppo", description="The arm whose savings the headline reports."
