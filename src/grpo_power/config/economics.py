@@ -347,7 +347,8 @@ class EconomicsConfig(Strict):
         default_factory=lambda: GpuHourPrice(
             value=4.10,
             source="AWS EC2 p4d.24xlarge (8x A100 40 GB) on-demand, us-east-1: "
-            "$32.77 per hour / 8 GPUs",
+            "$32.77 per hour / 8 GPUs (a 2024 list price: AWS cut P4 and P5 on-demand prices in "
+            "June 2025, P5 by up to 45 %; re-source before quoting)",
             year=2024,
         ),
     )
