@@ -421,3 +421,35 @@ def test_a_working_folders_config_of_another_tool_says_why_it_was_read(
     (line,) = result.output.strip().splitlines()
     assert line.startswith("error: config/config.yaml: defaults: unknown key")
     assert "is read as the config when no --config is given, being in the working folder" in line
+
+
+def test_controller_train_takes_identifys_calibration_as_the_studys_rule_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's stage 3 command trained on the config's calibration where the study's rule
+    passes identify's (calibration_origin "defaults", unsaid): it takes identify's where
+    identify wrote it, and says so."""
+    import yaml
+
+    from grpo_power import study
+
+    results = tmp_path / "results"
+    (results / "identify").mkdir(parents=True)
+    (results / "identify" / "calibration.json").write_text("{}")
+    data = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    data["results_dir"] = str(results)
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(data))
+    given = []
+
+    def train(cfg, deployment, out, calibration, *args):
+        given.append(calibration)
+        raise ValueError("stopped here")
+
+    monkeypatch.setattr(study, "train", train)
+    result = invoke("controller", "train", "--deployment", "7b", "--config", str(config))
+    assert given == [results / "identify" / "calibration.json"]
+    assert f"note: calibration {results}/identify/calibration.json (identify's" in result.output
+    (results / "identify" / "calibration.json").unlink()
+    invoke("controller", "train", "--deployment", "7b", "--config", str(config))
+    assert given[-1] is None  # none written: the config's

@@ -16,6 +16,7 @@ from grpo_power.cli.base import (
     check_numbers,
     config_from,
     controller_app,
+    echo_notes,
     user_errors,
 )
 from grpo_power.config import DEFAULT_CONFIG_PATH, Config
@@ -38,7 +39,12 @@ def controller_train(
         ),
     ] = None,
     calibration: Annotated[
-        Path | None, typer.Option("--calibration", help="Calibration file (default: config).")
+        Path | None,
+        typer.Option(
+            "--calibration",
+            help="Calibration file (default: RESULTS_DIR/identify/calibration.json where "
+            "identify wrote it, as the study's rule passes it; else the config's).",
+        ),
     ] = None,
     authority: Annotated[
         Path | None,
@@ -74,6 +80,10 @@ def controller_train(
     check_numbers({"--cap-w": cap_w}, cfg)
     out = out or controller_folder(cfg, deployment, arm)
     authority = authority or cfg.layout.identify / IDENTIFY.authority_json
+    identified = cfg.layout.identify / IDENTIFY.calibration
+    if calibration is None and cfg.sim.calibration is None and identified.exists():
+        calibration = identified  # the study's rule trains on identify's calibration too
+        echo_notes([f"calibration {identified} (identify's; --calibration to give another)"])
     result = train(cfg, deployment, out, calibration, authority, cap_w, timesteps, arm)
     e = result.evaluation
     typer.echo(
