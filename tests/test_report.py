@@ -248,8 +248,8 @@ def test_the_economics_section_says_what_its_figures_are(report: dict) -> None:
     study = _text(_table_html(page, "study"))
     assert "fleet's yearly GPU electricity bill change" in study
     # "saved" and "change" sit side by side with opposite signs for a better controller
-    assert "negative: the controller costs more for the same work" in study
-    assert "negative: a lower bill or less carbon than the baseline's fleet" in study
+    assert "positive, the controller saves; negative, it costs more" in study
+    assert "negative, a lower bill or less carbon than the baseline's fleet" in study
     # an economics reviewer read the capital, in the controller's savings, as the controller's
     assert "a one-time cost, of oversubscribing the fleet of every arm's runs, not a saving" in (
         study
@@ -393,6 +393,7 @@ def test_data_labels_and_dollars_read_as_written() -> None:
     assert data_label(["real run (simulated power)"]) == "SIMULATED"
     usd = Num(0.0053, Path("summary.json"), "energy_usd", spec=",.4f")
     assert with_unit(usd, "$") == ["$", usd]
+    assert with_unit(usd, "$ (one-time)") == ["$", usd, " (one-time)"]  # the capital's unit
     assert with_unit(usd, "kWh") == [usd, " kWh"]
 
 
@@ -812,6 +813,7 @@ def test_the_page_reads_top_to_bottom_and_labels_simulation(report: dict) -> Non
     page = report["page"]
     assert page.headings == [
         "The question",
+        "The answer in short (SIMULATED)",
         "Setup",
         "The study and this run",
         "The study's live arms",
@@ -1021,3 +1023,48 @@ def test_shell_commands_keep_config_paths_as_single_arguments(tmp_path: Path) ->
         assert re.fullmatch(
             rf"{re.escape(str(hostile))}/configs/config-[0-9a-f]{{12}}\.yaml", config_file
         )
+
+
+def test_the_report_answers_its_question_in_short(report: dict) -> None:
+    """A newcomer found the question asked at the top and no answer: it had to be worked out
+    from sixty rows. The answer in short gives the targets met and what the controller made
+    on each deployment, each number from the evaluation's files."""
+    root = report["root"]
+    page = _text((root / "report" / "index.html").read_text())
+    assert "The answer in short (SIMULATED)" in report["page"].headings
+    summary = json.loads((root / "evaluate" / "study" / "summary.json").read_text())
+    met = f"Controller targets met (SIMULATED): {summary['targets_met']} of {summary['targets']}"
+    assert met + " in the study's evaluation" in page
+    arms = pd.read_csv(root / "evaluate" / "study" / "summary.csv")
+    for _, ppo in arms[arms["arm"] == "ppo"].iterrows():
+        rate = f"{ppo['deployment']}: ppo ran at {100 * ppo['violation_rate']:.2f} % violations"
+        assert rate in page
+    ratios = pd.read_csv(root / "evaluate" / "study" / "ratios.csv")
+    shares = ratios[
+        (ratios["controller"] == "ppo") & (ratios["comparison"] == "output_share_of_oracle")
+    ]
+    for _, share in shares.iterrows():
+        assert f"{share['value']:.1f} % of its oracle's output (target {share['target']}:" in page
+
+
+def test_real_runs_of_arms_that_ran_alike_are_named_under_the_live_arms(report: dict) -> None:
+    """A newcomer found fixed, fixed-safe and threshold ran the same settings at every step
+    (fixed-safe tuned to fixed's concurrency, threshold never moving) while the live-arms table
+    showed their tokens/s two-fold apart, unsaid: machine load, not the arms. Arms whose step
+    logs hold the same settings on every seed are named in the table's note."""
+    from grpo_power.report.inputs import SETTINGS, run_infos, same_settings
+
+    infos = run_infos(report["paths"]["runs"])
+    by_arm: dict[str, list] = {}
+    for info in sorted(infos, key=lambda i: int(i.manifest.get("seed", 0))):
+        steps = pd.read_parquet(info.folder / "steps.parquet")
+        by_arm.setdefault(info.manifest["arm"], []).append(steps[list(SETTINGS)].values.tolist())
+    alike = [{a for a in by_arm if by_arm[a] == by_arm[arm]} for arm in by_arm]
+    expected = {frozenset(group) for group in alike if len(group) > 1}
+    lines = same_settings(infos)
+    assert len(lines) == len(expected)
+    for group in expected:
+        named = sorted(group)
+        assert any(f"{', '.join(named[:-1])} and {named[-1]} ran the same" in x for x in lines)
+    live = _text(_table_html((report["root"] / "report" / "index.html").read_text(), "live-arms"))
+    assert all(line in live for line in lines)

@@ -236,7 +236,8 @@ def _ratio_row(
         "comparison": c.key,
         "base": base or c.base,
         "metric": c.metric,
-        "unit": {"change": "%", "share": "%", "points": "points"}[c.kind],
+        # a change and a share are both in %: the unit says which (a share of 91 % read "+91.0 %")
+        "unit": {"change": "% change", "share": "% of base", "points": "points"}[c.kind],
         "value": value[0],
         "ci_low": value[1],
         "ci_high": value[2],

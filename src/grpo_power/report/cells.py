@@ -222,7 +222,9 @@ def with_unit(num: Num, unit: str) -> list[Part]:
     when the number is missing."""
     if num.text() == "n/a":
         return [num]
-    return ["$", num] if unit == "$" else [num, f" {unit}"]
+    if unit.startswith("$"):  # "$", or "$ (one-time)": $12,072,938 (one-time)
+        return ["$", num, *([unit[1:]] if unit[1:] else [])]
+    return [num, f" {unit}"]
 
 
 def interval_pct(summary: JsonFile) -> str:

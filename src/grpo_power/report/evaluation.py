@@ -230,3 +230,46 @@ def schedule_phrase(schedule: list[dict[str, Any]]) -> str:
     if held and held != {(1.0, None, 1.0)}:
         return f" (a cap fraction, completion length or slowdown held over the run{where}"
     return ""
+
+
+def answer_in_short(
+    evaluation: Evaluation, scenarios: list[Path], controller: str
+) -> list[cells.Cell]:
+    """The report's answer in short, from the evaluations' files: the targets met in the study
+    and in each scenario (``scenarios``: their folders), then per deployment what ``controller``
+    made against its oracle and against the best classic peer within the budget, and its
+    violations. Everything it reads is SIMULATED."""
+    met = [
+        "Controller targets met (SIMULATED): ",
+        evaluation.summary_json.num("targets_met", ",.0f"),
+        " of ",
+        evaluation.summary_json.num("targets", ",.0f"),
+        " in the study's evaluation",
+    ]
+    for folder in scenarios:
+        summary = read_evaluation(folder).summary_json
+        met += ["; ", summary.num("targets_met", ",.0f"), " of ", summary.num("targets", ",.0f")]
+        met.append(f" in scenario {folder.name}")
+    lines: list[cells.Cell] = [[*met, " (each in the ratio tables below)."]]
+    ratios, arms = evaluation.ratios, evaluation.summary
+    for deployment in dict.fromkeys(arms.frame["deployment"]):
+        mine = {"deployment": deployment, "controller": controller}
+        own = {"deployment": deployment, "arm": controller}
+        if arms.select(**own).empty:
+            continue
+        line: list[cells.Part] = [f"{deployment}: {controller} ran at "]
+        line += [arms.num("violation_rate", ".2f", 100.0, **own), " % violations"]
+        within = str(arms.select(**own)["within_budget"].iloc[0]) == "True"
+        line.append(" (within the budget)" if within else " (outside the budget)")
+        for comparison, what in (
+            ("output_share_of_oracle", "its oracle's output"),
+            ("budget_vs_best_peer", "the output of the best classic peer within the budget"),
+        ):
+            row = ratios.select(comparison=comparison, **mine)
+            if row.empty:
+                continue
+            verdict = "met" if str(row["met"].iloc[0]) == "True" else "NOT met"
+            line += ["; ", ratios.num("value", ".1f", comparison=comparison, **mine)]
+            line.append(f" % of {what} (target {row['target'].iloc[0]}: {verdict})")
+        lines.append([*line, "."])
+    return lines

@@ -181,3 +181,38 @@ def controller_info(folder: Path) -> dict[str, Any]:
     )
     require_data_label(info, str(path), "whether the controller was trained in the simulator")
     return info
+
+
+SETTINGS = ("concurrency", "max_new_tokens", "train_micro_batch", "pause_s")  # a step's, logged
+
+
+def same_settings(infos: list[RunInfo]) -> list[str]:
+    """Arms of the real runs of one size that ran the same settings (:data:`SETTINGS`) at every
+    step of every seed they share, as their step logs have them: their tokens per second,
+    energy and time then differ by this machine's load alone (a tiny run on a busy CPU: fixed,
+    fixed-safe and threshold ran alike, and their tokens/s differed two-fold). One line per
+    set of such arms, naming the settings; [] where every arm's runs differ."""
+    runs: dict[tuple[str, str], dict[int, tuple]] = {}
+    for info in infos:
+        steps = read_step_log(info.folder / RUN.steps)
+        columns = [c for c in SETTINGS if c in steps.columns]
+        held = tuple(tuple(zip(columns, row, strict=True)) for row in steps[columns].to_numpy())
+        key = (str(info.manifest["size"]), str(info.manifest["arm"]))
+        runs.setdefault(key, {})[int(info.manifest.get("seed", 0))] = held
+    groups: dict[tuple, list[str]] = {}
+    for (size, arm), seeds in runs.items():
+        groups.setdefault((size, tuple(sorted(seeds.items()))), []).append(arm)
+    lines = []
+    for (size, seeds), arms in groups.items():
+        steps = seeds[0][1]
+        if len(arms) < 2 or not steps:
+            continue
+        shown = ", ".join(f"{c} {float(v):g}" for c, v in steps[0])
+        constant = "" if len(set(steps)) > 1 else f" ({shown} throughout)"
+        named = sorted(arms)
+        lines.append(
+            f"The {size} runs of {', '.join(named[:-1])} and {named[-1]} ran the same settings "
+            f"at every step{constant}: their tokens/s, energy and time differ by this machine's "
+            "load alone, not by the arm"
+        )
+    return lines

@@ -87,6 +87,7 @@ def live_arm_table(
     gpu: str,
     interval: str,
     run_power: str,
+    alike: list[str] | None = None,
 ) -> Table:
     """The study's live arms and this run's, one row per study arm.
 
@@ -103,6 +104,8 @@ def live_arm_table(
             (``"95 %"``); run_power: the real runs' power's label (``"SIMULATED"``, or
             ``"measured: nvml"``; :func:`~grpo_power.report.cells.data_label`), said beside
             their share over the cap.
+        alike: lines naming the real runs' arms that ran the same settings throughout
+            (:func:`~grpo_power.report.inputs.same_settings`), said in the note.
     """
     table = Table(
         "live-arms",
@@ -128,7 +131,7 @@ def live_arm_table(
         "intervals; the real run's share over the cap is its first seed's. The study measured a "
         f"trained 7B model; here a simulated {gpu} and, for the real run, a small model (power: "
         f"{run_power}), so tokens differ in scale: compare the arms' order and violation shares, "
-        "not absolute tokens.",
+        "not absolute tokens." + "".join(f" {line}." for line in alike or []),
     )
     for study, (arm, why) in zip(STUDY_LIVE_ARMS, LIVE_ARMS, strict=True):
         row: list[Cell] = [study.arm, f"{study.tokens:,}", f"{study.violation_pct:g}"]

@@ -36,6 +36,7 @@ from grpo_power.report import cells, html
 from grpo_power.report import figures as fig
 from grpo_power.report import tables as tab
 from grpo_power.report.evaluation import (
+    answer_in_short,
     evaluation_tables,
     read_evaluation,
     scenario_tables,
@@ -48,6 +49,7 @@ from grpo_power.report.inputs import (
     learning_curve,
     run_infos,
     run_power,
+    same_settings,
     sim_power,
     written_by,
 )
@@ -312,7 +314,9 @@ def _setup(
         f"(simulated = the calibrated {gpu_names(infos)} power model driven by the run's real "
         "phases and actuators).",
         "The 7B/14B/72B deployments, the PPO controller's training and the arm evaluation are "
-        "SIMULATED (GRPO step simulator calibrated by the identify stage).",
+        "SIMULATED (the GRPO step simulator, its deployments' parameters from sourced ranges, "
+        "docs/calibration.md; the identify stage fits the real runs' phase times as a "
+        "deployment of their own, and refits the power model only from measured readings).",
         f"The fleet is built by {fleet.get('alignment')} alignment of the runs' energy bins "
         f"({fleet.get('data')} power); the scaling study is a Monte Carlo simulation.",
         "Economics multiply these energies and throughputs by sourced constants; they inherit "
@@ -381,9 +385,10 @@ def _cautions(
         "synchronous training; this run "
         f"sampled every {', '.join(f'{p:g}' for p in periods) or 'n/a'} s.",
         "Simulated is not measured: every number labelled SIMULATED comes from the power model "
-        "or the GRPO step simulator, whose parameters start from sourced ranges "
-        "(docs/calibration.md) and are refitted from the tiny CPU runs; confirm on GPUs (see the "
-        "pilot) before acting on them.",
+        "or the GRPO step simulator, whose 7B/14B/72B parameters come from sourced ranges "
+        "(docs/calibration.md), not from the runs here (identify fits their phase times as a "
+        "deployment of their own, and the power model only from measured readings); confirm on "
+        "GPUs (see the pilot) before acting on them.",
     ]
     timed = [i for i in infos if i.metadata.get("simulated")]
     if timed:
@@ -435,6 +440,7 @@ def _live_arms(
         gpu_names(infos),
         cells.interval_pct(evaluate_json),
         cells.data_label(i.metadata["source"] for i in infos),
+        same_settings([i for i in infos if i.manifest["size"] == size]),
     )
 
 
@@ -636,6 +642,11 @@ def _write_report(config: Config, inputs: ReportInputs, out: Path) -> ReportResu
     made = make_figures(config, inputs, infos, out, evaluate_json, fleet_json, controller_arm)
     sections = [
         html.section("The question", html.paragraph(QUESTION), key="question"),
+        html.section(
+            "The answer in short (SIMULATED)",
+            html.bullet_list(answer_in_short(evaluation, inputs.scenarios, controller_arm), out),
+            key="answer",
+        ),
         _setup(infos, evaluate_json, fleet_json, out, study_fleet_json),
         html.section("The study and this run", html.table_html(study, out), key="study"),
         html.section("The study's live arms", html.table_html(live, out), key="live-arms"),

@@ -274,8 +274,10 @@ def study_table(
 # What a saving's or a yearly change's sign means, in the study table's notes: the two sit
 # side by side there with opposite signs for the same direction.
 SIGNS = {
-    "saved": "negative: the controller costs more for the same work; ",
-    "change": "negative: a lower bill or less carbon than the baseline's fleet; ",
+    "saved": "a saving for the same work: positive, the controller saves; negative, it costs "
+    "more; ",
+    "change": "a change of the fleet's year: negative, a lower bill or less carbon than the "
+    "baseline's fleet; ",
     # the fleet stage's fleet is of every arm's runs: the capital is not the controller's
     "capital": "a one-time cost, of oversubscribing the fleet of every arm's runs, not a saving "
     "of the controller; ",
@@ -322,7 +324,7 @@ RATIO_COLS = (
     Col("controller", "controller"),
     Col("comparison", "comparison"),
     Col("base", "base"),
-    Col("value", "value", "+,.1f", ci=True, ci_prefix=""),
+    Col("value", "value", ",.1f", ci=True, ci_prefix=""),
     Col("unit", "unit"),
     Col("target", "target"),
     Col("met", "met"),
