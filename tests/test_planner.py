@@ -1329,7 +1329,7 @@ def test_the_planner_report_states_the_files_settings_and_captions_what_is_drawn
     assert "300 W" not in page and "60 s window" not in page
     assert "measured: measured" not in page
     assert not any("measured: measured" in text for texts in drawn.values() for text in texts)
-    assert drawn["planner_traces"][0] == "time since the trace's first reading (s)"
+    assert drawn["planner_traces"][0] == "time since the trace's first reading (s); dashed: the cap"
     assert not any("step" in text for text in drawn["planner_traces"])
 
 

@@ -161,8 +161,9 @@ def power_traces(traces: pd.DataFrame, time_label: str = "time since the first s
             ax.plot(sub["t_s"], sub["power_w"], color=palette[arm], linewidth=0.6)
             ax.axhline(sub["cap_w"].iloc[0], **CAP_STYLE)
             ax.set_title(f"{panel}: {arm}\n{data_label(sub['data'])}", fontsize=7)
-    fig.supxlabel(time_label, fontsize=8)
-    fig.supylabel("GPU 0 power (W); dashed: cap", fontsize=8)
+    for i in range(len(panels)):  # per row, beside its ticks (a figure-wide label overprinted
+        axes[i, 0].set_ylabel("GPU 0 power (W)", fontsize=7)  # the middle row's tick labels)
+    fig.supxlabel(f"{time_label}; dashed: the cap", fontsize=8)
     fig.tight_layout()
     return fig
 
@@ -225,6 +226,7 @@ def exceedance_windows(
             lw=1,
             color=palette[sub["arm"].iloc[0]],
             label=f"run {run_id} ({data_label(sub['data'])})",
+            zorder=3,  # over the fleet's line: runs at 0 % were hidden under it
         )
     n_gpus = int(fleet["n_gpus"].iloc[0])
     ax.plot(
@@ -233,17 +235,25 @@ def exceedance_windows(
         marker="s",
         ms=3,
         lw=1.5,
+        ls="--",
         color="0.35",
         label=f"fleet of {n_gpus} GPUs, mean over draws ({data_label(fleet['data'])})",
+        zorder=2,
     )
     uncontrolled = sim[sim["arm"] == "uncontrolled"]
-    for marker, (_, row) in zip("^vD<>", uncontrolled.iterrows(), strict=False):
+    if sim_72b is not None and "uncontrolled" in set(sim_72b["arm"]):
+        # the 72B's uncontrolled point is drawn below with the study's windows: the same share
+        # twice hid one marker under the other
+        uncontrolled = uncontrolled[uncontrolled["deployment"].str.lower() != "72b"]
+    for k, (marker, (_, row)) in enumerate(zip("^vD<>", uncontrolled.iterrows(), strict=False)):
+        # dodged about the window (log x) so that shares a point apart do not merge
+        dodge = 1.0 + 0.15 * (k - (len(uncontrolled) - 1) / 2)
         ax.scatter(
-            [sim_window_s],
+            [sim_window_s * dodge],
             [100 * row["exceedance"]],
             marker=marker,
             color="0.5",
-            label=f"simulator {row['deployment']}, uncontrolled (SIMULATED)",
+            label=f"simulator {row['deployment']}, uncontrolled, {sim_window_s:g} s (SIMULATED)",
         )
     if sim_72b is not None:
         # points, not lines: only the study's windows, and exceedance need not fall between
@@ -279,7 +289,7 @@ def authority(table: pd.DataFrame, threshold: float, study_72b_pct: tuple[float,
         f"authority (dashed: selection threshold {threshold:g}; grey: study, 72B "
         f"concurrency {study_72b_pct[0]:g}-{study_72b_pct[1]:g} %)"
     )
-    left.set_ylabel("(power at highest - lowest level) / (nameplate - idle)")
+    left.set_ylabel("(power at highest - lowest level)\n/ (nameplate - idle)")
     retained = table.dropna(subset=["retained_authority"])
     sns.barplot(
         retained.assign(retained_pct=100 * retained["retained_authority"]),
@@ -356,7 +366,10 @@ def fleet(fleet_windows: pd.DataFrame, scaling: pd.DataFrame, window_s: float) -
     c.set_xlabel("fleet size (GPUs)")
     c.set_ylabel("oversubscription factor (x)")
     c.set_title(f"factor at the {window_s:g} s window ({data_label(scaling['data'])})")
-    c.legend(frameon=False, fontsize=6)
+    # room above the lines for the legend (the study's 2x line ran through its first entry)
+    low, high = c.get_ylim()
+    c.set_ylim(low, high + 0.8 * (high - low))
+    c.legend(frameon=False, fontsize=6, loc="upper left")
     fig.tight_layout()
     return fig
 
