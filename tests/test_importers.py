@@ -1107,3 +1107,31 @@ def test_a_live_logs_line_being_written_is_left_out_and_noted(
     dcgm.write_text("timestamp,gpu,DCGM_FI_DEV_POWER_USAGE\n1800000000,0,250.5\n1800000001,0")
     frame, meta = import_log(dcgm, "dcgm", nameplate_w=400.0)
     assert len(frame) == 1 and any("a line being written" in n for n in meta.model_extra["notes"])
+
+
+def test_a_log_of_two_power_fields_says_which_it_read_and_only_of_one_it_left(
+    tmp_path: Path,
+) -> None:
+    """A DCGM log of both power fields reads the instantaneous one, and says the averaged one
+    is not read; an nvidia-smi log's 1 s average is kept as the trace's power_avg_w, so no such
+    note is made of it."""
+    dcgm = tmp_path / "dcgm.csv"
+    dcgm.write_text(
+        "timestamp,gpu,DCGM_FI_DEV_POWER_USAGE,DCGM_FI_DEV_POWER_USAGE_INSTANT\n"
+        "2026-11-01T10:00:00Z,0,200,250\n2026-11-01T10:00:01Z,0,210,260\n"
+    )
+    frame, meta = import_log(dcgm, "dcgm", nameplate_w=400.0)
+    assert frame["power_w"].tolist() == [250.0, 260.0]
+    (note,) = [n for n in meta.model_extra["notes"] if "not read" in n]
+    assert "power from 'DCGM_FI_DEV_POWER_USAGE_INSTANT'" in note
+    assert "'DCGM_FI_DEV_POWER_USAGE', in the log too, not read" in note
+    smi = tmp_path / "smi.csv"
+    smi.write_text(
+        "timestamp, index, power.draw.instant [W], power.draw.average [W]\n"
+        "2026/11/02 09:00:00.000, 0, 250.00 W, 240.00 W\n"
+        "2026/11/02 09:00:01.000, 0, 260.00 W, 245.00 W\n"
+    )
+    frame, meta = import_log(smi, "nvidia-smi", nameplate_w=400.0, timezone="UTC")
+    assert frame["power_w"].tolist() == [250.0, 260.0]
+    assert frame["power_avg_w"].tolist() == [240.0, 245.0]
+    assert not [n for n in meta.model_extra["notes"] if "not read" in n]

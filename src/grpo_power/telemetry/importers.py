@@ -429,8 +429,14 @@ def _power(
         names = ", ".join(f"'{original[name]}'" for name in passed)
         verb = "is" if len(passed) == 1 else "are"
         notes.append(f"{path}: power from '{original[chosen]}': {names} {verb} [N/A] in every row")
-    unread = [n for n in candidates if n != chosen and n not in passed and parsed[n].notna().any()]
-    if unread:  # a DCGM log of both power fields: the instantaneous one is read
+    # a DCGM log of both power fields: the instantaneous one is read (a 1 s average in
+    # power_avg_w is kept as the trace's own column: read too)
+    unread = [
+        n
+        for n in candidates
+        if n not in (chosen, "power_avg_w") and n not in passed and parsed[n].notna().any()
+    ]
+    if unread:
         names = ", ".join(f"'{original[name]}'" for name in unread)
         notes.append(
             f"{path}: power from '{original[chosen]}' (its peaks and shares above the cap are "
