@@ -28,8 +28,13 @@ from typer.testing import CliRunner
 
 from grpo_power.cli import app
 from grpo_power.layout import REAL_TRACES_FIGURE, REPORT_FIGURES
-from grpo_power.report.cells import Num, data_label, with_unit
-from grpo_power.report.evaluation import edge_verdicts, same_runs, schedule_phrase
+from grpo_power.report.cells import CsvFile, JsonFile, Num, data_label, with_unit
+from grpo_power.report.evaluation import (
+    Evaluation,
+    edge_verdicts,
+    same_runs,
+    schedule_phrase,
+)
 from grpo_power.report.inputs import run_power
 from grpo_power.report.stage import infeasible_verdict
 from tests.conftest import REPO, build_stage_outputs, missing_requirement, real_traces
@@ -353,9 +358,11 @@ def test_arms_whose_runs_coincide_are_named_under_the_evaluation() -> None:
     assert same_runs(one_seed_apart) == []
 
 
-def test_verdicts_on_the_budgets_edge_are_named_under_the_evaluation() -> None:
+def test_verdicts_on_the_budgets_edge_are_named_under_the_evaluation(tmp_path: Path) -> None:
     """A reviewer found 14b's fixed arm "within budget" at 1.998 % and 72b's "outside" at
-    2.010 %, both with intervals across the 2 % budget: the verdict is the mean's, unsaid."""
+    2.010 %, both with intervals across the 2 % budget: the verdict is the mean's, unsaid. The
+    note's numbers are traceable to ``summary.csv`` like the table's, and a ``within_budget``
+    column with a blank in it (read as objects, where NaN is truthy) says "outside" for it."""
     summary = pd.DataFrame(
         [
             ("14b", "fixed", 0.01998, 0.0198, 0.0202, True),
@@ -363,6 +370,7 @@ def test_verdicts_on_the_budgets_edge_are_named_under_the_evaluation() -> None:
             ("72b", "fixed", 0.02010, 0.0198, 0.0204, False),
             ("72b", "uncontrolled", 0.0552, 0.0548, 0.0556, False),
             ("7b", "fixed-safe", 0.0190, 0.0180, 0.0200, True),  # its interval ends at the budget
+            ("7b", "ppo", 0.0150, 0.0100, 0.0210, None),  # a blank: the column is read as objects
         ],
         columns=[
             "deployment",
@@ -373,13 +381,24 @@ def test_verdicts_on_the_budgets_edge_are_named_under_the_evaluation() -> None:
             "within_budget",
         ],
     )
-    assert edge_verdicts(summary, 0.02, "95 %") == [
+    summary.to_csv(tmp_path / "summary.csv", index=False)
+    (tmp_path / "summary.json").write_text(json.dumps({"objective": {"violation_budget": 0.02}}))
+    csv = CsvFile(tmp_path / "summary.csv")
+    evaluation = Evaluation(tmp_path, csv, csv, JsonFile(tmp_path / "summary.json"), csv)
+    lines = edge_verdicts(evaluation, "95 %")
+    assert ["".join(p if isinstance(p, str) else p.text() for p in line) for line in lines] == [
         "On 14b the 95 % interval of the violation rate spans the 2 % budget for fixed 1.998 % "
         "[1.98, 2.02], within: the verdict is the mean's, and other seeds may give the other one",
         "On 72b the 95 % interval of the violation rate spans the 2 % budget for fixed 2.010 % "
         "[1.98, 2.04], outside: the verdict is the mean's, and other seeds may give the other "
         "one",
+        "On 7b the 95 % interval of the violation rate spans the 2 % budget for ppo 1.500 % "
+        "[1.00, 2.10], outside: the verdict is the mean's, and other seeds may give the other one",
     ]
+    rate = lines[1][4]
+    assert isinstance(rate, Num)
+    assert (rate.src, rate.column) == (tmp_path / "summary.csv", "violation_rate")
+    assert dict(rate.row) == {"deployment": "72b", "arm": "fixed"}
 
 
 def test_data_labels_and_dollars_read_as_written() -> None:

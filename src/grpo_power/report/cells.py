@@ -82,6 +82,13 @@ def number(value: Any, src: Path, column: str, row: tuple[tuple[str, str], ...] 
         raise ValueError(f"{src}: {column}{where}: expected a number, got {value!r}") from None
 
 
+def is_true(value: Any) -> bool:
+    """Whether a flag read from a stage's CSV (``within_budget``, ``met``) is true: pandas reads
+    a column of ``True``/``False`` as booleans and one with blanks as text, so it is compared as
+    text ("False" as text is truthy)."""
+    return str(value) == "True"
+
+
 class CsvFile:
     """A CSV a stage wrote, read once; hands out :class:`Num` cells of its rows."""
 

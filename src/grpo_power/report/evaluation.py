@@ -89,29 +89,37 @@ def same_runs(metrics: pd.DataFrame) -> list[str]:
     ]
 
 
-def edge_verdicts(summary: pd.DataFrame, budget: float, interval: str) -> list[str]:
-    """Arms whose verdict on the violation budget rests on the mean alone (``summary``: the
-    evaluate stage's ``summary.csv``; ``budget``: its violation budget, a share): the interval
-    of their violation rate over seeds spans the budget, so other seeds may give the other
-    verdict. One line per deployment with such arms ([] where every interval is on one side)."""
+def edge_verdicts(evaluation: Evaluation, interval: str) -> list[list[cells.Part]]:
+    """Arms whose verdict on the violation budget rests on the mean alone: the interval of their
+    violation rate over seeds (the evaluate stage's ``summary.csv``) spans the budget (its
+    ``summary.json``), so other seeds may give the other verdict. One note line per deployment
+    with such arms, its numbers traceable to the file ([] where every interval is on one side)."""
+    summary = evaluation.summary
+    budget = float(evaluation.summary_json.get("objective.violation_budget"))
     lines = []
-    for deployment, rows in summary.groupby("deployment", sort=False):
+    for deployment, rows in summary.frame.groupby("deployment", sort=False):
         edge = rows[
             (rows["violation_rate_ci_low"] <= budget) & (budget < rows["violation_rate_ci_high"])
         ]
         if edge.empty:
             continue
-        arms = "; ".join(
-            f"{r.arm} {100 * r.violation_rate:.3f} % "
-            f"[{100 * r.violation_rate_ci_low:.2f}, {100 * r.violation_rate_ci_high:.2f}], "
-            + ("within" if r.within_budget else "outside")
-            for r in edge.itertuples()
-        )
-        lines.append(
-            f"On {deployment} the {interval} interval of the violation rate spans the "
-            f"{100 * budget:g} % budget for {arms}: the verdict is the mean's, and other seeds "
-            "may give the other one"
-        )
+        line: list[cells.Part] = [
+            f"On {deployment} the {interval} interval of the violation rate spans the ",
+            evaluation.summary_json.num("objective.violation_budget", "g", 100.0),
+            " % budget for ",
+        ]
+        for i, r in enumerate(edge.itertuples()):
+            key = {"deployment": deployment, "arm": r.arm}
+            line += [
+                f"{'; ' if i else ''}{r.arm} ",
+                summary.num("violation_rate", ".3f", 100.0, **key),
+                " % [",
+                summary.num("violation_rate_ci_low", ".2f", 100.0, **key),
+                ", ",
+                summary.num("violation_rate_ci_high", ".2f", 100.0, **key),
+                "], " + ("within" if cells.is_true(r.within_budget) else "outside"),
+            ]
+        lines.append([*line, ": the verdict is the mean's, and other seeds may give the other one"])
     return lines
 
 
@@ -142,14 +150,7 @@ def evaluation_tables(evaluation: Evaluation, key: str, what: str) -> list[cells
             ["deployment", "arm"],
             note=[
                 *budget,
-                *(
-                    f" {line}."
-                    for line in edge_verdicts(
-                        evaluation.summary.frame,
-                        float(evaluation.summary_json.get("objective.violation_budget")),
-                        interval,
-                    )
-                ),
+                *(p for line in edge_verdicts(evaluation, interval) for p in (" ", *line, ".")),
                 *(f" {line}." for line in same_runs(evaluation.metrics.frame)),
             ],
         ),
@@ -187,12 +188,13 @@ def scenario_setting(evaluation: Evaluation) -> cells.Cell:
     ]
 
 
-def scenario_tables(folders: list[Path]) -> list[tuple[str, cells.Cell, list[cells.Table]]]:
-    """Each scenario's name, setting and tables, in the order given."""
+def scenario_tables(
+    scenarios: dict[str, Evaluation],
+) -> list[tuple[str, cells.Cell, list[cells.Table]]]:
+    """Each scenario's name, setting and tables, in the order given (``scenarios``: each
+    scenario's name and evaluation)."""
     shown = []
-    for folder in folders:
-        evaluation = read_evaluation(folder)
-        name = folder.name
+    for name, evaluation in scenarios.items():
         tables = evaluation_tables(evaluation, f"scenario-{name}-", f"scenario {name}")
         shown.append((name, scenario_setting(evaluation), tables))
     return shown
@@ -233,12 +235,12 @@ def schedule_phrase(schedule: list[dict[str, Any]]) -> str:
 
 
 def answer_in_short(
-    evaluation: Evaluation, scenarios: list[Path], controller: str
+    evaluation: Evaluation, scenarios: dict[str, Evaluation], controller: str
 ) -> list[cells.Cell]:
     """The report's answer in short, from the evaluations' files: the targets met in the study
-    and in each scenario (``scenarios``: their folders), then per deployment what ``controller``
-    made against its oracle and against the best classic peer within the budget, and its
-    violations. Everything it reads is SIMULATED."""
+    and in each scenario (``scenarios``: each one's name and evaluation), then per deployment
+    what ``controller`` made against its oracle and against the best classic peer within the
+    budget, and its violations. Everything it reads is SIMULATED."""
     met = [
         "Controller targets met (SIMULATED): ",
         evaluation.summary_json.num("targets_met", ",.0f"),
@@ -246,10 +248,10 @@ def answer_in_short(
         evaluation.summary_json.num("targets", ",.0f"),
         " in the study's evaluation",
     ]
-    for folder in scenarios:
-        summary = read_evaluation(folder).summary_json
+    for name, scenario in scenarios.items():
+        summary = scenario.summary_json
         met += ["; ", summary.num("targets_met", ",.0f"), " of ", summary.num("targets", ",.0f")]
-        met.append(f" in scenario {folder.name}")
+        met.append(f" in scenario {name}")
     lines: list[cells.Cell] = [[*met, " (each in the ratio tables below)."]]
     ratios, arms = evaluation.ratios, evaluation.summary
     for deployment in dict.fromkeys(arms.frame["deployment"]):
@@ -259,7 +261,7 @@ def answer_in_short(
             continue
         line: list[cells.Part] = [f"{deployment}: {controller} ran at "]
         line += [arms.num("violation_rate", ".2f", 100.0, **own), " % violations"]
-        within = str(arms.select(**own)["within_budget"].iloc[0]) == "True"
+        within = cells.is_true(arms.select(**own)["within_budget"].iloc[0])
         line.append(" (within the budget)" if within else " (outside the budget)")
         for comparison, what in (
             ("output_share_of_oracle", "its oracle's output"),
@@ -268,7 +270,7 @@ def answer_in_short(
             row = ratios.select(comparison=comparison, **mine)
             if row.empty:
                 continue
-            verdict = "met" if str(row["met"].iloc[0]) == "True" else "NOT met"
+            verdict = "met" if cells.is_true(row["met"].iloc[0]) else "NOT met"
             line += ["; ", ratios.num("value", ".1f", comparison=comparison, **mine)]
             line.append(f" % of {what} (target {row['target'].iloc[0]}: {verdict})")
         lines.append([*line, "."])

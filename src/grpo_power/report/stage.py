@@ -505,7 +505,8 @@ def _write_report(config: Config, inputs: ReportInputs, out: Path) -> ReportResu
     infos = run_infos(inputs.runs)
     evaluation = read_evaluation(inputs.evaluate)
     ratios, summary, evaluate_json = evaluation.ratios, evaluation.summary, evaluation.summary_json
-    scenarios = scenario_tables(inputs.scenarios)
+    by_scenario = {folder.name: read_evaluation(folder) for folder in inputs.scenarios}
+    scenarios = scenario_tables(by_scenario)
     authority = cells.CsvFile(
         inputs.identify / IDENTIFY.authority_csv, written_by("identify", IDENTIFY.authority_csv)
     )
@@ -644,7 +645,7 @@ def _write_report(config: Config, inputs: ReportInputs, out: Path) -> ReportResu
         html.section("The question", html.paragraph(QUESTION), key="question"),
         html.section(
             "The answer in short (SIMULATED)",
-            html.bullet_list(answer_in_short(evaluation, inputs.scenarios, controller_arm), out),
+            html.bullet_list(answer_in_short(evaluation, by_scenario, controller_arm), out),
             key="answer",
         ),
         _setup(infos, evaluate_json, fleet_json, out, study_fleet_json),

@@ -23,6 +23,7 @@ from grpo_power.report.cells import (
     Table,
     data_label,
     interval_pct,
+    is_true,
     with_unit,
 )
 
@@ -40,7 +41,7 @@ def _pct_change(
     low, high = file.num("ci_low", "+,.1f", **keys), file.num("ci_high", "+,.1f", **keys)
     row = rows.iloc[0]
     study = file.num("study", "+,.1f", **keys)
-    met = "met" if str(row["met"]) == "True" else "NOT met"
+    met = "met" if is_true(row["met"]) else "NOT met"
     return [
         with_unit(study, row["unit"]),
         ABSTRACT,
