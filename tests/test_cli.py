@@ -453,3 +453,41 @@ def test_controller_train_takes_identifys_calibration_as_the_studys_rule_does(
     (results / "identify" / "calibration.json").unlink()
     invoke("controller", "train", "--deployment", "7b", "--config", str(config))
     assert given[-1] is None  # none written: the config's
+
+
+def test_controller_train_says_a_policy_below_random_and_a_replaced_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A controller that scored below a random policy was saved without a word, and retraining
+    into a folder replaced the controller there silently: both are said (on stderr)."""
+    from types import SimpleNamespace
+
+    from grpo_power import study
+
+    out = tmp_path / "controller" / "7b"
+    out.mkdir(parents=True)
+    (out / "controller.json").write_text("{}")  # a controller trained there before
+    evaluation = {
+        "trained_return": -12.5,
+        "random_return": -3.25,
+        "trained_violation_rate": 0.2,
+        "random_violation_rate": 0.1,
+    }
+    result = SimpleNamespace(
+        space=SimpleNamespace(actuators=["concurrency"], fallback=False),
+        timesteps=64,
+        train_s=1.0,
+        power_limit_w=None,
+        evaluation=evaluation,
+    )
+    monkeypatch.setattr(study, "train", lambda *args: result)
+    output = invoke("controller", "train", "--deployment", "7b", "--out", str(out)).output
+    assert f"note: {out}: the controller trained there before was replaced" in output
+    assert (
+        "warning: the trained policy's return (-12.50) is not above a random policy's (-3.25)"
+        in output
+    )
+    (out / "controller.json").unlink()
+    evaluation["trained_return"] = 4.0
+    output = invoke("controller", "train", "--deployment", "7b", "--out", str(out)).output
+    assert "replaced" not in output and "warning" not in output

@@ -20,7 +20,7 @@ from grpo_power.cli.base import (
     user_errors,
 )
 from grpo_power.config import DEFAULT_CONFIG_PATH, Config
-from grpo_power.layout import EVALUATE, IDENTIFY
+from grpo_power.layout import CONTROLLER, EVALUATE, IDENTIFY
 
 ControllerArm = Literal["ppo", "ppo+hwcap"]  # layout.CONTROLLER_ARMS
 
@@ -84,8 +84,11 @@ def controller_train(
     if calibration is None and cfg.sim.calibration is None and identified.exists():
         calibration = identified  # the study's rule trains on identify's calibration too
         echo_notes([f"calibration {identified} (identify's; --calibration to give another)"])
+    replaced = (out / CONTROLLER.controller).exists()
     result = train(cfg, deployment, out, calibration, authority, cap_w, timesteps, arm)
     e = result.evaluation
+    if replaced:
+        echo_notes([f"{out}: the controller trained there before was replaced"])
     typer.echo(
         f"{arm} controller for {deployment} (SIMULATED): drives "
         f"{'+'.join(result.space.actuators)}"
@@ -99,6 +102,13 @@ def controller_train(
         f"{e['random_return']:.2f}), violation rate {100 * e['trained_violation_rate']:.2f} % "
         f"(random {100 * e['random_violation_rate']:.2f} %)"
     )
+    if e["trained_return"] <= e["random_return"]:
+        typer.echo(
+            f"warning: the trained policy's return ({e['trained_return']:.2f}) is not above a "
+            f"random policy's ({e['random_return']:.2f}): it has not learnt this deployment; "
+            "train longer (--timesteps) before using it",
+            err=True,
+        )
     typer.echo(
         f"wrote {out}/controller.json, policy.npz, policy.zip, vecnormalize.pkl, learning_curve.csv"
     )
