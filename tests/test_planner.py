@@ -1434,3 +1434,39 @@ def test_planner_run_says_how_it_read_the_logs_and_skips_those_without_samples(
     assert refused.exit_code == 2
     assert f"{only_empty}: no power trace with samples found" in refused.output
     assert (out / "report" / "index.html").exists()  # the earlier run's folder is untouched
+
+
+def test_the_planner_report_gives_each_traces_peaks(config: Config, tmp_path: Path) -> None:
+    """A planner saw the fleet's peak but not which node made it: each trace's highest 30 s
+    window, of one GPU and of its GPUs' sum, and the share of windows above the cap, are in the
+    fleet's trace_peaks.csv and the report. Node a's GPU 0 runs 60 s at 200 W then 40 s at
+    380 W beside a GPU at 250 W: one GPU's highest 30 s mean is 380 W (95 % of 400), the sum's
+    630 W, under the caps' sum (2 x 320 W) throughout; a 30 s window of GPU 0 is above 320 W
+    when more than 20 s of it are at 380 W, so about 20 of its 70 s of window starts."""
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    columns = "name, power.draw [W], power.limit [W]"
+
+    def a100(power_w: Callable[[int, int], float]) -> Callable[[int, int], str]:
+        return lambda i, g: f"NVIDIA A100-SXM4-80GB, {power_w(i, g):.2f} W, 400.00 W"
+
+    # 200 samples, 0.5 s apart: node a's GPU 0 at 380 W from 60 s on
+    node_a = a100(lambda i, g: 250.0 if g else (200.0 if i < 120 else 380.0))
+    (folder / "node-a.csv").write_text(_smi_log(columns, node_a, 200, gpus=2))
+    node_b = a100(lambda i, g: 100.0 + 20.0 * g)
+    (folder / "node-b.csv").write_text(_smi_log(columns, node_b, 200, gpus=2))
+    assert config.fleet.window_s == 30 and config.cap_w == 320
+    run_planner(folder, tmp_path / "out", config)
+    peaks = pd.read_csv(tmp_path / "out" / "fleet" / "trace_peaks.csv").set_index("run_id")
+    a, b = peaks.loc["node-a"], peaks.loc["node-b"]
+    assert a["gpu_peak_w"] == pytest.approx(380.0, abs=0.5)
+    assert a["gpu_peak_share"] == pytest.approx(0.95, abs=0.002)
+    assert a["total_peak_w"] == pytest.approx(630.0, abs=0.5)
+    assert a["total_exceedance"] == 0.0
+    assert a["gpu_exceedance"] == pytest.approx(20 / 70 / 2, abs=0.02)  # GPU 1 never above
+    assert (b["gpu_peak_w"], b["total_peak_w"], b["gpu_exceedance"]) == pytest.approx(
+        (120.0, 220.0, 0.0), abs=0.5
+    )
+    page = (tmp_path / "out" / "report" / "index.html").read_text()
+    table = page[page.index("Peaks per trace at the sizing window") :]
+    assert 'data-col="total_peak_w"' in table and "630" in table

@@ -21,7 +21,8 @@ Parquet file's schema.
       economics/                    ECONOMICS: cost, carbon, pilot         (stage economics)
       report/                       REPORT: index.html, figures/           (stage report)
       planner/                      planner mode: traces/ (PLANNER_TRACES), windows/KEY/,
-                                    fleet/, economics/ (PLANNER_ECONOMICS), report/
+                                    fleet/ (PLANNER_FLEET), economics/ (PLANNER_ECONOMICS),
+                                    report/
       configs/, logs/               the resolved configs the jobs read; the jobs' logs
 
 Imports nothing of grpo-power: every layer may use it.
@@ -195,6 +196,13 @@ class FleetFiles(_Files):
 
 
 @dataclass(frozen=True)
+class PlannerFleetFiles(FleetFiles):
+    """Planner mode's fleet folder: the fleet stage's files and each trace's peaks."""
+
+    trace_peaks_csv: str = "trace_peaks.csv"
+
+
+@dataclass(frozen=True)
 class StudyFleetFiles(_Files):
     """The study's fleet mix composed of simulated runs, per arm (``fleet/study-mix``)."""
 
@@ -269,6 +277,7 @@ SIM_RUN = SimRunFiles()
 WINDOWS = WindowsFiles()
 SIM_WINDOWS = SimWindowsFiles()
 FLEET = FleetFiles()
+PLANNER_FLEET = PlannerFleetFiles()
 STUDY_FLEET = StudyFleetFiles()
 ECONOMICS = EconomicsFiles()
 REPORT = ReportFiles()

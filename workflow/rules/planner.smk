@@ -4,7 +4,7 @@
 # as `grpo-power planner run DIR --out results/planner`, one job each (a window job per trace).
 import functools
 
-from grpo_power.layout import PLANNER_ECONOMICS, PLANNER_TRACES
+from grpo_power.layout import PLANNER_ECONOMICS, PLANNER_FLEET, PLANNER_TRACES
 from grpo_power.planner.discover import find_traces
 
 PLANNER = LAYOUT.planner
@@ -89,7 +89,7 @@ rule planner_fleet:
     input:
         bins=[PLANNER.windows(key) / WINDOWS.bins for key in planner_keys()],
     output:
-        **FLEET.paths(PLANNER.fleet),
+        **PLANNER_FLEET.paths(PLANNER.fleet),
     log:
         LAYOUT.logs / "planner" / "fleet.log",
     params:
@@ -137,6 +137,7 @@ rule planner_report:
     input:
         index=PLANNER.traces / PLANNER_TRACES.index,
         fleet=PLANNER.fleet / FLEET.summary,
+        peaks=PLANNER.fleet / PLANNER_FLEET.trace_peaks_csv,
         economics=PLANNER.economics / PLANNER_ECONOMICS.summary,
     output:
         index=PLANNER.report / REPORT.page,

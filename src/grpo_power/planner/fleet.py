@@ -14,7 +14,8 @@ end to end: the summary's ``sizing_note`` says so (an assumption, not a measurem
 without one complete energy bin (shorter than ``windows.bin_s``, or cut by gaps everywhere) cannot
 be part of a fleet: it is left out, named in the summary's ``left_out`` with the log it was
 imported from and its samples (and in :func:`fleet_notes`); with no trace left, the error
-names those logs. A fleet drawn by Monte
+names those logs. Beside the fleet stage's files, ``trace_peaks.csv``
+(:func:`trace_peaks`) gives each summed trace's peaks at the sizing window. A fleet drawn by Monte
 Carlo because the clocks do not overlap says so (the summary's ``gpu_notes``), naming the measured
 traces whose GPUs have no UUID: the same GPUs in logs of different times (a log a day) then count
 as more GPUs.
@@ -27,6 +28,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -34,8 +37,9 @@ from grpo_power.analysis.fleet import FleetResult, analyze_fleet, read_run_bins,
 from grpo_power.analysis.fleet.inputs import RunBins
 from grpo_power.analysis.fleet.same_gpus import gpu_set, join_same_gpus
 from grpo_power.analysis.fleet.wall_clock import coverage_note, span_note
+from grpo_power.atomic import write_csv_atomic
 from grpo_power.config import Config
-from grpo_power.layout import FLEET
+from grpo_power.layout import FLEET, PLANNER_FLEET, WINDOWS
 from grpo_power.listing import named_few
 from grpo_power.planner.discover import INDEX, INDEX_FILE
 from grpo_power.stage_files import read_csv, read_json
@@ -108,7 +112,54 @@ def fleet_of_traces(
     result.summary["cap_note"] = _cap_note([run for _, run in usable], config)
     result.summary["left_out"] = left_out
     write_fleet(result, out)
+    peaks = trace_peaks([run for _, run in usable], float(summary["window_s"]))
+    write_csv_atomic(Path(out) / PLANNER_FLEET.trace_peaks_csv, peaks)
     return result
+
+
+PEAK_SCOPES = {"run_pooled": "gpu", "run_total": "total"}  # exceedance.csv scope: column prefix
+
+
+def trace_peaks(runs: Sequence[RunBins], window_s: float) -> pd.DataFrame:
+    """Each trace's peaks at the fleet's sizing window, from its windows stage's
+    ``exceedance.csv`` beside its ``bins.parquet`` (``runs``: the traces the fleet summed):
+    ``gpu_peak_w`` the highest ``window_s`` mean of any one of its GPUs, ``gpu_peak_share`` that
+    of the nameplate, ``gpu_exceedance`` the share of its GPUs' windows above the cap; the
+    ``total_*`` columns the same of the sum of its GPUs against their nameplates and caps. One
+    row per trace, a trace's windows without ``window_s`` NaN.
+
+    Raises:
+        ValueError: an ``exceedance.csv`` missing or without its columns, naming it.
+    """
+    rows = []
+    for run in runs:
+        folder = run.path if run.path.is_dir() else run.path.parent
+        exceedance = read_csv(
+            folder / WINDOWS.exceedance_csv,
+            "the windows stage's exceedance.csv, written by `grpo-power windows`",
+            ("scope", "window_s", "peak_mean_w", "peak_share_nameplate", "exceedance", "cap_w"),
+        )
+        row: dict[str, Any] = {
+            "run_id": run.run_id,
+            "data": run.info.get("data", ""),
+            "gpus": run.n_gpus,
+            "window_s": window_s,
+        }
+        for scope, prefix in PEAK_SCOPES.items():
+            at = exceedance[
+                (exceedance["scope"] == scope)
+                & np.isclose(exceedance["window_s"].astype(float), window_s)
+            ]
+            first = at.iloc[0] if len(at) else None
+            for column, name in (
+                ("peak_mean_w", "peak_w"),
+                ("peak_share_nameplate", "peak_share"),
+                ("exceedance", "exceedance"),
+                ("cap_w", "cap_w"),
+            ):
+                row[f"{prefix}_{name}"] = math.nan if first is None else float(first[column])
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def _summable(run: RunBins) -> bool:

@@ -18,7 +18,7 @@ import pandas as pd
 from grpo_power.atomic import merge_folder_atomic, write_text_atomic
 from grpo_power.config import Config
 from grpo_power.economics.oversubscription import monte_carlo_labelled
-from grpo_power.layout import FLEET, PLANNER_ECONOMICS, REPORT
+from grpo_power.layout import FLEET, PLANNER_ECONOMICS, PLANNER_FLEET, REPORT
 from grpo_power.listing import named_few
 from grpo_power.planner.discover import INDEX, NOTE_SEPARATOR
 from grpo_power.planner.economics import POOLED
@@ -69,6 +69,19 @@ FLEET_COLS = (
     cells.Col("peak share % (sizing)", "peak_share_sizing", ".1f", 100.0),
     cells.Col("factor (x)", "factor", ".3f"),
     cells.Col("data", "data"),
+)
+PEAK_COLS = (
+    cells.Col("label", "label"),
+    cells.Col("trace", "run_id"),
+    cells.Col("data", "data"),
+    cells.Col("GPUs", "gpus", ",.0f"),
+    cells.Col("one GPU's highest window (W)", "gpu_peak_w", ",.1f"),
+    cells.Col("% of nameplate", "gpu_peak_share", ".1f", 100.0),
+    cells.Col("cap per GPU (W)", "gpu_cap_w", "g"),
+    cells.Col("GPU windows above the cap", "gpu_exceedance", ".4f"),
+    cells.Col("the GPUs' sum: highest window (W)", "total_peak_w", ",.0f"),
+    cells.Col("% of their nameplates", "total_peak_share", ".1f", 100.0),
+    cells.Col("sum's windows above the caps' sum", "total_exceedance", ".4f"),
 )
 # a wall-clock fleet is one draw, the traced time itself: its mean and sizing peak are both its
 # highest window, and a quantile of draws names nothing
@@ -350,6 +363,7 @@ def _write_report(folders: PlannerFolders, out: Path, config: Config) -> Path:
                 for note in (unresolved, repeated_windows(fleet_json, fleet_windows.frame))
                 if note
             ],
+            html.table_html(_peaks_table(folders, imported, fleet_json), out),
             key="fleet",
         ),
         html.section(
@@ -409,6 +423,35 @@ def _write_report(folders: PlannerFolders, out: Path, config: Config) -> Path:
     )
     page = html.page("Power traces: fleet provisioning and economics", subtitle, sections)
     return write_text_atomic(out / REPORT.page, page).relative_to(out)
+
+
+def _peaks_table(
+    folders: PlannerFolders, imported: pd.DataFrame, fleet_json: cells.JsonFile
+) -> cells.Table:
+    """Each trace's peaks at the sizing window (the fleet's ``trace_peaks.csv``), labelled as
+    the traces table labels them (``imported``: the labelled index)."""
+    peaks = cells.CsvFile(
+        folders.fleet / PLANNER_FLEET.trace_peaks_csv,
+        "the planner fleet's trace_peaks.csv, written by `grpo-power planner fleet`",
+        ("run_id", "gpu_peak_w", "total_peak_w"),
+    )
+    labels = dict(zip(imported["key"], imported["label"], strict=True))
+    peaks.frame["label"] = [labels.get(run, "") for run in peaks.frame["run_id"]]
+    return cells.csv_table(
+        "trace-peaks",
+        "Peaks per trace at the sizing window",
+        peaks,
+        PEAK_COLS,
+        ["run_id"],
+        note=[
+            "Each trace's highest ",
+            fleet_json.num("window_s", "g"),
+            " s window: of any one of its GPUs against the nameplate, and of the sum of its GPUs "
+            "against the sum of theirs; windows above the cap: the share of its GPUs' windows "
+            "whose mean is above the cap per GPU, or of the sum's above that times its GPUs. A "
+            "trace the fleet left out has no row.",
+        ],
+    )
 
 
 def _gpus(count: cells.Num, noun: str = " GPU") -> list[cells.Part]:
