@@ -262,20 +262,9 @@ def scenario_folders():
     return [LAYOUT.evaluate_scenario(s.name) for s in CFG.evaluate.scenarios]
 
 
-def evaluate_outputs():
-    """The study's evaluation and every scenario's."""
-    folders = [LAYOUT.evaluate_study] + scenario_folders()
-    return [folder / EVALUATE.table for folder in folders]
-
-
 def windows_outputs(name):
     """One windows-stage output file (e.g. "bins.parquet") of every trace."""
     return [LAYOUT.windows(trace) / name for trace in trace_files()]
-
-
-def sim_windows_outputs():
-    """The windows of every deployment's simulated runs (their summaries)."""
-    return [LAYOUT.sim_windows(name) / SIM_WINDOWS.summary for name in deployment_names()]
 
 
 def study_fleet_inputs():
@@ -331,17 +320,27 @@ def real_trace_outputs():
 
 
 def all_outputs():
-    """Everything `rule all` builds; each stage adds its final outputs here."""
+    """Everything `rule all` builds: every file of every stage the README's table lists, so one
+    deleted by hand is made again by the plain command (Snakemake checks only the files asked
+    for: a stage's file that no target names stays missing while the files after it are up to
+    date). The fixed-safe calibrations and the real-workload sweep are made for the runs and
+    identify that read them."""
+    evaluations = [LAYOUT.evaluate_study, *scenario_folders()]
     return [
-        *trace_files(),
-        *windows_outputs(WINDOWS.exceedance_csv),
+        *(folder / name for folder in run_folders() for name in RUN.names()),
+        *(path for trace in trace_files() for path in WINDOWS.paths(LAYOUT.windows(trace)).values()),
         *FLEET.paths(LAYOUT.fleet).values(),
-        *sim_windows_outputs(),
-        *study_fleet_outputs().values(),
-        LAYOUT.identify / IDENTIFY.authority_md,
-        *controller_outputs(),
-        *evaluate_outputs(),
-        LAYOUT.economics / ECONOMICS.summary,
+        *(
+            path
+            for name in deployment_names()
+            for path in SIM_WINDOWS.paths(LAYOUT.sim_windows(name)).values()
+        ),
+        *(STUDY_FLEET.paths(LAYOUT.study_fleet).values() if CFG.fleet.study_mix else []),
+        *IDENTIFY.paths(LAYOUT.identify).values(),
+        *(path for folder in controller_folders() for path in CONTROLLER.paths(folder).values()),
+        *(path for folder in evaluations for path in EVALUATE.paths(folder).values()),
+        *ECONOMICS.paths(LAYOUT.economics).values(),
+        *real_trace_outputs().values(),
         *report_outputs(),
     ]
 
