@@ -62,6 +62,9 @@ def test_run_metrics_on_a_hand_computed_run():
     assert dropped["tokens_per_mj"] == metrics["tokens_per_mj"]  # the same energy
 
 
+FEASIBLE = {d: {"arms": {}} for d in ("7b", "72b")}  # no oracle called the cap infeasible
+
+
 def test_paired_comparisons_and_targets():
     rows = []
     for seed in range(5):
@@ -86,7 +89,7 @@ def test_paired_comparisons_and_targets():
                     "tokens_per_mj": out / 2,
                 }
             )
-    both = comparisons(pd.DataFrame(rows), 0.95, ["ppo", "ppo-loud", "ppo+hwcap"])
+    both = comparisons(pd.DataFrame(rows), 0.95, ["ppo", "ppo-loud", "ppo+hwcap"], FEASIBLE)
     # an arm of the hardware tier is held to oracle+hwcap (it was to the workload oracle: 97 %
     # of it, met, against 53.5 % of its own)
     hw = both[both["controller"] == "ppo+hwcap"].set_index("comparison")
@@ -131,7 +134,7 @@ def test_a_ratio_undefined_on_some_seeds_says_so_and_is_not_met():
         for seed in range(5)
         for arm, rate in (("fixed", 0.0005 if seed == 0 else 0.0), ("ppo", 0.0))
     ]
-    table = comparisons(pd.DataFrame(rows), 0.95, ["ppo"]).set_index("comparison")
+    table = comparisons(pd.DataFrame(rows), 0.95, ["ppo"], FEASIBLE).set_index("comparison")
     row = table.loc["violations_vs_fixed"]
     assert (row["seeds"], row["seeds_paired"]) == (1, 5)
     assert row["value"] == -100.0 and not row["met"]  # -100 % on the one seed: no verdict
@@ -173,6 +176,10 @@ def test_budget_targets_rank_only_within_the_budget():
     }
     table = budget_targets(metrics, summary, infos, 0.95, ["ppo", "ppo-loud"], changing=False)
     assert set(table["deployment"]) == {"7b"}  # 72b: infeasible, not ranked
+    # nor by the study's ratios: an H200 on the A100's caps read "output_share_of_oracle 100 %:
+    # yes" and "violations_vs_fixed -95 %: yes" where every deployment's cap was infeasible
+    study = comparisons(metrics, 0.95, ["ppo", "ppo-loud"], infos)
+    assert set(study["deployment"]) == {"7b"} and len(study) > 0
     t = table.set_index(["controller", "comparison"])
     assert t.loc[("ppo", "budget_vs_best_peer"), "base"] == "fixed-safe"
     assert t.loc[("ppo", "budget_vs_best_peer"), "value"] == pytest.approx(106.2)
@@ -290,7 +297,8 @@ def test_a_ratio_interval_stays_within_what_the_ratio_can_take():
         for arm, viol, out in (("fixed", 0.4, 100.0), ("oracle", 0.01, 110.0)):
             rows.append(_runs({arm: [out]}, viol).assign(seed=seed))
         rows.append(_runs({"ppo": [ppo_out]}, ppo_viol).assign(seed=seed))
-    both = comparisons(pd.concat(rows, ignore_index=True), 0.95, ["ppo"]).set_index("comparison")
+    runs = pd.concat(rows, ignore_index=True)
+    both = comparisons(runs, 0.95, ["ppo"], FEASIBLE).set_index("comparison")
     change = both.loc["violations_vs_fixed"]
     assert change["value"] == pytest.approx(-99.98) and change["ci_low"] == -100.0
     assert change["ci_high"] < -99.9

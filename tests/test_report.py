@@ -31,6 +31,7 @@ from grpo_power.layout import REAL_TRACES_FIGURE, REPORT_FIGURES
 from grpo_power.report.cells import CsvFile, JsonFile, Num, data_label, with_unit
 from grpo_power.report.evaluation import (
     Evaluation,
+    answer_in_short,
     edge_verdicts,
     same_runs,
     schedule_phrase,
@@ -1077,10 +1078,47 @@ def test_the_report_answers_its_question_in_short(report: dict) -> None:
         assert rate in page
     ratios = pd.read_csv(root / "evaluate" / "study" / "ratios.csv")
     shares = ratios[
-        (ratios["controller"] == "ppo") & (ratios["comparison"] == "output_share_of_oracle")
+        (ratios["controller"] == "ppo") & (ratios["comparison"] == "budget_share_of_oracle")
     ]
     for _, share in shares.iterrows():
         assert f"{share['value']:.1f} % of its oracle's output (target {share['target']}:" in page
+
+
+def test_the_answer_in_short_judges_both_targets_within_the_budget(tmp_path: Path) -> None:
+    """A paper author read "72b: ppo ran at 2.62 % violations (outside the budget); 123.8 % of
+    its oracle's output (target >= 95 %: met); 308.1 % of ... the best classic peer (NOT met)":
+    the oracle's row was the one without the budget. Both are the budget's, and a miss that is
+    the budget's says so."""
+    pd.DataFrame(
+        [("72b", "ppo", 0.0262, False), ("7b", "ppo", 0.0150, True)],
+        columns=["deployment", "arm", "violation_rate", "within_budget"],
+    ).to_csv(tmp_path / "summary.csv", index=False)
+    pd.DataFrame(
+        [
+            ("72b", "ppo", "output_share_of_oracle", 123.8, ">= 95 %", True),
+            ("72b", "ppo", "budget_share_of_oracle", 123.8, ">= 95 % within budget", False),
+            ("72b", "ppo", "budget_vs_best_peer", 308.1, ">= 100 % of the best peer", False),
+            ("7b", "ppo", "budget_share_of_oracle", 91.0, ">= 95 % within budget", False),
+        ],
+        columns=["deployment", "controller", "comparison", "value", "target", "met"],
+    ).to_csv(tmp_path / "ratios.csv", index=False)
+    (tmp_path / "summary.json").write_text(json.dumps({"targets_met": 1, "targets": 4}))
+    summary, ratios = CsvFile(tmp_path / "summary.csv"), CsvFile(tmp_path / "ratios.csv")
+    evaluation = Evaluation(tmp_path, summary, ratios, JsonFile(tmp_path / "summary.json"), summary)
+    lines = [
+        "".join(p if isinstance(p, str) else p.text() for p in line)
+        for line in answer_in_short(evaluation, {}, "ppo")
+    ]
+    assert lines[1] == (
+        "72b: ppo ran at 2.62 % violations (outside the budget); 123.8 % of its oracle's output "
+        "(target >= 95 % within budget: NOT met, being outside the budget); 308.1 % of the output "
+        "of the best classic peer within the budget (target >= 100 % of the best peer: NOT met, "
+        "being outside the budget)."
+    )
+    assert lines[2] == (
+        "7b: ppo ran at 1.50 % violations (within the budget); 91.0 % of its oracle's output "
+        "(target >= 95 % within budget: NOT met)."
+    )
 
 
 def test_real_runs_of_arms_that_ran_alike_are_named_under_the_live_arms(report: dict) -> None:

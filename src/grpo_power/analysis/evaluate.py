@@ -370,7 +370,7 @@ def evaluate_folder(
     controllers = sorted({a for a in metrics["arm"] if a.startswith("ppo")})
     ratios = pd.concat(
         [
-            comparisons(metrics, confidence, controllers),
+            comparisons(metrics, confidence, controllers, infos),
             budget_targets(metrics, summary, infos, confidence, controllers, changing),
         ],
         ignore_index=True,

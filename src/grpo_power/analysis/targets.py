@@ -20,7 +20,9 @@ to a target's margin):
   compared with: where it misses the target too (``reachable`` false), the target lies beyond
   that limit.
 
-Rows go to ``ratios.csv``; every number is simulated and labelled so.
+A controller whose oracle found the cap infeasible gets no rows: the evaluation's table says
+the cap is infeasible instead of ranking arms on violations. Rows go to ``ratios.csv``; every
+number is simulated and labelled so.
 """
 
 from __future__ import annotations
@@ -183,14 +185,21 @@ def _paired(metrics: pd.DataFrame, arm: str, base: str, metric: str, kind: str) 
 
 
 def comparisons(
-    metrics: pd.DataFrame, confidence: float, controller_arms: list[str]
+    metrics: pd.DataFrame,
+    confidence: float,
+    controller_arms: list[str],
+    infos: dict[str, dict[str, Any]],
 ) -> pd.DataFrame:
-    """The study's ratios for each controller arm on each deployment, with targets."""
+    """The study's ratios for each controller arm on each deployment, with targets. A
+    controller whose oracle found the cap infeasible (``infos``: each deployment's
+    ``summary.json`` entry) gets none, as in :func:`budget_targets`: no setting keeps the
+    budget there, and a target met against the fixed arm's or the oracle's violations would rank
+    arms on violations where the table says the cap is infeasible."""
     rows = []
     for deployment, group in metrics.groupby("deployment", sort=False):
         arms = set(group["arm"])
         for controller in controller_arms:
-            if controller not in arms:
+            if controller not in arms or not _feasible(infos, deployment, controller):
                 continue
             values, bases, seeds = {}, {}, {}
             for c in COMPARISONS:
@@ -219,6 +228,12 @@ def comparisons(
                 row["seeds"], row["seeds_paired"] = seeds[key]
                 rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _feasible(infos: dict[str, dict[str, Any]], deployment: str, controller: str) -> bool:
+    """Whether ``controller``'s oracle on ``deployment`` met the budget (``infos``: each
+    deployment's ``summary.json`` entry; true where it was not run)."""
+    return bool(infos[deployment]["arms"].get(oracle_for(controller), {}).get("feasible", True))
 
 
 def _ratio_row(
@@ -295,8 +310,7 @@ def budget_targets(
         best = max(peers, key=lambda p: arms.loc[p, "output_tokens"]) if peers else None
         for controller in controller_arms:
             own = oracle_for(controller)
-            feasible = infos[deployment]["arms"].get(own, {}).get("feasible", True)
-            if controller not in arms.index or not feasible:
+            if controller not in arms.index or not _feasible(infos, deployment, controller):
                 continue
             within = bool(arms.loc[controller, "within_budget"])
             share = "output_tokens", "share", confidence

@@ -264,13 +264,15 @@ def answer_in_short(
         within = cells.is_true(arms.select(**own)["within_budget"].iloc[0])
         line.append(" (within the budget)" if within else " (outside the budget)")
         for comparison, what in (
-            ("output_share_of_oracle", "its oracle's output"),
+            ("budget_share_of_oracle", "its oracle's output"),
             ("budget_vs_best_peer", "the output of the best classic peer within the budget"),
         ):
             row = ratios.select(comparison=comparison, **mine)
             if row.empty:
                 continue
+            # both targets are within the budget: an arm outside it misses them at any output
             verdict = "met" if cells.is_true(row["met"].iloc[0]) else "NOT met"
+            verdict += "" if within or verdict == "met" else ", being outside the budget"
             line += ["; ", ratios.num("value", ".1f", comparison=comparison, **mine)]
             line.append(f" % of {what} (target {row['target'].iloc[0]}: {verdict})")
         lines.append([*line, "."])
