@@ -140,3 +140,34 @@ def test_a_folder_holding_another_run_is_refused_or_replaced_before_any_job(
     job.cancel(check=False)
     assert "held another run (steps_planned (was 3, now 4)); discarded it" in lines[0]
     assert "--replace-other" in replacing.command
+
+
+def test_a_job_timed_out_too_often_says_so_and_what_to_raise() -> None:
+    """A run requeued after each time limit until submitit gave up failed with "job 1675_0
+    failed (FAILED): - .../1675_0_0_log.out": the cause, "Job not requeued because: timed-out
+    too many times.", was deep in submitit's traceback, with nothing naming timeout_min."""
+    from submitit.core.utils import FailedJobError
+
+    from grpo_power.launch.batch import _reason
+
+    log = "/work/results/runs/tiny/fixed/submitit-fixed/1675_0_0_log.out"
+    error = FailedJobError(
+        "Job (task=0) failed during processing with trace:\n"
+        "----------------------\n"
+        "Traceback (most recent call last):\n"
+        '  File ".../submitit/core/job_environment.py", line 226, in checkpoint_and_try_requeue\n'
+        "    raise utils.UncompletedJobError(message)\n"
+        "submitit.core.utils.UncompletedJobError: Job not requeued because: timed-out too many "
+        "times.\n\n----------------------\n"
+        "You can check full logs with 'job.stderr(0)' and 'job.stdout(0)'or at paths:\n"
+        f"  - {log.replace('.out', '.err')}\n  - {log}"
+    )
+    stderr = "FutureWarning: `torch_dtype` is deprecated! Use `dtype` instead!\n"
+    reason = _reason(error, stderr)
+    assert reason.startswith("submitit did not requeue it: timed-out too many times: ")
+    assert "timeout_min" in reason and "launch.max_timeouts" in reason
+    assert "resumes from the run's checkpoint" in reason
+    # the run's own error line still comes first; any other reason is given as it is
+    assert _reason(error, "error: workload.steps: expected ...\n") == "workload.steps: expected ..."
+    other = FailedJobError("Job not requeued because: timed-out and not checkpointable.")
+    assert _reason(other, "") == "submitit did not requeue it: timed-out and not checkpointable"

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import signal
 import subprocess
 import time
@@ -452,14 +453,29 @@ def _refresh(jobs: Iterable[submitit.Job]) -> None:
             continue
 
 
+NOT_REQUEUED = re.compile(r"Job not requeued because: (.+?)\.?$", re.M)  # submitit's words
+
+
 def _reason(error: Exception, stderr: str) -> str:
     """Why a job failed, in one line: the run's own ``error: ...`` line on its stderr, else
     submitit's account up to the error stream it quotes (``... has not produced any output
     (state: FAILED)``; its first line named only the result file), else its last line (a
-    traceback's exception)."""
+    traceback's exception); a job submitit would not requeue (timed out too often) says so and
+    what to raise."""
     own = [line for line in stderr.splitlines() if line.startswith("error: ")]
     if own:
         return own[-1].removeprefix("error: ")
+    requeue = NOT_REQUEUED.search(f"{error}\n{stderr}")
+    if requeue:  # submitit's own end of a job it would not requeue, deep in its traceback
+        why = requeue.group(1)
+        if "too many times" not in why:
+            return f"submitit did not requeue it: {why}"
+        return (
+            f"submitit did not requeue it: {why}: every attempt reached the job's time limit "
+            "(timeout_min of launch.job or of its run_sizes entry's job) and launch.max_timeouts "
+            "requeues were spent; raise timeout_min (or max_timeouts), and the same command "
+            "resumes from the run's checkpoint"
+        )
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     head = []
     for line in lines:
