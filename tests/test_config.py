@@ -105,6 +105,21 @@ def test_a_config_naming_another_part_after_a_shipped_one_gets_that_parts_power(
             "evaluate.scenarios high: cap_w (900 W) must lie above gpu.idle_w (60 W) and at most "
             "gpu.nameplate_w (400 W)",
         ),
+        (  # it overrode slurm_account in the job script, while messages named the key's value
+            {"launch": {"job": {"additional_parameters": {"account": "other"}}}},
+            "launch.job.additional_parameters.account: an sbatch option with a key of its own, "
+            "launch.slurm_account; expected it there",
+        ),
+        (  # sbatch spells it --cpus-per-task, submitit's keys cpus_per_task: both are the key's
+            {"launch": {"job": {"additional_parameters": {"cpus_per_task": 4}}}},
+            "cpus_per_task: an sbatch option with a key of its own, cpus_per_task",
+        ),
+        (  # a gres of gpu:a100 80:1, refused by sbatch after the runs were planned
+            {"launch": {"job": {"gpu_type": "a100 80"}}},
+            "launch.job.gpu_type: expected a Slurm name: not empty, without blanks, commas or "
+            "colons (null: none) (got 'a100 80')",
+        ),
+        ({"launch": {"slurm_partition": ""}}, "launch.slurm_partition: expected a Slurm name"),
     ],
 )
 def test_bad_values_are_rejected_with_path_and_reason(overrides: dict, expected: str) -> None:

@@ -287,3 +287,15 @@ def test_a_rules_resources_are_its_own_and_one_override_keeps_the_rest(tmp_path:
     assert identify["slurm_partition"] == plain["identify"]["slurm_partition"]
     for rule in ("controller", "controller_hwcap", "fleet", "report", "economics"):
         assert changed[rule] == plain[rule], rule
+    # a site that requires a QOS of every job: the analysis jobs' is launch.analysis_qos (they
+    # went with the account's default, and launch.job.qos is the GPU jobs')
+    assert "qos" not in plain["identify"]
+    qos = _snakemake(
+        folder, "-n", "--profile", profile, "--configfile", config,
+        "--config", "launch={analysis_qos: lab-normal}",
+    )  # fmt: skip
+    assert qos.returncode == 0, qos.stderr[-3000:]
+    analysis = {rule for rule, resources in plain.items() if "slurm_account" in resources}
+    assert {"identify", "evaluate", "report"} <= analysis
+    for rule, resources in _resources(qos.stdout).items():
+        assert resources.get("qos") == ("lab-normal" if rule in analysis else None), rule

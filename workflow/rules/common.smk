@@ -124,14 +124,15 @@ except OSError as error:  # results_dir on a read-only or missing mount: one lin
 
 def analysis_resources(**job):
     """The resources of an analysis (CPU-only) job: what its rule needs (``mem_mb``, ``runtime``
-    in minutes, ``cpus_per_task``, given by the rule) and the Slurm account and partition from
-    the config's launch section, where they are written once. They are the rule's own, so
+    in minutes, ``cpus_per_task``, given by the rule) and the Slurm account, partition and QOS
+    from the config's launch section, where they are written once. They are the rule's own, so
     ``--set-resources RULE:mem_mb=N`` (command line or site profile) overrides that one value
     of that rule and keeps the rest; a rule made by ``use rule`` inherits them."""
     resources = {
         **job,
         "slurm_account": CFG.launch.slurm_account,
         "slurm_partition": CFG.launch.analysis_partition,
+        "qos": CFG.launch.analysis_qos,
     }
     return {name: value for name, value in resources.items() if value}
 

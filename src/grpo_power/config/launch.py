@@ -6,7 +6,9 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from pydantic import (
+    AfterValidator,
     Field,
+    field_validator,
 )
 
 from grpo_power.config.base import (
@@ -14,6 +16,35 @@ from grpo_power.config.base import (
     Strict,
 )
 from grpo_power.config.workload import ModelSize
+
+
+# a Slurm name (account, partition, QOS, GPU type): no blanks, commas or colons, as a gres or an
+# sbatch option would split it there
+def _slurm_name(value: str) -> str:
+    if not value or any(c.isspace() or c in ",:" for c in value):
+        raise ValueError(
+            "expected a Slurm name: not empty, without blanks, commas or colons (null: none)"
+        )
+    return value
+
+
+SlurmName = Annotated[str, AfterValidator(_slurm_name)]
+# sbatch options that have a key of their own: given in additional_parameters they would
+# override it in the job script while messages name the key's value
+OWN_KEYS = {
+    "account": "launch.slurm_account",
+    "partition": "launch.slurm_partition",
+    "qos": "qos",
+    "constraint": "constraint",
+    "time": "timeout_min",
+    "mem": "mem_gb",
+    "cpus-per-task": "cpus_per_task",
+    "gres": "gpus and gpu_type",
+    "gpus-per-node": "gpus",
+    "job-name": "the run's own job name",
+    "array": "the seeds (one array per arm)",
+    "open-mode": "the job's logs, appended over requeues",
+}
 
 
 class JobResources(Strict):
@@ -24,13 +55,13 @@ class JobResources(Strict):
     gpus: Annotated[int, Field(ge=0)] | None = Field(
         None, description="GPUs per job (gpus_per_node); null = the run size's processes."
     )
-    gpu_type: str | None = Field(
+    gpu_type: SlurmName | None = Field(
         None, description="GPU type for the gres request (gpu:TYPE:N), e.g. a100; null = any."
     )
     cpus_per_task: Annotated[int, Field(ge=1)] | None = None
     mem_gb: PositiveFloat | None = None
     timeout_min: Annotated[int, Field(ge=1)] | None = Field(None, description="Time limit, min.")
-    qos: str | None = Field(None, description="Slurm quality of service (--qos).")
+    qos: SlurmName | None = Field(None, description="Slurm quality of service (--qos).")
     constraint: str | None = Field(None, description="Slurm node features (--constraint).")
     setup: list[str] | None = Field(
         None,
@@ -44,6 +75,18 @@ class JobResources(Strict):
         description="Other sbatch options, passed through as they are (submitit's "
         "slurm_additional_parameters), e.g. {reservation: study, exclude: node07}.",
     )
+
+    @field_validator("additional_parameters")
+    @classmethod
+    def _no_own_keys(cls, value: dict[str, str | int] | None) -> dict[str, str | int] | None:
+        for key in value or {}:
+            option = key.removeprefix("--").replace("_", "-")
+            if option in OWN_KEYS:
+                raise ValueError(
+                    f"{key}: an sbatch option with a key of its own, {OWN_KEYS[option]}; "
+                    "expected it there (here it would override that key in the job script)"
+                )
+        return value
 
     def over(self, base: JobResources) -> JobResources:
         """These resources with every null field taken from ``base``."""
@@ -83,14 +126,19 @@ class LaunchConfig(Strict):
     cluster: Literal["auto", "slurm", "local", "debug"] = Field(
         "auto", description="submitit cluster; auto = slurm where sbatch exists, else local."
     )
-    slurm_account: str | None = Field(None, description="Account of every job (GPU and CPU).")
-    slurm_partition: str | None = Field(
+    slurm_account: SlurmName | None = Field(None, description="Account of every job (GPU and CPU).")
+    slurm_partition: SlurmName | None = Field(
         None, description="Partition of the GPU jobs (runs, calibration, sweeps)."
     )
-    analysis_partition: str | None = Field(
+    analysis_partition: SlurmName | None = Field(
         None,
         description="Partition of the workflow's CPU-only analysis jobs (windows, fleet, "
         "identify, controller, evaluate, economics, report); null = the cluster's default.",
+    )
+    analysis_qos: SlurmName | None = Field(
+        None,
+        description="Slurm quality of service of the analysis jobs (the GPU jobs': job.qos); "
+        "null = the account's default.",
     )
     job: JobResources = Field(
         default_factory=lambda: JobResources(cpus_per_task=2, mem_gb=8.0, timeout_min=60),
