@@ -732,3 +732,21 @@ def test_the_planners_capital_says_where_its_nameplate_came_from(tmp_path: Path)
     path.write_text(json.dumps({"nameplate_from": [], "above_nameplate": above}))
     (warning,) = _above_nameplate(JsonFile(path))
     assert "readings reach 520 W, above the nameplate 400 W (1 trace(s))" in warning
+
+
+def test_a_study_of_another_part_says_its_economics_are_an_a100s(study: tuple) -> None:
+    """An H200 study priced its hosts at a DGX A100's 412.5 W and its GPU-hours at an A100's
+    $4.10 ("smallest pilot: ..., $1,638" at the A100's price), with no note anywhere."""
+    config, paths = study
+    assert paths["result"].summary["part_notes"] == []  # the A100: the defaults are its own
+    h200 = config.model_copy(update={"gpu": validate_config({"gpu": {"name": "NVIDIA H200"}}).gpu})
+    result = run_economics(
+        h200, paths["root"] / "economics-h200", paths["runs"], paths["root"] / "evaluate" / "study",
+        paths["root"] / "fleet",
+    )  # fmt: skip
+    host, price = result.summary["part_notes"]
+    assert host.startswith("the capital counts each GPU's host at 412.5 W (economics.host_power")
+    assert price.startswith("GPU time is priced at $4.1 a GPU-hour (economics.gpu_hour")
+    assert (
+        "the study's GPUs are NVIDIA H200" in host and "the study's GPUs are NVIDIA H200" in price
+    )

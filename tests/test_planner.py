@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from grpo_power.cli import app
@@ -713,9 +714,17 @@ def test_the_planner_says_which_cap_it_judges_by_and_takes_its_own(tmp_path: Pat
     )
     assert host in " ".join(result.output.split())
     assert "Caution: " + host in " ".join(page.split())
+    # and its GPU time at an A100's rental price: said too (an H200 user found it unsaid)
+    price = "GPU time is priced at $4.1 a GPU-hour (economics.gpu_hour, the packaged default: AWS"
+    assert price in " ".join(result.output.split())
+    assert "Caution: " + price in " ".join(page.split())
     hosts = {"value": 575, "source": "DGX H100 datasheet", "year": 2023}
     h100_hosts = validate_config({"economics": {"host_power": hosts}})
-    assert run_planner(folder, tmp_path / "hosts", h100_hosts).economics["host_note"] is None
+    notes = run_planner(folder, tmp_path / "hosts", h100_hosts).economics["part_notes"]
+    assert len(notes) == 1 and notes[0].startswith("GPU time is priced at $4.1")
+    h100 = yaml.safe_load((REPO / "config" / "h100.yaml").read_text())
+    own_prices = validate_config({"economics": h100["economics"]})
+    assert run_planner(folder, tmp_path / "prices", own_prices).economics["part_notes"] == []
     own = CliRunner().invoke(
         app, ["planner", "run", str(folder), "--out", str(out), "--cap-w", "600"]
     )

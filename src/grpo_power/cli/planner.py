@@ -132,8 +132,7 @@ def planner_run(
         if result.skipped
         else []
     )
-    host = [e["host_note"]] if e.get("host_note") else []
-    echo_notes([*result.notes, *fleet_notes(s), *host, *skipped])
+    echo_notes([*result.notes, *fleet_notes(s), *e["part_notes"], *skipped])
 
 
 @planner_app.command("import")

@@ -256,6 +256,7 @@ def economics(
             f"${p['cost_usd']:,.0f} (sized by {p['sized_by']})"
         )
     typer.echo(f"wrote {out}/constants.csv, arms.csv, savings.csv, oversubscription.csv, ...")
+    echo_notes(s["part_notes"])
 
 
 def _evaluated_scenarios(cfg: Config) -> tuple[list[Path], list[str]]:

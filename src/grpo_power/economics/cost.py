@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import calendar
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +54,33 @@ PER_RUN = (
 )
 WITH_CI = ("energy_usd_per_mtok", "carbon_kg_per_mtok", "gpu_usd_per_mtok", "tokens_per_gpu_s")
 GROUP = ["source", "deployment", "arm"]
+
+
+def part_notes(parts: Iterable[str], economics: EconomicsConfig, whose: str) -> list[str]:
+    """What the capital and the GPU-time $ rest on where they are the packaged defaults, a DGX
+    A100's host power and an A100's rental price, and the GPUs priced (``parts``: their names;
+    ``whose``: what they are, e.g. "the traces") are of another part: a note each, naming the
+    key to give ([] where every part is an A100 or the config gives its own)."""
+    others = sorted({p for p in parts if not p.startswith("NVIDIA A100")})
+    if not others:
+        return []
+    fields = EconomicsConfig.model_fields
+    notes = []
+    host = fields["host_power"].default_factory()  # type: ignore[misc]
+    if economics.host_power == host:
+        notes.append(
+            f"the capital counts each GPU's host at {host.value:g} W (economics.host_power, the "
+            f"packaged default: {host.source}), and {whose} are {', '.join(others)}: give "
+            "economics.host_power for their hosts (config/h100.yaml gives a DGX H100's, 575 W)"
+        )
+    price = fields["gpu_hour"].default_factory()  # type: ignore[misc]
+    if economics.gpu_hour == price:
+        notes.append(
+            f"GPU time is priced at ${price.value:g} a GPU-hour (economics.gpu_hour, the packaged "
+            f"default: {price.source}), and {whose} are {', '.join(others)}: give "
+            "economics.gpu_hour for them (config/h100.yaml gives an H100's)"
+        )
+    return notes
 
 
 def hours_in_year(year: int) -> float:

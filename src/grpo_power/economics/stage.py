@@ -28,7 +28,7 @@ import pandas as pd
 
 from grpo_power.atomic import write_csv_atomic, write_json_atomic
 from grpo_power.config import Config, SourcedValue
-from grpo_power.economics.cost import Assumptions, arm_costs, per_run, savings
+from grpo_power.economics.cost import Assumptions, arm_costs, part_notes, per_run, savings
 from grpo_power.economics.oversubscription import (
     FleetRows,
     oversubscription_table,
@@ -174,6 +174,8 @@ def run_economics(
             oversubscription["scope"] == "economics fleet"
         ].to_dict(orient="records")[0],
         "pilot": next(iter(smallest.to_dict(orient="records")), None),
+        # the study's GPUs are the config's part (the runs simulate it, the simulator models it)
+        "part_notes": part_notes([config.gpu.name], economics, "the study's GPUs"),
         "inputs": {
             "runs": [str(f) for f in run_folders],
             "evaluate": str(metrics_csv),

@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 
 from grpo_power.atomic import write_csv_atomic, write_json_atomic
-from grpo_power.config import Config, EconomicsConfig
-from grpo_power.economics.cost import J_PER_KWH, Assumptions, per_run
+from grpo_power.config import Config
+from grpo_power.economics.cost import J_PER_KWH, Assumptions, part_notes, per_run
 from grpo_power.economics.oversubscription import FleetRows, oversubscription_table
 from grpo_power.economics.records import RECORD_COLUMNS
 from grpo_power.economics.sensitivity import HEADLINE_COLUMNS, capital_row, sensitivity
@@ -181,21 +181,6 @@ HEADLINE_QUANTITIES = (
 )
 
 
-def host_note(parts: list[str], config: Config) -> str | None:
-    """What the capital's host power rests on where it is the packaged default's, a DGX A100's,
-    and the traces are of another part (``parts``: the GPU names the traces give): their hosts
-    draw another power, which the config should give; None otherwise."""
-    default = EconomicsConfig.model_fields["host_power"].default_factory()  # type: ignore[misc]
-    others = [p for p in parts if not p.startswith("NVIDIA A100")]
-    if config.economics.host_power != default or not others:
-        return None
-    return (
-        f"the capital counts each GPU's host at {default.value:g} W (economics.host_power, the "
-        f"packaged default: {default.source}), and the traces are of {', '.join(others)}: give "
-        "economics.host_power for their hosts (config/h100.yaml gives a DGX H100's, 575 W)"
-    )
-
-
 def planner_economics(
     traces_dir: Path | str, fleet_dir: Path | str, out: Path | str, config: Config
 ) -> dict[str, Any]:
@@ -240,7 +225,7 @@ def planner_economics(
         # where the traces' nameplates came from, and the traces reading above theirs
         "nameplate_from": provenance["nameplate_from"],
         "above_nameplate": provenance["above_nameplate"],
-        "host_note": host_note(provenance["parts"], config),
+        "part_notes": part_notes(provenance["parts"], config.economics, "the traces"),
         "left_out": left_out,
         "inputs": {"traces": str(traces_dir), "fleet": str(fleet_dir)},
     }

@@ -290,11 +290,7 @@ def _write_report(folders: PlannerFolders, out: Path, config: Config) -> Path:
             summary.num("nameplate_w", ",.0f"),
             f" W ({_nameplate_origin(summary)}) plus its host's share.",
             *_above_nameplate(summary),
-            *(
-                [" Caution: " + summary.data["host_note"] + "."]
-                if summary.data.get("host_note")
-                else []
-            ),
+            *(" Caution: " + note + "." for note in summary.data.get("part_notes", [])),
         ],
     ]
     if summary.get("tokens_used"):

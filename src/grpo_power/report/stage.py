@@ -349,9 +349,14 @@ def _fleet_basis(row: pd.Series) -> str:
 
 
 def _cautions(
-    oversub: cells.CsvFile, fleet: cells.JsonFile, infos: list[RunInfo], out: Path
+    oversub: cells.CsvFile,
+    fleet: cells.JsonFile,
+    economics: cells.JsonFile,
+    infos: list[RunInfo],
+    out: Path,
 ) -> str:
-    """docs/design.md section 1's cautions, each with this run's evidence."""
+    """docs/design.md section 1's cautions, each with this run's evidence, and the economics'
+    notes on a part priced at the packaged A100 figures."""
     stage = oversub.select(scope="fleet stage").iloc[0]
     scaling = oversub.select(scope="scaling study")
     smallest, largest = scaling.iloc[0], scaling.iloc[-1]
@@ -390,6 +395,7 @@ def _cautions(
         "deployment of their own, and the power model only from measured readings); confirm on "
         "GPUs (see the pilot) before acting on them.",
     ]
+    items += ["Economics: " + note + "." for note in economics.data.get("part_notes", [])]
     timed = [i for i in infos if i.metadata.get("simulated")]
     if timed:
         items.append(
@@ -663,7 +669,7 @@ def _write_report(config: Config, inputs: ReportInputs, out: Path) -> ReportResu
         scenarios_section(scenarios, out),
         measured,
         html.section("Economics", *(html.table_html(t, out) for t in economics), key="economics"),
-        _cautions(e["oversubscription"], fleet_json, infos, out),
+        _cautions(e["oversubscription"], fleet_json, economics_json, infos, out),
     ]
     subtitle = (
         f"grpo-power {__version__}. Every number below comes from a file an earlier stage wrote; "
