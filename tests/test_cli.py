@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import re
 import subprocess
 import sys
@@ -466,7 +467,8 @@ def test_controller_train_says_a_policy_below_random_and_a_replaced_folder(
 
     out = tmp_path / "controller" / "7b"
     out.mkdir(parents=True)
-    (out / "controller.json").write_text("{}")  # a controller trained there before
+    meta = {"cap_w": 100.0, "oracle": {"feasible": False}}
+    (out / "controller.json").write_text(json.dumps(meta))  # a controller trained there before
     evaluation = {
         "trained_return": -12.5,
         "random_return": -3.25,
@@ -487,7 +489,17 @@ def test_controller_train_says_a_policy_below_random_and_a_replaced_folder(
         "warning: the trained policy's return (-12.50) is not above a random policy's (-3.25)"
         in output
     )
+    # a cap no setting keeps (a user's --cap-w 100 on an H200) printed only "violation rate 66 %"
+    assert "warning: cap infeasible for 7b with these actuators (SIMULATED)" in output
+    assert "keeps the violation budget at 100 W per GPU" in output
+    meta["oracle"]["feasible"] = True
     (out / "controller.json").unlink()
     evaluation["trained_return"] = 4.0
+
+    def train(*args: object) -> SimpleNamespace:
+        (out / "controller.json").write_text(json.dumps(meta))
+        return result
+
+    monkeypatch.setattr(study, "train", train)
     output = invoke("controller", "train", "--deployment", "7b", "--out", str(out)).output
     assert "replaced" not in output and "warning" not in output

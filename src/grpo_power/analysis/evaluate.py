@@ -225,6 +225,17 @@ def _setting_text(setting: dict[str, Any]) -> str:
     return text
 
 
+def infeasible_why(lowest_power_w: float, lowest_cap_w: float) -> str:
+    """Why a cap is infeasible, from the oracle's lowest achievable mean power per GPU and the
+    run's lowest cap: a mean under the cap whose peaks still break the budget reads as a
+    contradiction without it."""
+    if lowest_power_w < lowest_cap_w:
+        return (
+            "a mean under the cap, but no setting keeps its samples and windows within the budget"
+        )
+    return "no setting brings the mean under the cap"
+
+
 def markdown_table(
     summary: pd.DataFrame,
     ratios: pd.DataFrame,
@@ -270,8 +281,9 @@ def markdown_table(
                 lines += [
                     f"**{INFEASIBLE}** ({actuators}, arm {name}): no setting it searched meets "
                     f"the budget; lowest achievable mean power {oracle['lowest_power_w']:.1f} W "
-                    f"per GPU under the run's lowest cap, {lowest_cap_w:g} W. Its arms are not "
-                    "ranked on violations.",
+                    f"per GPU under the run's lowest cap, {lowest_cap_w:g} W: "
+                    f"{infeasible_why(oracle['lowest_power_w'], lowest_cap_w)}. Its arms are "
+                    "not ranked on violations.",
                     "",
                 ]
         lines += [

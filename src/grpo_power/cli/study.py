@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -102,6 +103,15 @@ def controller_train(
         f"{e['random_return']:.2f}), violation rate {100 * e['trained_violation_rate']:.2f} % "
         f"(random {100 * e['random_violation_rate']:.2f} %)"
     )
+    meta = json.loads((out / CONTROLLER.controller).read_text())
+    if not meta["oracle"]["feasible"]:
+        typer.echo(
+            f"warning: cap infeasible for {deployment} with these actuators (SIMULATED): no "
+            f"setting the oracle searched keeps the violation budget at {meta['cap_w']:g} W per "
+            "GPU; the controller was trained all the same, and the evaluation will not rank "
+            "its arms on violations",
+            err=True,
+        )
     if e["trained_return"] <= e["random_return"]:
         typer.echo(
             f"warning: the trained policy's return ({e['trained_return']:.2f}) is not above a "

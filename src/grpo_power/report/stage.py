@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from grpo_power.analysis.authority import STUDY_CONCURRENCY_AUTHORITY_72B
+from grpo_power.analysis.evaluate import infeasible_why
 from grpo_power.analysis.fleet.stage import fleet_runs
 from grpo_power.analysis.reference import PUBLISHED_OVERSUBSCRIPTION, STUDY_SAMPLE_PERIOD_S
 from grpo_power.atomic import merge_folder_atomic, write_text_atomic
@@ -211,17 +212,11 @@ def make_figures(
 def infeasible_verdict(oracle: dict[str, Any], lowest_cap_w: float) -> str:
     """The deployments table's verdict on a cap no setting keeps within the budget (``oracle``:
     the evaluation's oracle arm), with its lowest achievable mean power per GPU and what that
-    says: a mean under the cap whose peaks still break the budget reads as a contradiction
-    without it."""
+    says (:func:`~grpo_power.analysis.evaluate.infeasible_why`)."""
     lowest_w = float(oracle["lowest_power_w"])
-    why = (
-        "a mean under the cap, but no setting keeps its samples and windows within the budget"
-        if lowest_w < lowest_cap_w
-        else "no setting brings the mean under the cap"
-    )
     return (
         f"{oracle['verdict']} (lowest achievable mean power {lowest_w:.0f} W per GPU under the "
-        f"run's lowest cap, {lowest_cap_w:g} W: {why})"
+        f"run's lowest cap, {lowest_cap_w:g} W: {infeasible_why(lowest_w, lowest_cap_w)})"
     )
 
 
