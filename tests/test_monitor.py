@@ -264,6 +264,12 @@ def test_window_misuse_is_refused() -> None:
             "PowerMonitor: cap_w: expected a per-GPU cap of at most the GPU's nameplate, 400 W "
             "(NVIDIA A100",
         ),
+        (  # an H200's cap on a laptop: the simulated GPU is the config's, which says how
+            {"cap_w": 515, "source": "auto"},
+            "PowerMonitor: cap_w: expected a per-GPU cap of at most the GPU's nameplate, 400 W "
+            "(NVIDIA A100-SXM4-80GB), got 515 W (a simulated GPU: the config's gpu, the default "
+            "config's A100; give a config naming your part, PowerMonitor(config=...) or --config",
+        ),
     ],
 )
 def test_bad_monitor_arguments_are_refused_in_one_line(

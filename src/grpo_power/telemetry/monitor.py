@@ -161,9 +161,16 @@ def check_cap_within_nameplate(owner: str, cap_w: float | None, gpus: list[GpuIn
         return
     gpu = min(gpus, key=lambda g: g.nameplate_w)
     if cap_w > gpu.nameplate_w:
+        # a simulated GPU (no UUID) is the config's part: another part's cap needs its config
+        simulated = (
+            " (a simulated GPU: the config's gpu, the default config's A100; give a config "
+            "naming your part, PowerMonitor(config=...) or --config, to simulate it)"
+            if gpu.uuid is None
+            else ""
+        )
         raise ValueError(
             f"{owner}: cap_w: expected a per-GPU cap of at most the GPU's nameplate, "
-            f"{gpu.nameplate_w:g} W ({gpu.name}), got {cap_w:g} W"
+            f"{gpu.nameplate_w:g} W ({gpu.name}), got {cap_w:g} W{simulated}"
         )
 
 
