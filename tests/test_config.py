@@ -264,3 +264,27 @@ def test_the_schemas_defaults_are_the_embedded_default_config() -> None:
     resources and poll, arms.run): a short config of one's own silently changed the fleet."""
     embedded = load_config(REPO / "config" / "config.yaml").model_dump(mode="json")
     assert Config().model_dump(mode="json") == embedded
+
+
+def test_likely_mistakes_of_a_valid_config_are_said() -> None:
+    """An H200 study on the packaged A100 caps trained controllers at 69-76 % violations and
+    called every cap infeasible with nothing said before; a100-slurm.yaml's placeholder account
+    reached sbatch. Both are said before any job runs (nothing refused)."""
+    from grpo_power.config.notes import config_notes
+
+    def merged(*names: str, **over: object) -> Config:
+        data: dict = {}
+        for name in names:
+            data = deep_merge(data, yaml.safe_load((REPO / "config" / name).read_text()))
+        return validate_config(deep_merge(data, over))
+
+    assert config_notes(merged("config.yaml")) == []
+    (placeholder,) = config_notes(merged("config.yaml", "a100-slurm.yaml"))
+    assert placeholder.startswith("launch.slurm_account is 'your-account', config/a100-slurm")
+    (caps,) = config_notes(merged("config.yaml", gpu={"name": "NVIDIA H200"}))
+    assert caps.startswith("the caps per GPU of 7b 320 W, 14b 240 W, 72b 220 W are the packaged")
+    assert "this config's gpu is NVIDIA H200 (700 W)" in caps
+    assert config_notes(merged("config.yaml", "h100.yaml")) == []  # every cap its own
+    # a cap of its own on one deployment: the others are still named
+    own_7b = merged("config.yaml", gpu={"name": "NVIDIA H200"}, cap_w=515)
+    assert "of 14b 240 W, 72b 220 W are" in config_notes(own_7b)[0]

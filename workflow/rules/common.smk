@@ -5,10 +5,12 @@ from pathlib import Path
 from pydantic import ValidationError
 from snakemake.common.configfile import load_configfile
 from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger
 from snakemake.utils import validate
 
 from grpo_power.config import ARM_NAMES, Config, deep_merge, write_resolved_config
 from grpo_power.config.base import validation_problems
+from grpo_power.config.notes import config_notes
 from grpo_power.layout import (
     CONTROLLER,
     CONTROLLER_ARMS,
@@ -95,6 +97,8 @@ config.update(with_yaml_nulls(dict(config)))
 if errors := config_errors():
     raise WorkflowError("\n".join(errors))
 CFG = Config.model_validate(config)
+for note in config_notes(CFG):  # valid, but likely a mistake: said before any job runs
+    logger.warning(f"note: {note}")
 # The JSON schema generated from the same pydantic schema (`grpo-power config schema`), as the
 # Snakemake catalog reads a workflow's parameters. It checks the config as pydantic parsed it:
 # pydantic runs first for its one-line errors, and `--config workload='{steps: 60}'` hands

@@ -21,6 +21,7 @@ from grpo_power.cli.base import (
     user_errors,
 )
 from grpo_power.config import DEFAULT_CONFIG_PATH, Config
+from grpo_power.config.notes import config_notes
 from grpo_power.layout import CONTROLLER, EVALUATE, IDENTIFY
 
 ControllerArm = Literal["ppo", "ppo+hwcap"]  # layout.CONTROLLER_ARMS
@@ -79,6 +80,7 @@ def controller_train(
     check_numbers({"--cap-w": cap_w, "--timesteps": timesteps})
     cfg = config_from(config)
     check_numbers({"--cap-w": cap_w}, cfg)
+    echo_notes(config_notes(cfg) if cap_w is None else [])
     out = out or controller_folder(cfg, deployment, arm)
     authority = authority or cfg.layout.identify / IDENTIFY.authority_json
     identified = cfg.layout.identify / IDENTIFY.calibration
@@ -167,6 +169,7 @@ def evaluate(
     check_numbers({"--cap-w": cap_w})
     cfg = config_from(config)
     check_numbers({"--cap-w": cap_w}, cfg)
+    echo_notes(config_notes(cfg) if cap_w is None else [])
     deployments = None
     schedule, changing = None, False
     if scenario is not None:
