@@ -26,7 +26,7 @@ from grpo_power.launch.batch import (
     submit_batch,
     wait_batch,
 )
-from grpo_power.launch.submit import JobFailed
+from grpo_power.launch.submit import JobFailed, SubmitRefused
 from grpo_power.telemetry.steplog import read_step_log
 from grpo_power.telemetry.store import read_trace
 from tests.conftest import REPO, checkout_copy, user_env
@@ -365,7 +365,7 @@ def test_a_rejected_submission_names_what_was_asked_and_where(slurm: None, tmp_p
     config, config_file = _slurm_config(tmp_path)
     config.launch.job.mem_gb = 5000
     spec = run_spec(config, config_file, "fixed", 0, tmp_path / "run", steps=2)
-    with pytest.raises(JobFailed) as error:
+    with pytest.raises(SubmitRefused) as error:  # a config error (exit 2), not a failed job (3)
         start_batch(config, [spec], tmp_path / "jobs", "grpo-power-test", lambda _: None)
     message = str(error.value)
     assert message.startswith("could not submit 1 run(s): ") and "\n" not in message

@@ -14,7 +14,8 @@ Exit codes (the same through ``grpo-power``, ``python -m grpo_power.cli`` and ``
 0     success; also ``--help`` and ``--version``
 2     data or config error: bad config or option value, bad or missing input file, a path that
       cannot be read or written (any ``OSError``), a number out of range, telemetry
-      unavailable (one line ``error: ...`` on stderr, one per bad field of a config file,
+      unavailable, a submission the cluster refused (``SubmitRefused``; sbatch's reason)
+      (one line ``error: ...`` on stderr, one per bad field of a config file,
       never a traceback; see :func:`user_errors`)
 3     a submitted run job (submitit / Slurm) failed (``JobFailed``; its id, state, stderr tail)
 64    usage error (sysexits EX_USAGE): unknown option or command, invalid choice, missing

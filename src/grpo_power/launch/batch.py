@@ -48,6 +48,7 @@ from grpo_power.config import Config
 from grpo_power.launch.submit import (
     JobFailed,
     RunJob,
+    SubmitRefused,
     make_executor,
     resolve_cluster,
     run_command,
@@ -417,7 +418,7 @@ def start_batch(
                 runner, [s.command for s in chosen], [s.folder for s in chosen]
             )
     except submitit.core.utils.FailedJobError as error:
-        raise JobFailed(
+        raise SubmitRefused(
             f"could not submit {len(pending)} run(s): {' '.join(str(error).split())}; "
             f"asked for {_asked(config)}"
         ) from None

@@ -38,6 +38,12 @@ class JobFailed(RuntimeError):
     """A submitted job failed; the message holds its id, state and the tail of its stderr."""
 
 
+class SubmitRefused(ValueError):
+    """The cluster refused a submission (its partition, account, QOS or resources: sbatch's
+    reason and what was asked, in one line): a config error, exit 2, where a job that ran and
+    failed is :class:`JobFailed`, exit 3."""
+
+
 def _ignore_checkpoint_signals() -> None:
     """In the run's process before it starts: USR1/USR2 must not kill it while it imports;
     it installs its own handlers once it can save a checkpoint."""
