@@ -169,6 +169,14 @@ def test_study_fleet_of_constant_runs_as_hand_computed(tmp_path):
     assert kw["this_run"] == pytest.approx(at["peak_kw_mean"])
     assert kw["difference"] == pytest.approx(at["peak_kw_mean"] - 3.17)
     assert "12 GPUs: 2 x 72b (4 GPUs) + 4 x 7b (1 GPU)" in kw["note"]
+    assert "the GPUs are" not in kw["note"]  # the study's own part
+    # an H200 study's 6.42 kW beside the study's 3.17-3.59 kW of A100s read as like for like
+    h200 = config(study_mix=mix).model_copy(
+        update={"gpu": validate_config({"gpu": {"name": "NVIDIA H200"}}).gpu}
+    )
+    other = analyze_study_fleet([big, small], h200).comparison.set_index(["key", "arm"])
+    note = other.loc[("fleet_peak_kw", "ppo"), "note"]
+    assert "the GPUs are NVIDIA H200s (700 W), the study's A100s (400 W)" in note
     # The 72B windows come from the largest model of the mix: 200 W is under its 220 W cap.
     share = rows.loc[("exceedance_72b_0.5s", "uncontrolled")]
     assert share["this_run"] == 0.0 and share["study_origin"] == "abstract"

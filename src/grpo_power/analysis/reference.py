@@ -146,6 +146,8 @@ STUDY_OVERSUBSCRIPTION = ReferenceFigure(
     ABSTRACT,
 )
 STUDY_SAMPLE_PERIOD_S = 0.5  # NVML every 500 ms (abstract)
+STUDY_GPU_NAME = "A100"  # the study's GPUs: A100 SXM at 400 W (secondary summary)
+STUDY_NAMEPLATE_W = 400.0
 
 PUBLISHED_OVERSUBSCRIPTION: tuple[ReferenceFigure, ...] = (
     ReferenceFigure(

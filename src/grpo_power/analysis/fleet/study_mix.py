@@ -250,9 +250,15 @@ def _fleet_rows(
         f"{fc.draws} draws of seeds and start offsets, runs periodic over "
         f"{first['horizon_s']:g} s"
     )
+    part = (  # the study's kW are of A100s: another part's differ by its nameplate too
+        f"; the GPUs are {config.gpu.name}s ({config.gpu.nameplate_w:g} W), the study's "
+        f"{reference.STUDY_GPU_NAME}s ({reference.STUDY_NAMEPLATE_W:g} W)"
+        if config.gpu.nameplate_w != reference.STUDY_NAMEPLATE_W
+        else ""
+    )
     why = (
         "differs: simulated power; the deployments keep their own caps; the study's start "
-        "times are not known, here random"
+        f"times are not known, here random{part}"
     )
     long = table[(table["window_s"] >= 30.0) & np.isfinite(table["exceedance_mean"])]
     worst = long.loc[long["exceedance_mean"].idxmax()] if len(long) else None
