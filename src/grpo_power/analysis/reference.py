@@ -146,6 +146,7 @@ STUDY_OVERSUBSCRIPTION = ReferenceFigure(
     ABSTRACT,
 )
 STUDY_SAMPLE_PERIOD_S = 0.5  # NVML every 500 ms (abstract)
+STUDY_FLEET_GPUS = 16  # the study's fleet: 2 x 72B (4 GPUs) + 2 x 14B (2) + 4 x 7B (1)
 STUDY_GPU_NAME = "A100"  # the study's GPUs: A100 SXM at 400 W (secondary summary)
 STUDY_NAMEPLATE_W = 400.0
 

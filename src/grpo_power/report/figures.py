@@ -27,6 +27,7 @@ from grpo_power.analysis.authority import STUDY_CONCURRENCY_AUTHORITY_72B
 from grpo_power.analysis.reference import (
     PUBLISHED_OVERSUBSCRIPTION,
     STUDY_EXCEEDANCE_72B,
+    STUDY_FLEET_GPUS,
     STUDY_FLEET_PEAK,
     STUDY_OVERSUBSCRIPTION,
 )
@@ -333,13 +334,22 @@ def fleet(fleet_windows: pd.DataFrame, scaling: pd.DataFrame, window_s: float) -
     _log_x(b, at["n_gpus"])
     b.set_xlabel("fleet size (GPUs)")
     b.set_title(f"peak at the {window_s:g} s window ({data_label(scaling['data'])})")
-    for ax in (a, b):
-        ax.axhspan(
-            STUDY_FLEET_PEAK.low,
-            STUDY_FLEET_PEAK.high,
-            color="0.8",
-            zorder=0,
-            label=f"study: 16 GPUs, {STUDY_FLEET_PEAK.shown()}",
+    # the study's one figure, where it was measured: 16 GPUs at its window (a band across every
+    # window and fleet size read as the study's figure at each)
+    low, high = STUDY_FLEET_PEAK.low, STUDY_FLEET_PEAK.high
+    study_window_s = STUDY_FLEET_PEAK.window_s or window_s
+    study = f"study: {STUDY_FLEET_GPUS} GPUs, {study_window_s:g} s, {STUDY_FLEET_PEAK.shown()}"
+    for ax, x in ((a, study_window_s), (b, STUDY_FLEET_GPUS)):
+        ax.errorbar(
+            [x],
+            [(low + high) / 2],
+            yerr=[[(high - low) / 2], [(high - low) / 2]],
+            fmt="s",
+            ms=4,
+            color="0.45",
+            capsize=3,
+            zorder=3,
+            label=study,
         )
         ax.set_ylabel("peak demand (% of nameplate)")
     a.legend(frameon=False)
@@ -604,7 +614,10 @@ CAPTIONS = {
     "same nominal episodes (dash-dot), the rollouts' throughput against the oracle's (dashed), "
     "and the snapshot validation chose (dotted); where a controller trained from several seeds "
     "(controller.training_seeds), the curve of the training validation chose from (its title "
-    "names the seed).",
+    "names the seed). The training episodes' returns are not on the nominal lines' scale: they "
+    "run under randomised physics and conditions (a lower cap, derating) at the training's own "
+    "changing multiplier, so they can lie far below the random policy's nominal return; the "
+    "throughput axis compares like with like.",
     "throughput_violations": "Throughput against violation rate per arm and deployment in the "
     "simulator, means over seeds with confidence intervals (both axes; none where an arm has "
     "one seed).",
