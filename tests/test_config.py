@@ -288,3 +288,15 @@ def test_likely_mistakes_of_a_valid_config_are_said() -> None:
     # a cap of its own on one deployment: the others are still named
     own_7b = merged("config.yaml", gpu={"name": "NVIDIA H200"}, cap_w=515)
     assert "of 14b 240 W, 72b 220 W are" in config_notes(own_7b)[0]
+    # a part described by its powers: its NVML reading silently the A100's instant one
+    b200 = {"name": "NVIDIA B200", "nameplate_w": 1000, "idle_w": 140}
+    reading = config_notes(merged("config.yaml", "h100.yaml", gpu=b200))
+    assert reading == [
+        "gpu.name 'NVIDIA B200' is no packaged part, so its NVML power reading is taken as "
+        "'instant' (the A100's); Hopper and newer parts read 1 s averages: give gpu.nvml_power "
+        "(instant or average_1s)"
+    ]
+    assert (
+        config_notes(merged("config.yaml", "h100.yaml", gpu={**b200, "nvml_power": "average_1s"}))
+        == []
+    )
