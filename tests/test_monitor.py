@@ -903,6 +903,29 @@ def test_a_controller_used_at_a_cap_it_was_not_trained_for_is_warned_about(
     ) in caplog.text
 
 
+def test_a_controller_trained_for_another_part_is_warned_about(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A controller trained in the simulator for an A100 (400 W), run on an H200 (700 W) at the
+    same cap, said nothing: it learnt another part's power. The simulated GPU here is the
+    config's A100, so one trained for an H200 is the other part."""
+    from grpo_power.callbacks import PowerCapCallback
+
+    class Trained(Observing):
+        def __init__(self, name: str, nameplate_w: float) -> None:
+            super().__init__()
+            self.meta = {"gpu": {"name": name, "nameplate_w": nameplate_w}}
+
+    with caplog.at_level("WARNING", logger="grpo_power.callbacks.cap"):
+        PowerCapCallback(Trained("NVIDIA A100-SXM4-80GB", 400.0), cap_w=300.0)
+        assert "trained in the simulator for" not in caplog.text
+        PowerCapCallback(Trained("NVIDIA H200", 700.0), cap_w=300.0)
+    assert (
+        "the controller was trained in the simulator for NVIDIA H200 (700 W), this run's GPUs "
+        "are NVIDIA A100-SXM4-80GB (400 W): it learnt another part's power"
+    ) in caplog.text
+
+
 def test_inputs_far_from_a_trained_controllers_training_are_warned_of_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -13,10 +13,12 @@ measured runs for the real tiny run), per deployment and actuator:
   (``control/env.py``: :class:`ControlSpace`), never from a list of names;
 - ``effect``: how the measurement classifies the actuator: ``power`` (selected) or
   ``duration`` (it changes how long phases last, hence energy and time, not power);
-- ``hold_level``: the level an unselected online actuator is held at by the controller: the
-  swept level with the best reward (the PPO reward's weights, rates relative to the default
-  level's), so a duration-only actuator is set once for throughput and efficiency rather than
-  learned.
+- ``hold_level``: the level an unselected online actuator is held at where nothing better is
+  known: the swept level with the best reward (the PPO reward's weights, rates relative to the
+  default level's), the others at their defaults. A trained controller holds it at its oracle's
+  setting instead where the oracle meets the budget (``control/ppo.py``: the sweep moves one
+  actuator at a time, and a level its reward prefers by a hair can cost most of the output
+  once the driven actuators keep the cap: on the H100 the 7b sweep held concurrency at 4).
 
 The study measured that on the sharded 72B deployment the group-level (volume) actuator loses its
 authority and concurrency alone keeps 17-22 % of it (the abstract;

@@ -82,7 +82,7 @@ from grpo_power.telemetry.monitor import (
     check_cap_within_nameplate,
     check_monitor,
 )
-from grpo_power.telemetry.source import TelemetryUnavailable
+from grpo_power.telemetry.source import GpuInfo, TelemetryUnavailable
 from grpo_power.workload.actuators import (
     ACTUATORS,
     Actuators,
@@ -203,6 +203,28 @@ def _warn_other_cap(controller: Controller, cap_w: float) -> None:
         )
 
 
+def _warn_other_part(controller: Controller, gpus: list[GpuInfo]) -> None:
+    """Warn where a trained controller (its ``controller.json``'s ``gpu``: the part the
+    simulator modelled in its training) runs on GPUs of another nameplate (``gpus``: the
+    monitor's): it learnt another part's power (an A100-trained controller on an H200 at the
+    same cap said nothing). A controller that names no part says nothing."""
+    meta = getattr(controller, "meta", None)
+    trained = meta.get("gpu") if isinstance(meta, dict) else None
+    if not isinstance(trained, dict) or not isinstance(trained.get("nameplate_w"), int | float):
+        return
+    other = [g for g in gpus if g.nameplate_w != float(trained["nameplate_w"])]
+    if other:
+        logger.warning(
+            "PowerCapCallback: the controller was trained in the simulator for %s (%g W), this "
+            "run's GPUs are %s (%g W): it learnt another part's power; train one with a config "
+            "naming this part (grpo-power controller train --config FILE)",
+            trained.get("name", "another part"),
+            float(trained["nameplate_w"]),
+            other[0].name,
+            other[0].nameplate_w,
+        )
+
+
 def held_actuators(controller: Controller) -> dict[str, int]:
     """The actuators a trained controller holds rather than drives (its action space's
     ``holds``: those without authority on its deployment), at the level it was trained with;
@@ -299,6 +321,7 @@ class PowerCapCallback(TrainerCallback):
         )
         if self.sampling and self.monitor is not None:
             check_cap_within_nameplate("PowerCapCallback", self.cap_w, self.monitor.source.gpus)
+            _warn_other_part(self.controller, self.monitor.source.gpus)
             warn_if_node_gpus_hidden(self.monitor.source.kind)
             judged_w = self.monitor.cap_w
             if judged_w is None:

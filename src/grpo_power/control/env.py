@@ -101,7 +101,8 @@ class ControlSpace:
         deployment: the deployment the space was built for.
         actuators: the driven actuators, in action-vector order.
         bounds: inclusive (min, max) of every online actuator.
-        holds: value of each online actuator that is not driven (the table's hold level).
+        holds: value of each online actuator that is not driven (the table's hold level, or
+            the oracle's setting of it: :meth:`held_at`).
         fallback: True when no actuator cleared the threshold and the one with the most
             authority was taken instead.
     """
@@ -153,6 +154,15 @@ class ControlSpace:
                     "this config (rerun `grpo-power identify` with it)"
                 )
         return cls(deployment, ordered, bounds, holds, fallback)
+
+    def held_at(self, levels: Mapping[str, int]) -> ControlSpace:
+        """This space with its held actuators named in ``levels`` held there instead (each
+        clipped into its bounds; a driven actuator's entry is ignored)."""
+        holds = {
+            name: min(self.bounds[name][1], max(self.bounds[name][0], int(levels.get(name, level))))
+            for name, level in self.holds.items()
+        }
+        return replace(self, holds=holds)
 
     def to_action(self, vector: np.ndarray) -> Action:
         """The action for a vector in [-1, 1]^k (clipped), linear onto each actuator's bounds

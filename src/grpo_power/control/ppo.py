@@ -5,7 +5,10 @@ Training (:func:`train_controller`) runs stable-baselines3 PPO on vectorised
 :class:`~grpo_power.control.env.GrpoPowerEnv` copies with observation (and reward)
 normalisation (``VecNormalize``), domain-randomised physics, conditions that change within
 episodes (``controller.conditions``: completions ending early, a lower cap, derating), and the
-action space the authority table gives for the deployment. A controller folder holds:
+action space the authority table gives for the deployment: its selected actuators driven, the
+others held at the oracle's setting on the nominal physics where the oracle meets the budget
+(:func:`oracle_holds`; ``controller.json``'s ``holds_from``), else at the table's hold level.
+A controller folder holds:
 
 - ``policy.zip``: the SB3 model (to continue training or inspect);
 - ``vecnormalize.pkl``: the SB3 normalisation statistics;
@@ -99,6 +102,17 @@ class TrainResult:
     power_limit_w: float | None = None
 
 
+def oracle_holds(oracle: Mapping[str, Any], space: ControlSpace) -> dict[str, int]:
+    """The levels ``space``'s held actuators are held at where the oracle (``oracle``: its
+    plan, :func:`~grpo_power.control.validation.oracle_reference`) meets the budget: its
+    longest-held setting's, the static part of the plan the controller then acts about; {}
+    where the oracle cannot meet the budget (the authority table's hold levels stand)."""
+    if not oracle["feasible"] or not oracle["settings"]:
+        return {}
+    setting = max(oracle["settings"], key=lambda s: s["share"])
+    return {name: int(setting[name]) for name in space.holds if setting.get(name) is not None}
+
+
 def train_controller(
     config: Config,
     calibration: Calibration,
@@ -132,8 +146,10 @@ def train_controller(
     settings = config.controller
     torch.set_num_threads(settings.torch_threads)
     rows = [dict(r) for r in authority_rows]
-    space = ControlSpace.from_authority(rows, deployment, config.workload)
     cap_w = float(cap_w if cap_w is not None else deployment_cap_w(config, deployment))
+    oracle = oracle_reference(config, calibration, deployment, cap_w, hardware_tier)
+    space = ControlSpace.from_authority(rows, deployment, config.workload)
+    space = space.held_at(oracle_holds(oracle, space))
     seed = settings.seed if settings.seed is not None else config.seed
     factor = config.sim.deployment(deployment).training_steps_factor
     timesteps = int((total_timesteps or settings.total_timesteps) * factor)
@@ -181,17 +197,19 @@ def train_controller(
             .to_csv(tmp, index=False)
         ),
     )
-    oracle = oracle_reference(config, calibration, deployment, cap_w, hardware_tier)
     meta = {
         "kind": CONTROLLER_KIND,
         "simulated": True,
         "deployment": deployment,
         "cap_w": cap_w,
+        # the part the simulator modelled: the callback warns on GPUs of another nameplate
+        "gpu": {"name": config.gpu.name, "nameplate_w": config.gpu.nameplate_w},
         "arm": "ppo+hwcap" if hardware_tier else "ppo",
         "power_limit_frac": power_limit_frac,
         "power_limit_w": limit_w,
         "hardware_tier": tier,
         "space": space.to_dict(),
+        "holds_from": "oracle" if oracle_holds(oracle, space) else "authority",
         "observation": observation_meta(venv, tracking is not None),
         "budget_tracking": tracking,
         "authority": [r for r in rows if r["deployment"] == deployment],
