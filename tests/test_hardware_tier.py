@@ -9,7 +9,7 @@ import pytest
 from grpo_power.analysis.objective import meets_budget, pooled
 from grpo_power.config import load_config, power_limit_w, static_setting
 from grpo_power.control.controllers import FixedController
-from grpo_power.control.env import ControlSpace, GrpoPowerEnv, deployment_cap_w
+from grpo_power.control.env import ControlSpace, GrpoPowerEnv
 from grpo_power.control.hardware_tier import limits_by_cap, tune_power_limit
 from grpo_power.control.simulate import run_outcome, simulate
 from grpo_power.layout import controller_in
@@ -99,7 +99,7 @@ def test_a_lower_cap_gets_the_tier_tuned_at_it(config):
     workload goes over the budget on the evaluation seeds; the tier tuned at the lowered cap
     (on the tuning seeds, at a constant cap) sets a lower share there and keeps it."""
     physics = physics_for(default_calibration(config), "14b", config)
-    cap_w = deployment_cap_w(config, "14b")
+    cap_w = config.deployment_cap_w("14b")
     budget_s = config.sim.deployment("14b").budget_s
     constant = Schedule.constant(budget_s, config.sim.completion_tokens)
     trained = tune_power_limit(physics, config, cap_w, constant)["power_limit_frac"]

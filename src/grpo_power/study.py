@@ -225,7 +225,6 @@ def evaluate(
     """
     from grpo_power.analysis.authority import read_authority, write_authority
     from grpo_power.analysis.evaluate import evaluate_folder
-    from grpo_power.control.env import deployment_cap_w
     from grpo_power.control.policy import PPOController
     from grpo_power.control.ppo import train_controller
     from grpo_power.control.rollout import evaluate_deployment
@@ -244,7 +243,7 @@ def evaluate(
     }
     scenario = {}
     for name in names:
-        cap = cap_w if cap_w is not None else deployment_cap_w(config, name)
+        cap = cap_w if cap_w is not None else config.deployment_cap_w(name)
         if "ppo" in arms:
             meta = PPOController.load(folders[name]["ppo"], name).meta
             scenario[name] = (

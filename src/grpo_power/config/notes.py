@@ -15,11 +15,8 @@ PLACEHOLDER_ACCOUNT = "your-account"  # config/a100-slurm.yaml's launch.slurm_ac
 
 
 def _caps_w(config: Config) -> dict[str, float]:
-    """Each simulated deployment's cap per GPU: its own, else the top-level ``cap_w``, W."""
-    return {
-        d.name: float(d.cap_w if d.cap_w is not None else config.cap_w)
-        for d in config.sim.deployments
-    }
+    """Each simulated deployment's cap per GPU, W (:meth:`Config.deployment_cap_w`)."""
+    return {d.name: config.deployment_cap_w(d.name) for d in config.sim.deployments}
 
 
 def config_notes(config: Config) -> list[str]:

@@ -76,6 +76,12 @@ class Config(Strict):
                 return entry
         return RunSize(size=size)  # type: ignore[arg-type]
 
+    def deployment_cap_w(self, deployment: str) -> float:
+        """The cap a simulated deployment runs under: its own ``cap_w``, else the top-level
+        ``cap_w``, W."""
+        own = self.sim.deployment(deployment).cap_w
+        return float(own if own is not None else self.cap_w)
+
     def job_resources(self, size: str) -> JobResources:
         """The resources of a GPU job of ``size``: its ``run_sizes`` entry over ``launch.job``,
         with the GPUs defaulting to the size's processes."""

@@ -236,7 +236,7 @@ class GrpoPowerEnv(gym.Env):
         self.calibration = calibration
         self.deployment = config.sim.deployment(deployment)
         self.space = space
-        self.cap_w = float(cap_w if cap_w is not None else deployment_cap_w(config, deployment))
+        self.cap_w = float(cap_w if cap_w is not None else config.deployment_cap_w(deployment))
         self.randomize = randomize
         self.power_limit_frac = power_limit_frac
         self.changing = changing and config.controller.conditions.change_every_steps > 0
@@ -478,12 +478,6 @@ def step_reward(
         - multiplier * (violation_rate - violation_budget + breaker)
         - weights.energy_weight * power_w / ref_power_w
     )
-
-
-def deployment_cap_w(config: Config, deployment: str) -> float:
-    """The cap a deployment runs under: its own ``cap_w``, else the top-level ``cap_w``, W."""
-    own = config.sim.deployment(deployment).cap_w
-    return float(own if own is not None else config.cap_w)
 
 
 def tracks_budget(config: Config, deployment: str) -> bool:

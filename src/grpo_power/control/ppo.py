@@ -70,7 +70,7 @@ import numpy as np
 
 from grpo_power.atomic import write_atomic, write_text_atomic
 from grpo_power.config import Config
-from grpo_power.control.env import ControlSpace, GrpoPowerEnv, deployment_cap_w
+from grpo_power.control.env import ControlSpace, GrpoPowerEnv
 from grpo_power.control.policy import (
     CONTROLLER_KIND,
     PPOController,
@@ -146,10 +146,11 @@ def train_controller(
     settings = config.controller
     torch.set_num_threads(settings.torch_threads)
     rows = [dict(r) for r in authority_rows]
-    cap_w = float(cap_w if cap_w is not None else deployment_cap_w(config, deployment))
+    cap_w = float(cap_w if cap_w is not None else config.deployment_cap_w(deployment))
     oracle = oracle_reference(config, calibration, deployment, cap_w, hardware_tier)
     space = ControlSpace.from_authority(rows, deployment, config.workload)
-    space = space.held_at(oracle_holds(oracle, space))
+    oracle_levels = oracle_holds(oracle, space)
+    space = space.held_at(oracle_levels)
     seed = settings.seed if settings.seed is not None else config.seed
     factor = config.sim.deployment(deployment).training_steps_factor
     timesteps = int((total_timesteps or settings.total_timesteps) * factor)
@@ -209,7 +210,7 @@ def train_controller(
         "power_limit_w": limit_w,
         "hardware_tier": tier,
         "space": space.to_dict(),
-        "holds_from": "oracle" if oracle_holds(oracle, space) else "authority",
+        "holds_from": "oracle" if oracle_levels else "authority",
         "observation": observation_meta(venv, tracking is not None),
         "budget_tracking": tracking,
         "authority": [r for r in rows if r["deployment"] == deployment],

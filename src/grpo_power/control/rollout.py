@@ -67,7 +67,6 @@ from grpo_power.config import (
     uses_hardware_tier,
 )
 from grpo_power.control.controllers import Controller, FixedController, ThresholdController
-from grpo_power.control.env import deployment_cap_w
 from grpo_power.control.hardware_tier import limits_by_cap
 from grpo_power.control.oracle import search_oracle
 from grpo_power.control.policy import PPOController
@@ -395,7 +394,7 @@ def evaluate_deployment(
     Returns the arms' settings (also written to ``out/arms.json``).
     """
     physics = physics_for(calibration, deployment, config)
-    cap_w = float(cap_w if cap_w is not None else deployment_cap_w(config, deployment))
+    cap_w = float(cap_w if cap_w is not None else config.deployment_cap_w(deployment))
     seeds = list(seeds if seeds is not None else config.evaluate.seeds)
     budget_s = config.sim.deployment(deployment).budget_s
     timeline = Schedule.from_segments(schedule or [], budget_s, config.sim.completion_tokens)
