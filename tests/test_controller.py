@@ -12,8 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from grpo_power.analysis.objective import meets_budget, pooled
 from grpo_power.config import Config, load_config
 from grpo_power.control.contract import Observation, percentile_95, random_observations
+from grpo_power.control.controllers import FixedController
 from grpo_power.control.env import (
     OBSERVATION_SIZE,
     ControlSpace,
@@ -27,7 +29,13 @@ from grpo_power.control.policy import (
     deployment_for_size,
     tracked_multiplier,
 )
-from grpo_power.control.ppo import CURVE_COLUMNS, oracle_holds, train_controller
+from grpo_power.control.ppo import (
+    CURVE_COLUMNS,
+    oracle_holds,
+    robust_holds,
+    train_controller,
+    training_caps_w,
+)
 from grpo_power.control.simulate import run_outcome, simulate
 from grpo_power.sim.calibration import default_calibration
 from grpo_power.sim.schedule import Schedule
@@ -585,3 +593,48 @@ def test_held_actuators_are_held_at_the_oracles_setting_where_it_meets_the_budge
     assert space.held_at({"concurrency": 999}).holds == {
         "concurrency": space.bounds["concurrency"][1]
     }
+
+
+def test_a_held_actuator_is_held_where_it_makes_the_most_across_the_training_caps():
+    """The packaged 7b at 320 W: the oracle's plan held the training chunk at 4, tied at 320 W
+    with 1, but 4 leaves far less under the lower caps the controller trains under (and the
+    study's 305 W scenario evaluates), so it is held at 1: with concurrency, the
+    best static setting within the budget at the training range's lowest cap makes more with
+    chunks of 1 than of 4 (simulated)."""
+    config = load_config(REPO / "config" / "config.yaml")
+    calibration = default_calibration(config)
+    rows = [
+        {"deployment": "7b", "actuator": name, "data": "simulated", "selected": driven,
+         "authority": 0.2, "hold_level": 1}
+        for name, driven in (("concurrency", True), ("max_new_tokens", True),
+                             ("train_micro_batch", False), ("pause_s", True))
+    ]  # fmt: skip
+    space = ControlSpace.from_authority(rows, "7b", config.workload)
+    caps_w = training_caps_w(config, 320.0)
+    assert caps_w == pytest.approx([294.4, 320.0, 345.6])
+    assert robust_holds(
+        config, calibration, "7b", 320.0, False, space, {"train_micro_batch": 4}
+    ) == {"train_micro_batch": 1}
+    # the simulator's own runs agree: at the lowest training cap, chunks of 1 make more
+    physics = physics_for(calibration, "7b", config)
+    budget_s, seeds = 300.0, config.evaluate.seeds
+
+    def best_static(chunk: int) -> float:
+        best = 0.0
+        for concurrency in range(1, 9):
+            controller = FixedController(concurrency, 64, chunk, 0)
+            runs = [simulate(physics, config, controller, caps_w[0], budget_s, s) for s in seeds]
+            outcome = pooled([run_outcome(r, budget_s, config.objective) for r in runs])
+            if meets_budget(outcome.violation_rate, outcome.breaker_excess_w, config.objective):
+                best = max(best, outcome.tokens)
+        return best
+
+    assert best_static(1) > best_static(4)
+    # no randomised caps: the oracle's hold stands, and nothing is searched
+    fixed_caps = config.model_copy(
+        update={"controller": config.controller.model_copy(update={"domain_randomization": False})}
+    )
+    assert training_caps_w(fixed_caps, 320.0) == [320.0]
+    assert robust_holds(
+        fixed_caps, calibration, "7b", 320.0, False, space, {"train_micro_batch": 4}
+    ) == {"train_micro_batch": 4}
