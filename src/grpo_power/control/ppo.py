@@ -7,7 +7,8 @@ normalisation (``VecNormalize``), domain-randomised physics, conditions that cha
 episodes (``controller.conditions``: completions ending early, a lower cap, derating), and the
 action space the authority table gives for the deployment: its selected actuators driven, the
 others held at the oracle's setting on the nominal physics where the oracle meets the budget
-(:func:`oracle_holds`; ``controller.json``'s ``holds_from``), else at the table's hold level.
+(:func:`oracle_holds`; ``controller.json``'s ``holds_from``), weighed over the caps the training
+draws (:func:`robust_holds`; ``holds_caps_w``), else at the table's hold level.
 A controller folder holds:
 
 - ``policy.zip``: the SB3 model (to continue training or inspect);
