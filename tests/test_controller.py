@@ -612,6 +612,8 @@ def test_a_held_actuator_is_held_where_it_makes_the_most_across_the_training_cap
     space = ControlSpace.from_authority(rows, "7b", config.workload)
     caps_w = training_caps_w(config, 320.0)
     assert caps_w == pytest.approx([294.4, 320.0, 345.6])
+    nameplate_w = config.gpu.nameplate_w  # the training draws no cap above it
+    assert training_caps_w(config, nameplate_w) == pytest.approx([0.92 * nameplate_w, nameplate_w])
     assert robust_holds(
         config, calibration, "7b", 320.0, False, space, {"train_micro_batch": 4}
     ) == {"train_micro_batch": 1}

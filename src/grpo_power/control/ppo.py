@@ -117,12 +117,15 @@ def oracle_holds(oracle: Mapping[str, Any], space: ControlSpace) -> dict[str, in
 
 
 def training_caps_w(config: Config, cap_w: float) -> list[float]:
-    """The caps the training draws from, W: ``cap_w`` and, with domain randomisation, the ends
-    of ``controller.cap_jitter_frac`` about it (the range :class:`GrpoPowerEnv` draws in)."""
+    """The caps the training draws from, W, ascending: ``cap_w`` and, with domain
+    randomisation, the ends of ``controller.cap_jitter_frac`` about it, within idle and the
+    nameplate (the range :class:`GrpoPowerEnv` draws in)."""
     jitter = config.controller.cap_jitter_frac
     if not config.controller.domain_randomization or jitter <= 0:
         return [cap_w]
-    return [cap_w * (1.0 - jitter), cap_w, cap_w * (1.0 + jitter)]
+    low_w, high_w = config.gpu.idle_w + 1.0, config.gpu.nameplate_w
+    ends = [min(high_w, max(low_w, cap_w * f)) for f in (1.0 - jitter, 1.0 + jitter)]
+    return sorted({*ends, cap_w})
 
 
 def robust_holds(
