@@ -29,6 +29,7 @@ from grpo_power.analysis.windows import run_windows
 from grpo_power.analysis.windows.simulated import run_sim_windows, sim_sample_files
 from grpo_power.config import Config, load_config, validate_config
 from grpo_power.layout import SIM_RUN_METADATA_KEY
+from grpo_power.sim.step_model import Physics
 from grpo_power.telemetry.schema import TraceMetadata
 from grpo_power.telemetry.steplog import STEP_LOG_SCHEMA
 from grpo_power.telemetry.store import write_trace
@@ -281,6 +282,34 @@ def authority_rows(
             "hold_level": 64,
         },
     ]
+
+
+def best_static_tokens(
+    physics: Physics,
+    config: Config,
+    cap_w: float,
+    budget_s: float,
+    chunks: tuple[int, ...],
+    concurrencies: range,
+) -> float:
+    """The most tokens a setting held through the run makes within the budget on the
+    evaluation seeds (simulated): each concurrency x training chunk, the longest completions,
+    no pause; 0 where none is within."""
+    from grpo_power.analysis.objective import meets_budget, pooled
+    from grpo_power.control.controllers import FixedController
+    from grpo_power.control.simulate import run_outcome, simulate
+
+    seeds = config.evaluate.seeds
+    longest = config.workload.max_new_tokens_bounds.max
+    best = 0.0
+    for chunk in chunks:
+        for concurrency in concurrencies:
+            held = FixedController(concurrency, longest, chunk, 0)
+            runs = [simulate(physics, config, held, cap_w, budget_s, s) for s in seeds]
+            outcome = pooled([run_outcome(r, budget_s, config.objective) for r in runs])
+            if meets_budget(outcome.violation_rate, outcome.breaker_excess_w, config.objective):
+                best = max(best, outcome.tokens)
+    return best
 
 
 # --------------------------------------------------------------------------------------------

@@ -12,10 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_power.analysis.objective import meets_budget, pooled
 from grpo_power.config import Config, load_config
 from grpo_power.control.contract import Observation, percentile_95, random_observations
-from grpo_power.control.controllers import FixedController
 from grpo_power.control.env import (
     OBSERVATION_SIZE,
     ControlSpace,
@@ -40,7 +38,7 @@ from grpo_power.control.simulate import run_outcome, simulate
 from grpo_power.sim.calibration import default_calibration
 from grpo_power.sim.schedule import Schedule
 from grpo_power.sim.step_model import physics_for
-from tests.conftest import REPO, FakeGpu, authority_rows, fake_nvml
+from tests.conftest import REPO, FakeGpu, authority_rows, best_static_tokens, fake_nvml
 
 
 def fast_config(results_dir) -> Config:
@@ -619,19 +617,9 @@ def test_a_held_actuator_is_held_where_it_makes_the_most_across_the_training_cap
     ) == {"train_micro_batch": 1}
     # the simulator's own runs agree: at the lowest training cap, chunks of 1 make more
     physics = physics_for(calibration, "7b", config)
-    budget_s, seeds = 300.0, config.evaluate.seeds
-
-    def best_static(chunk: int) -> float:
-        best = 0.0
-        for concurrency in range(1, 9):
-            controller = FixedController(concurrency, 64, chunk, 0)
-            runs = [simulate(physics, config, controller, caps_w[0], budget_s, s) for s in seeds]
-            outcome = pooled([run_outcome(r, budget_s, config.objective) for r in runs])
-            if meets_budget(outcome.violation_rate, outcome.breaker_excess_w, config.objective):
-                best = max(best, outcome.tokens)
-        return best
-
-    assert best_static(1) > best_static(4)
+    low_w = caps_w[0]
+    chunk_1 = best_static_tokens(physics, config, low_w, 300.0, (1,), range(1, 9))
+    assert chunk_1 > best_static_tokens(physics, config, low_w, 300.0, (4,), range(1, 9))
     # no randomised caps: the oracle's hold stands, and nothing is searched
     fixed_caps = config.model_copy(
         update={"controller": config.controller.model_copy(update={"domain_randomization": False})}

@@ -20,7 +20,7 @@ from grpo_power.layout import CONTROLLER_ARMS
 from grpo_power.sim.calibration import default_calibration
 from grpo_power.sim.schedule import Conditions, Schedule
 from grpo_power.sim.step_model import physics_for
-from tests.conftest import REPO, authority_rows
+from tests.conftest import REPO, authority_rows, best_static_tokens
 
 ARMS = list(SIM_ARM_NAMES)  # every arm the simulator runs, the oracles included
 
@@ -226,13 +226,6 @@ def test_no_static_setting_makes_much_more_than_the_oracle(cap_w: float) -> None
     plan = arm_plans(["oracle"], physics, config, cap_w, {}, schedule, seeds)[0]
     oracle = outcome(lambda s: plan.run(physics, config, cap_w, budget_s, s, schedule))
     assert meets_budget(oracle.violation_rate, oracle.breaker_excess_w, config.objective)
-    best = 0.0
-    for chunk in (1, 2, 4):
-        for concurrency in range(1, 17):
-            longest = config.workload.max_new_tokens_bounds.max
-            held = FixedController(concurrency, longest, chunk, 0)
-            static = outcome(lambda s, c=held: simulate(physics, config, c, cap_w, budget_s, s))
-            if meets_budget(static.violation_rate, static.breaker_excess_w, config.objective):
-                best = max(best, static.tokens)
+    best = best_static_tokens(physics, config, cap_w, budget_s, (1, 2, 4), range(1, 17))
     assert best > 0.0
     assert oracle.tokens >= 0.99 * best, (oracle.tokens, best)
