@@ -166,7 +166,9 @@ class ControlSpace:
 
     def to_action(self, vector: np.ndarray) -> Action:
         """The action for a vector in [-1, 1]^k (clipped), linear onto each actuator's bounds
-        (linear rather than logarithmic: resolution where the step's chunking changes)."""
+        (a logarithmic map and one onto the sizes that change a step's chunk count did better
+        at 305 W and worse at 7b's own 320 W: docs/design.md section 4, 'How the action maps
+        onto concurrency')."""
         values = dict(self.holds)
         for name, x in zip(self.actuators, np.clip(vector, -1.0, 1.0), strict=True):
             low, high = self.bounds[name]
