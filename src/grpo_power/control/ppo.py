@@ -44,7 +44,8 @@ table (``hardware_tier``); the arm runs under that share of its cap.
 The dual update meets the budget on average over the randomised physics, and its last iterate
 oscillates about it, so the policy is snapshotted ``controller.validation_snapshots`` times over
 the second half of training (and at its end) and the saved one is chosen by validation on the
-tuning seeds (``control/validation.py``). ``controller.json`` lists every snapshot's validation
+tuning seeds, at the deployment's cap and the ends of the training's cap range
+(``control/validation.py``). ``controller.json`` lists every snapshot's validation
 and the index of the one saved (``selection``: ``candidates``, ``chosen``). With
 ``controller.training_seeds`` above 1, PPO trains once per seed (``seed``, ``seed + 1``, ...) and
 the validation chooses among every training's snapshots, as the study kept one of its three PPO
@@ -257,7 +258,16 @@ def train_controller(
     limit_w = None if power_limit_frac is None else power_limit_frac * cap_w
     first = trainings[0]
     selection = select_snapshot(
-        snapshots, first.model, first.venv, config, calibration, deployment, space, cap_w, limit_w
+        snapshots,
+        first.model,
+        first.venv,
+        config,
+        calibration,
+        deployment,
+        space,
+        cap_w,
+        limit_w,
+        [c for c in training_caps_w(config, cap_w) if c != cap_w],
     )
     chosen = snapshots[selection["chosen"]]
     training = next(t for t in trainings if t.seed == chosen.seed)
