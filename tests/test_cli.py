@@ -424,12 +424,20 @@ def test_a_working_folders_config_of_another_tool_says_why_it_was_read(
     assert "is read as the config when no --config is given, being in the working folder" in line
 
 
-def test_controller_train_takes_identifys_calibration_as_the_studys_rule_does(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("command", "stage"),
+    [
+        (["controller", "train", "--deployment", "7b"], "train"),
+        (["evaluate", "--out", "evaluated"], "evaluate"),
+    ],
+)
+def test_the_stage_commands_take_identifys_calibration_as_the_studys_rules_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str], stage: str
 ) -> None:
     """The README's stage 3 command trained on the config's calibration where the study's rule
-    passes identify's (calibration_origin "defaults", unsaid): it takes identify's where
-    identify wrote it, and says so."""
+    passes identify's (calibration_origin "defaults", unsaid), and its stage 4 command evaluated
+    on it, took every study controller for a scenario's and retrained it: both take identify's
+    where identify wrote it, and say so."""
     import yaml
 
     from grpo_power import study
@@ -443,16 +451,19 @@ def test_controller_train_takes_identifys_calibration_as_the_studys_rule_does(
     config.write_text(yaml.safe_dump(data))
     given = []
 
-    def train(cfg, deployment, out, calibration, *args):
+    def stopped(cfg, first, second, calibration, *args, **kwargs):  # the calibration fourth
         given.append(calibration)
         raise ValueError("stopped here")
 
-    monkeypatch.setattr(study, "train", train)
-    result = invoke("controller", "train", "--deployment", "7b", "--config", str(config))
+    monkeypatch.setattr(study, stage, stopped)
+    monkeypatch.chdir(tmp_path)
+    result = invoke(*command, "--config", str(config))
     assert given == [results / "identify" / "calibration.json"]
     assert f"note: calibration {results}/identify/calibration.json (identify's" in result.output
+    invoke(*command, "--config", str(config), "--calibration", "other.json")
+    assert given[-1] == Path("other.json")
     (results / "identify" / "calibration.json").unlink()
-    invoke("controller", "train", "--deployment", "7b", "--config", str(config))
+    invoke(*command, "--config", str(config))
     assert given[-1] is None  # none written: the config's
 
 

@@ -83,10 +83,7 @@ def controller_train(
     echo_notes(config_notes(cfg) if cap_w is None else [])
     out = out or controller_folder(cfg, deployment, arm)
     authority = authority or cfg.layout.identify / IDENTIFY.authority_json
-    identified = cfg.layout.identify / IDENTIFY.calibration
-    if calibration is None and cfg.sim.calibration is None and identified.exists():
-        calibration = identified  # the study's rule trains on identify's calibration too
-        echo_notes([f"calibration {identified} (identify's; --calibration to give another)"])
+    calibration = _study_calibration(cfg, calibration)
     replaced = (out / CONTROLLER.controller).exists()
     result = train(cfg, deployment, out, calibration, authority, cap_w, timesteps, arm)
     e = result.evaluation
@@ -137,7 +134,13 @@ def evaluate(
         ),
     ] = None,
     calibration: Annotated[
-        Path | None, typer.Option("--calibration", help="Calibration file (default: config).")
+        Path | None,
+        typer.Option(
+            "--calibration",
+            help="Calibration file (default: a scenario's own, else RESULTS_DIR/identify/"
+            "calibration.json where identify wrote it, as the study's rules pass it; else the "
+            "config's).",
+        ),
     ] = None,
     cap_w: Annotated[
         float | None, typer.Option("--cap-w", help="A cap for every deployment evaluated, W.")
@@ -185,6 +188,7 @@ def evaluate(
         deployments = chosen.deployments
         retrain = chosen.retrain if retrain is None else retrain
         schedule, changing = chosen.schedule, chosen.changing
+    calibration = _study_calibration(cfg, calibration)
     result = run_evaluate(
         cfg,
         out,
@@ -202,6 +206,19 @@ def evaluate(
     met = int(result.ratios["met"].sum()) if len(result.ratios) else 0
     typer.echo(f"targets met: {met} of {len(result.ratios)} (SIMULATED)")
     typer.echo(f"wrote {out}/table.md, summary.csv, ratios.csv, metrics.csv, summary.json")
+
+
+def _study_calibration(cfg: Config, calibration: Path | None) -> Path | None:
+    """The calibration a stage command runs on: ``calibration`` where given; else identify's
+    (``RESULTS_DIR/identify/calibration.json``) where identify wrote it and the config names none,
+    as the study's rules pass it (said as a note); else None, the config's. Without it the
+    README's stage commands ran on another physics than the study's controllers were trained on:
+    ``evaluate`` then took every controller for a scenario's and retrained it."""
+    identified = cfg.layout.identify / IDENTIFY.calibration
+    if calibration is None and cfg.sim.calibration is None and identified.exists():
+        echo_notes([f"calibration {identified} (identify's; --calibration to give another)"])
+        return identified
+    return calibration
 
 
 @contextmanager
