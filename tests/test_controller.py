@@ -12,9 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_power.analysis.objective import Outcome
+from grpo_power.analysis.objective import Outcome, meets_budget, pooled
 from grpo_power.config import Config, load_config
 from grpo_power.control.contract import Observation, percentile_95, random_observations
+from grpo_power.control.controllers import FixedController
 from grpo_power.control.env import (
     OBSERVATION_SIZE,
     ControlSpace,
@@ -30,13 +31,14 @@ from grpo_power.control.policy import (
 )
 from grpo_power.control.ppo import (
     CURVE_COLUMNS,
+    HOLD_GAIN,
     oracle_holds,
     robust_holds,
     train_controller,
     training_caps_w,
 )
 from grpo_power.control.simulate import run_outcome, simulate
-from grpo_power.control.validation import choose_snapshot
+from grpo_power.control.validation import choose_snapshot, oracle_reference
 from grpo_power.sim.calibration import default_calibration
 from grpo_power.sim.schedule import Schedule
 from grpo_power.sim.step_model import physics_for
@@ -659,9 +661,10 @@ def test_a_held_actuator_is_held_where_it_makes_the_most_across_the_training_cap
     assert caps_w == pytest.approx([294.4, 320.0, 345.6])
     nameplate_w = config.gpu.nameplate_w  # the training draws no cap above it
     assert training_caps_w(config, nameplate_w) == pytest.approx([0.92 * nameplate_w, nameplate_w])
-    assert robust_holds(
-        config, calibration, "7b", 320.0, False, space, {"train_micro_batch": 4}
-    ) == {"train_micro_batch": 1}
+    plan = {"feasible": True, "settings": [{"train_micro_batch": 4, "share": 1.0}]}
+    assert robust_holds(config, calibration, "7b", 320.0, False, space, plan) == {
+        "train_micro_batch": 1
+    }
     # the simulator's own runs agree: at the lowest training cap, chunks of 1 make more
     physics = physics_for(calibration, "7b", config)
     low_w = caps_w[0]
@@ -672,6 +675,46 @@ def test_a_held_actuator_is_held_where_it_makes_the_most_across_the_training_cap
         update={"controller": config.controller.model_copy(update={"domain_randomization": False})}
     )
     assert training_caps_w(fixed_caps, 320.0) == [320.0]
-    assert robust_holds(
-        fixed_caps, calibration, "7b", 320.0, False, space, {"train_micro_batch": 4}
-    ) == {"train_micro_batch": 4}
+    assert robust_holds(fixed_caps, calibration, "7b", 320.0, False, space, plan) == {
+        "train_micro_batch": 4
+    }
+
+
+def test_a_held_level_the_plan_time_shares_about_is_held_between_where_one_setting_keeps_it():
+    """The packaged 72b at 220 W: the oracle's plan time-shares max new tokens at 49 and 47 to
+    meet the budget, and the controller held 49, its longest-held level, where run steadily
+    the plan's concurrency and chunks break the budget. Held at 48, between the two, they keep
+    it and make as much within the search's noise (simulated, the simulator's own runs)."""
+    config = load_config(REPO / "config" / "config.yaml")
+    calibration = default_calibration(config)
+    rows = [
+        {"deployment": "72b", "actuator": name, "data": "simulated", "selected": driven,
+         "authority": 0.2, "hold_level": 8}
+        for name, driven in (("concurrency", True), ("max_new_tokens", False),
+                             ("train_micro_batch", True), ("pause_s", False))
+    ]  # fmt: skip
+    space = ControlSpace.from_authority(rows, "72b", config.workload)
+    plan = oracle_reference(config, calibration, "72b", 220.0, False)
+    shared = sorted({s["max_new_tokens"] for s in plan["settings"]})
+    assert shared == [47, 49] and oracle_holds(plan, space)["max_new_tokens"] == 49
+    assert {(s["concurrency"], s["train_micro_batch"]) for s in plan["settings"]} == {(32, 4)}
+    assert robust_holds(config, calibration, "72b", 220.0, False, space, plan) == {
+        "max_new_tokens": 48,
+        "pause_s": 0,
+    }
+    physics = physics_for(calibration, "72b", config)
+    budget_s = config.sim.deployment("72b").budget_s
+    for seeds in (config.evaluate.tuning_seeds, config.evaluate.seeds):
+        outcomes = {}
+        for held in (48, 49):
+            runs = [
+                simulate(physics, config, FixedController(32, held, 4, 0), 220.0, budget_s, s)
+                for s in seeds
+            ]
+            outcomes[held] = pooled([run_outcome(r, budget_s, config.objective) for r in runs])
+        within = {
+            held: meets_budget(o.violation_rate, o.breaker_excess_w, config.objective)
+            for held, o in outcomes.items()
+        }
+        assert within == {48: True, 49: False}
+        assert outcomes[48].tokens / budget_s >= (1.0 - HOLD_GAIN) * plan["tokens_per_s"]

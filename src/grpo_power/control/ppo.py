@@ -136,23 +136,30 @@ def robust_holds(
     cap_w: float,
     hardware_tier: bool,
     space: ControlSpace,
-    holds: Mapping[str, int],
+    oracle: Mapping[str, Any],
 ) -> dict[str, int]:
     """The held actuators' levels across the caps the controller trains under
-    (:func:`training_caps_w` about ``cap_w``): ``holds`` (the oracle's at ``cap_w``,
-    :func:`oracle_holds`) where every cap's oracle plan holds the actuator alike; else, one
-    actuator at a time, among the plans' levels that make as much as it at ``cap_w`` (within
+    (:func:`training_caps_w` about ``cap_w``), from ``oracle``, the oracle's plan at ``cap_w``
+    (:func:`~grpo_power.control.validation.oracle_reference`): its longest-held setting's
+    (:func:`oracle_holds`) where every cap's plan holds the actuator alike; else, one actuator
+    at a time, among the candidate levels that make as much as it at ``cap_w`` (within
     ``HOLD_GAIN``, the search's noise), the one that makes the most summed over the caps (each
     cap's oracle with the actuator held there and the others at their holds; an infeasible cap
-    makes nothing), where that is over ``HOLD_GAIN`` more than the oracle's level makes.
+    makes nothing), where that is over ``HOLD_GAIN`` more than the longest-held level makes.
+    The candidates: each cap's longest-held level, and every level from the lowest to the
+    highest that the plan at ``cap_w`` time-shares.
 
     On 7b (simulated, 2026-12-07, the study's calibration) the plan at 320 W held the training
     chunk at 4 and made 440.8 tokens/s, at 1 442.4: a tie, but 4 makes 171.6 at 305 W where 1
     makes 213.9, and none within the budget at 294.4 W; it is held at 1. A level that loses at
     the deployment's own cap is not taken for what it makes under the others: 72b's max new
     tokens at 36, which the plan at the lowest training cap holds, cost its controller a quarter
-    of its output in the study (68.5 % of its oracle, 92.1 % at the plan's 49)."""
-    holds = dict(holds)
+    of its output in the study (68.5 % of its oracle, 92.1 % at the plan's 49). The plan at 220 W
+    time-shares 72b's max new tokens at 49 (60 %) and 47 (40 %) to meet the budget; held at 48
+    between them it runs one setting throughout (concurrency 32, chunks of 4) and makes 73.0
+    tokens/s against 73.3 at 49, and the plan at 202.4 W then has a setting within the budget
+    where 49 has none: it is held at 48."""
+    holds = oracle_holds(oracle, space)
     caps_w = training_caps_w(config, cap_w)
     if not holds or len(caps_w) == 1:
         return holds
@@ -162,7 +169,9 @@ def robust_holds(
         if c != cap_w
     ]
     for name in holds:
-        levels = sorted({holds[name], *(p[name] for p in plans if name in p)})
+        shared = [int(s[name]) for s in oracle["settings"] if s.get(name) is not None]
+        between = range(min(shared), max(shared) + 1)
+        levels = sorted({holds[name], *between, *(p[name] for p in plans if name in p)})
         if len(levels) == 1:
             continue
         made = {
@@ -241,7 +250,7 @@ def train_controller(
     oracle = oracle_reference(config, calibration, deployment, cap_w, hardware_tier)
     space = ControlSpace.from_authority(rows, deployment, config.workload)
     oracle_levels = robust_holds(
-        config, calibration, deployment, cap_w, hardware_tier, space, oracle_holds(oracle, space)
+        config, calibration, deployment, cap_w, hardware_tier, space, oracle
     )
     space = space.held_at(oracle_levels)
     seed = settings.seed if settings.seed is not None else config.seed
