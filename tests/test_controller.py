@@ -642,6 +642,17 @@ def test_held_actuators_are_held_at_the_oracles_setting_where_it_meets_the_budge
     }
 
 
+def _space_driving(config: Config, deployment: str, driven: set[str]) -> ControlSpace:
+    """The action space of an authority table where the actuators in ``driven`` cleared the
+    threshold on ``deployment`` (the others held, at 8 until the oracle's plan holds them)."""
+    rows = [
+        {"deployment": deployment, "actuator": name, "data": "simulated",
+         "selected": name in driven, "authority": 0.2, "hold_level": 8}
+        for name in ("concurrency", "max_new_tokens", "train_micro_batch", "pause_s")
+    ]  # fmt: skip
+    return ControlSpace.from_authority(rows, deployment, config.workload)
+
+
 def test_a_held_actuator_is_held_where_it_makes_the_most_across_the_training_caps():
     """The packaged 7b at 320 W: the oracle's plan held the training chunk at 4, tied at 320 W
     with 1, but 4 leaves far less under the lower caps the controller trains under (and the
@@ -650,13 +661,7 @@ def test_a_held_actuator_is_held_where_it_makes_the_most_across_the_training_cap
     chunks of 1 than of 4 (simulated)."""
     config = load_config(REPO / "config" / "config.yaml")
     calibration = default_calibration(config)
-    rows = [
-        {"deployment": "7b", "actuator": name, "data": "simulated", "selected": driven,
-         "authority": 0.2, "hold_level": 1}
-        for name, driven in (("concurrency", True), ("max_new_tokens", True),
-                             ("train_micro_batch", False), ("pause_s", True))
-    ]  # fmt: skip
-    space = ControlSpace.from_authority(rows, "7b", config.workload)
+    space = _space_driving(config, "7b", {"concurrency", "max_new_tokens", "pause_s"})
     caps_w = training_caps_w(config, 320.0)
     assert caps_w == pytest.approx([294.4, 320.0, 345.6])
     nameplate_w = config.gpu.nameplate_w  # the training draws no cap above it
@@ -687,13 +692,7 @@ def test_a_held_level_the_plan_time_shares_about_is_held_between_where_one_setti
     it and make as much within the search's noise (simulated, the simulator's own runs)."""
     config = load_config(REPO / "config" / "config.yaml")
     calibration = default_calibration(config)
-    rows = [
-        {"deployment": "72b", "actuator": name, "data": "simulated", "selected": driven,
-         "authority": 0.2, "hold_level": 8}
-        for name, driven in (("concurrency", True), ("max_new_tokens", False),
-                             ("train_micro_batch", True), ("pause_s", False))
-    ]  # fmt: skip
-    space = ControlSpace.from_authority(rows, "72b", config.workload)
+    space = _space_driving(config, "72b", {"concurrency", "train_micro_batch"})
     plan = oracle_reference(config, calibration, "72b", 220.0, False)
     shared = sorted({s["max_new_tokens"] for s in plan["settings"]})
     assert shared == [47, 49] and oracle_holds(plan, space)["max_new_tokens"] == 49
